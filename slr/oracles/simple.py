@@ -1,0 +1,92 @@
+"""The two trivial function classes of the chapter (Sec. 1.9.1-1.9.2): zero and constant."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from slr.oracles.base import LogisticOracle
+from slr.oracles.linear import Linear, _check_int, _check_positive
+
+__all__ = ["Zero", "Constant"]
+
+
+class Zero(LogisticOracle):
+    """The class holding only ``g(x, y) = 0``; fitting just records the problem's shape.
+
+    Attributes
+    ----------
+    n_classes_ : int
+    n_features_in_ : int
+    """
+
+    def __init__(self) -> None:
+        pass
+
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+        pass
+
+    def decision_function(self, features: Any) -> np.ndarray:
+        """Zeros of shape (N, K)."""
+        features = self._check_features(features)
+        return np.zeros((features.shape[0], self.n_classes_))
+
+
+class Constant(LogisticOracle):
+    """A table ``g(y)`` that ignores the features (chapter Sec. 1.9.2).
+
+    Minimises ``sum_k [log sum_y exp(g(y) + b_k(y)) - g(y_k) - b_k(y_k)] + l2/2 ||g||^2``,
+    a smooth convex problem in ``K`` variables. When ``l2 == 0``, every class occurs and
+    all bias rows are equal, the optimum is in closed form (``softmax(g + b)`` equals
+    the empirical class frequencies; the table is centred to mean zero). Otherwise it is
+    solved with L-BFGS-B, warm-started from the previous table.
+
+    Parameters
+    ----------
+    l2 : float, default=0.0
+        Ridge penalty on the table.
+    tol : float, default=1e-8
+        Stop when the largest gradient component of the *mean* objective
+        (objective divided by N) is below ``tol``.
+    max_iter : int, default=1000
+        Maximum number of L-BFGS iterations per fit.
+
+    Attributes
+    ----------
+    table_ : ndarray of shape (K,)
+        The fitted ``g(y)``.
+    n_iter_ : int
+        L-BFGS iterations of the last fit (0 for the closed form).
+    """
+
+    def __init__(self, l2: float = 0.0, tol: float = 1e-8, max_iter: int = 1000) -> None:
+        self.l2 = l2
+        self.tol = tol
+        self.max_iter = max_iter
+
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+        _check_positive("l2", self.l2, allow_zero=True)
+        _check_positive("tol", self.tol, allow_zero=False)
+        max_iter = _check_int("max_iter", self.max_iter, 1)
+        n, k = bias.shape
+        counts = np.bincount(labels, minlength=k).astype(np.float64)
+        if self.l2 == 0 and np.all(counts > 0) and np.all(bias == bias[0]):
+            table = np.log(counts) - bias[0]
+            self.table_ = table - table.mean()
+            self.n_iter_ = 0
+            return
+
+        # Linear on a single constant feature (the chapter's recipe), warm-started.
+        solver = Linear(l2=self.l2, fit_intercept=False, tol=self.tol, max_iter=max_iter)
+        start = getattr(self, "table_", None)
+        if start is not None:
+            solver.coef_ = start[:, None].copy()
+            solver.n_classes_, solver.n_features_in_ = k, 1
+        solver.fit(np.ones((n, 1)), bias, labels)
+        self.table_ = solver.coef_[:, 0].copy()
+        self.n_iter_ = solver.n_iter_
+
+    def decision_function(self, features: Any) -> np.ndarray:
+        """The table repeated for every row: shape (N, K)."""
+        features = self._check_features(features)
+        return np.tile(self.table_, (features.shape[0], 1))
