@@ -1,0 +1,149 @@
+"""LightGBM's multiclass gradient boosting as a logistic oracle (reference for ``BoostedTrees``).
+
+The biased problem maps onto LightGBM directly: the bias ``b`` is the Dataset's
+``init_score``. LightGBM 4.x stores a multiclass init score class-major (entry
+``k * N + i`` is row ``i``, class ``k``; a 2-D array is flattened with
+``ravel(order="F")`` by the Python package), does not boost from the average when an
+init score is given, and leaves the init score out of ``predict(raw_score=True)``,
+so the raw prediction is exactly the learned ``f(x, y)``.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+
+from slr.oracles.base import LogisticOracle
+from slr.oracles.trees import _check_integer, _check_real, fraction_to_rows, resolve_subsample
+
+__all__ = ["LightGBM"]
+
+
+class LightGBM(LogisticOracle):
+    """Boosted trees through LightGBM's ``multiclass`` objective, bias as ``init_score``.
+
+    Every :meth:`fit` trains a new booster from ``f = 0`` (like :class:`BoostedTrees`
+    with ``warm_start=False``). LightGBM grows one tree per class and round (K trees),
+    with second-order leaf values, histogram splits and best-first growth.
+
+    Parameters
+    ----------
+    n_rounds : int, default=200
+        Boosting rounds.
+    learning_rate : float, default=0.25
+        Shrinkage (the chapter's step).
+    num_leaves : int, default=31
+        Maximum leaves per tree.
+    subsample : int or float, default=10000
+        Rows per round (LightGBM bagging with ``bagging_freq=1``): an int is a count, a
+        float in (0, 1] a fraction.
+    min_leaf_fraction : float, default=0.01
+        ``min_data_in_leaf = ceil(min_leaf_fraction * n_sub)``.
+    max_bin : int, default=255
+        Histogram bins per feature.
+    lambda_l2 : float, default=0.0
+        L2 penalty on the leaf values.
+    n_jobs : int, default=1
+        LightGBM's ``num_threads``.
+    random_state : int or None, default=None
+        Seed of the bagging; ``None`` draws one from NumPy's global generator.
+    params : dict or None, default=None
+        Extra LightGBM parameters, applied last (they override the above).
+
+    Attributes
+    ----------
+    booster_ : lightgbm.Booster or None
+        The trained booster (``None`` when ``K == 1``: the zero function).
+    """
+
+    def __init__(
+        self,
+        n_rounds: int = 200,
+        learning_rate: float = 0.25,
+        num_leaves: int = 31,
+        subsample: int | float = 10000,
+        min_leaf_fraction: float = 0.01,
+        max_bin: int = 255,
+        lambda_l2: float = 0.0,
+        n_jobs: int = 1,
+        random_state: int | None = None,
+        params: dict | None = None,
+    ) -> None:
+        self.n_rounds = n_rounds
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.subsample = subsample
+        self.min_leaf_fraction = min_leaf_fraction
+        self.max_bin = max_bin
+        self.lambda_l2 = lambda_l2
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.params = params
+
+    def lightgbm_params(self, n_rows: int, n_classes: int) -> dict:
+        """The LightGBM parameter dict used for a problem of ``n_rows`` x ``n_classes``."""
+        n_sub = resolve_subsample(self.subsample, n_rows)
+        if self.random_state is None:
+            seed = int(np.random.randint(0, 2**31 - 1))
+        elif isinstance(self.random_state, Integral) and not isinstance(self.random_state, bool):
+            seed = int(self.random_state) % (2**31 - 1)
+        else:
+            raise ValueError(f"random_state must be None or an int, got {self.random_state!r}")
+        min_leaf_fraction = _check_real(
+            "min_leaf_fraction", self.min_leaf_fraction, 0.0, 0.5, low_open=False
+        )
+        params = {
+            "objective": "multiclass",
+            "num_class": n_classes,
+            "learning_rate": _check_real(
+                "learning_rate", self.learning_rate, 0.0, math.inf, low_open=True
+            ),
+            "num_leaves": _check_integer("num_leaves", self.num_leaves, 2),
+            "min_data_in_leaf": fraction_to_rows(min_leaf_fraction, n_sub, 1),
+            "max_bin": _check_integer("max_bin", self.max_bin, 2),
+            "lambda_l2": _check_real("lambda_l2", self.lambda_l2, 0.0, math.inf, low_open=False),
+            "num_threads": _check_integer("n_jobs", self.n_jobs, 1),
+            "seed": seed,
+            "deterministic": True,
+            "force_col_wise": True,
+            "verbosity": -1,
+        }
+        if n_sub < n_rows:
+            params.update(bagging_fraction=n_sub / n_rows, bagging_freq=1, bagging_seed=seed)
+        if self.params is not None:
+            if not isinstance(self.params, dict):
+                raise ValueError(f"params must be a dict or None, got {self.params!r}")
+            params.update(self.params)
+        return params
+
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+        import lightgbm
+
+        n, k = bias.shape
+        if n < 2:
+            raise ValueError(f"LightGBM needs at least 2 rows in features, got {n}")
+        n_rounds = _check_integer("n_rounds", self.n_rounds, 0)
+        params = self.lightgbm_params(n, k)
+        if k == 1 or n_rounds == 0:
+            self.booster_ = None
+            return
+        dataset = lightgbm.Dataset(
+            features,
+            label=labels,
+            init_score=bias.ravel(order="F"),  # class-major, see the module docstring
+            params={"max_bin": params["max_bin"], "verbosity": -1},
+            free_raw_data=True,
+        )
+        self.booster_ = lightgbm.train(params, dataset, num_boost_round=n_rounds)
+
+    def decision_function(self, features: Any) -> np.ndarray:
+        """Raw scores ``f(x, y)`` of shape (N, K), without the bias."""
+        features = self._check_features(features)
+        if self.booster_ is None or features.shape[0] == 0:
+            return np.zeros((features.shape[0], self.n_classes_))
+        scores = self.booster_.predict(
+            features, raw_score=True, num_threads=_check_integer("n_jobs", self.n_jobs, 1)
+        )
+        return np.asarray(scores, dtype=np.float64).reshape(features.shape[0], self.n_classes_)

@@ -1,0 +1,352 @@
+"""Boosted multivariate regression trees as a logistic oracle (chapter Sec. 1.9.4).
+
+Stochastic gradient boosting of the biased logistic loss
+
+    sum_k [ log sum_y exp(f(x_k, y) + b_k(y)) - f(x_k, y_k) - b_k(y_k) ]
+
+where every round fits **one** regression tree with vector-valued leaves for all
+classes. The heavy lifting is in :mod:`slr.oracles._trees` (Cython, ``nogil``).
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+from slr.oracles import _trees
+from slr.oracles.base import LogisticOracle
+
+__all__ = ["BoostedTrees"]
+
+
+def _check_real(name: str, value: Any, low: float, high: float, *, low_open: bool) -> float:
+    """``value`` as a float in ``(low, high]`` (``low_open``) or ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    if (value <= low if low_open else value < low) or value > high:
+        lower = "(" if low_open else "["
+        raise ValueError(f"{name} must lie in {lower}{low}, {high}], got {value!r}")
+    return float(value)
+
+
+def _check_integer(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def resolve_subsample(subsample: Any, n_rows: int) -> int:
+    """Number of rows drawn per round: an int is a count, a float in (0, 1] a fraction.
+
+    Raises
+    ------
+    ValueError
+        If ``subsample`` is neither, or selects fewer than 2 rows.
+    """
+    if isinstance(subsample, bool):
+        raise ValueError(f"subsample must be an int >= 2 or a float in (0, 1], got {subsample!r}")
+    if isinstance(subsample, Integral):
+        size = _check_integer("subsample", subsample, 2)
+    elif isinstance(subsample, Real):
+        fraction = _check_real("subsample", subsample, 0.0, 1.0, low_open=True)
+        size = int(round(fraction * n_rows))
+    else:
+        raise ValueError(f"subsample must be an int >= 2 or a float in (0, 1], got {subsample!r}")
+    size = min(size, n_rows)
+    if size < 2:
+        raise ValueError(
+            f"subsample={subsample!r} selects {size} of {n_rows} rows; at least 2 are needed"
+        )
+    return size
+
+
+def fraction_to_rows(fraction: float, n_rows: int, minimum: int) -> int:
+    """``ceil(fraction * n_rows)`` (robust to rounding), at least ``minimum``."""
+    return max(minimum, math.ceil(fraction * n_rows - 1e-9))
+
+
+class BoostedTrees(LogisticOracle):
+    """Stochastic gradient boosting with one vector-leaf regression tree per round.
+
+    Each :meth:`fit` starts from ``f = 0`` (the chapter: "initializing f = 0 and then
+    repeating") and performs ``n_rounds`` rounds, each of which
+
+    1. draws ``subsample`` rows without replacement (the same rows serve steps 2-4);
+    2. computes the log-likelihood gradient ``g_k = onehot(y_k) - softmax(f(x_k) + b_k)``;
+    3. induces one regression tree ``t`` for all classes minimising
+       ``sum_k ||g_k - t(x_k)||^2``, best split first, where a split must leave at least
+       ``min_leaf_fraction`` of the subset in each child and nodes holding less than
+       ``min_split_fraction`` of it are not split;
+    4. keeps the splits and re-fits every leaf's vector to minimise the biased logistic
+       loss of its rows (Newton's method with a line search, started from the better of
+       the squared-loss leaf and zero, so the loss never exceeds either);
+    5. adds ``step * t`` to the ensemble.
+
+    Parameters
+    ----------
+    n_rounds : int, default=200
+        Boosting rounds (trees) per fit.
+    step : float, default=0.25
+        Shrinkage ``nu`` applied to every re-fitted tree.
+    subsample : int or float, default=10000
+        Rows per round: an int is a count (capped at N), a float in (0, 1] a fraction.
+    min_leaf_fraction : float, default=0.01
+        Each child of a split holds at least ``ceil(min_leaf_fraction * n_sub)`` rows.
+    min_split_fraction : float, default=0.025
+        Nodes with fewer than ``ceil(min_split_fraction * n_sub)`` rows are leaves.
+    max_leaves : int or None, default=None
+        Optional cap on the leaves per tree (nodes are split in order of gain). ``None``:
+        only the two fractions above limit the tree, as in the chapter.
+    l2_leaf : float, default=1e-3
+        Ridge ``l2/2 |v|^2`` on each leaf vector during the re-fit; it keeps the Newton
+        system positive definite (the softmax Hessian is singular along ``(1, ..., 1)``).
+    newton_steps : int, default=8
+        Maximum Newton steps per leaf in the re-fit (it stops earlier at convergence).
+    warm_start : bool, default=False
+        If True, a repeated :meth:`fit` on a problem of the same shape keeps the trees it
+        has and adds ``n_rounds`` more, boosting from the current ``f`` instead of 0.
+    n_jobs : int, default=1
+        OpenMP threads for evaluating trees on all rows (score updates, prediction).
+        Tree induction and the re-fit run on the subset in one thread.
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the row subsets. An int makes every fit reproducible.
+
+    Attributes
+    ----------
+    tree_offsets_ : ndarray of shape (n_trees + 1,), intp
+        Tree ``t`` owns nodes ``tree_offsets_[t]:tree_offsets_[t + 1]``.
+    node_feature_ : ndarray of shape (n_nodes,), intp
+        Split feature, -1 at leaves.
+    node_threshold_ : ndarray of shape (n_nodes,), float64
+        Rows with ``x[feature] <= threshold`` go to the left child.
+    node_left_, node_right_ : ndarray of shape (n_nodes,), intp
+        Absolute node ids of the children, -1 at leaves.
+    node_value_ : ndarray of shape (n_nodes, K), float64
+        Leaf vectors, already multiplied by ``step`` (zero at internal nodes).
+    subset_loss_ : ndarray of shape (n_trees,)
+        Mean biased loss on each round's subset *before* that round's tree was added.
+    n_leaves_ : ndarray of shape (n_trees,), intp
+        Leaves of every tree.
+    n_classes_, n_features_in_ : int
+        Shape of the last problem.
+
+    Notes
+    -----
+    All fitted state is plain NumPy arrays, so the model pickles. ``K == 1`` gives
+    the zero function (the loss is identically 0).
+    """
+
+    def __init__(
+        self,
+        n_rounds: int = 200,
+        step: float = 0.25,
+        subsample: int | float = 10000,
+        min_leaf_fraction: float = 0.01,
+        min_split_fraction: float = 0.025,
+        max_leaves: int | None = None,
+        l2_leaf: float = 1e-3,
+        newton_steps: int = 8,
+        warm_start: bool = False,
+        n_jobs: int = 1,
+        random_state: Any = None,
+    ) -> None:
+        self.n_rounds = n_rounds
+        self.step = step
+        self.subsample = subsample
+        self.min_leaf_fraction = min_leaf_fraction
+        self.min_split_fraction = min_split_fraction
+        self.max_leaves = max_leaves
+        self.l2_leaf = l2_leaf
+        self.newton_steps = newton_steps
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+    def _validated_params(self, n_rows: int) -> dict:
+        params = {
+            "n_rounds": _check_integer("n_rounds", self.n_rounds, 0),
+            "step": _check_real("step", self.step, 0.0, math.inf, low_open=True),
+            "n_sub": resolve_subsample(self.subsample, n_rows),
+            "min_leaf_fraction": _check_real(
+                "min_leaf_fraction", self.min_leaf_fraction, 0.0, 0.5, low_open=False
+            ),
+            "min_split_fraction": _check_real(
+                "min_split_fraction", self.min_split_fraction, 0.0, 1.0, low_open=False
+            ),
+            "l2": _check_real("l2_leaf", self.l2_leaf, 0.0, math.inf, low_open=False),
+            "newton_steps": _check_integer("newton_steps", self.newton_steps, 0),
+            "n_jobs": _check_integer("n_jobs", self.n_jobs, 1),
+        }
+        if self.max_leaves is None:
+            params["max_leaves"] = np.iinfo(np.intp).max
+        else:
+            params["max_leaves"] = _check_integer("max_leaves", self.max_leaves, 1)
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise ValueError(f"warm_start must be a bool, got {self.warm_start!r}")
+        n_sub = params["n_sub"]
+        params["min_leaf"] = fraction_to_rows(params["min_leaf_fraction"], n_sub, 1)
+        params["min_split"] = fraction_to_rows(params["min_split_fraction"], n_sub, 2)
+        return params
+
+    def _rng(self) -> np.random.Generator:
+        state = self.random_state
+        if isinstance(state, np.random.Generator):
+            return state
+        if state is None or (isinstance(state, Integral) and not isinstance(state, bool)):
+            return np.random.default_rng(None if state is None else int(state))
+        raise ValueError(f"random_state must be None, an int or a numpy Generator, got {state!r}")
+
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+        n, k = bias.shape
+        if n < 2:
+            raise ValueError(f"BoostedTrees needs at least 2 rows in features, got {n}")
+        p = self._validated_params(n)
+        rng = self._rng()
+
+        keep = bool(self.warm_start) and hasattr(self, "tree_offsets_")
+        if keep:
+            scores = self.decision_function(features)
+            trees = self._unpack_trees()
+            subset_loss = list(self.subset_loss_)
+        else:
+            scores = np.zeros((n, k))
+            trees, subset_loss = [], []
+
+        if k > 1:
+            self._boost(features, bias, labels, scores, p, rng, trees, subset_loss)
+        self._pack_trees(trees, k)
+        self.subset_loss_ = np.asarray(subset_loss, dtype=np.float64)
+        # The scores of the training rows were accumulated tree by tree in the same
+        # order as predict_ensemble adds them, so they are bitwise what
+        # decision_function would return; keep them for the learner's next call.
+        self._train_cache_ = (features.copy(), scores)
+
+    def _boost(
+        self,
+        features: np.ndarray,
+        bias: np.ndarray,
+        labels: np.ndarray,
+        scores: np.ndarray,
+        p: dict,
+        rng: np.random.Generator,
+        trees: list,
+        subset_loss: list,
+    ) -> None:
+        """Run the boosting rounds, appending ``(feature, threshold, left, right, value)``."""
+        n, k = bias.shape
+        n_sub = p["n_sub"]
+        full = n_sub == n
+        margins = np.empty((n_sub, k))
+        grad = np.empty((n_sub, k))
+        sub_labels = np.empty(n_sub, dtype=np.int64)
+        if full:
+            rows = np.arange(n, dtype=np.intp)
+            sub_features = features
+            full_order = _sorted_orders(features)
+        for _ in range(p["n_rounds"]):
+            if full:
+                order = full_order.copy()
+            else:
+                rows = np.sort(rng.choice(n, size=n_sub, replace=False, shuffle=False))
+                rows = rows.astype(np.intp, copy=False)
+                sub_features = features[rows]
+                order = _sorted_orders(sub_features)
+            loss = _trees.subset_gradient(scores, bias, labels, rows, margins, grad, sub_labels)
+            subset_loss.append(loss / n_sub)
+            feature, threshold, left, right, leaf_of_node, start, end, values = _trees.grow_tree(
+                sub_features, grad, order, p["min_leaf"], p["min_split"], p["max_leaves"]
+            )
+            _trees.refit_leaves(
+                margins, sub_labels, order[0], start, end, values, p["l2"], p["newton_steps"]
+            )
+            node_value = np.zeros((feature.shape[0], k))
+            is_leaf = leaf_of_node >= 0
+            node_value[is_leaf] = p["step"] * values[leaf_of_node[is_leaf]]
+            _trees.add_tree(
+                features, feature, threshold, left, right, node_value, scores, p["n_jobs"]
+            )
+            trees.append((feature, threshold, left, right, node_value))
+
+    def _pack_trees(self, trees: list, k: int) -> None:
+        """Concatenate per-tree node arrays into the flat fitted attributes."""
+        sizes = [t[0].shape[0] for t in trees]
+        offsets = np.zeros(len(trees) + 1, dtype=np.intp)
+        np.cumsum(sizes, out=offsets[1:])
+        self.tree_offsets_ = offsets
+        if trees:
+            self.node_feature_ = np.concatenate([t[0] for t in trees]).astype(np.intp)
+            self.node_threshold_ = np.concatenate([t[1] for t in trees])
+            self.node_left_ = np.concatenate(
+                [np.where(t[2] >= 0, t[2] + off, -1) for t, off in zip(trees, offsets)]
+            ).astype(np.intp)
+            self.node_right_ = np.concatenate(
+                [np.where(t[3] >= 0, t[3] + off, -1) for t, off in zip(trees, offsets)]
+            ).astype(np.intp)
+            self.node_value_ = np.concatenate([t[4] for t in trees])
+        else:
+            self.node_feature_ = np.zeros(0, dtype=np.intp)
+            self.node_threshold_ = np.zeros(0)
+            self.node_left_ = np.zeros(0, dtype=np.intp)
+            self.node_right_ = np.zeros(0, dtype=np.intp)
+            self.node_value_ = np.zeros((0, k))
+        self.n_leaves_ = np.array(
+            [int(np.sum(t[0] < 0)) for t in trees], dtype=np.intp
+        )
+
+    def _unpack_trees(self) -> list:
+        """Inverse of :meth:`_pack_trees` (child ids made local to each tree again)."""
+        trees = []
+        offsets = self.tree_offsets_
+        for t in range(offsets.shape[0] - 1):
+            lo, hi = offsets[t], offsets[t + 1]
+            left = self.node_left_[lo:hi]
+            right = self.node_right_[lo:hi]
+            trees.append((
+                self.node_feature_[lo:hi].copy(),
+                self.node_threshold_[lo:hi].copy(),
+                np.where(left >= 0, left - lo, -1),
+                np.where(right >= 0, right - lo, -1),
+                self.node_value_[lo:hi].copy(),
+            ))
+        return trees
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_train_cache_", None)  # large and recomputable: not pickled
+        return state
+
+    # --------------------------------------------------------------- prediction
+    @property
+    def n_trees_(self) -> int:
+        """Number of trees in the ensemble."""
+        return int(self.tree_offsets_.shape[0] - 1)
+
+    def decision_function(self, features: Any) -> np.ndarray:
+        """Scores ``f(x, y)`` of shape (N, K): the sum of the scaled trees (no bias).
+
+        If ``features`` equals the training features of the last fit, the scores
+        accumulated during boosting are returned (identical values, no tree walk).
+        """
+        features = self._check_features(features)
+        cache = getattr(self, "_train_cache_", None)
+        if cache is not None and cache[0].shape == features.shape and np.array_equal(
+            cache[0], features
+        ):
+            return cache[1].copy()
+        out = np.zeros((features.shape[0], self.n_classes_))
+        if self.tree_offsets_.shape[0] > 1 and features.shape[0] > 0:
+            _trees.predict_ensemble(
+                features, self.tree_offsets_, self.node_feature_, self.node_threshold_,
+                self.node_left_, self.node_right_, self.node_value_, out,
+                max(1, int(self.n_jobs)) if isinstance(self.n_jobs, Integral) else 1,
+            )
+        return out
+
+
+def _sorted_orders(features: np.ndarray) -> np.ndarray:
+    """``(d, n)`` row orders sorting each feature (stable, so ties keep row order)."""
+    return np.ascontiguousarray(np.argsort(features, axis=0, kind="stable").T, dtype=np.intp)

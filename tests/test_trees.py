@@ -1,0 +1,302 @@
+"""Boosted multivariate regression trees (slr.oracles.trees) and the LightGBM adapter."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+from sklearn.tree import DecisionTreeRegressor
+
+from slr.oracles import _trees
+from slr.oracles.base import biased_logistic_loss
+from slr.oracles.trees import BoostedTrees, _sorted_orders
+
+lightgbm = pytest.importorskip("lightgbm")
+from slr.oracles.lightgbm_adapter import LightGBM  # noqa: E402
+
+
+def make_problem(n: int, k: int, d: int = 2, seed: int = 0):
+    """Features that carry label information, random biases."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, k, n)
+    features = rng.uniform(size=(n, d))
+    features[:, 0] += 0.5 * labels / max(k - 1, 1)
+    bias = rng.normal(size=(n, k))
+    return features, bias, labels
+
+
+def brute_force_split(x: np.ndarray, g: np.ndarray, min_leaf: int):
+    """Best split by trying every threshold between distinct values."""
+    def sse(a: np.ndarray) -> float:
+        return float(((a - a.mean(axis=0)) ** 2).sum())
+
+    parent = sse(g)
+    best = (-1, 0.0, -np.inf)
+    for f in range(x.shape[1]):
+        values = np.unique(x[:, f])
+        for lo, hi in zip(values[:-1], values[1:]):
+            left = x[:, f] <= lo
+            if left.sum() < min_leaf or (~left).sum() < min_leaf:
+                continue
+            gain = parent - sse(g[left]) - sse(g[~left])
+            if gain > best[2] + 1e-12:
+                best = (f, (lo + hi) / 2, gain)
+    return best
+
+
+def tree_arrays_predict(x, feature, threshold, left, right, value):
+    out = np.zeros((x.shape[0], value.shape[1]))
+    _trees.add_tree(x, feature, threshold, left, right, value, out)
+    return out
+
+
+# ------------------------------------------------------------------ split search
+@pytest.mark.parametrize("seed", range(6))
+def test_split_finder_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        n = int(rng.integers(2, 40))
+        d = int(rng.integers(1, 4))
+        k = int(rng.integers(1, 5))
+        x = np.round(rng.normal(size=(n, d)), 1)  # ties on purpose
+        g = rng.normal(size=(n, k))
+        min_leaf = int(rng.integers(1, 6))
+        feature, threshold, gain = _trees.find_best_split(x, g, min_leaf)
+        bf_feature, bf_threshold, bf_gain = brute_force_split(x, g, min_leaf)
+        if bf_feature < 0:
+            assert feature < 0
+            continue
+        assert gain == pytest.approx(bf_gain, rel=1e-9, abs=1e-12)
+        # the chosen split realises that gain (equal only up to ties with another split)
+        left = x[:, feature] <= threshold
+        assert min(left.sum(), (~left).sum()) >= min_leaf
+        realised = (((g - g.mean(0)) ** 2).sum() - ((g[left] - g[left].mean(0)) ** 2).sum()
+                    - ((g[~left] - g[~left].mean(0)) ** 2).sum())
+        assert realised == pytest.approx(bf_gain, rel=1e-9, abs=1e-12)
+
+
+def test_no_split_on_constant_feature_or_zero_gradient():
+    x = np.ones((50, 1))
+    g = np.random.default_rng(0).normal(size=(50, 3))
+    assert _trees.find_best_split(x, g, 1)[0] == -1
+    x = np.random.default_rng(1).normal(size=(50, 2))
+    assert _trees.find_best_split(x, np.zeros((50, 3)), 1)[0] == -1
+
+
+@pytest.mark.parametrize("max_leaves", [None, 7])
+def test_tree_equals_sklearn_multioutput_tree(max_leaves):
+    """Same partition and leaf means as scikit-learn's multi-output squared-error tree."""
+    rng = np.random.default_rng(3)
+    n, k = 2000, 3
+    x = rng.integers(0, 256, size=(n, 3)) / 8.0  # exact in float32, as sklearn uses
+    g = rng.normal(size=(n, k)) + np.column_stack([x[:, 0], -x[:, 1], x[:, 2] ** 2]) / 30
+    min_leaf, min_split = 20, 50
+    order = _sorted_orders(x)
+    feature, threshold, left, right, leaf_of_node, start, end, raw = _trees.grow_tree(
+        x, g, order, min_leaf, min_split, 10**9 if max_leaves is None else max_leaves
+    )
+    value = np.zeros((feature.shape[0], k))
+    value[leaf_of_node >= 0] = raw
+    ours = tree_arrays_predict(x, feature, threshold, left, right, value)
+    sk = DecisionTreeRegressor(
+        min_samples_leaf=min_leaf, min_samples_split=min_split, max_leaf_nodes=max_leaves,
+        random_state=0,
+    ).fit(x, g)
+    assert int(np.sum(feature < 0)) == sk.get_n_leaves()
+    np.testing.assert_allclose(ours, sk.predict(x), atol=1e-10)
+    # every leaf's rows, as reported, are the rows that reach the leaf
+    for leaf in range(start.shape[0]):
+        rows = order[0, start[leaf]:end[leaf]]
+        assert end[leaf] - start[leaf] >= min_leaf
+        np.testing.assert_allclose(ours[rows], np.broadcast_to(raw[leaf], ours[rows].shape),
+                                   atol=1e-12)
+
+
+# ------------------------------------------------------------------ leaf re-fit
+def test_refit_minimises_biased_loss_with_splits_fixed():
+    features, bias, labels = make_problem(3000, 4, seed=5)
+    scores = np.zeros_like(bias)
+    rows = np.arange(3000, dtype=np.intp)
+    margins = np.empty_like(bias)
+    grad = np.empty_like(bias)
+    sub_labels = np.empty(3000, dtype=np.int64)
+    _trees.subset_gradient(scores, bias, labels, rows, margins, grad, sub_labels)
+    np.testing.assert_allclose(grad, -biased_logistic_loss(scores, bias, labels)[1])
+    order = _sorted_orders(features)
+    feature, threshold, left, right, leaf_of_node, start, end, raw = _trees.grow_tree(
+        features, grad, order, 150, 300, 10**9
+    )
+    assert start.shape[0] >= 8
+    refit = raw.copy()
+    _trees.refit_leaves(margins, sub_labels, order[0], start, end, refit, 0.0, 20)
+
+    def tree_loss(leaf_values: np.ndarray) -> float:
+        value = np.zeros((feature.shape[0], 4))
+        value[leaf_of_node >= 0] = leaf_values
+        t = tree_arrays_predict(features, feature, threshold, left, right, value)
+        return biased_logistic_loss(t, bias, labels)[0]
+
+    loss_raw, loss_refit = tree_loss(raw), tree_loss(refit)
+    assert loss_refit < loss_raw - 1.0
+    assert loss_refit < biased_logistic_loss(scores, bias, labels)[0]
+    # independent optimum: L-BFGS over each leaf's vector
+    leaf_rows = [order[0, s:e] for s, e in zip(start, end)]
+    best = 0.0
+    for rows_l in leaf_rows:
+        z, y = margins[rows_l], labels[rows_l]
+
+        def f(v):
+            zz = z + v
+            lse = logsumexp(zz, axis=1)
+            p = np.exp(zz - lse[:, None])
+            p[np.arange(len(y)), y] -= 1
+            return float(np.sum(lse - zz[np.arange(len(y)), y])), p.sum(0)
+
+        best += minimize(f, np.zeros(4), jac=True, method="L-BFGS-B",
+                         options={"gtol": 1e-10, "ftol": 1e-15}).fun
+    assert loss_refit == pytest.approx(best, rel=1e-7)
+
+
+def test_refit_with_many_classes_uses_diagonal_and_still_lowers_loss():
+    features, bias, labels = make_problem(2000, 20, seed=2)
+    model = BoostedTrees(n_rounds=5, subsample=1.0, random_state=0).fit(features, bias, labels)
+    assert np.all(np.diff(model.subset_loss_) < 0)
+
+
+# ------------------------------------------------------------------ the booster
+def test_training_loss_decreases_on_fixed_subset():
+    features, bias, labels = make_problem(1500, 3, seed=1)
+    model = BoostedTrees(n_rounds=30, subsample=1.0, random_state=0).fit(features, bias, labels)
+    history = model.subset_loss_
+    assert history.shape == (30,)
+    assert history[0] == pytest.approx(biased_logistic_loss(np.zeros_like(bias), bias, labels)[0]
+                                       / 1500)
+    assert np.all(np.diff(history) < 0)
+    assert model.loss(features, bias, labels) / 1500 < history[-1]
+
+
+def test_split_rules_and_step_are_respected():
+    features, bias, labels = make_problem(4000, 3, seed=4)
+    model = BoostedTrees(n_rounds=3, subsample=2000, step=0.5, random_state=0)
+    model.fit(features, bias, labels)
+    assert model.n_trees_ == 3
+    # leaves hold >= 1% of the 2000-row subset and at most 2000 / 20 = 100 leaves exist
+    assert np.all(model.n_leaves_ <= 100) and np.all(model.n_leaves_ > 10)
+    capped = BoostedTrees(n_rounds=3, subsample=2000, max_leaves=5, random_state=0)
+    assert np.all(capped.fit(features, bias, labels).n_leaves_ == 5)
+
+
+def test_same_seed_same_model_and_pickle_roundtrip():
+    features, bias, labels = make_problem(5000, 3, seed=6)
+    a = BoostedTrees(n_rounds=20, subsample=1000, random_state=7).fit(features, bias, labels)
+    b = BoostedTrees(n_rounds=20, subsample=1000, random_state=7).fit(features, bias, labels)
+    c = BoostedTrees(n_rounds=20, subsample=1000, random_state=8).fit(features, bias, labels)
+    for name in ("tree_offsets_", "node_feature_", "node_threshold_", "node_value_"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert not np.array_equal(a.decision_function(features), c.decision_function(features))
+    # a refit with an int seed is reproducible too
+    np.testing.assert_array_equal(
+        a.fit(features, bias, labels).node_value_, b.node_value_
+    )
+    clone = pickle.loads(pickle.dumps(a))
+    test = np.random.default_rng(0).uniform(size=(300, 2))
+    np.testing.assert_array_equal(clone.decision_function(test), a.decision_function(test))
+    np.testing.assert_array_equal(clone.decision_function(features), a.decision_function(features))
+
+
+def test_cached_training_scores_equal_tree_walk():
+    features, bias, labels = make_problem(2000, 3, seed=8)
+    model = BoostedTrees(n_rounds=10, subsample=500, random_state=0).fit(features, bias, labels)
+    cached = model.decision_function(features.copy())
+    walked = model.decision_function(features[::-1])[::-1]
+    np.testing.assert_array_equal(cached, walked)
+
+
+def test_warm_start_continues_from_current_ensemble():
+    features, bias, labels = make_problem(3000, 3, seed=9)
+    model = BoostedTrees(n_rounds=10, subsample=1.0, warm_start=True, random_state=0)
+    first = model.fit(features, bias, labels).loss(features, bias, labels)
+    second = model.fit(features, bias, labels).loss(features, bias, labels)
+    assert model.n_trees_ == 20 and second < first
+    cold = BoostedTrees(n_rounds=10, subsample=1.0, random_state=0)
+    cold.fit(features, bias, labels)
+    cold.fit(features, bias, labels)
+    assert cold.n_trees_ == 10
+    assert cold.loss(features, bias, labels) == pytest.approx(first)
+
+
+@pytest.mark.parametrize("oracle", [BoostedTrees(n_rounds=3), LightGBM(n_rounds=3)])
+def test_single_class_is_zero_function(oracle):
+    features = np.random.default_rng(0).uniform(size=(50, 2))
+    oracle.fit(features, np.zeros((50, 1)), np.zeros(50, dtype=int))
+    np.testing.assert_array_equal(oracle.decision_function(features), np.zeros((50, 1)))
+
+
+# ------------------------------------------------------------------ LightGBM
+def test_lightgbm_adapter_uses_bias_as_init_score():
+    """LightGBM's own multi_logloss (init score included) equals our biased loss."""
+    features, bias, labels = make_problem(2000, 3, seed=10)
+    bias *= 3
+    oracle = LightGBM(n_rounds=5, subsample=1.0, random_state=0).fit(features, bias, labels)
+    params = oracle.lightgbm_params(2000, 3) | {"metric": "multi_logloss"}
+    data = lightgbm.Dataset(features, label=labels, init_score=bias, params={"verbosity": -1})
+    record: dict = {}
+    lightgbm.train(params, data, 5, valid_sets=[data],
+                   callbacks=[lightgbm.record_evaluation(record)])
+    assert record["training"]["multi_logloss"][-1] == pytest.approx(
+        oracle.loss(features, bias, labels) / 2000, rel=1e-9
+    )
+
+
+def test_binary_problem_goes_through_multiclass():
+    features, bias, labels = make_problem(2000, 2, seed=11)
+    oracle = LightGBM(n_rounds=10, random_state=0).fit(features, bias, labels)
+    assert oracle.booster_.params["objective"] == "multiclass"
+    assert oracle.decision_function(features).shape == (2000, 2)
+
+
+def test_boosted_trees_and_lightgbm_reach_comparable_loss():
+    features, bias, labels = make_problem(20000, 3, seed=12)
+    start = biased_logistic_loss(np.zeros_like(bias), bias, labels)[0]
+    ours = BoostedTrees(n_rounds=60, subsample=5000, max_leaves=31, random_state=0)
+    ref = LightGBM(n_rounds=60, subsample=5000, num_leaves=31, random_state=0)
+    loss_ours = ours.fit(features, bias, labels).loss(features, bias, labels)
+    loss_ref = ref.fit(features, bias, labels).loss(features, bias, labels)
+    assert loss_ours < 0.9 * start and loss_ref < 0.9 * start
+    assert abs(loss_ours - loss_ref) < 0.02 * loss_ref
+
+
+# ------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("make_oracle", [lambda: BoostedTrees(n_rounds=2),
+                                         lambda: LightGBM(n_rounds=2)])
+def test_bad_input_raises_value_error(make_oracle):
+    features, bias, labels = make_problem(100, 3)
+    nan_features = features.copy()
+    nan_features[3, 1] = np.nan
+    with pytest.raises(ValueError, match="features"):
+        make_oracle().fit(nan_features, bias, labels)
+    with pytest.raises(ValueError, match="bias"):
+        make_oracle().fit(features, bias[:, :, None], labels)
+    with pytest.raises(ValueError, match="rows"):
+        make_oracle().fit(features, bias[:50], labels)
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        make_oracle().fit(features[:1], bias[:1], labels[:1])
+    with pytest.raises(ValueError, match="subsample"):
+        make_oracle().set_params(subsample=1).fit(features, bias, labels)
+    with pytest.raises(ValueError, match="labels"):
+        make_oracle().fit(features, bias, labels + 3)
+    fitted = make_oracle().fit(features, bias, labels)
+    with pytest.raises(ValueError, match="features"):
+        fitted.decision_function(features[:, :1])
+
+
+@pytest.mark.parametrize("param, value", [("n_rounds", -1), ("step", 0.0), ("step", np.nan),
+                                          ("min_leaf_fraction", 0.7), ("max_leaves", 0),
+                                          ("l2_leaf", -1.0), ("n_jobs", 0),
+                                          ("random_state", "seed"), ("subsample", 1.5)])
+def test_bad_parameters_raise_value_error(param, value):
+    features, bias, labels = make_problem(100, 3)
+    with pytest.raises(ValueError, match=param):
+        BoostedTrees(**({"n_rounds": 2} | {param: value})).fit(features, bias, labels)
