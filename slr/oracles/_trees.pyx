@@ -18,11 +18,10 @@ One round of boosting uses, in order:
 :func:`predict_ensemble` evaluates a whole ensemble stored as flat node arrays.
 Inputs are validated by the Python layer (``slr.oracles.trees``); nothing here checks.
 """
-cimport cython
 from cython.parallel cimport prange
 from libc.math cimport exp, log, sqrt, INFINITY
-from libc.stdlib cimport malloc, calloc, free
-from libc.string cimport memset, memcpy
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset
 
 import numpy as np
 cimport numpy as cnp
