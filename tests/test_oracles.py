@@ -108,12 +108,32 @@ def test_class_major_kernel_agrees_with_reference_loss(monkeypatch, k, block):
     monkeypatch.setattr(linear_module, "_BLOCK_ELEMENTS", block)  # several ragged blocks
     x, bias, y = make_problem(n=257, d=2, k=k, bias_scale=5.0, seed=k)
     rng = np.random.default_rng(5)
-    coef, intercept = rng.normal(size=(k, 2)), rng.normal(size=k)
-    loss, g_coef, g_int = _ClassMajorLoss(x, bias, y)(coef, intercept)
-    ref_loss, ref_grad = biased_logistic_loss(x @ coef.T + intercept, bias, y)
+    coef = rng.normal(size=(k, 3))  # last column: intercept
+    problem = _ClassMajorLoss(x, bias, y, fit_intercept=True)
+    loss, grad = problem(coef)
+    ref_loss, ref_grad = biased_logistic_loss(x @ coef[:, :2].T + coef[:, 2], bias, y)
     assert loss == pytest.approx(ref_loss, rel=1e-12)
-    np.testing.assert_allclose(g_coef, ref_grad.T @ x, atol=1e-9)
-    np.testing.assert_allclose(g_int, ref_grad.sum(axis=0), atol=1e-9)
+    np.testing.assert_allclose(grad[:, :2], ref_grad.T @ x, atol=1e-9)
+    np.testing.assert_allclose(grad[:, 2], ref_grad.sum(axis=0), atol=1e-9)
+    # diagonal Hessian blocks: sum_k p(1-p) x x^T with x = (x_k, 1)
+    p = softmax(x @ coef[:, :2].T + coef[:, 2] + bias, axis=1)
+    xa = np.column_stack([x, np.ones(len(y))])
+    ref_blocks = np.einsum("nk,na,nb->kab", p * (1 - p), xa, xa)
+    np.testing.assert_allclose(problem.hessian_blocks(coef), ref_blocks, atol=1e-9)
+
+
+def test_linear_converges_with_many_rare_classes():
+    # 200 classes with Zipf-like frequencies: plain L-BFGS crawls here (see the class docstring)
+    rng = np.random.default_rng(16)
+    n, k = 3000, 200
+    y = np.minimum(rng.zipf(1.3, size=n) - 1, k - 1)
+    y[:k] = np.arange(k)  # every class occurs, so the bounded optimum exists with l2 > 0
+    x = np.column_stack([rng.uniform(size=n), np.ones(n)])
+    bias = np.zeros((n, k))
+    est = Linear(l2=1.0, tol=1e-8, max_iter=400).fit(x, bias, y)
+    assert est.converged_
+    _, ref_grad = biased_logistic_loss(x @ est.coef_.T, bias, y)
+    assert np.max(np.abs(ref_grad.T @ x + 1.0 * est.coef_)) / n < 1e-7
 
 
 def test_linear_warm_start_refit_is_cheap_and_never_worse():

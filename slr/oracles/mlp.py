@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from slr.oracles.base import LogisticOracle
-from slr.oracles.linear import _check_int, _check_positive
+from slr.oracles.linear import _check_int, _check_positive, _single_threaded_blas
 
 __all__ = ["MLP"]
 
@@ -160,6 +160,10 @@ class MLP(LogisticOracle):
         return ((features - self.input_mean_) / self.input_scale_).astype(_DTYPE)
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+        with _single_threaded_blas():
+            self._sgd(features, bias, labels)
+
+    def _sgd(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
         n_hidden, eta, mom, batch_size, n_epochs = self._validate_params()
         if not hasattr(self, "params_"):
             self._initialise(n_hidden, features)
@@ -214,11 +218,12 @@ class MLP(LogisticOracle):
         n = features.shape[0]
         out = np.empty((n, self.n_classes_), dtype=_DTYPE)
         step = max(1, _BLOCK_ELEMENTS // max(v.shape[0], w.shape[0]))
-        for start in range(0, n, step):
-            rows = slice(start, min(n, start + step))
-            hidden = self._transform(features[rows]) @ v.T
-            hidden += c
-            np.tanh(hidden, out=hidden)
-            np.matmul(hidden, w.T, out=out[rows])
+        with _single_threaded_blas():
+            for start in range(0, n, step):
+                rows = slice(start, min(n, start + step))
+                hidden = self._transform(features[rows]) @ v.T
+                hidden += c
+                np.tanh(hidden, out=hidden)
+                np.matmul(hidden, w.T, out=out[rows])
         out += e
         return out.astype(np.float64)
