@@ -1,0 +1,2 @@
+"""slr: structured learning via iterated logistic regression (Domke)."""
+__version__ = "0.1.0"

@@ -1,0 +1,254 @@
+# cython: language_level=3
+"""Star-update message passing on flat batches of pairwise graphs (Cython kernels).
+
+Conventions are those of DESIGN.md section 1. With messages ``lam[e, s, :]`` on side ``s``
+of edge ``e`` (side 0 is the edge's first node ``i``, side 1 its second node ``j``), the star
+update at node ``v`` computes for every incident edge ``e`` (v on side ``s``, other side ``o``)
+
+    mt_e(a) = eps * logsumexp_b((theta_e[a, b] + lam[e, o, b]) / eps)      (side 0; transposed for side 1)
+    t(a)    = (theta_v(a) + sum_e mt_e(a)) / (1 + N_v)
+    lam[e, s, a] <- t(a) - mt_e(a)
+
+which is the chapter's Eq. 1.16 written without the terms that cancel: ``mt_e`` is the edge's
+max-marginal onto ``v`` minus the old message on ``v``'s side. After the update the node belief
+and every incident edge belief marginalise to the same ``t``. With ``eps = 0`` logsumexp is a max.
+
+Every function here trusts its inputs: the Python layer (``slr.inference.api``) validates
+shapes, index ranges and finiteness once and then calls these kernels without checks.
+"""
+import numpy as np
+
+cimport cython
+from cython.parallel cimport parallel, prange
+from libc.math cimport exp, fabs, log1p, INFINITY
+from libc.stdlib cimport free, malloc
+from libc.stdint cimport int64_t
+
+
+cdef inline double _reduce_row(const double* x, Py_ssize_t n, double eps, double inv_eps) noexcept nogil:
+    """``eps * logsumexp(x / eps)`` with max subtraction (``max(x)`` when eps == 0).
+
+    The maximal entry contributes exp(0) = 1, so only ``n - 1`` exponentials are needed,
+    and ``log1p`` keeps full precision when the others are tiny.
+    """
+    cdef Py_ssize_t b, arg = 0
+    cdef double mx = x[0], acc = 0.0
+    for b in range(1, n):
+        if x[b] > mx:
+            mx = x[b]
+            arg = b
+    if eps == 0.0:
+        return mx
+    for b in range(n):
+        if b != arg:
+            acc += exp((x[b] - mx) * inv_eps)
+    return mx + eps * log1p(acc)
+
+
+cdef double _update_node(
+    Py_ssize_t v,
+    const double[:, ::1] theta_nodes,
+    const double[:, :, ::1] theta_edges,
+    double[:, :, ::1] lam,
+    const int64_t[::1] inc_ptr,
+    const int64_t[::1] inc_edge,
+    const int64_t[::1] inc_side,
+    Py_ssize_t L,
+    double eps,
+    double inv_eps,
+    double* mt,
+    double* t,
+    double* row,
+) noexcept nogil:
+    """Star update at node ``v``; returns the largest absolute message change."""
+    cdef Py_ssize_t start = inc_ptr[v], stop = inc_ptr[v + 1]
+    cdef Py_ssize_t deg = stop - start
+    cdef Py_ssize_t k, a, b, e, s, o
+    cdef double* m
+    cdef double new, change = 0.0
+    if deg == 0:
+        return 0.0
+    for a in range(L):
+        t[a] = theta_nodes[v, a]
+    for k in range(deg):
+        e = inc_edge[start + k]
+        s = inc_side[start + k]
+        o = 1 - s
+        m = mt + k * L
+        for a in range(L):
+            if s == 0:
+                for b in range(L):
+                    row[b] = theta_edges[e, a, b] + lam[e, o, b]
+            else:
+                for b in range(L):
+                    row[b] = theta_edges[e, b, a] + lam[e, o, b]
+            m[a] = _reduce_row(row, L, eps, inv_eps)
+            t[a] += m[a]
+    for a in range(L):
+        t[a] /= (1 + deg)
+    for k in range(deg):
+        e = inc_edge[start + k]
+        s = inc_side[start + k]
+        m = mt + k * L
+        for a in range(L):
+            new = t[a] - m[a]
+            if fabs(new - lam[e, s, a]) > change:
+                change = fabs(new - lam[e, s, a])
+            lam[e, s, a] = new
+    return change
+
+
+def star_sweeps(
+    const double[:, ::1] theta_nodes,
+    const double[:, :, ::1] theta_edges,
+    double[:, :, ::1] lam,
+    const int64_t[::1] node_ptr,
+    const int64_t[::1] inc_ptr,
+    const int64_t[::1] inc_edge,
+    const int64_t[::1] inc_side,
+    Py_ssize_t max_degree,
+    double eps,
+    int max_sweeps,
+    double tol,
+    int n_threads,
+    int[::1] n_sweeps_out,
+    double[::1] last_change_out,
+):
+    """Run up to ``max_sweeps`` star-update sweeps on every example of a batch, in place.
+
+    One sweep visits every node of an example once; the direction alternates (forward,
+    then backward, ...) so information flows both ways. An example stops as soon as a
+    sweep changes no message by more than ``tol``. Examples run in parallel.
+
+    Parameters
+    ----------
+    theta_nodes : (N, L) float64, theta_edges : (M, L, L) float64
+        Flat potentials of the batch.
+    lam : (M, 2, L) float64
+        Messages, updated in place.
+    node_ptr, inc_ptr, inc_edge, inc_side : int64
+        The batch layout (see ``slr.graph.GraphBatch``).
+    max_degree : int
+        Largest node degree (sizes the per-thread scratch).
+    eps : float
+        Entropy weight; 0 gives the max-product (MPLP-style) star update.
+    max_sweeps : int, tol : float, n_threads : int
+    n_sweeps_out : (B,) int32, last_change_out : (B,) float64
+        Filled with the sweeps run and the largest message change of the last sweep.
+    """
+    cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1
+    cdef Py_ssize_t L = theta_nodes.shape[1]
+    cdef double inv_eps = 1.0 / eps if eps > 0 else 0.0
+    cdef Py_ssize_t ex, v, lo, hi
+    cdef int sweep
+    cdef double change, node_change
+    cdef double* scratch
+    if n_examples == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        scratch = <double*> malloc((max_degree * L + 2 * L + 1) * sizeof(double))
+        for ex in prange(n_examples, schedule="dynamic", chunksize=1):
+            if scratch == NULL:
+                n_sweeps_out[ex] = -1  # this thread could not allocate: reported below
+                continue
+            lo = node_ptr[ex]
+            hi = node_ptr[ex + 1]
+            change = INFINITY
+            sweep = 0
+            while sweep < max_sweeps and change > tol:
+                change = 0.0
+                if sweep % 2 == 0:
+                    for v in range(lo, hi):
+                        node_change = _update_node(
+                            v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
+                            L, eps, inv_eps, scratch, scratch + max_degree * L,
+                            scratch + max_degree * L + L)
+                        if node_change > change:
+                            change = node_change
+                else:
+                    for v in range(hi - 1, lo - 1, -1):
+                        node_change = _update_node(
+                            v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
+                            L, eps, inv_eps, scratch, scratch + max_degree * L,
+                            scratch + max_degree * L + L)
+                        if node_change > change:
+                            change = node_change
+                sweep = sweep + 1
+            n_sweeps_out[ex] = sweep
+            last_change_out[ex] = change
+        free(scratch)
+    if np.any(np.asarray(n_sweeps_out) < 0):
+        raise MemoryError("could not allocate the star-update scratch buffer")
+
+
+def dual_values(
+    const double[:, ::1] theta_nodes,
+    const double[:, :, ::1] theta_edges,
+    const double[:, :, ::1] lam,
+    const int64_t[:, ::1] edges,
+    const int64_t[::1] node_ptr,
+    const int64_t[::1] edge_ptr,
+    const int64_t[::1] inc_ptr,
+    const int64_t[::1] inc_edge,
+    const int64_t[::1] inc_side,
+    double eps,
+    int n_threads,
+    double[::1] out,
+):
+    """The dual objective ``A(lam, theta)`` of every example, written to ``out`` (B,).
+
+    ``A = eps * sum_alpha logsumexp(b_alpha / eps)`` over nodes and edges, with the
+    reparametrised beliefs ``b`` of DESIGN.md section 1; with ``eps = 0`` each term is a max.
+    """
+    cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1
+    cdef Py_ssize_t L = theta_nodes.shape[1]
+    cdef double inv_eps = 1.0 / eps if eps > 0 else 0.0
+    cdef Py_ssize_t ex, v, e, k, a, b
+    cdef double total
+    cdef double* row
+    failed_arr = np.zeros(n_examples, dtype=np.uint8)
+    cdef unsigned char[::1] failed = failed_arr
+    if n_examples == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        row = <double*> malloc((L * L + 1) * sizeof(double))
+        for ex in prange(n_examples, schedule="dynamic", chunksize=1):
+            if row == NULL:
+                failed[ex] = 1  # this thread could not allocate: reported below
+                continue
+            total = 0.0
+            for v in range(node_ptr[ex], node_ptr[ex + 1]):
+                for a in range(L):
+                    row[a] = theta_nodes[v, a]
+                for k in range(inc_ptr[v], inc_ptr[v + 1]):
+                    for a in range(L):
+                        row[a] -= lam[inc_edge[k], inc_side[k], a]
+                total = total + _reduce_row(row, L, eps, inv_eps)
+            for e in range(edge_ptr[ex], edge_ptr[ex + 1]):
+                for a in range(L):
+                    for b in range(L):
+                        row[a * L + b] = theta_edges[e, a, b] + lam[e, 0, a] + lam[e, 1, b]
+                total = total + _reduce_row(row, L * L, eps, inv_eps)
+            out[ex] = total
+        free(row)
+    if np.any(failed_arr):
+        raise MemoryError("could not allocate the dual-value scratch buffer")
+
+
+def node_message_sums(
+    const double[:, :, ::1] lam,
+    const int64_t[::1] inc_ptr,
+    const int64_t[::1] inc_edge,
+    const int64_t[::1] inc_side,
+    double[:, ::1] out,
+):
+    """``out[v, a] = sum over edges e at v of lam[e, side, a]`` (out has shape (N, L))."""
+    cdef Py_ssize_t n_nodes = out.shape[0], L = out.shape[1]
+    cdef Py_ssize_t v, k, a
+    with nogil:
+        for v in range(n_nodes):
+            for a in range(L):
+                out[v, a] = 0.0
+            for k in range(inc_ptr[v], inc_ptr[v + 1]):
+                for a in range(L):
+                    out[v, a] += lam[inc_edge[k], inc_side[k], a]

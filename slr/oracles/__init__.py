@@ -1,0 +1,23 @@
+"""Logistic-regression oracles: the function classes of the structured learner.
+
+Each oracle maximises a biased multinomial logistic likelihood over its function class
+(see :class:`LogisticOracle`); the structured learner calls one per factor type.
+"""
+from slr.oracles.base import LogisticOracle, biased_logistic_loss, check_logistic_problem
+from slr.oracles.lightgbm_adapter import LightGBM
+from slr.oracles.linear import Linear
+from slr.oracles.mlp import MLP
+from slr.oracles.simple import Constant, Zero
+from slr.oracles.trees import BoostedTrees
+
+__all__ = [
+    "BoostedTrees",
+    "Constant",
+    "LightGBM",
+    "Linear",
+    "LogisticOracle",
+    "MLP",
+    "Zero",
+    "biased_logistic_loss",
+    "check_logistic_problem",
+]

@@ -1,0 +1,204 @@
+"""The logistic "oracle" interface that every function class implements.
+
+For fixed messages, learning one factor type of a structured model is a logistic
+regression whose examples carry a bias vector (Domke, chapter Sec. 1.7-1.8):
+
+    maximise_g  sum_k [ g(x_k, y_k) + b_k(y_k) - log sum_y exp(g(x_k, y) + b_k(y)) ]
+
+An oracle solves this over its function class. ``fit`` warm-starts from the
+previous solution wherever the class allows it, so that every learning iteration
+of the structured learner starts from where the last one ended.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+__all__ = ["LogisticOracle", "biased_logistic_loss", "check_logistic_problem"]
+
+
+def check_logistic_problem(
+    features: Any, bias: Any, labels: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate and convert the three arrays of a biased logistic problem.
+
+    Parameters
+    ----------
+    features : array-like of shape (N, d)
+    bias : array-like of shape (N, K)
+    labels : array-like of shape (N,), integers in ``[0, K)``
+
+    Returns
+    -------
+    features, bias, labels : ndarray
+        C-contiguous float64, float64 and int64 arrays.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that has the wrong shape, non-finite values or
+        labels outside ``[0, K)``.
+    """
+    features = np.ascontiguousarray(features, dtype=np.float64)
+    bias = np.ascontiguousarray(bias, dtype=np.float64)
+    labels_arr = np.asarray(labels)
+    if features.ndim != 2:
+        raise ValueError(f"features must be 2-D (N, d), got shape {features.shape}")
+    if bias.ndim != 2:
+        raise ValueError(f"bias must be 2-D (N, K), got shape {bias.shape}")
+    if labels_arr.ndim != 1:
+        raise ValueError(f"labels must be 1-D (N,), got shape {labels_arr.shape}")
+    n = features.shape[0]
+    if n == 0:
+        raise ValueError("features must contain at least one row")
+    if bias.shape[0] != n or labels_arr.shape[0] != n:
+        raise ValueError(
+            f"features, bias and labels must have the same number of rows, got "
+            f"{n}, {bias.shape[0]} and {labels_arr.shape[0]}"
+        )
+    if bias.shape[1] < 1:
+        raise ValueError("bias must have at least one column (class)")
+    if not np.all(np.isfinite(features)):
+        raise ValueError("features contain NaN or infinite values")
+    if not np.all(np.isfinite(bias)):
+        raise ValueError("bias contains NaN or infinite values")
+    if labels_arr.dtype.kind not in "iu":
+        if labels_arr.dtype.kind == "f" and np.all(labels_arr == np.round(labels_arr)):
+            labels_arr = labels_arr.astype(np.int64)
+        else:
+            raise ValueError(f"labels must be integers, got dtype {labels_arr.dtype}")
+    labels_arr = np.ascontiguousarray(labels_arr, dtype=np.int64)
+    k = bias.shape[1]
+    if labels_arr.min() < 0 or labels_arr.max() >= k:
+        raise ValueError(f"labels must lie in [0, {k}) (bias has {k} columns)")
+    return features, bias, labels_arr
+
+
+def biased_logistic_loss(
+    scores: np.ndarray, bias: np.ndarray, labels: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """Negative biased log-likelihood and its gradient with respect to the scores.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (N, K)
+        ``g(x_k, y)`` for every example and class.
+    bias : ndarray of shape (N, K)
+    labels : ndarray of shape (N,)
+
+    Returns
+    -------
+    loss : float
+        ``sum_k [log sum_y exp(s_k(y) + b_k(y)) - s_k(y_k) - b_k(y_k)]`` (>= 0).
+    grad : ndarray of shape (N, K)
+        ``softmax(s_k + b_k) - onehot(y_k)``.
+    """
+    z = scores + bias
+    lse = logsumexp(z, axis=1)
+    rows = np.arange(z.shape[0])
+    loss = float(np.sum(lse - z[rows, labels]))
+    grad = np.exp(z - lse[:, None])
+    grad[rows, labels] -= 1.0
+    return loss, grad
+
+
+class LogisticOracle(abc.ABC):
+    """Base class of the function classes the structured learner can fit.
+
+    Subclasses implement :meth:`_fit` and :meth:`decision_function`; this class
+    validates inputs and keeps the scikit-learn parameter conventions
+    (``get_params`` / ``set_params`` from the constructor's keyword arguments).
+
+    Attributes
+    ----------
+    n_classes_ : int
+        Number of classes ``K`` seen by the last :meth:`fit`.
+    n_features_in_ : int
+        Number of input features ``d`` seen by the last :meth:`fit`.
+    """
+
+    def fit(self, features: Any, bias: Any, labels: Any) -> "LogisticOracle":
+        """Maximise the biased logistic likelihood over the function class.
+
+        Parameters
+        ----------
+        features : array-like of shape (N, d)
+        bias : array-like of shape (N, K)
+            Per-example offsets added to the scores before the softmax.
+        labels : array-like of shape (N,)
+            True classes in ``[0, K)``.
+
+        Returns
+        -------
+        self
+        """
+        features, bias, labels = check_logistic_problem(features, bias, labels)
+        if getattr(self, "n_classes_", None) not in (None, bias.shape[1]) or getattr(
+            self, "n_features_in_", None
+        ) not in (None, features.shape[1]):
+            self._reset()
+        self.n_classes_ = bias.shape[1]
+        self.n_features_in_ = features.shape[1]
+        self._fit(features, bias, labels)
+        return self
+
+    @abc.abstractmethod
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+        """Fit on validated arrays, warm-starting from the current state if any."""
+
+    @abc.abstractmethod
+    def decision_function(self, features: Any) -> np.ndarray:
+        """Scores ``g(x, y)`` of shape (N, K) for every row of ``features``."""
+
+    def _reset(self) -> None:
+        """Forget the fitted state (called when the problem's shape changes)."""
+        for name in list(vars(self)):
+            if name.endswith("_") and not name.startswith("__"):
+                delattr(self, name)
+
+    def loss(self, features: Any, bias: Any, labels: Any) -> float:
+        """The biased logistic loss (negative log-likelihood, summed) of the fitted function."""
+        features, bias, labels = check_logistic_problem(features, bias, labels)
+        return biased_logistic_loss(self.decision_function(features), bias, labels)[0]
+
+    def _check_features(self, features: Any) -> np.ndarray:
+        """Validate features for prediction against the fitted input width."""
+        if not hasattr(self, "n_classes_"):
+            raise ValueError(f"{type(self).__name__} is not fitted yet; call fit first")
+        features = np.ascontiguousarray(features, dtype=np.float64)
+        if features.ndim != 2 or features.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"features must have shape (N, {self.n_features_in_}), got {features.shape}"
+            )
+        if not np.all(np.isfinite(features)):
+            raise ValueError("features contain NaN or infinite values")
+        return features
+
+    # scikit-learn parameter conventions -------------------------------------------------
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        import inspect
+
+        sig = inspect.signature(cls.__init__)
+        return [p for p in sig.parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict:
+        """Constructor parameters, as in scikit-learn."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> "LogisticOracle":
+        """Set constructor parameters and forget the fitted state."""
+        valid = set(self._param_names())
+        for key, value in params.items():
+            if key not in valid:
+                raise ValueError(f"invalid parameter {key!r} for {type(self).__name__}")
+            setattr(self, key, value)
+        self._reset()
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
