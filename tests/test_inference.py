@@ -1,0 +1,307 @@
+"""Star-update inference checked against exact solutions (cvxpy LP / smoothed LP, brute force)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slr.graph import GraphBatch, chain_edges, grid_edges
+from slr.inference import (
+    batch_dual_values,
+    batch_marginals,
+    batch_node_beliefs,
+    batch_sweeps,
+    hmax,
+    map_lp,
+    smoothed_lp,
+)
+from slr.inference.exact import brute_force_map, exact_lp, exact_smoothed
+
+
+def cycle_edges(n: int) -> np.ndarray:
+    return np.array([(i, (i + 1) % n) for i in range(n)])
+
+
+def complete_edges(n: int) -> np.ndarray:
+    return np.array(list(itertools.combinations(range(n), 2)))
+
+
+def random_tree_edges(n: int, rng: np.random.Generator) -> np.ndarray:
+    # node k > 0 attaches to a random earlier node; random orientation per edge
+    rows = []
+    for k in range(1, n):
+        parent = int(rng.integers(k))
+        rows.append((k, parent) if rng.random() < 0.5 else (parent, k))
+    return np.array(rows)
+
+
+GRAPHS = {
+    "cycle": lambda rng: cycle_edges(5),
+    "grid": lambda rng: grid_edges(3, 3),
+    "complete": lambda rng: complete_edges(4),
+    "chain": lambda rng: chain_edges(6),
+    "tree": lambda rng: random_tree_edges(7, rng),
+}
+TREES = ("chain", "tree")
+
+
+def random_problem(kind: str, n_states: int, seed: int, scale: float = 1.0):
+    rng = np.random.default_rng(seed)
+    edges = GRAPHS[kind](rng)
+    n = int(edges.max()) + 1
+    theta_nodes = scale * rng.normal(size=(n, n_states))
+    theta_edges = scale * rng.normal(size=(len(edges), n_states, n_states))
+    return theta_nodes, theta_edges, edges
+
+
+CASES = [
+    (kind, n_states, eps)
+    for kind in GRAPHS
+    for n_states in (2, 3, 4)
+    for eps in (0.03, 0.1, 1.0)
+]
+
+
+@pytest.mark.parametrize("kind,n_states,eps", CASES)
+def test_smoothed_lp_matches_exact_smoothed_optimum(kind, n_states, eps):
+    seed = hash((kind, n_states, eps)) % 2**32
+    theta_nodes, theta_edges, edges = random_problem(kind, n_states, seed)
+    ours = smoothed_lp(theta_nodes, theta_edges, edges, eps, max_sweeps=50_000, tol=1e-13)
+    exact = exact_smoothed(theta_nodes, theta_edges, edges, eps)
+    assert ours.value == pytest.approx(exact.value, rel=1e-5)
+    np.testing.assert_allclose(ours.node_marginals, exact.node_marginals, atol=1e-4)
+    np.testing.assert_allclose(ours.edge_marginals, exact.edge_marginals, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", sorted(GRAPHS))
+@pytest.mark.parametrize("eps", [0.03, 0.1, 1.0])
+def test_theorem_1_1_sandwich_and_map_bound(kind, eps):
+    theta_nodes, theta_edges, edges = random_problem(kind, 3, seed=7 + len(kind))
+    n, L = theta_nodes.shape
+    lp = exact_lp(theta_nodes, theta_edges, edges).value
+    smoothed = smoothed_lp(theta_nodes, theta_edges, edges, eps, max_sweeps=50_000, tol=1e-12).value
+    map_value, _ = brute_force_map(theta_nodes, theta_edges, edges)
+    slack = 1e-7 * max(1.0, abs(lp))
+    assert lp - slack <= smoothed <= lp + eps * hmax(n, len(edges), L) + slack
+    assert map_value <= lp + slack
+    if kind in TREES:
+        assert map_value == pytest.approx(lp, abs=1e-6)
+
+
+def test_lp_is_not_tight_on_frustrated_complete_graph():
+    # anti-ferromagnetic triangle: the LP takes half-integral marginals, MAP cannot
+    edges = complete_edges(3)
+    theta_edges = np.tile(-np.eye(2), (3, 1, 1))
+    theta_nodes = np.zeros((3, 2))
+    map_value, _ = brute_force_map(theta_nodes, theta_edges, edges)
+    result = map_lp(theta_nodes, theta_edges, edges)
+    assert result.value >= exact_lp(theta_nodes, theta_edges, edges).value - 1e-9 > map_value + 0.5
+
+
+def test_star_update_makes_edge_marginals_agree_at_the_updated_node():
+    # Theorem 1.3: one forward sweep ends with the star update of the last node, so every
+    # edge marginal at that node must equal its node marginal (other nodes need not agree).
+    rng = np.random.default_rng(3)
+    edges = grid_edges(3, 4)
+    n, L, eps = 12, 3, 0.2
+    theta_nodes = rng.normal(size=(n, L))
+    theta_edges = rng.normal(size=(len(edges), L, L))
+    start = rng.normal(size=(len(edges), 2, L))
+    batch = GraphBatch.from_graphs([(n, edges)], L)
+    lam = batch_sweeps(batch, theta_nodes, theta_edges, eps, messages=start, max_sweeps=1, tol=0.0).messages
+
+    # marginals computed here, independently of the library: mu ∝ exp(b / eps)
+    def softmax(z):
+        z = z - z.max()
+        return np.exp(z) / np.exp(z).sum()
+
+    def node_marginal(v):
+        b = theta_nodes[v].copy()
+        for e, (i, j) in enumerate(edges):
+            if i == v:
+                b -= lam[e, 0]
+            if j == v:
+                b -= lam[e, 1]
+        return softmax(b / eps)
+
+    def edge_marginal_at(e, v):
+        b = theta_edges[e] + lam[e, 0][:, None] + lam[e, 1][None, :]
+        mu = softmax(b.ravel() / eps).reshape(L, L)
+        return mu.sum(axis=1) if edges[e, 0] == v else mu.sum(axis=0)
+
+    def disagreement(v):
+        return max(
+            np.abs(edge_marginal_at(e, v) - node_marginal(v)).max()
+            for e in range(len(edges))
+            if v in edges[e]
+        )
+
+    assert disagreement(n - 1) < 1e-12
+    assert max(disagreement(v) for v in range(n - 1)) > 1e-3
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.05, 1.0])
+def test_dual_value_never_increases_from_sweep_to_sweep(eps):
+    rng = np.random.default_rng(11)
+    edges = grid_edges(4, 4)
+    theta_nodes = rng.normal(size=(16, 3)) * 2
+    theta_edges = rng.normal(size=(len(edges), 3, 3)) * 2
+    batch = GraphBatch.from_graphs([(16, edges)], 3)
+    values = []
+    for sweeps in range(0, 30):
+        lam = batch_sweeps(batch, theta_nodes, theta_edges, eps, max_sweeps=sweeps, tol=0.0).messages
+        values.append(batch_dual_values(batch, theta_nodes, theta_edges, lam, eps)[0])
+    assert np.all(np.diff(values) <= 1e-10 * np.abs(values[:-1]).max())
+    assert values[-1] < values[0] - 1e-3
+
+
+@pytest.mark.parametrize("kind", sorted(GRAPHS))
+def test_map_lp_bounds_lp_and_decodes_map_on_trees(kind):
+    for seed in range(5):
+        theta_nodes, theta_edges, edges = random_problem(kind, 3, seed=100 + seed)
+        result = map_lp(theta_nodes, theta_edges, edges, max_sweeps=2000)
+        lp = exact_lp(theta_nodes, theta_edges, edges).value
+        assert result.value >= lp - 1e-7
+        if kind in TREES:
+            map_value, map_labels = brute_force_map(theta_nodes, theta_edges, edges)
+            assert result.value == pytest.approx(map_value, abs=1e-7)
+            np.testing.assert_array_equal(result.labels, map_labels)
+
+
+def test_batch_equals_single_graphs_and_threads_agree():
+    rng = np.random.default_rng(5)
+    graphs = [grid_edges(3, 4), chain_edges(5), cycle_edges(6), complete_edges(4)]
+    L, eps = 3, 0.1
+    problems = []
+    for edges in graphs:
+        n = int(edges.max()) + 1
+        problems.append((rng.normal(size=(n, L)), rng.normal(size=(len(edges), L, L)), edges))
+    batch = GraphBatch.from_graphs([(p[0].shape[0], p[2]) for p in problems], L)
+    theta_nodes = np.concatenate([p[0] for p in problems])
+    theta_edges = np.concatenate([p[1] for p in problems])
+    runs = {
+        threads: batch_sweeps(batch, theta_nodes, theta_edges, eps, max_sweeps=3000, tol=1e-12, n_threads=threads)
+        for threads in (1, 2)
+    }
+    np.testing.assert_array_equal(runs[1].messages, runs[2].messages)
+    values = batch_dual_values(batch, theta_nodes, theta_edges, runs[1].messages, eps)
+    node_mu, _ = batch_marginals(batch, theta_nodes, theta_edges, runs[1].messages, eps)
+    for k, (tn, te, edges) in enumerate(problems):
+        single = smoothed_lp(tn, te, edges, eps, max_sweeps=3000, tol=1e-12)
+        assert values[k] == pytest.approx(single.value, rel=1e-10)
+        np.testing.assert_allclose(batch.split_nodes(node_mu)[k], single.node_marginals, atol=1e-10)
+
+
+def test_warm_start_from_converged_messages_stops_at_once():
+    theta_nodes, theta_edges, edges = random_problem("grid", 2, seed=1)
+    first = smoothed_lp(theta_nodes, theta_edges, edges, 0.1, tol=1e-10, max_sweeps=10_000)
+    again = smoothed_lp(theta_nodes, theta_edges, edges, 0.1, tol=1e-8, messages=first.messages)
+    assert first.converged and again.n_sweeps == 1
+    assert again.value == pytest.approx(first.value, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# robustness: property-based
+# ---------------------------------------------------------------------------------------
+@st.composite
+def graph_problems(draw):
+    n = draw(st.integers(1, 7))
+    L = draw(st.integers(1, 4))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    chosen = draw(st.lists(st.sampled_from(pairs), max_size=10)) if pairs else []
+    edges = np.array(chosen, dtype=np.int64).reshape(-1, 2)
+    seed = draw(st.integers(0, 2**31))
+    scale = draw(st.sampled_from([1e-3, 1.0, 1e2, 1e4]))
+    rng = np.random.default_rng(seed)
+    theta_nodes = scale * rng.uniform(-1, 1, size=(n, L))
+    theta_edges = scale * rng.uniform(-1, 1, size=(len(edges), L, L))
+    return theta_nodes, theta_edges, edges
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=graph_problems(), eps=st.sampled_from([1e-3, 1e-2, 0.1, 1.0]))
+def test_no_nan_or_inf_for_small_eps_and_large_potentials(problem, eps):
+    theta_nodes, theta_edges, edges = problem
+    smooth = smoothed_lp(theta_nodes, theta_edges, edges, eps, max_sweeps=50)
+    assert np.isfinite(smooth.value)
+    assert np.all(np.isfinite(smooth.messages))
+    assert np.all(np.isfinite(smooth.node_marginals)) and np.all(np.isfinite(smooth.edge_marginals))
+    np.testing.assert_allclose(smooth.node_marginals.sum(axis=1), 1.0)
+    decoded = map_lp(theta_nodes, theta_edges, edges, max_sweeps=50)
+    assert np.isfinite(decoded.value)
+    assert decoded.labels.min() >= 0 and decoded.labels.max() < theta_nodes.shape[1]
+    # the smoothed dual bounds the MAP-LP dual from above up to eps * Hmax
+    n, L = theta_nodes.shape
+    assert smooth.value >= -1e-9 * abs(smooth.value) + min(decoded.value, smooth.value)
+
+
+VALID = (np.zeros((3, 2)), np.zeros((2, 2, 2)), np.array([[0, 1], [1, 2]]))
+
+
+@pytest.mark.parametrize(
+    "theta_nodes,theta_edges,edges,eps,match",
+    [
+        (np.zeros((3,)), VALID[1], VALID[2], 0.1, "theta_nodes"),
+        (VALID[0], np.zeros((2, 2, 3)), VALID[2], 0.1, "theta_edges"),
+        (VALID[0], VALID[1], np.array([[0, 1], [1, 3]]), 0.1, "edges"),
+        (VALID[0], VALID[1], np.array([[0, 1], [-1, 2]]), 0.1, "edges"),
+        (VALID[0], VALID[1], np.array([[0, 1], [2, 2]]), 0.1, "self-loop"),
+        (VALID[0], VALID[1], np.array([0, 1, 1, 2]), 0.1, "edges"),
+        (np.array([[0.0, np.nan]] * 3), VALID[1], VALID[2], 0.1, "theta_nodes"),
+        (VALID[0], np.full((2, 2, 2), np.inf), VALID[2], 0.1, "theta_edges"),
+        (VALID[0], VALID[1], VALID[2], -0.1, "epsilon"),
+        (VALID[0], VALID[1], VALID[2], np.nan, "epsilon"),
+        (VALID[0], VALID[1], VALID[2], 0.0, "epsilon"),
+    ],
+)
+def test_invalid_inputs_raise_value_error(theta_nodes, theta_edges, edges, eps, match):
+    with pytest.raises(ValueError, match=match):
+        smoothed_lp(theta_nodes, theta_edges, edges, eps)
+
+
+def test_invalid_sweep_arguments_and_messages_raise_value_error():
+    tn, te, edges = VALID
+    with pytest.raises(ValueError, match="messages"):
+        smoothed_lp(tn, te, edges, 0.1, messages=np.zeros((2, 2, 3)))
+    with pytest.raises(ValueError, match="messages"):
+        map_lp(tn, te, edges, messages=np.full((2, 2, 2), np.nan))
+    with pytest.raises(ValueError, match="max_sweeps"):
+        map_lp(tn, te, edges, max_sweeps=-1)
+    with pytest.raises(ValueError, match="tol"):
+        map_lp(tn, te, edges, tol=np.nan)
+    batch = GraphBatch.from_graphs([(3, edges)], 2)
+    with pytest.raises(ValueError, match="n_threads"):
+        batch_sweeps(batch, tn, te, 0.1, n_threads=0)
+    with pytest.raises(ValueError, match="theta_nodes"):
+        batch_sweeps(batch, np.zeros((4, 2)), te, 0.1)
+    with pytest.raises(ValueError, match="labels|y"):
+        from slr.graph import check_dataset
+
+        check_dataset([(np.zeros((3, 1)), edges, np.zeros((2, 1)))], [np.array([0, 1, 5])], n_states=2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 5),
+    bad_row=st.integers(0, 5),
+    offset=st.sampled_from([-100, -1, 0, 7]),
+)
+def test_out_of_range_edges_never_crash(n, bad_row, offset):
+    edges = np.array([[0, 1]] * 6) if n > 1 else np.array([[0, 0]] * 6)
+    edges[bad_row % 6, 1] = offset if offset < 0 else n + offset
+    with pytest.raises(ValueError):
+        map_lp(np.zeros((n, 2)), np.zeros((6, 2, 2)), edges)
+
+
+def test_node_beliefs_match_definition():
+    theta_nodes, theta_edges, edges = random_problem("cycle", 3, seed=2)
+    rng = np.random.default_rng(0)
+    lam = rng.normal(size=(len(edges), 2, 3))
+    batch = GraphBatch.from_graphs([(theta_nodes.shape[0], edges)], 3)
+    expected = theta_nodes.copy()
+    np.subtract.at(expected, edges[:, 0], lam[:, 0])
+    np.subtract.at(expected, edges[:, 1], lam[:, 1])
+    np.testing.assert_allclose(batch_node_beliefs(batch, theta_nodes, lam), expected)
