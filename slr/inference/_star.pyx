@@ -20,7 +20,7 @@ import numpy as np
 
 cimport cython
 from cython.parallel cimport parallel, prange
-from libc.math cimport exp, fabs, log1p, INFINITY
+from libc.math cimport exp, fabs, log, INFINITY
 from libc.stdlib cimport free, malloc
 from libc.stdint cimport int64_t
 
@@ -29,7 +29,7 @@ cdef inline double _reduce_row(const double* x, Py_ssize_t n, double eps, double
     """``eps * logsumexp(x / eps)`` with max subtraction (``max(x)`` when eps == 0).
 
     The maximal entry contributes exp(0) = 1, so only ``n - 1`` exponentials are needed,
-    and ``log1p`` keeps full precision when the others are tiny.
+    and ``log(1 + acc)`` with ``acc`` in ``[0, n - 1]`` loses no absolute precision.
     """
     cdef Py_ssize_t b, arg = 0
     cdef double mx = x[0], acc = 0.0
@@ -42,7 +42,7 @@ cdef inline double _reduce_row(const double* x, Py_ssize_t n, double eps, double
     for b in range(n):
         if b != arg:
             acc += exp((x[b] - mx) * inv_eps)
-    return mx + eps * log1p(acc)
+    return mx + eps * log(1.0 + acc)
 
 
 cdef double _update_node(

@@ -1,0 +1,115 @@
+"""Star-update kernel benchmarks: one sweep against the exp/log arithmetic floor, parallel batches.
+
+Run side by side with ``python asv_benchmarks/benchmarks/bench_inference.py`` to print the
+ratios (ours / floor, 1 thread / 2 threads) measured in one process.
+"""
+import timeit
+
+import numpy as np
+
+from slr.graph import GraphBatch, chain_edges, grid_edges
+from slr.inference import batch_sweeps
+
+
+def _grid_problem(n_images, size, n_states, seed=0):
+    rng = np.random.default_rng(seed)
+    edges = grid_edges(size, size)
+    n, m = size * size, len(edges)
+    batch = GraphBatch.from_graphs([(n, edges)] * n_images, n_states)
+    theta_nodes = rng.normal(size=(n_images * n, n_states))
+    theta_edges = rng.normal(size=(n_images * m, n_states, n_states))
+    return batch, theta_nodes, theta_edges
+
+
+def _sweep(batch, theta_nodes, theta_edges, lam, eps, threads):
+    batch_sweeps(
+        batch, theta_nodes, theta_edges, eps, out=lam, max_sweeps=1, tol=0.0,
+        n_threads=threads, check_input=False,
+    )
+
+
+class GridSweep:
+    """One smoothed sweep over a 100x100 binary 4-connected grid, and the numpy floor."""
+
+    def setup(self):
+        self.batch, self.theta_nodes, self.theta_edges = _grid_problem(1, 100, 2)
+        self.lam = np.zeros((self.batch.n_edges, 2, 2))
+        m, L = self.batch.n_edges, 2
+        # the same number of exp and log evaluations a sweep needs: 2 m (L^2 + L)
+        self.exp_input = np.random.default_rng(1).normal(size=2 * m * L * L)
+        self.log_input = np.random.default_rng(2).uniform(1, 2, size=2 * m * L)
+
+    def time_smoothed_sweep(self):
+        _sweep(self.batch, self.theta_nodes, self.theta_edges, self.lam, 0.1, 1)
+
+    def time_max_sweep(self):
+        _sweep(self.batch, self.theta_nodes, self.theta_edges, self.lam, 0.0, 1)
+
+    def time_numpy_exp_log_floor(self):
+        np.exp(self.exp_input)
+        np.log(self.log_input)
+
+
+class BatchSweep:
+    """A batch of 16 100x100 binary grids, 5 sweeps, on 1 and 2 threads."""
+
+    params = [1, 2]
+    param_names = ["threads"]
+
+    def setup(self, threads):
+        self.batch, self.theta_nodes, self.theta_edges = _grid_problem(16, 100, 2)
+        self.lam = np.zeros((self.batch.n_edges, 2, 2))
+
+    def time_batch_sweeps(self, threads):
+        batch_sweeps(
+            self.batch, self.theta_nodes, self.theta_edges, 0.1, out=self.lam, max_sweeps=5,
+            tol=0.0, n_threads=threads, check_input=False,
+        )
+
+
+class OCRChain:
+    """A 26-state chain of length 10 (an OCR word), 10 smoothed sweeps, per example."""
+
+    def setup(self):
+        rng = np.random.default_rng(0)
+        self.batch = GraphBatch.from_graphs([(10, chain_edges(10))], 26)
+        self.theta_nodes = rng.normal(size=(10, 26))
+        self.theta_edges = rng.normal(size=(9, 26, 26))
+        self.lam = np.zeros((9, 2, 26))
+
+    def time_chain_sweeps(self):
+        batch_sweeps(
+            self.batch, self.theta_nodes, self.theta_edges, 0.1, out=self.lam, max_sweeps=10,
+            tol=0.0, n_threads=1, check_input=False,
+        )
+
+
+def _best(fn, number, repeat=7):
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+
+def main():
+    grid = GridSweep()
+    grid.setup()
+    ours = _best(grid.time_smoothed_sweep, 20)
+    ours_max = _best(grid.time_max_sweep, 20)
+    floor = _best(grid.time_numpy_exp_log_floor, 20)
+    print(f"100x100 binary grid, one smoothed sweep: {ours * 1e3:.3f} ms")
+    print(f"  max (eps = 0) sweep:                   {ours_max * 1e3:.3f} ms")
+    print(f"  numpy exp+log floor (2m(L^2+L) calls): {floor * 1e3:.3f} ms")
+    print(f"  ratio smoothed sweep / floor:          {ours / floor:.2f}x (goal <= 3x)")
+    timings = {}
+    for threads in (1, 2):
+        bench = BatchSweep()
+        bench.setup(threads)
+        timings[threads] = _best(lambda: bench.time_batch_sweeps(threads), 1, repeat=5)
+        print(f"16 images x 5 sweeps, {threads} thread(s):     {timings[threads] * 1e3:.1f} ms")
+    print(f"  speed-up 2 threads / 1 thread:         {timings[1] / timings[2]:.2f}x (goal >= 1.8x)")
+    chain = OCRChain()
+    chain.setup()
+    per = _best(chain.time_chain_sweeps, 50)
+    print(f"26-state chain of 10, 10 sweeps:         {per * 1e6:.1f} us per example")
+
+
+if __name__ == "__main__":
+    main()
