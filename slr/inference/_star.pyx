@@ -139,7 +139,7 @@ def star_sweeps(
     cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1
     cdef Py_ssize_t L = theta_nodes.shape[1]
     cdef double inv_eps = 1.0 / eps if eps > 0 else 0.0
-    cdef Py_ssize_t ex, v, lo, hi
+    cdef Py_ssize_t ex, i, v, lo, hi
     cdef int sweep
     cdef double change, node_change
     cdef double* scratch
@@ -157,22 +157,15 @@ def star_sweeps(
             sweep = 0
             while sweep < max_sweeps and change > tol:
                 change = 0.0
-                if sweep % 2 == 0:
-                    for v in range(lo, hi):
-                        node_change = _update_node(
-                            v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
-                            L, eps, inv_eps, scratch, scratch + max_degree * L,
-                            scratch + max_degree * L + L)
-                        if node_change > change:
-                            change = node_change
-                else:
-                    for v in range(hi - 1, lo - 1, -1):
-                        node_change = _update_node(
-                            v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
-                            L, eps, inv_eps, scratch, scratch + max_degree * L,
-                            scratch + max_degree * L + L)
-                        if node_change > change:
-                            change = node_change
+                for i in range(hi - lo):
+                    # even sweeps run forward, odd sweeps backward
+                    v = lo + i if sweep % 2 == 0 else hi - 1 - i
+                    node_change = _update_node(
+                        v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
+                        L, eps, inv_eps, scratch, scratch + max_degree * L,
+                        scratch + max_degree * L + L)
+                    if node_change > change:
+                        change = node_change
                 sweep = sweep + 1
             n_sweeps_out[ex] = sweep
             last_change_out[ex] = change
