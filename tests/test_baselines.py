@@ -1,0 +1,179 @@
+"""Baselines: joint features, inference and learners against brute force, cvxpy and scikit-learn."""
+import itertools
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from baselines.features import StructuredData, viterbi
+from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
+
+L = 3
+C = 1.0
+
+
+def _chain_example(rng, n, d=3, d_e=2):
+    feats = rng.normal(size=(n, d))
+    edges = np.column_stack([np.arange(n - 1), np.arange(1, n)])
+    return feats, edges, rng.normal(size=(n - 1, d_e))
+
+
+@pytest.fixture(scope="module")
+def tiny_chain():
+    rng = np.random.default_rng(0)
+    X = [_chain_example(rng, int(rng.integers(2, 5))) for _ in range(8)]
+    Y = [rng.integers(0, L, size=x[0].shape[0]) for x in X]
+    return X, Y
+
+
+# ------------------------------------------------------------------ independent numpy side
+def _psi(x, y, n_states=L):
+    """Joint feature written out directly from the definition (loops, no flat layout)."""
+    feats, edges, efeats = x
+    unary = np.zeros((n_states, feats.shape[1]))
+    for i, a in enumerate(y):
+        unary[a] += feats[i]
+    pair = np.zeros((n_states * n_states, efeats.shape[1]))
+    for e, (i, j) in enumerate(edges):
+        pair[y[i] * n_states + y[j]] += efeats[e]
+    return np.concatenate([unary.ravel(), pair.ravel()])
+
+
+def _labelings(n, n_states=L):
+    return np.array(list(itertools.product(range(n_states), repeat=n)))
+
+
+def _brute_primal(w, X, Y, C=C):
+    total = 0.5 * w @ w
+    for x, y in zip(X, Y):
+        scores = [(yh != y).sum() + w @ _psi(x, yh) for yh in _labelings(len(y))]
+        total += C * max(0.0, max(scores) - w @ _psi(x, y))
+    return total
+
+
+def _exact_ssvm_optimum(X, Y, C=C):
+    w = cp.Variable(len(_psi(X[0], Y[0])))
+    xi = cp.Variable(len(X), nonneg=True)
+    constraints = []
+    for k, (x, y) in enumerate(zip(X, Y)):
+        ys = _labelings(len(y))
+        dpsi = np.array([_psi(x, y) - _psi(x, yh) for yh in ys])
+        constraints.append(xi[k] >= (ys != y).sum(axis=1) - dpsi @ w)
+    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(xi)), constraints)
+    problem.solve()
+    return problem.value
+
+
+@pytest.fixture(scope="module")
+def exact_optimum(tiny_chain):
+    return _exact_ssvm_optimum(*tiny_chain)
+
+
+# ------------------------------------------------------------------ features and inference
+def test_joint_feature_and_potentials_match_definition(tiny_chain):
+    X, Y = tiny_chain
+    data = StructuredData(X, Y, L)
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=data.size)
+    per = data.joint_feature_per_example(*data.truth_marginals())
+    for k, (x, y) in enumerate(zip(X, Y)):
+        np.testing.assert_allclose(per[k], _psi(x, y))
+    np.testing.assert_allclose(data.joint_feature(*data.truth_marginals()), per.sum(0))
+    # the potentials score a labelling exactly as w . psi
+    tn, te = data.potentials(w)
+    y = np.concatenate(Y)
+    score = tn[np.arange(len(y)), y].sum() + te[np.arange(len(data.batch.edges)),
+                                              y[data.batch.edges[:, 0]], y[data.batch.edges[:, 1]]].sum()
+    assert score == pytest.approx(sum(w @ _psi(x, yk) for x, yk in zip(X, Y)))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_viterbi_equals_brute_force(n):
+    rng = np.random.default_rng(n)
+    for _ in range(5):
+        tn, te = rng.normal(size=(n, 4)), rng.normal(size=(n - 1, 4, 4))
+        ys = _labelings(n, 4)
+        scores = [tn[np.arange(n), y].sum() + te[np.arange(n - 1), y[:-1], y[1:]].sum() for y in ys]
+        np.testing.assert_array_equal(viterbi(tn, te), ys[int(np.argmax(scores))])
+
+
+@pytest.mark.parametrize("model", ["chain", "lp"])
+def test_loss_augmented_inference_equals_brute_force_on_chains(tiny_chain, model):
+    X, Y = tiny_chain
+    data = StructuredData(X, Y, L, model=model)
+    w = np.random.default_rng(2).normal(size=data.size)
+    node_mu, edge_mu, loss, slack = data.loss_augmented(w)
+    for k, (x, y) in enumerate(zip(X, Y)):
+        ys = _labelings(len(y))
+        values = [(yh != y).sum() + w @ _psi(x, yh) for yh in ys]
+        assert slack[k] == pytest.approx(max(values) - w @ _psi(x, y), abs=1e-7)
+        best = ys[int(np.argmax(values))]
+        np.testing.assert_allclose(data.split(node_mu)[k].argmax(1), best)
+        assert loss[k] == pytest.approx((best != y).sum())
+    assert np.all(node_mu.sum(1) == pytest.approx(1.0))
+
+
+# ------------------------------------------------------------------ SSVM learners
+@pytest.fixture(scope="module")
+def fitted_ssvms(tiny_chain):
+    X, Y = tiny_chain
+    return {
+        "one": OneSlackSSVM(C=C, tol=1e-6).fit(X, Y, n_states=L),
+        "n": NSlackSSVM(C=C, tol=1e-6).fit(X, Y, n_states=L),
+        "sub": SubgradientSSVM(C=C, max_iter=2000, log_every=100).fit(X, Y, n_states=L),
+    }
+
+
+@pytest.mark.parametrize("name", ["one", "n", "sub"])
+def test_ssvm_lowers_primal_and_reports_it_honestly(fitted_ssvms, tiny_chain, name):
+    X, Y = tiny_chain
+    model = fitted_ssvms[name]
+    hist = model.history_
+    assert list(hist.columns) == ["iteration", "primal_objective", "train_error", "seconds"]
+    assert hist.primal_objective.iloc[-1] < hist.primal_objective.iloc[0]
+    # the reported primal is the true one (brute force over all labellings)
+    assert model.primal_objective(X, Y) == pytest.approx(_brute_primal(model.w_, X, Y), rel=1e-9)
+
+
+def test_ssvms_reach_the_exact_optimum(fitted_ssvms, tiny_chain, exact_optimum):
+    X, Y = tiny_chain
+    values = {name: _brute_primal(m.w_, X, Y) for name, m in fitted_ssvms.items()}
+    for name, value in values.items():
+        assert value >= exact_optimum * (1 - 1e-5), name
+        assert value == pytest.approx(exact_optimum, rel=0.01), name
+    # the cutting-plane methods converge far tighter than 1 %
+    assert values["one"] == pytest.approx(exact_optimum, rel=1e-4)
+    assert values["n"] == pytest.approx(exact_optimum, rel=1e-4)
+
+
+def test_lp_inference_on_chain_is_close_to_exact(tiny_chain, exact_optimum):
+    X, Y = tiny_chain
+    model = OneSlackSSVM(C=C, tol=1e-5, model="lp").fit(X, Y, n_states=L)
+    assert _brute_primal(model.w_, X, Y) == pytest.approx(exact_optimum, rel=0.01)
+
+
+def test_predict_and_score(fitted_ssvms, tiny_chain):
+    X, Y = tiny_chain
+    model = fitted_ssvms["one"]
+    W = model.w_
+    pred = model.predict(X)
+    for x, p in zip(X, pred):
+        ys = _labelings(x[0].shape[0])
+        np.testing.assert_array_equal(p, ys[int(np.argmax([W @ _psi(x, yh) for yh in ys]))])
+    acc = np.mean(np.concatenate(pred) == np.concatenate(Y))
+    assert model.score(X, Y) == pytest.approx(acc)
+
+
+def test_bad_parameters_raise_value_error(tiny_chain):
+    X, Y = tiny_chain
+    with pytest.raises(ValueError, match="C"):
+        OneSlackSSVM(C=-1).fit(X, Y)
+    with pytest.raises(ValueError, match="model"):
+        NSlackSSVM(model="grid").fit(X, Y)
+    with pytest.raises(ValueError, match="averaging"):
+        SubgradientSSVM(averaging="median").fit(X, Y)
+    with pytest.raises(ValueError, match="not fitted"):
+        OneSlackSSVM().predict(X)
+    star = (np.ones((3, 3)), np.array([[0, 1], [0, 2]]), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="chain"):
+        OneSlackSSVM(model="chain").fit([star], [np.zeros(3, int)], n_states=2)
