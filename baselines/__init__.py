@@ -1,0 +1,32 @@
+"""Baselines for slr: structural SVMs, structured perceptron, piecewise training, gradient
+alternation, and pystruct 0.3.2 as the outside peer (:mod:`baselines.peer`).
+
+Names are imported lazily, so that ``python -m baselines.peer.setup_env`` still runs on a
+bare interpreter without numpy.
+"""
+from __future__ import annotations
+
+_EXPORTS = {
+    "GradientAlternation": "baselines.gradient_alternation",
+    "NSlackSSVM": "baselines.ssvm",
+    "OneSlackSSVM": "baselines.ssvm",
+    "PiecewiseTraining": "baselines.piecewise",
+    "StructuredData": "baselines.features",
+    "StructuredPerceptron": "baselines.perceptron",
+    "SubgradientSSVM": "baselines.ssvm",
+    "viterbi": "baselines.features",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

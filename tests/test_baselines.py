@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 from baselines.features import StructuredData, viterbi
+from baselines.gradient_alternation import GradientAlternation
+from baselines.perceptron import StructuredPerceptron
+from baselines.piecewise import PiecewiseTraining
 from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
+from slr.oracles import Linear
 
 L = 3
 C = 1.0
@@ -177,3 +181,89 @@ def test_bad_parameters_raise_value_error(tiny_chain):
     star = (np.ones((3, 3)), np.array([[0, 1], [0, 2]]), np.ones((2, 2)))
     with pytest.raises(ValueError, match="chain"):
         OneSlackSSVM(model="chain").fit([star], [np.zeros(3, int)], n_states=2)
+
+
+# ------------------------------------------------------------------ perceptron
+def _separable_chain_problem(n_examples=30, n_states=3, d=4, seed=3):
+    """Labels are the exact MAP of a random linear chain model: separable by construction."""
+    rng = np.random.default_rng(seed)
+    X = [_chain_example(rng, int(rng.integers(3, 7)), d=d, d_e=1) for _ in range(n_examples)]
+    X = [(f, e, np.ones_like(ef)) for f, e, ef in X]
+    data = StructuredData(X, None, n_states)
+    w_true = 3 * rng.normal(size=data.size)
+    Y = data.split(data.decode(*data.potentials(w_true)))
+    return X, Y
+
+
+@pytest.mark.parametrize("average", [False, True])
+def test_perceptron_separates_separable_chains(average):
+    X, Y = _separable_chain_problem()
+    model = StructuredPerceptron(max_iter=200, average=average, random_state=0).fit(X, Y, n_states=3)
+    assert model.n_mistakes_[0] > 0
+    assert model.score(X, Y) == 1.0
+    assert model.history_.train_error.iloc[-1] == 0.0
+    if not average:
+        assert model.n_mistakes_[-1] == 0  # a clean epoch is what stopped it
+
+
+# ------------------------------------------------------------------ piecewise training
+def test_piecewise_linear_equals_independent_sklearn_logistic_regressions():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(4)
+    X = [_chain_example(rng, int(rng.integers(4, 9)), d=3, d_e=2) for _ in range(25)]
+    Y = [rng.integers(0, 3, size=x[0].shape[0]) for x in X]  # >2 classes: sklearn goes multinomial
+    l2 = 0.5
+    model = PiecewiseTraining(Linear(l2=l2, tol=1e-10, max_iter=2000),
+                              Linear(l2=l2, tol=1e-10, max_iter=2000)).fit(X, Y, n_states=3)
+    nodes = np.concatenate([x[0] for x in X])
+    y_nodes = np.concatenate(Y)
+    edge_feats = np.concatenate([x[2] for x in X])
+    y_pairs = np.concatenate([y[x[1][:, 0]] * 3 + y[x[1][:, 1]] for x, y in zip(X, Y)])
+    assert len(np.unique(y_pairs)) == 9  # every pair class present, so the models coincide
+    for oracle, feats, labels in ((model.unary_, nodes, y_nodes), (model.pairwise_, edge_feats, y_pairs)):
+        ref = LogisticRegression(C=1.0 / l2, fit_intercept=False, tol=1e-12, max_iter=10000)
+        ref.fit(feats, labels)
+        np.testing.assert_allclose(oracle.decision_function(feats), ref.decision_function(feats), atol=1e-5)
+    # prediction: Viterbi on the two pieces' scores
+    data, tn, te = model.decision_potentials(X)
+    np.testing.assert_allclose(te.reshape(-1, 9), model.pairwise_.decision_function(edge_feats))
+    for x, p, k in zip(X, model.predict(X), range(len(X))):
+        n = x[0].shape[0]
+        ys = _labelings(n, 3)
+        tn_k, te_k = data.split(tn)[k], te[data.batch.edge_ptr[k]:data.batch.edge_ptr[k + 1]]
+        scores = [tn_k[np.arange(n), y].sum() + te_k[np.arange(n - 1), y[:-1], y[1:]].sum() for y in ys]
+        np.testing.assert_array_equal(p, ys[int(np.argmax(scores))])
+
+
+# ------------------------------------------------------------------ gradient alternation
+def _grid_problem(seed=5, n_examples=4, side=3, n_states=2):
+    from slr.graph import grid_edges
+
+    rng = np.random.default_rng(seed)
+    edges = grid_edges(side, side)
+    X = [(rng.normal(size=(side * side, 2)), edges, rng.normal(size=(len(edges), 2)))
+         for _ in range(n_examples)]
+    Y = [rng.integers(0, n_states, size=side * side) for _ in range(n_examples)]
+    return X, Y
+
+
+def test_gradient_alternation_objective_never_increases_and_gradient_is_exact():
+    X, Y = _grid_problem()
+    model = GradientAlternation(epsilon=0.5, l2=0.1, max_iter=30, mp_sweeps=3, log_every=10).fit(X, Y)
+    R = model.history_.primal_objective.to_numpy()
+    assert np.all(np.diff(R) <= 1e-9 * np.abs(R[:-1]))
+    assert R[-1] < 0.9 * R[0]
+    assert R[-1] >= 0  # R >= Delta(y, y) = 0
+    # the gradient at fixed messages against central finite differences of R
+    data = StructuredData(X, Y, 2)
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=data.size)
+    lam = rng.normal(size=model.messages_.shape)
+    grad = model.gradient(data, w, lam)
+    h = 1e-6
+    for j in range(data.size):
+        e = np.zeros(data.size)
+        e[j] = h
+        fd = (model.objective(data, w + e, lam) - model.objective(data, w - e, lam)) / (2 * h)
+        assert grad[j] == pytest.approx(fd, rel=1e-5, abs=1e-6)
