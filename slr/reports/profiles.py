@@ -1,0 +1,77 @@
+"""Run-size profiles: ``tiny`` (tests, seconds), ``quick`` (about 10 min on 2 cores), ``full`` (paper)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Profile", "PROFILES", "get_profile", "FUNCTION_CLASSES"]
+
+#: The function classes of Table 1, in the paper's order.
+FUNCTION_CLASSES = ("Zero", "Constant", "Linear", "Boost", "MLP")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Sizes of every experiment for one profile.
+
+    Attributes
+    ----------
+    name : str
+    denoise : dict
+        ``n_train``, ``n_test``, ``size``, ``n_iter``, ``mp_sweeps``, ``epsilon``,
+        ``trees`` (BoostedTrees keywords), ``mlp`` (MLP keywords), ``classes``.
+    baselines : dict
+        ``denoise`` (n_train, n_test, size), ``letters`` (n_train, n_test words),
+        ``max_iter`` (baseline iterations), ``slr_iter``, ``peer`` (run pystruct if available),
+        ``peer_max_iter``, ``target_error`` (for time-to-error).
+    bound : dict
+        ``n_graphs``, ``max_nodes``, ``states``, ``epsilons``.
+    """
+
+    name: str
+    denoise: dict[str, Any] = field(default_factory=dict)
+    baselines: dict[str, Any] = field(default_factory=dict)
+    bound: dict[str, Any] = field(default_factory=dict)
+
+
+PROFILES: dict[str, Profile] = {
+    "tiny": Profile(
+        name="tiny",
+        denoise=dict(n_train=2, n_test=2, size=8, sigma=2.0, n_iter=2, mp_sweeps=5, epsilon=0.1,
+                     trees=dict(n_rounds=3, subsample=1000), mlp=dict(n_hidden=8, n_epochs=1,
+                                                                     batch_size=100),
+                     classes=FUNCTION_CLASSES),
+        baselines=dict(denoise=dict(n_train=2, n_test=2, size=8, sigma=2.0),
+                       letters=dict(n_train=10, n_test=10), max_iter=2, slr_iter=2,
+                       mp_sweeps=5, peer=False, peer_max_iter=2, target_error=None),
+        bound=dict(n_graphs=3, max_nodes=4, states=(2, 3), epsilons=(0.1, 1.0)),
+    ),
+    "quick": Profile(
+        name="quick",
+        denoise=dict(n_train=16, n_test=16, size=32, sigma=10.0, n_iter=8, mp_sweeps=25,
+                     epsilon=0.1, trees=dict(n_rounds=20, subsample=5000),
+                     mlp=dict(n_hidden=100, n_epochs=1, batch_size=1000), classes=FUNCTION_CLASSES),
+        baselines=dict(denoise=dict(n_train=8, n_test=8, size=32, sigma=10.0),
+                       letters=dict(n_train=300, n_test=300), max_iter=20, slr_iter=8,
+                       mp_sweeps=25, peer=True, peer_max_iter=20, target_error=None),
+        bound=dict(n_graphs=12, max_nodes=6, states=(2, 3), epsilons=(0.03, 0.1, 0.3, 1.0)),
+    ),
+    "full": Profile(
+        name="full",
+        denoise=dict(n_train=16, n_test=16, size=100, sigma=10.0, n_iter=25, mp_sweeps=25,
+                     epsilon=0.1, trees=dict(n_rounds=200, subsample=10000),
+                     mlp=dict(n_hidden=100, n_epochs=2, batch_size=1000), classes=FUNCTION_CLASSES),
+        baselines=dict(denoise=dict(n_train=16, n_test=16, size=100, sigma=10.0),
+                       letters=dict(n_train=None, n_test=None), max_iter=100, slr_iter=25,
+                       mp_sweeps=25, peer=True, peer_max_iter=100, target_error=None),
+        bound=dict(n_graphs=50, max_nodes=8, states=(2, 3, 4), epsilons=(0.03, 0.1, 0.3, 1.0)),
+    ),
+}
+
+
+def get_profile(name: str) -> Profile:
+    """The profile called ``name`` (``tiny``, ``quick`` or ``full``)."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {name!r}") from None

@@ -1,0 +1,181 @@
+"""End-to-end tests of the ``slr`` command line on the tiny profile, and of resuming."""
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slr.cli import build_parser, main, run_experiments
+from slr.reports import bound as bound_mod
+from slr.reports import get_profile
+from slr.reports.cache import ResultsCSV
+from slr.reports.profiles import FUNCTION_CLASSES
+
+REPORT_FILES = ["README.md", "denoising.md", "baselines.md", "bound.md",
+                "denoising_results.csv", "baselines_results.csv", "bound_results.csv"]
+FIGURES = ["denoising_curves.png", "denoising_energies.png", "denoising_examples.png",
+           "baselines_time.png", "bound.png"]
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("reports")
+    assert main(["report", "--tiny", "--quiet", "--out", str(out)]) == 0
+    return out
+
+
+def test_every_report_file_written(tiny_report):
+    for name in REPORT_FILES:
+        assert (tiny_report / name).stat().st_size > 0, name
+    for name in FIGURES:
+        data = (tiny_report / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000, name
+    index = (tiny_report / "README.md").read_text()
+    for md in ("denoising.md", "baselines.md", "bound.md"):
+        assert f"]({md})" in index
+        text = (tiny_report / md).read_text()
+        # provenance: command, profile, commit and machine
+        assert "- command: `slr report --tiny" in text
+        assert "- profile: `tiny`" in text
+        assert re.search(r"- commit: `[0-9a-f]{4,}", text) or "- commit: `unknown`" in text
+        assert "- machine: " in text
+
+
+def test_denoising_table_is_complete_and_sane(tiny_report):
+    df = pd.read_csv(tiny_report / "denoising_results.csv")
+    assert len(df) == len(FUNCTION_CLASSES) ** 2
+    assert set(zip(df.unary, df.pairwise)) == {(u, p) for u in FUNCTION_CLASSES for p in FUNCTION_CLASSES}
+    for col in ("train_error", "test_error"):
+        assert df[col].between(0.0, 1.0).all()
+    # An error rate on 2 tiny test images is a multiple of 1 / (number of test pixels).
+    cfg = get_profile("tiny").denoise
+    n_pix = cfg["n_test"] * cfg["size"] ** 2
+    assert np.allclose(df.test_error * n_pix, np.round(df.test_error * n_pix))
+    text = (tiny_report / "denoising.md").read_text()
+    assert "0.444" in text and "0.502" in text        # the paper's values beside ours
+    # every cell of the markdown table holds a number (ours) and the paper's in parentheses
+    rows = [line for line in text.splitlines() if line.startswith("| Linear ")]
+    assert rows and len(re.findall(r"\d\.\d{3} \(\d\.\d{3}\)", rows[0])) == len(FUNCTION_CLASSES)
+
+
+def test_baselines_table_is_sane(tiny_report):
+    from slr.datasets.letters import letters_cache_path
+
+    df = pd.read_csv(tiny_report / "baselines_results.csv")
+    datasets = {"denoising", "letters"} if letters_cache_path().exists() else {"denoising"}
+    assert set(df.dataset) == datasets
+    ok = df[df.status == "ok"]
+    # slr and every one of our baselines ran on each data set
+    for dataset in datasets:
+        methods = set(ok[ok.dataset == dataset].method)
+        assert "slr:Linear" in methods
+        assert {"OneSlackSSVM", "SubgradientSSVM", "StructuredPerceptron"} <= methods
+    assert ok.train_error.between(0, 1).all() and ok.test_error.between(0, 1).all()
+    assert (ok.seconds >= 0).all()
+    assert "Target test error" in (tiny_report / "baselines.md").read_text()
+
+
+def test_bound_holds_and_matches_exact_solvers(tiny_report):
+    from slr.inference.exact import brute_force_map, exact_lp
+
+    df = pd.read_csv(tiny_report / "bound_results.csv")
+    cfg = get_profile("tiny").bound
+    assert len(df) == cfg["n_graphs"] * len(cfg["epsilons"])
+    assert df.holds.all()
+    tol = bound_mod.TOL
+    assert (df.l0 <= df.l1 + tol).all() and (df.l1 <= df.l + tol).all()
+    assert (df.l <= df.l1 + df.eps_hmax + tol).all()
+    assert np.allclose(df.l_mp, df.l, atol=1e-6)   # message passing agrees with Clarabel
+    trees = df[df.kind == "tree"]
+    assert len(trees) and np.allclose(trees.l0, trees.l1, atol=1e-6)
+    # recompute one row independently
+    row = df.iloc[-1]
+    kind, edges, tn, te, y = bound_mod.random_problem(int(row.graph), cfg["max_nodes"], tuple(cfg["states"]))
+    L = tn.shape[1]
+    theta = tn + (np.arange(L)[None, :] != y[:, None])
+    f_y = tn[np.arange(len(y)), y].sum() + te[np.arange(len(edges)), y[edges[:, 0]], y[edges[:, 1]]].sum()
+    assert math.isclose(brute_force_map(theta, te, edges)[0] - f_y, row.l0, abs_tol=1e-9)
+    assert math.isclose(exact_lp(theta, te, edges).value - f_y, row.l1, abs_tol=1e-6)
+
+
+def test_resume_computes_only_missing_cells(tiny_report, tmp_path):
+    import shutil
+
+    out = tmp_path / "r"
+    shutil.copytree(tiny_report, out)
+    # drop one denoising cell and one bound cell
+    den = pd.read_csv(out / "denoising_results.csv")
+    dropped = den.iloc[7]
+    den.drop(index=7).to_csv(out / "denoising_results.csv", index=False)
+    bnd = pd.read_csv(out / "bound_results.csv")
+    bnd.drop(index=0).to_csv(out / "bound_results.csv", index=False)
+    log = run_experiments(["denoising", "bound"], "tiny", out, quiet=True)
+    first = bnd.iloc[0]
+    assert sorted(log.computed) == sorted([f"denoising:{dropped.unary}-{dropped.pairwise}",
+                                           f"bound:{first.graph}:{first.eps}"])
+    assert len(pd.read_csv(out / "denoising_results.csv")) == len(den)
+    assert len(pd.read_csv(out / "bound_results.csv")) == len(bnd)
+    # a complete cache computes nothing
+    assert run_experiments(["denoising", "bound", "baselines"], "tiny", out, quiet=True).computed == []
+
+
+def test_interrupted_run_resumes(tmp_path, monkeypatch):
+    import slr.inference.exact as exact
+
+    real = exact.exact_smoothed
+    calls = {"n": 0}
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(exact, "exact_smoothed", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiments(["bound"], "tiny", tmp_path, quiet=True)
+    assert len(pd.read_csv(tmp_path / "bound_results.csv")) == 3
+    monkeypatch.setattr(exact, "exact_smoothed", real)
+    log = run_experiments(["bound"], "tiny", tmp_path, quiet=True)
+    cfg = get_profile("tiny").bound
+    total = cfg["n_graphs"] * len(cfg["epsilons"])
+    assert len(log.computed) == total - 3
+    df = pd.read_csv(tmp_path / "bound_results.csv")
+    assert len(df) == total and not df.duplicated(["graph", "eps"]).any()
+
+
+def test_results_csv_cache(tmp_path):
+    cache = ResultsCSV(tmp_path / "x.csv", ["a", "b", "v"], key=["a", "b"])
+    assert not cache.has(a=1, b=0.5)
+    cache.add(dict(a=1, b=0.5, v=3.0))
+    again = ResultsCSV(tmp_path / "x.csv", ["a", "b", "v"], key=["a", "b"])
+    assert again.has(a=1, b=0.5) and not again.has(a=1, b=0.25) and len(again) == 1
+    with pytest.raises(ValueError, match="unknown columns"):
+        again.add(dict(a=2, b=1.0, zz=1))
+    # a CSV with another layout is set aside, not mixed in
+    changed = ResultsCSV(tmp_path / "x.csv", ["a", "b", "w"], key=["a", "b"])
+    assert len(changed) == 0 and (tmp_path / "x.csv.old").exists()
+
+
+def test_parser_and_bad_arguments(capsys):
+    args = build_parser().parse_args(["report", "--quick", "--out", "reports"])
+    assert (args.command, args.profile, str(args.out)) == ("report", "quick", "reports")
+    assert build_parser().parse_args(["bound"]).profile == "quick"
+    assert build_parser().parse_args(["denoising", "--full"]).profile == "full"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bound", "--tiny", "--full"])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["nonsense"])
+    with pytest.raises(ValueError, match="profile"):
+        get_profile("huge")
+
+
+def test_python_dash_m_help():
+    proc = subprocess.run([sys.executable, "-m", "slr", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "denoising" in proc.stdout and "bound" in proc.stdout
