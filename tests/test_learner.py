@@ -1,0 +1,324 @@
+"""StructuredLogisticRegression: the reduction (Theorem 1.4), monotone objective, learning, API."""
+import copy
+import pickle
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from slr import StructuredLogisticRegression
+from slr.datasets import make_denoising
+from slr.graph import GraphBatch
+from slr.inference import batch_dual_values, batch_sweeps
+from slr.learner import pairwise_bias, structured_objective, unary_bias
+from slr.oracles import MLP, Constant, Linear, Zero
+
+EPS = 0.1
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return make_denoising(n_images=3, size=7, sigma=1.5, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def denoise():
+    """Small denoising problem on which structured learning clearly pays off."""
+    train = make_denoising(n_images=2, size=60, sigma=6.0, random_state=0)
+    test = make_denoising(n_images=2, size=60, sigma=6.0, random_state=1)
+    return train, test
+
+
+def _flat(X, Y, n_states=2):
+    batch = GraphBatch.from_dataset(X, n_states)
+    return (
+        batch,
+        np.concatenate([x[0] for x in X]),
+        np.concatenate([x[2] for x in X]),
+        np.concatenate(Y),
+    )
+
+
+def _independent_R(batch, theta_nodes, theta_edges, lam, labels, eps):
+    """R from the smoothed dual values plus the energy of the truth, computed here."""
+    duals = batch_dual_values(batch, theta_nodes, theta_edges, lam, eps)
+    i, j = batch.edges[:, 0], batch.edges[:, 1]
+    truth = theta_nodes[np.arange(len(labels)), labels].sum()
+    truth += theta_edges[np.arange(len(i)), labels[i], labels[j]].sum()
+    return duals.sum() - truth
+
+
+# ----------------------------------------------------------------------------------------
+# the reduction
+# ----------------------------------------------------------------------------------------
+def test_dual_value_is_the_sum_of_local_log_partitions(tiny):
+    """structured_objective agrees with a direct numpy evaluation of A(lambda, theta)."""
+    X, Y = tiny
+    batch, _, _, labels = _flat(X, Y)
+    rng = np.random.default_rng(0)
+    tn = rng.normal(size=(batch.n_nodes, 2))
+    te = rng.normal(size=(batch.n_edges, 2, 2))
+    lam = rng.normal(size=(batch.n_edges, 2, 2))
+    sums = np.zeros((batch.n_nodes, 2))
+    np.add.at(sums, batch.edges[:, 0], lam[:, 0])
+    np.add.at(sums, batch.edges[:, 1], lam[:, 1])
+    node_b = tn - sums
+    edge_b = te + lam[:, 0, :, None] + lam[:, 1, None, :]
+    A = EPS * (logsumexp(node_b / EPS, axis=1).sum() + logsumexp(edge_b.reshape(-1, 4) / EPS, axis=1).sum())
+    i, j = batch.edges.T
+    F = tn[np.arange(len(labels)), labels].sum() + te[np.arange(len(i)), labels[i], labels[j]].sum()
+    assert structured_objective(batch, tn, te, lam, labels, EPS) == pytest.approx(A - F, rel=1e-12)
+
+
+def _fd_gradient(fun, w, h=1e-5):
+    grad = np.zeros_like(w)
+    for idx in np.ndindex(w.shape):
+        step = np.zeros_like(w)
+        step[idx] = h
+        grad[idx] = (fun(w + step) - fun(w - step)) / (2 * h)
+    return grad
+
+
+def test_theorem_1_4_linear_oracle_is_stationary_for_R(tiny):
+    """At fixed messages, the logistic fits on the biased problems minimise R over the weights."""
+    X, Y = tiny
+    batch, node_f, edge_f, labels = _flat(X, Y)
+    L = 2
+    rng = np.random.default_rng(1)
+    lam = rng.normal(scale=0.3, size=(batch.n_edges, 2, L))
+    delta = 1.0 - np.eye(L)[labels]
+    pair_labels = labels[batch.edges[:, 0]] * L + labels[batch.edges[:, 1]]
+    theta_edges0 = 0.2 * rng.normal(size=(batch.n_edges, L, L))
+
+    # unary: theta_i = eps * W x_i + Delta, pairwise fixed
+    unary = Linear(l2=0.0, tol=1e-11, max_iter=5000).fit(node_f, unary_bias(batch, lam, labels, EPS), labels)
+
+    def R_unary(w):
+        return _independent_R(batch, EPS * node_f @ w.T + delta, theta_edges0, lam, labels, EPS)
+
+    g = _fd_gradient(R_unary, unary.coef_)
+    g0 = _fd_gradient(R_unary, np.zeros_like(unary.coef_))
+    assert np.abs(g0).max() > 1.0  # the check can fail: R is not flat at W = 0
+    assert np.abs(g).max() < 1e-5 * np.abs(g0).max()
+    # and it is a minimum, not just a stationary point
+    w_star = unary.coef_
+    for _ in range(5):
+        assert R_unary(w_star + 0.05 * rng.normal(size=w_star.shape)) > R_unary(w_star)
+
+    # pairwise: theta_e = eps * V x_e (classes a*L+b), unary fixed at the fit above
+    theta_nodes = EPS * node_f @ w_star.T + delta
+    pairwise = Linear(l2=0.0, tol=1e-11, max_iter=5000).fit(edge_f, pairwise_bias(lam, EPS), pair_labels)
+
+    def R_pair(v):
+        theta_edges = (EPS * edge_f @ v.T).reshape(-1, L, L)
+        return _independent_R(batch, theta_nodes, theta_edges, lam, labels, EPS)
+
+    g = _fd_gradient(R_pair, pairwise.coef_)
+    g0 = _fd_gradient(R_pair, np.zeros_like(pairwise.coef_))
+    assert np.abs(g0).max() > 1.0
+    assert np.abs(g).max() < 1e-5 * np.abs(g0).max()
+
+
+def test_wrong_bias_sign_would_not_be_stationary(tiny):
+    """Guard for the test above: the bias with the message sign flipped is not the reduction."""
+    X, Y = tiny
+    batch, node_f, _, labels = _flat(X, Y)
+    rng = np.random.default_rng(2)
+    lam = rng.normal(scale=0.3, size=(batch.n_edges, 2, 2))
+    delta = 1.0 - np.eye(2)[labels]
+    wrong = unary_bias(batch, -lam, labels, EPS)
+    unary = Linear(l2=0.0, tol=1e-11, max_iter=5000).fit(node_f, wrong, labels)
+    te = np.zeros((batch.n_edges, 2, 2))
+    g = _fd_gradient(lambda w: _independent_R(batch, EPS * node_f @ w.T + delta, te, lam, labels, EPS), unary.coef_)
+    assert np.abs(g).max() > 1e-2
+
+
+# ----------------------------------------------------------------------------------------
+# the alternation
+# ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "unary, pairwise",
+    [
+        (Constant(tol=1e-10), Constant(tol=1e-10)),
+        (Linear(tol=1e-10), Linear(tol=1e-10)),
+        (Linear(tol=1e-10), Zero()),
+    ],
+    ids=["constant", "linear", "linear-zero"],
+)
+def test_objective_never_increases(tiny, unary, pairwise):
+    X, Y = tiny
+    model = StructuredLogisticRegression(unary, pairwise, n_iter=5, mp_sweeps=5, n_threads=1).fit(X, Y)
+    trace = model.objective_trace_
+    assert len(trace) == 1 + 4 * 5
+    R = trace["objective"].to_numpy()
+    assert np.all(np.diff(R) <= 1e-9 * np.abs(R[:-1]))
+    assert R[-1] < R[0] - 1.0
+    # R at the start (lambda = 0, g = 0) in closed form: nodes eps*log(1 + e^{1/eps}), edges eps*log 4
+    batch, _, _, labels = _flat(X, Y)
+    R0 = batch.n_nodes * EPS * np.logaddexp(0, 1 / EPS) + batch.n_edges * EPS * np.log(4)
+    assert R[0] == pytest.approx(R0, rel=1e-12)
+    np.testing.assert_allclose(model.history_["objective"].to_numpy(), R[::4][: len(model.history_)])
+
+
+def test_objective_matches_independent_recomputation(tiny):
+    """history_'s final R equals R recomputed from the fitted oracles after replaying the messages."""
+    X, Y = tiny
+    batch, node_f, edge_f, labels = _flat(X, Y)
+    model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), n_iter=1, mp_sweeps=3, n_threads=1)
+    model.fit(X, Y)
+    delta = 1.0 - np.eye(2)[labels]
+    # replay iteration 1 by hand: the unary fit depends only on lambda = 0
+    lam = np.zeros((batch.n_edges, 2, 2))
+    tn = EPS * model.unary_.decision_function(node_f) + delta
+    batch_sweeps(batch, tn, np.zeros((batch.n_edges, 2, 2)), EPS, max_sweeps=6, tol=1e-9, out=lam)
+    te = (EPS * model.pairwise_.decision_function(edge_f)).reshape(-1, 2, 2)
+    batch_sweeps(batch, tn, te, EPS, max_sweeps=6, tol=1e-9, out=lam)
+    assert model.history_["objective"].iloc[-1] == pytest.approx(
+        _independent_R(batch, tn, te, lam, labels, EPS), rel=1e-10
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# learning on denoising data
+# ----------------------------------------------------------------------------------------
+def _error(model, data):
+    X, Y = data
+    return 1.0 - model.score(X, Y)
+
+
+def test_structured_models_beat_unary_only_and_zero_unary(denoise):
+    train, test = denoise
+    kw = dict(n_iter=10, n_threads=1, random_state=0)
+    full = StructuredLogisticRegression(Linear(), Linear(), **kw).fit(*train, *test)
+    # (both restricted models change little after a few iterations)
+    kw.update(n_iter=5, monitor=False)
+    unary_only = StructuredLogisticRegression(Linear(), Zero(), **kw).fit(*train)
+    zero_unary = StructuredLogisticRegression(Zero(), Linear(), **kw).fit(*train)
+    e_full, e_unary, e_zero = _error(full, test), _error(unary_only, test), _error(zero_unary, test)
+    # unary-only cannot beat the single-pixel Bayes error (about .44 on balanced labels)
+    assert e_unary > 0.38
+    # with g_u = 0 the energy is symmetric under swapping the labels: no better than
+    # predicting the majority label (about .50 on balanced data)
+    y_test = np.concatenate(test[1])
+    assert e_zero >= min(y_test.mean(), 1 - y_test.mean()) - 0.01
+    print(f"test errors: full {e_full:.3f} unary-only {e_unary:.3f} zero-unary {e_zero:.3f}")
+    assert e_full < 0.2
+    assert e_full < min(e_unary, e_zero) - 0.15
+    h = full.history_
+    assert list(h.columns) == ["iteration", "objective", "train_error", "val_error", "seconds", "eval_seconds"]
+    assert len(h) == 11 and h["val_error"].iloc[-1] == pytest.approx(e_full)
+    assert h["train_error"].iloc[-1] < h["train_error"].iloc[1] - 0.1
+
+
+def test_mlp_learns_in_a_few_iterations(denoise):
+    train, test = denoise
+    model = StructuredLogisticRegression(
+        MLP(), MLP(learning_rate=0.05), n_iter=10, n_threads=1, random_state=0
+    ).fit(*train)
+    assert _error(model, test) < 0.25
+    assert model.history_["train_error"].iloc[-1] < model.history_["train_error"].iloc[1] - 0.1
+
+
+# ----------------------------------------------------------------------------------------
+# API
+# ----------------------------------------------------------------------------------------
+def test_sklearn_params_and_oracles_are_cloned(tiny):
+    X, Y = tiny
+    unary = Linear(l2=0.5)
+    model = StructuredLogisticRegression(unary=unary, pairwise=Constant(), n_iter=2, mp_sweeps=2)
+    params = model.get_params()
+    assert params["unary"] is unary and params["epsilon"] == 0.1 and params["unary__l2"] == 0.5
+    model.fit(X, Y)
+    assert not hasattr(unary, "coef_")  # the constructor argument is untouched
+    assert model.unary_ is not unary and hasattr(model.unary_, "coef_")
+    model.set_params(epsilon=0.2, unary__l2=1.0)
+    assert model.epsilon == 0.2 and unary.l2 == 1.0
+    from sklearn.base import clone
+
+    cloned = clone(model)
+    assert cloned.get_params()["epsilon"] == 0.2 and not hasattr(cloned, "unary_")
+
+
+def test_defaults():
+    model = StructuredLogisticRegression()
+    p = model.get_params(deep=False)
+    assert p["epsilon"] == 0.1 and p["n_iter"] == 25 and p["mp_sweeps"] == 25
+    assert p["predict_epsilon"] == 0.0 and p["unary"] is None and p["pairwise"] is None
+
+
+def test_pickle_round_trip_gives_identical_predictions(tiny):
+    X, Y = tiny
+    model = StructuredLogisticRegression(MLP(n_hidden=8), Linear(), n_iter=2, mp_sweeps=3, random_state=3)
+    model.fit(X, Y)
+    loaded = pickle.loads(pickle.dumps(model))
+    for a, b in zip(model.predict(X), loaded.predict(X)):
+        np.testing.assert_array_equal(a, b)
+    assert loaded.score(X, Y) == model.score(X, Y)
+    pd_eq = loaded.history_.equals(model.history_)
+    assert pd_eq
+
+
+def test_random_state_makes_mlp_fits_reproducible(tiny):
+    X, Y = tiny
+    kw = dict(n_iter=2, mp_sweeps=2, random_state=5)
+    a = StructuredLogisticRegression(MLP(n_hidden=8), MLP(n_hidden=8), **kw).fit(X, Y)
+    b = StructuredLogisticRegression(MLP(n_hidden=8), MLP(n_hidden=8), **kw).fit(X, Y)
+    np.testing.assert_array_equal(a.history_["objective"], b.history_["objective"])
+
+
+def test_predict_shapes_and_map_on_a_known_energy(tiny):
+    X, Y = tiny
+    model = StructuredLogisticRegression(Linear(), Linear(), n_iter=2, mp_sweeps=2).fit(X, Y)
+    pred = model.predict(X)
+    assert [p.shape for p in pred] == [y.shape for y in Y]
+    assert all(p.dtype == np.int64 and set(np.unique(p)) <= {0, 1} for p in pred)
+    # with the pairwise part switched off, MAP is the per-node argmax of the unary energy
+    unary_only = copy.deepcopy(model)
+    unary_only._fitted_pairwise = False
+    for x, p in zip(X, unary_only.predict(X)):
+        np.testing.assert_array_equal(p, np.argmax(model.unary_.decision_function(x[0]), axis=1))
+
+
+def test_n_states_parameter_and_verbose(tiny, capsys):
+    X, Y = tiny
+    model = StructuredLogisticRegression(Constant(), Constant(), n_iter=1, mp_sweeps=1, n_states=3, verbose=True)
+    model.fit(X, Y)
+    assert model.n_states_ == 3 and model.pairwise_.table_.shape == (9,)
+    assert "SLR" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda X, Y: (X, Y[:-1]), "same length"),
+        (lambda X, Y: (X, [Y[0] + 5] + list(Y[1:])), "labels outside"),
+        (lambda X, Y: (X, [-Y[0] - 1] + list(Y[1:])), "negative"),
+        (lambda X, Y: ([(X[0][0][:, :1], X[0][1], X[0][2])] + list(X[1:]), Y), "node features"),
+        (lambda X, Y: ([(X[0][0], X[0][1], X[0][2][:, :1])] + list(X[1:]), Y), "edge features"),
+        (lambda X, Y: ([(X[0][0], X[0][1], X[0][2][:-1])] + list(X[1:]), Y), "rows of edge_features"),
+        (lambda X, Y: ([], []), "at least one"),
+    ],
+)
+def test_input_errors(tiny, mutate, message):
+    X, Y = tiny
+    X2, Y2 = mutate(list(X), list(Y))
+    with pytest.raises(ValueError, match=message):
+        StructuredLogisticRegression(n_iter=1, mp_sweeps=1, n_states=2).fit(X2, Y2)
+
+
+def test_parameter_and_predict_errors(tiny):
+    X, Y = tiny
+    for kw in [{"epsilon": 0.0}, {"epsilon": -1}, {"n_iter": -1}, {"mp_sweeps": 1.5}, {"n_threads": 0},
+               {"predict_epsilon": -0.1}, {"unary": "linear"}]:
+        with pytest.raises(ValueError):
+            StructuredLogisticRegression(**kw).fit(X, Y)
+    with pytest.raises(ValueError, match="not fitted"):
+        StructuredLogisticRegression().predict(X)
+    with pytest.raises(ValueError, match="together"):
+        StructuredLogisticRegression(n_iter=1).fit(X, Y, X_val=X)
+    model = StructuredLogisticRegression(Constant(), Constant(), n_iter=1, mp_sweeps=1).fit(X, Y)
+    bad = [(x[0][:, :1], x[1], x[2]) for x in X]
+    with pytest.raises(ValueError, match="node features"):
+        model.predict(bad)
+    with pytest.raises(ValueError, match="labels outside"):
+        model.score(X, [y + 2 for y in Y])
