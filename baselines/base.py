@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
+from threadpoolctl import threadpool_limits
 
 from baselines.features import StructuredData
 
@@ -74,7 +75,10 @@ class BaseStructuredLearner(BaseEstimator):
         self.dims_ = (data.d_u, data.d_e)
         self._rows: list[dict] = []
         self._t0 = time.perf_counter()
-        self._fit(data)
+        # the products here are small; BLAS threads only contend with the OpenMP kernels
+        # and other jobs on a shared machine (as in slr.oracles.linear)
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._fit(data)
         self.history_ = pd.DataFrame(self._rows, columns=["iteration", "primal_objective",
                                                           "train_error", "seconds"])
         del self._rows

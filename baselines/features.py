@@ -147,6 +147,8 @@ class StructuredData:
         self.max_sweeps, self.tol = max_sweeps, tol
         self.y = np.concatenate(Y) if Y is not None else None
         self._messages = np.zeros((self.batch.n_edges, 2, self.n_states))
+        self._truth = None
+        self._edge_example = self.batch.edge_example
         # examples grouped by length, for batched Viterbi
         self._groups = {}
         for k, n in enumerate(self.n_nodes_per):
@@ -178,8 +180,17 @@ class StructuredData:
 
     # ------------------------------------------------------------------ joint features
     def truth_marginals(self) -> tuple[np.ndarray, np.ndarray]:
-        """One-hot node ``(N, L)`` and edge ``(M, L, L)`` indicators of the true labels."""
-        return self.labels_to_marginals(self.y)
+        """One-hot node ``(N, L)`` and edge ``(M, L, L)`` indicators of the true labels (cached)."""
+        if getattr(self, "_truth", None) is None:
+            self._truth = self.labels_to_marginals(self.y)
+        return self._truth
+
+    def labelling_scores(self, y: np.ndarray, theta_nodes: np.ndarray, theta_edges: np.ndarray) -> np.ndarray:
+        """Per-example ``sum_i theta_i(y_i) + sum_e theta_e(y_i, y_j)`` of a flat labelling, shape ``(B,)``."""
+        edges = self.batch.edges
+        node_part = theta_nodes[np.arange(y.shape[0]), y]
+        edge_part = theta_edges[np.arange(edges.shape[0]), y[edges[:, 0]], y[edges[:, 1]]]
+        return self.per_example_sum(node_part, edge_part)
 
     def labels_to_marginals(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One-hot indicators of a flat labelling ``y (N,)``."""
@@ -215,9 +226,7 @@ class StructuredData:
         """Sum per-node (and per-edge) values within each example, shape ``(B,)``."""
         out = np.add.reduceat(node_values, self.batch.node_ptr[:-1]) if node_values.size else 0.0
         if edge_values is not None and edge_values.size:
-            sums = np.zeros(self.n_examples)
-            np.add.at(sums, self.batch.edge_example, edge_values)
-            out = out + sums
+            out = out + np.bincount(self._edge_example, weights=edge_values, minlength=self.n_examples)
         return out
 
     def hamming(self, node_mu: np.ndarray) -> np.ndarray:
@@ -273,11 +282,16 @@ class StructuredData:
         """
         theta_nodes, theta_edges = self.potentials(w)
         aug = theta_nodes + hamming_potentials(self.y, self.n_states)
-        node_mu, edge_mu = self.maximise(aug, theta_edges)
+        if self.model == "chain":
+            y_hat = self._viterbi_all(aug, theta_edges)
+            node_mu, edge_mu = self.labels_to_marginals(y_hat)
+            score_hat = self.labelling_scores(y_hat, theta_nodes, theta_edges)
+        else:
+            node_mu, edge_mu = self.maximise(aug, theta_edges)
+            score_hat = self.per_example_sum((node_mu * theta_nodes).sum(1),
+                                             (edge_mu * theta_edges).sum((1, 2)))
         loss = self.hamming(node_mu)
-        score_hat = self.per_example_sum((node_mu * theta_nodes).sum(1), (edge_mu * theta_edges).sum((1, 2)))
-        true_n, true_e = self.truth_marginals()
-        score_true = self.per_example_sum((true_n * theta_nodes).sum(1), (true_e * theta_edges).sum((1, 2)))
+        score_true = self.labelling_scores(self.y, theta_nodes, theta_edges)
         slack = np.maximum(0.0, loss + score_hat - score_true)
         return node_mu, edge_mu, loss, slack
 
