@@ -272,7 +272,7 @@ class StructuredLogisticRegression(BaseEstimator):
 
     def _validate(self) -> tuple[float, int, int, int, float, int | None]:
         eps = check_epsilon(self.epsilon, allow_zero=False)
-        n_iter = _check_positive_int(self.n_iter, "n_iter", 0)
+        n_iter = _check_positive_int(self.n_iter, "n_iter", 1)
         mp = _check_positive_int(self.mp_sweeps, "mp_sweeps", 0)
         pred = _check_positive_int(self.predict_sweeps, "predict_sweeps", 0)
         pred_eps = check_epsilon(self.predict_epsilon)

@@ -320,7 +320,7 @@ def test_input_errors(tiny, mutate, message):
 
 def test_parameter_and_predict_errors(tiny):
     X, Y = tiny
-    for kw in [{"epsilon": 0.0}, {"epsilon": -1}, {"n_iter": -1}, {"mp_sweeps": 1.5}, {"n_threads": 0},
+    for kw in [{"epsilon": 0.0}, {"epsilon": -1}, {"n_iter": 0}, {"mp_sweeps": 1.5}, {"n_threads": 0},
                {"predict_epsilon": -0.1}, {"unary": "linear"}]:
         with pytest.raises(ValueError):
             StructuredLogisticRegression(**kw).fit(X, Y)
