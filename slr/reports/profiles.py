@@ -19,11 +19,14 @@ class Profile:
     name : str
     denoise : dict
         ``n_train``, ``n_test``, ``size``, ``n_iter``, ``mp_sweeps``, ``epsilon``,
-        ``trees`` (BoostedTrees keywords), ``mlp`` (MLP keywords), ``classes``.
+        ``trees`` (BoostedTrees keywords), ``mlp`` (MLP keywords), ``classes``, ``sigma`` (blur;
+        the smaller images of ``quick`` use ``10 * size / 100`` so that an image holds as many
+        blobs as the paper's 100 x 100 ones and both labels occur in it).
     baselines : dict
-        ``denoise`` (n_train, n_test, size), ``letters`` (n_train, n_test words),
-        ``max_iter`` (baseline iterations), ``slr_iter``, ``peer`` (run pystruct if available),
-        ``peer_max_iter``, ``target_error`` (for time-to-error).
+        ``denoise`` (n_train, n_test, size, sigma), ``letters`` (n_train, n_test words; None
+        for all), ``max_iter`` (baseline iterations), ``slr_iter``, ``mp_sweeps``, ``peer``
+        (data sets on which to run pystruct when its environment exists), ``peer_max_iter``,
+        ``peer_timeout`` (seconds per pystruct run).
     bound : dict
         ``n_graphs``, ``max_nodes``, ``states``, ``epsilons``.
     """
@@ -43,17 +46,17 @@ PROFILES: dict[str, Profile] = {
                      classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=2, n_test=2, size=8, sigma=2.0),
                        letters=dict(n_train=10, n_test=10), max_iter=2, slr_iter=2,
-                       mp_sweeps=5, peer=False, peer_max_iter=2, target_error=None),
+                       mp_sweeps=5, peer=(), peer_max_iter=2, peer_timeout=60.0),
         bound=dict(n_graphs=3, max_nodes=4, states=(2, 3), epsilons=(0.1, 1.0)),
     ),
     "quick": Profile(
         name="quick",
-        denoise=dict(n_train=16, n_test=16, size=32, sigma=10.0, n_iter=8, mp_sweeps=25,
+        denoise=dict(n_train=16, n_test=16, size=32, sigma=3.2, n_iter=8, mp_sweeps=25,
                      epsilon=0.1, trees=dict(n_rounds=20, subsample=5000),
                      mlp=dict(n_hidden=100, n_epochs=1, batch_size=1000), classes=FUNCTION_CLASSES),
-        baselines=dict(denoise=dict(n_train=8, n_test=8, size=32, sigma=10.0),
+        baselines=dict(denoise=dict(n_train=8, n_test=8, size=32, sigma=3.2),
                        letters=dict(n_train=300, n_test=300), max_iter=20, slr_iter=8,
-                       mp_sweeps=25, peer=True, peer_max_iter=20, target_error=None),
+                       mp_sweeps=25, peer=("letters",), peer_max_iter=20, peer_timeout=120.0),
         bound=dict(n_graphs=12, max_nodes=6, states=(2, 3), epsilons=(0.03, 0.1, 0.3, 1.0)),
     ),
     "full": Profile(
@@ -63,7 +66,8 @@ PROFILES: dict[str, Profile] = {
                      mlp=dict(n_hidden=100, n_epochs=2, batch_size=1000), classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=16, n_test=16, size=100, sigma=10.0),
                        letters=dict(n_train=None, n_test=None), max_iter=100, slr_iter=25,
-                       mp_sweeps=25, peer=True, peer_max_iter=100, target_error=None),
+                       mp_sweeps=25, peer=("denoising", "letters"), peer_max_iter=100,
+                       peer_timeout=3600.0),
         bound=dict(n_graphs=50, max_nodes=8, states=(2, 3, 4), epsilons=(0.03, 0.1, 0.3, 1.0)),
     ),
 }
