@@ -30,7 +30,7 @@ CSV_NAME = "bound_results.csv"
 
 
 def random_problem(index: int, max_nodes: int, states: tuple[int, ...]):
-    """Graph number ``index``: a tree, a cycle or a small grid, with random potentials.
+    """Graph number ``index``: a tree, a binary odd cycle or a small grid, with random potentials.
 
     Returns
     -------
@@ -47,9 +47,9 @@ def random_problem(index: int, max_nodes: int, states: tuple[int, ...]):
     if kind == "tree":
         edges = [(int(rng.integers(0, i)), i) for i in range(1, n)]
     elif kind == "cycle":
+        n += 1 - n % 2      # binary odd cycles with repulsive couplings are frustrated: LP loose
+        L = 2
         edges = [(i, i + 1) for i in range(n - 1)] + [(n - 1, 0)]
-        if n >= 4:
-            edges.append((0, n // 2))
     else:
         h = 2
         w = max(2, n // 2)
@@ -58,8 +58,9 @@ def random_problem(index: int, max_nodes: int, states: tuple[int, ...]):
         edges += [(c, w + c) for c in range(w)]
     edges = np.asarray(edges, dtype=np.int64)
     theta_nodes = rng.normal(0.0, 1.0, size=(n, L))
-    # Strong, partly repulsive couplings make the LP relaxation loose on the cycles.
     theta_edges = rng.normal(0.0, 2.0, size=(edges.shape[0], L, L))
+    if kind == "cycle":     # a strong repulsive Potts coupling (neighbours want to differ)
+        theta_edges = 3.0 * (1.0 - np.eye(L)) + rng.normal(0.0, 0.3, size=theta_edges.shape)
     y = rng.integers(0, L, size=n)
     return kind, edges, theta_nodes, theta_edges, y
 
