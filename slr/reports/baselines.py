@@ -217,7 +217,9 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
         "joint feature map (unary: node features x states; pairwise: edge features x state pairs) "
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
-        "EdgeFeatureGraphCRF for denoising) with the same C and iteration budget. "
+        f"EdgeFeatureGraphCRF for denoising) with the same C (denoising {C_VALUE['denoising']}, letters "
+        f"{C_VALUE['letters']}) and max_iter {profile.baselines['peer_max_iter']}; the iterations "
+        "column shows max_iter for them, their own stopping rules may end earlier. "
         f"Sizes: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
         f"(train words from fold 1, test words from the other folds); baseline iterations "
         f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.\n",

@@ -56,7 +56,7 @@ PROFILES: dict[str, Profile] = {
                      mlp=dict(n_hidden=100, n_epochs=1, batch_size=1000), classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=8, n_test=8, size=32, sigma=3.2),
                        letters=dict(n_train=100, n_test=300), max_iter=10, slr_iter=15,
-                       mp_sweeps=25, peer=("letters",), peer_max_iter=20, peer_timeout=120.0),
+                       mp_sweeps=25, peer=("letters",), peer_max_iter=10, peer_timeout=120.0),
         bound=dict(n_graphs=12, max_nodes=6, states=(2, 3), epsilons=(0.03, 0.1, 0.3, 1.0)),
     ),
     "full": Profile(
