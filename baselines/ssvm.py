@@ -39,14 +39,15 @@ def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: flo
     import cvxpy as cp
 
     gram = D @ D.T
-    vals, vecs = np.linalg.eigh(gram)
-    keep = vals > vals.max() * 1e-12
-    factor = np.sqrt(vals[keep])[:, None] * vecs[:, keep].T  # factor.T @ factor == gram
+    # A tiny ridge keeps rounding from making the Gram matrix indefinite; passing it as a
+    # quadratic form (not as a sum of squares of a factor) lets Clarabel take it as its P
+    # matrix directly, which is several times faster to canonicalise.
+    gram[np.diag_indices_from(gram)] += 1e-12 * max(float(gram.diagonal().max()), 1.0)
     alpha = cp.Variable(D.shape[0], nonneg=True)
     n_groups = int(groups.max()) + 1
     member = np.zeros((n_groups, D.shape[0]))
     member[groups, np.arange(D.shape[0])] = 1.0
-    problem = cp.Problem(cp.Maximize(delta @ alpha - 0.5 * cp.sum_squares(factor @ alpha)),
+    problem = cp.Problem(cp.Maximize(delta @ alpha - 0.5 * cp.quad_form(alpha, cp.psd_wrap(gram))),
                          [member @ alpha <= C])
     try:
         problem.solve(solver=cp.CLARABEL)
@@ -198,6 +199,10 @@ class SubgradientSSVM(_SSVMBase):
     inference; with ``batch_size`` the sum runs over a random mini-batch, scaled by
     ``n / batch_size``. Step ``eta_t = 1 / (t + 1)`` (``learning_rate="auto"``, the
     schedule for a 1-strongly convex objective) or ``learning_rate / (1 + t) ** decay_exponent``.
+    After each step ``w`` is projected onto the ball ``||w|| <= sqrt(2 P(0))``, which holds the
+    optimum because ``0.5 ||w*||^2 <= P(w*) <= P(0)`` (as in Pegasos); without it the first
+    steps, of length ``C n`` times the feature scale, throw ``w`` far out and averaging takes
+    hundreds of epochs to forget them.
 
     Parameters
     ----------
@@ -259,6 +264,7 @@ class SubgradientSSVM(_SSVMBase):
         w = np.zeros(data.size)
         w_avg = w.copy()
         psi_true_all = data.joint_feature(*data.truth_marginals())
+        radius = np.sqrt(2.0 * self._primal(w, data.loss_augmented(w)[3], C))
         t = 0
         for epoch in range(self.max_iter):
             if full_batch:
@@ -276,6 +282,9 @@ class SubgradientSSVM(_SSVMBase):
                 node_mu, edge_mu, _, _ = sub.loss_augmented(w)
                 grad = w + C * scale * (sub.joint_feature(node_mu, edge_mu) - psi_true)
                 w = w - self._step(t) * grad
+                norm = np.linalg.norm(w)
+                if norm > radius:
+                    w *= radius / norm
                 t += 1
                 if self.averaging == "uniform":
                     w_avg += (w - w_avg) / t
