@@ -25,7 +25,7 @@ report: $(STAMP)
 	$(BIN)/slr report --quick --out reports
 
 bench: $(STAMP)
-	cd asv_benchmarks && ../$(BIN)/asv run --python=same --quick --show-stderr
+	cd asv_benchmarks && ../$(BIN)/asv machine --yes && ../$(BIN)/asv run --python=same --quick --show-stderr
 
 clean:
 	rm -rf $(VENV) build

@@ -11,6 +11,7 @@ import importlib
 import inspect
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -85,3 +86,11 @@ def test_benchmark_module_runs_once(name):
             assert isinstance(result, (int, float)) and result == result, (cls.__name__, method, result)
         if hasattr(instance, "teardown"):
             instance.teardown(*args)
+
+
+def test_asv_check_finds_no_problems():
+    """``asv check`` itself discovers every benchmark against the installed build."""
+    proc = subprocess.run([sys.executable, "-m", "asv", "check", "--python=same"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "No problems found" in proc.stdout + proc.stderr
