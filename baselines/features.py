@@ -23,7 +23,7 @@ non-optimal fixed point of the dual (loopy graphs).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 

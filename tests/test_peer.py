@@ -5,7 +5,6 @@ The peer environment is built on first use (about 40 s, cached in ``$SLR_PEER_EN
 no CPython 3.6 exists, or when ``SLR_SKIP_PEER=1``.
 """
 import itertools
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,6 @@ import pytest
 from baselines.peer import (
     PeerRunError,
     PeerUnavailableError,
-    ensure_peer_env,
     peer_available,
     run_peer,
     unpack_weights,
@@ -27,16 +25,6 @@ from baselines.peer import setup_env
 REPO = Path(__file__).resolve().parents[1]
 L = 3
 C = 1.0
-
-
-@pytest.fixture(scope="session")
-def peer_env():
-    if os.environ.get("SLR_SKIP_PEER") == "1":
-        pytest.skip("SLR_SKIP_PEER=1")
-    env_dir = ensure_peer_env(verbose=True)
-    if env_dir is None:
-        pytest.skip("no CPython 3.6 interpreter here; the pystruct 0.3.2 peer cannot be built")
-    return env_dir
 
 
 def _chain_example(rng, n, d=3):

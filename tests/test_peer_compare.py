@@ -1,25 +1,14 @@
 """Our OneSlackSSVM against pystruct 0.3.2's on a small chain problem (needs the peer env)."""
-import os
 
 import numpy as np
 import pytest
 
 from baselines.features import StructuredData
-from baselines.peer import ensure_peer_env, run_peer, unpack_weights
+from baselines.peer import run_peer, unpack_weights
 from baselines.ssvm import OneSlackSSVM
 
 L = 4
 C = 0.5
-
-
-@pytest.fixture(scope="session")
-def peer_env():
-    if os.environ.get("SLR_SKIP_PEER") == "1":
-        pytest.skip("SLR_SKIP_PEER=1")
-    env_dir = ensure_peer_env(verbose=True)
-    if env_dir is None:
-        pytest.skip("no CPython 3.6 interpreter here; the pystruct 0.3.2 peer cannot be built")
-    return env_dir
 
 
 @pytest.fixture(scope="module")

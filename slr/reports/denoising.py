@@ -11,7 +11,7 @@ from slr.reports.common import Logger, plt, save_fig
 from slr.reports.markdown import fmt, table
 from slr.reports.meta import RunMeta
 from slr.reports.oracles import fitted_oracle, make_oracle
-from slr.reports.profiles import FUNCTION_CLASSES, Profile
+from slr.reports.profiles import Profile
 
 __all__ = ["run", "write_report", "PAPER_TEST_ERROR", "COLUMNS", "load_data"]
 

@@ -1,0 +1,17 @@
+"""Fixtures shared by several test modules."""
+import os
+
+import pytest
+
+from baselines.peer import ensure_peer_env
+
+
+@pytest.fixture(scope="session")
+def peer_env():
+    """The pystruct 0.3.2 environment (built on first use), or a skip where it cannot exist."""
+    if os.environ.get("SLR_SKIP_PEER") == "1":
+        pytest.skip("SLR_SKIP_PEER=1")
+    env_dir = ensure_peer_env(verbose=True)
+    if env_dir is None:
+        pytest.skip("no CPython 3.6 interpreter here; the pystruct 0.3.2 peer cannot be built")
+    return env_dir
