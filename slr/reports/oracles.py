@@ -9,8 +9,9 @@ __all__ = ["make_oracle", "fitted_oracle"]
 def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
     """A fresh oracle of class ``name`` for the ``"unary"`` or ``"pairwise"`` factor.
 
-    ``cfg`` is a profile's ``denoise`` dict (its ``trees`` and ``mlp`` entries). The MLP
-    uses the paper's steps: .25 for unary and .05 for pairwise factors.
+    ``cfg`` is a profile's ``denoise`` dict (its ``trees`` and ``mlp`` entries, and ``l2``, the
+    ridge of ``Linear``, 0 if absent). The MLP uses the paper's steps: .25 for unary and .05
+    for pairwise factors.
     """
     from slr import oracles
 
@@ -19,7 +20,7 @@ def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
     if name == "Constant":
         return oracles.Constant()
     if name == "Linear":
-        return oracles.Linear()
+        return oracles.Linear(l2=cfg.get("l2", 0.0))
     if name == "Boost":
         return oracles.BoostedTrees(step=0.25, random_state=seed, **cfg.get("trees", {}))
     if name == "MLP":

@@ -24,9 +24,10 @@ class Profile:
         blobs as the paper's 100 x 100 ones and both labels occur in it).
     baselines : dict
         ``denoise`` (n_train, n_test, size, sigma), ``letters`` (n_train, n_test words; None
-        for all), ``max_iter`` (baseline iterations), ``slr_iter``, ``mp_sweeps``, ``peer``
-        (data sets on which to run pystruct when its environment exists), ``peer_max_iter``,
-        ``peer_timeout`` (seconds per pystruct run).
+        for all), ``max_iter`` (iterations per baseline, by class name; pystruct's learner of
+        the same name gets the same budget, its FrankWolfeSSVM that of SubgradientSSVM),
+        ``slr_iter``, ``mp_sweeps``, ``peer`` (data sets on which to run pystruct when its
+        environment exists), ``peer_timeout`` (seconds per pystruct run).
     bound : dict
         ``n_graphs``, ``max_nodes``, ``states``, ``epsilons``.
     """
@@ -37,6 +38,12 @@ class Profile:
     bound: dict[str, Any] = field(default_factory=dict)
 
 
+def _budgets(one_slack: int, n_slack: int, subgradient: int, perceptron: int, alternation: int) -> dict:
+    """Iterations per baseline: cheap iterations get more of them, so each runs to a plateau."""
+    return dict(OneSlackSSVM=one_slack, NSlackSSVM=n_slack, SubgradientSSVM=subgradient,
+                StructuredPerceptron=perceptron, GradientAlternation=alternation, PiecewiseTraining=1)
+
+
 PROFILES: dict[str, Profile] = {
     "tiny": Profile(
         name="tiny",
@@ -45,8 +52,8 @@ PROFILES: dict[str, Profile] = {
                                                                      batch_size=100),
                      classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=2, n_test=2, size=8, sigma=2.0),
-                       letters=dict(n_train=10, n_test=10), max_iter=2, slr_iter=2,
-                       mp_sweeps=5, peer=(), peer_max_iter=2, peer_timeout=60.0),
+                       letters=dict(n_train=10, n_test=10), max_iter=_budgets(2, 2, 2, 2, 2),
+                       slr_iter=2, mp_sweeps=5, peer=(), peer_timeout=60.0),
         bound=dict(n_graphs=3, max_nodes=4, states=(2, 3), epsilons=(0.1, 1.0)),
     ),
     "quick": Profile(
@@ -55,8 +62,8 @@ PROFILES: dict[str, Profile] = {
                      epsilon=0.1, trees=dict(n_rounds=20, subsample=5000),
                      mlp=dict(n_hidden=100, n_epochs=1, batch_size=1000), classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=8, n_test=8, size=32, sigma=3.2),
-                       letters=dict(n_train=100, n_test=300), max_iter=10, slr_iter=15,
-                       mp_sweeps=25, peer=("letters",), peer_max_iter=10, peer_timeout=120.0),
+                       letters=dict(n_train=100, n_test=300), max_iter=_budgets(100, 20, 100, 30, 100),
+                       slr_iter=40, mp_sweeps=25, peer=("letters",), peer_timeout=120.0),
         bound=dict(n_graphs=12, max_nodes=6, states=(2, 3), epsilons=(0.03, 0.1, 0.3, 1.0)),
     ),
     "full": Profile(
@@ -65,9 +72,8 @@ PROFILES: dict[str, Profile] = {
                      epsilon=0.1, trees=dict(n_rounds=200, subsample=10000),
                      mlp=dict(n_hidden=100, n_epochs=2, batch_size=1000), classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=16, n_test=16, size=100, sigma=10.0),
-                       letters=dict(n_train=None, n_test=None), max_iter=100, slr_iter=25,
-                       mp_sweeps=25, peer=("denoising", "letters"), peer_max_iter=100,
-                       peer_timeout=3600.0),
+                       letters=dict(n_train=None, n_test=None), max_iter=_budgets(500, 100, 300, 100, 300),
+                       slr_iter=50, mp_sweeps=25, peer=("denoising", "letters"), peer_timeout=3600.0),
         bound=dict(n_graphs=50, max_nodes=8, states=(2, 3, 4), epsilons=(0.03, 0.1, 0.3, 1.0)),
     ),
 }
