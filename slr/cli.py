@@ -36,12 +36,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--threads", type=int, default=None, help="message-passing threads (default: all cores)")
         p.add_argument("--quiet", action="store_true", help="no progress output")
         p.set_defaults(profile="quick")
+        if name == "denoising":
+            p.add_argument("--cells", default=None, metavar="U/P,...",
+                           help="compute only these unary/pairwise cells, e.g. Boost/Boost,Linear/Linear "
+                                "(the report shows every cell computed so far)")
     return parser
 
 
 def run_experiments(names, profile_name: str, out: Path, *, threads: int | None = None,
-                    quiet: bool = False, argv: list[str] | None = None):
+                    quiet: bool = False, argv: list[str] | None = None, cells: str | None = None):
     """Run the named experiments (resuming from cached cells) and write their reports.
+
+    ``cells`` (``"U/P,..."``) restricts the denoising experiment to those cells.
 
     Returns
     -------
@@ -55,6 +61,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     from slr.reports.meta import collect_meta
 
     profile = get_profile(profile_name)
+    denoising_cells = denoising.parse_cells(cells, profile.denoise["classes"]) if cells is not None else None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     log = Logger(quiet=quiet)
@@ -65,7 +72,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     for name in names:
         log(f"== {name} ({profile.name} profile) -> {out}")
         if name == "denoising":
-            modules[name].run(profile, out, log, n_threads=threads)
+            modules[name].run(profile, out, log, n_threads=threads, cells=denoising_cells)
         else:
             modules[name].run(profile, out, log)
         summaries[name] = modules[name].write_report(profile, out, meta)
@@ -85,10 +92,20 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``slr`` console script."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    cells = getattr(args, "cells", None)
+    if cells is not None:
+        from slr.reports.denoising import parse_cells
+        from slr.reports.profiles import FUNCTION_CLASSES
+
+        try:
+            parse_cells(cells, FUNCTION_CLASSES)
+        except ValueError as exc:
+            parser.error(str(exc))
     names = EXPERIMENTS if args.command == "report" else (args.command,)
     run_experiments(names, args.profile, args.out, threads=args.threads, quiet=args.quiet,
-                    argv=["slr", *argv])
+                    argv=["slr", *argv], cells=cells)
     return 0
 
 

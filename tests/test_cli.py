@@ -125,6 +125,19 @@ def test_resume_computes_only_missing_cells(tiny_report, tmp_path):
     assert run_experiments(["denoising", "bound", "baselines"], "tiny", out, quiet=True).computed == []
 
 
+def test_denoising_cells_option_computes_only_those_cells(tmp_path, capsys):
+    out = tmp_path / "cells"
+    assert main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cells", "Linear/Zero, Boost/Boost"]) == 0
+    df = pd.read_csv(out / "denoising_results.csv")
+    assert sorted(zip(df.unary, df.pairwise)) == [("Boost", "Boost"), ("Linear", "Zero")]
+    table = (out / "denoising.md").read_text()
+    assert "—" in table   # the cells not computed are shown as missing, not invented
+    for bad in ("Linear", "Linear/Tree", "/Zero", ""):
+        with pytest.raises(SystemExit):
+            main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cells", bad])
+        assert "--cells" in capsys.readouterr().err
+
+
 def test_interrupted_run_resumes(tmp_path, monkeypatch):
     import slr.inference.exact as exact
 

@@ -13,7 +13,7 @@ from slr.reports.meta import RunMeta
 from slr.reports.oracles import fitted_oracle, make_oracle
 from slr.reports.profiles import Profile
 
-__all__ = ["run", "write_report", "PAPER_TEST_ERROR", "COLUMNS", "load_data"]
+__all__ = ["run", "parse_cells", "write_report", "PAPER_TEST_ERROR", "COLUMNS", "load_data"]
 
 COLUMNS = ["config", "unary", "pairwise", "train_error", "test_error", "objective", "n_iter", "seconds"]
 CSV_NAME = "denoising_results.csv"
@@ -73,20 +73,34 @@ def _energies(model, unary_given, pairwise_given, eps: float) -> dict[str, np.nd
     return out
 
 
-def run(profile: Profile, out: Path, log: Logger, n_threads: int | None = None) -> ResultsCSV:
-    """Fit every missing unary x pairwise cell and append it to ``denoising_results.csv``."""
+def parse_cells(text: str, classes) -> list[tuple[str, str]]:
+    """``"Boost/Boost,Linear/Zero"`` -> ``[("Boost", "Boost"), ("Linear", "Zero")]``, checked."""
+    cells = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        u, sep, p = item.partition("/")
+        if not sep or u not in classes or p not in classes:
+            raise ValueError(f"--cells: {item!r} is not UNARY/PAIRWISE with classes from {list(classes)}")
+        cells.append((u, p))
+    if not cells:
+        raise ValueError("--cells: no cell given")
+    return cells
+
+
+def run(profile: Profile, out: Path, log: Logger, n_threads: int | None = None,
+        cells: list[tuple[str, str]] | None = None) -> ResultsCSV:
+    """Fit every missing unary x pairwise cell (or only ``cells``) into ``denoising_results.csv``."""
     from slr.learner import StructuredLogisticRegression
 
     cfg = profile.denoise
     config = config_hash(cfg)
     results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "unary", "pairwise"])
-    todo = [(u, p) for u in cfg["classes"] for p in cfg["classes"]
-            if not results.has(config=config, unary=u, pairwise=p)]
+    wanted = cells if cells is not None else [(u, p) for u in cfg["classes"] for p in cfg["classes"]]
+    todo = [(u, p) for u, p in wanted if not results.has(config=config, unary=u, pairwise=p)]
     if not todo:
         log("denoising: all cells cached")
         return results
     Xtr, Ytr, Xte, Yte = load_data(cfg)
-    log(f"denoising: {len(todo)} of {len(cfg['classes']) ** 2} cells to compute "
+    log(f"denoising: {len(todo)} of {len(wanted)} cells to compute "
         f"({cfg['n_train']}+{cfg['n_test']} images of {cfg['size']}x{cfg['size']}, {cfg['n_iter']} iterations)")
     for i, (u, p) in enumerate(todo):
         unary = make_oracle(u, "unary", cfg, SEED)
@@ -150,10 +164,16 @@ def _plot_curves(out: Path, classes) -> bool:
             if r == k - 1:
                 ax.set_xlabel("iteration", fontsize=8)
             ax.tick_params(labelsize=7)
-    axes[0][0].legend(fontsize=6)
+    _legend(axes[0][0])
     fig.suptitle("Denoising: train (dashed) and test (solid) error per learning iteration", fontsize=9)
     save_fig(fig, out / "denoising_curves.png")
     return drew
+
+
+def _legend(ax) -> None:
+    """A small legend, only where something labelled was drawn (cells may be missing)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6)
 
 
 def _plot_energies(out: Path, classes) -> bool:
@@ -180,8 +200,8 @@ def _plot_energies(out: Path, classes) -> bool:
         if c == 0:
             ax_u.set_ylabel("f_i (unary energy)", fontsize=8)
             ax_p.set_ylabel("f_ij (pairwise energy)", fontsize=8)
-        ax_u.legend(fontsize=6)
-        ax_p.legend(fontsize=6)
+        _legend(ax_u)
+        _legend(ax_p)
     fig.suptitle("Learned energy functions against the input feature (unary and pairwise of the same class)",
                  fontsize=9)
     save_fig(fig, out / "denoising_energies.png")
