@@ -58,7 +58,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "quick": Profile(
         name="quick",
-        denoise=dict(n_train=16, n_test=16, size=32, sigma=3.2, n_iter=15, mp_sweeps=25,
+        denoise=dict(n_train=16, n_test=16, size=32, sigma=3.2, n_iter=25, mp_sweeps=25,
                      epsilon=0.1, trees=dict(n_rounds=20, subsample=5000),
                      mlp=dict(n_hidden=100, n_epochs=1, batch_size=1000), classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=8, n_test=8, size=32, sigma=3.2),
