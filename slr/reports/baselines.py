@@ -233,8 +233,9 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
         "joint feature map (unary: node features x states; pairwise: edge features x state pairs) "
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
-        f"EdgeFeatureGraphCRF for denoising) with the same C and iteration budget as ours; the "
-        "iterations column shows max_iter for them, their own stopping rules may end earlier.\n\n"
+        f"EdgeFeatureGraphCRF for denoising) with the same C and iteration budget as ours (FrankWolfeSSVM gets "
+        "SubgradientSSVM's); the iterations column shows max_iter for them, their own stopping "
+        "rules may end earlier.\n\n"
         f"*Regularisation*: C = {C_VALUE['denoising']} on denoising and {C_VALUE['letters']} on letters "
         "(pystruct's OCR example) for every method, as the same ridge on the weights of the "
         "potentials: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's Linear "
@@ -287,6 +288,7 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
              "\nRaw results: [baselines_results.csv](baselines_results.csv)\n"]
     (out / "baselines.md").write_text("".join(text))
     summary["cells"] = len(df)
+    summary["fit_seconds"] = float(np.nansum([_num(v) for v in df["seconds"]]))
     return summary
 
 

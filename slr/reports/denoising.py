@@ -326,7 +326,7 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
         "\nRaw results: [denoising_results.csv](denoising_results.csv)\n",
     ]
     (out / "denoising.md").write_text("".join(text))
-    summary = dict(cells=len(df))
+    summary = dict(cells=len(df), fit_seconds=float(df["seconds"].astype(float).sum()))
     if best is not None:
         summary.update(best=f"{best['unary']}/{best['pairwise']}", best_test=float(best["test_error"]))
     if len(unary_only):

@@ -14,6 +14,10 @@ def write_index(out: Path, meta: RunMeta, summaries: dict[str, dict], wall_secon
     if wall_seconds is not None:
         lines.append(f"- wall time of this run: {wall_seconds:.0f} s (cells cached from earlier runs "
                      "are not recomputed)\n")
+    fitted = {name: s["fit_seconds"] for name, s in summaries.items() if s and "fit_seconds" in s}
+    if fitted:
+        parts = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in fitted.items())
+        lines.append(f"- fit time of the cells shown (when they were computed): {parts}\n")
     lines.append("\nRegenerate with `make report` (`slr report --quick --out reports`); "
                  "`slr report --full` runs the paper's configuration. Each finished cell is kept in "
                  "the CSV files, so an interrupted run resumes where it stopped (delete a CSV to "
