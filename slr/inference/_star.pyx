@@ -61,12 +61,12 @@ cdef double _update_node(
     double* t,
     double* row,
 ) noexcept nogil:
-    """Star update at node ``v``; returns the largest absolute message change."""
+    """Star update at node ``v``; returns the largest message change up to a constant shift."""
     cdef Py_ssize_t start = inc_ptr[v], stop = inc_ptr[v + 1]
     cdef Py_ssize_t deg = stop - start
     cdef Py_ssize_t k, a, b, e, s, o
     cdef double* m
-    cdef double new, diff, change = 0.0
+    cdef double new, diff, lo, hi, change = 0.0
     if deg == 0:
         return 0.0
     for a in range(L):
@@ -91,11 +91,20 @@ cdef double _update_node(
         e = inc_edge[start + k]
         s = inc_side[start + k]
         m = mt + k * L
+        lo = INFINITY
+        hi = -INFINITY
         for a in range(L):
             new = t[a] - m[a]
-            diff = fabs(new - lam[e, s, a])
-            change = diff if diff > change else change
+            diff = new - lam[e, s, a]
+            lo = diff if diff < lo else lo
+            hi = diff if diff > hi else hi
             lam[e, s, a] = new
+        # Adding a constant to lam[e, s, :] changes no belief and not A (the node loses what
+        # the edge gains), and such shifts drift slowly along chains: with eps > 0 only the
+        # rest counts. With eps = 0 the whole change counts: the max-product updates can
+        # make slow real progress that a gauge-free measure would stop too early.
+        diff = hi - lo if eps > 0.0 else (hi if hi > -lo else -lo)
+        change = diff if diff > change else change
     return change
 
 
@@ -119,7 +128,10 @@ def star_sweeps(
 
     One sweep visits every node of an example once; the direction alternates (forward,
     then backward, ...) so information flows both ways. An example stops as soon as a
-    sweep changes no message by more than ``tol``. Examples run in parallel.
+    sweep changes no message vector ``lam[e, s, :]`` by more than ``tol``: for ``eps > 0``
+    beyond a constant shift (``max_a d_a - min_a d_a`` of its change ``d``; a constant shift
+    is a gauge that changes no belief and not ``A``), for ``eps = 0`` in absolute value
+    (``max_a |d_a|``). Examples run in parallel.
 
     Parameters
     ----------

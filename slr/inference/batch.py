@@ -62,7 +62,7 @@ class BatchSweepResult:
     n_sweeps : ndarray of shape (B,)
         Sweeps run on each example.
     converged : ndarray of shape (B,), bool
-        Whether the last sweep changed no message by more than ``tol``.
+        Whether the last sweep changed no message by more than ``tol`` (see ``tol``).
     """
 
     messages: np.ndarray
@@ -98,7 +98,10 @@ def batch_sweeps(
         Upper bound on sweeps per example; one sweep visits every node once, the
         direction alternating between sweeps.
     tol : float
-        An example stops when a sweep changes no message by more than ``tol``.
+        An example stops when a sweep changes no message vector ``lam[e, s, :]`` by more than
+        ``tol``; with ``eps > 0`` beyond a constant shift: adding a constant to
+        ``lam[e, s, :]`` changes no belief and not ``A`` (the node loses what the edge gains),
+        and on chains such shifts drift for hundreds of sweeps after the beliefs have settled.
     n_threads : int, optional
         OpenMP threads (examples run in parallel). All cores by default.
     out : ndarray of shape (n_edges, 2, L), optional

@@ -96,7 +96,8 @@ def smoothed_lp(
     max_sweeps : int
         At most this many sweeps over the nodes (direction alternates).
     tol : float
-        Stop when no message moves by more than ``tol`` in a sweep.
+        Stop when no message vector moves by more than ``tol`` in a sweep, beyond a
+        constant shift (which changes no belief; see :func:`slr.inference.batch.batch_sweeps`).
     messages : array-like of shape (m, 2, L), optional
         Warm start.
 
