@@ -28,8 +28,6 @@ EPSILON = 0.1
 #: Baselines in this package: (name, class name in ``baselines``).
 OUR_BASELINES = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPerceptron",
                  "PiecewiseTraining", "GradientAlternation")
-PEER_LEARNERS = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "FrankWolfeSSVM",
-                 "StructuredPerceptron")
 
 
 def load_dataset(name: str, profile: Profile):
@@ -154,11 +152,12 @@ def _methods(dataset: str, cfg: dict) -> list[tuple[str, str]]:
     if dataset == "denoising":
         ours.append(("slr", "slr:Boost"))
     ours += [("baselines", n) for n in OUR_BASELINES if hasattr(baselines, n)]
-    if dataset in cfg.get("peer", ()):
+    peer = dict(cfg.get("peer", {})).get(dataset, ())
+    if peer:
         from baselines.peer import peer_available
 
         if peer_available():
-            ours += [("pystruct", f"pystruct:{n}") for n in PEER_LEARNERS]
+            ours += [("pystruct", f"pystruct:{n}") for n in peer]
     return ours
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Profile", "PROFILES", "get_profile", "FUNCTION_CLASSES"]
+__all__ = ["Profile", "PROFILES", "get_profile", "FUNCTION_CLASSES", "PEER_LEARNERS"]
 
 #: The function classes of Table 1, in the paper's order.
 FUNCTION_CLASSES = ("Zero", "Constant", "Linear", "Boost", "MLP")
+#: pystruct 0.3.2's learners that the baselines report runs as the outside peer.
+PEER_LEARNERS = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "FrankWolfeSSVM", "StructuredPerceptron")
 
 
 @dataclass(frozen=True)
@@ -28,8 +30,10 @@ class Profile:
         ``denoise`` (n_train, n_test, size, sigma), ``letters`` (n_train, n_test words; None
         for all), ``max_iter`` (iterations per baseline, by class name; pystruct's learner of
         the same name gets the same budget, its FrankWolfeSSVM that of SubgradientSSVM),
-        ``slr_iter``, ``mp_sweeps``, ``peer`` (data sets on which to run pystruct when its
-        environment exists), ``peer_timeout`` (seconds per pystruct run).
+        ``slr_iter``, ``mp_sweeps``, ``peer`` (pystruct's learners to run on each data set
+        when its environment exists; ``quick`` runs only the two cutting-plane SSVMs on
+        denoising, where pystruct's LP inference takes minutes per learner), ``peer_timeout``
+        (seconds per pystruct run).
     bound : dict
         ``n_graphs``, ``max_nodes``, ``states``, ``epsilons``.
     """
@@ -55,7 +59,7 @@ PROFILES: dict[str, Profile] = {
                      classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=2, n_test=2, size=8, sigma=2.0),
                        letters=dict(n_train=10, n_test=10), max_iter=_budgets(2, 2, 2, 2, 2),
-                       slr_iter=2, mp_sweeps=5, peer=(), peer_timeout=60.0),
+                       slr_iter=2, mp_sweeps=5, peer={}, peer_timeout=60.0),
         bound=dict(n_graphs=3, max_nodes=4, states=(2, 3), epsilons=(0.1, 1.0)),
     ),
     "quick": Profile(
@@ -65,7 +69,9 @@ PROFILES: dict[str, Profile] = {
                      mlp=dict(n_hidden=100, n_epochs=2, batch_size=100), classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=8, n_test=8, size=32, sigma=3.2),
                        letters=dict(n_train=100, n_test=300), max_iter=_budgets(100, 20, 100, 30, 100),
-                       slr_iter=40, mp_sweeps=25, peer=("letters",), peer_timeout=120.0),
+                       slr_iter=40, mp_sweeps=25, peer=dict(letters=PEER_LEARNERS,
+                                                                 denoising=("OneSlackSSVM", "NSlackSSVM")),
+                       peer_timeout=600.0),
         bound=dict(n_graphs=12, max_nodes=6, states=(2, 3), epsilons=(0.03, 0.1, 0.3, 1.0)),
     ),
     "full": Profile(
@@ -75,7 +81,8 @@ PROFILES: dict[str, Profile] = {
                      mlp=dict(n_hidden=100, n_epochs=2, batch_size=1000), classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=16, n_test=16, size=100, sigma=10.0),
                        letters=dict(n_train=None, n_test=None), max_iter=_budgets(500, 100, 300, 100, 300),
-                       slr_iter=50, mp_sweeps=25, peer=("denoising", "letters"), peer_timeout=3600.0),
+                       slr_iter=50, mp_sweeps=25, peer=dict(letters=PEER_LEARNERS, denoising=PEER_LEARNERS),
+                       peer_timeout=3600.0),
         bound=dict(n_graphs=50, max_nodes=8, states=(2, 3, 4), epsilons=(0.03, 0.1, 0.3, 1.0)),
     ),
 }
