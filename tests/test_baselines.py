@@ -9,7 +9,7 @@ from baselines.features import StructuredData, viterbi
 from baselines.gradient_alternation import GradientAlternation
 from baselines.perceptron import StructuredPerceptron
 from baselines.piecewise import PiecewiseTraining
-from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
+from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM, solve_ssvm_dual
 from slr.oracles import Linear
 
 L = 3
@@ -267,3 +267,25 @@ def test_gradient_alternation_objective_never_increases_and_gradient_is_exact():
         e[j] = h
         fd = (model.objective(data, w + e, lam) - model.objective(data, w - e, lam)) / (2 * h)
         assert grad[j] == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("n_constraints,size", [(60, 5), (10, 40)])
+def test_ssvm_dual_qp_matches_the_primal_working_set_qp(n_constraints, size):
+    """Both forms of the dual (few features: w as a variable; else the Gram matrix) against
+    the primal QP ``min 0.5 ||w||^2 + C sum_g xi_g`` over the same working set."""
+    rng = np.random.default_rng(n_constraints)
+    D = rng.normal(size=(n_constraints, size))
+    delta = rng.uniform(0.5, 3.0, n_constraints)
+    groups = rng.integers(0, 4, n_constraints)
+    groups[:4] = np.arange(4)
+    C = 0.7
+    alpha = solve_ssvm_dual(D, delta, groups, C)
+    assert np.all(alpha >= 0)
+    assert np.all(np.bincount(groups, weights=alpha) <= C + 1e-6)
+    dual = alpha @ delta - 0.5 * np.sum((D.T @ alpha) ** 2)
+    w, xi = cp.Variable(size), cp.Variable(4, nonneg=True)
+    primal = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(xi)),
+                        [xi[groups] >= delta - D @ w])
+    primal.solve()
+    assert dual == pytest.approx(primal.value, rel=1e-5)
+    np.testing.assert_allclose(D.T @ alpha, w.value, atol=1e-4)
