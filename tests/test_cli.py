@@ -154,6 +154,23 @@ def test_baselines_datasets_option_runs_only_those(tmp_path, capsys):
         assert "--datasets" in capsys.readouterr().err
 
 
+def test_profile_skip_leaves_methods_out_and_says_so(tmp_path):
+    from dataclasses import replace
+
+    from slr.reports import baselines
+    from slr.reports.common import Logger
+    from slr.reports.meta import collect_meta
+
+    tiny = get_profile("tiny")
+    profile = replace(tiny, baselines={**tiny.baselines, "skip": {"denoising": ("NSlackSSVM", "slr:Linear")},
+                                       "skip_reason": "a test"})
+    baselines.run(profile, tmp_path, Logger(quiet=True), datasets=["denoising"])
+    methods = set(pd.read_csv(tmp_path / "baselines_results.csv").method)
+    assert "OneSlackSSVM" in methods and not methods & {"NSlackSSVM", "slr:Linear"}
+    baselines.write_report(profile, tmp_path, collect_meta("tiny", ["slr"]))
+    assert "Not run in this profile: NSlackSSVM, slr:Linear on denoising (a test)." in (tmp_path / "baselines.md").read_text()
+
+
 def test_interrupted_run_resumes(tmp_path, monkeypatch):
     import slr.inference.exact as exact
 

@@ -158,7 +158,8 @@ def _methods(dataset: str, cfg: dict) -> list[tuple[str, str]]:
 
         if peer_available():
             ours += [("pystruct", f"pystruct:{n}") for n in peer]
-    return ours
+    skip = dict(cfg.get("skip", {})).get(dataset, ())
+    return [(group, method) for group, method in ours if method not in skip]
 
 
 def parse_datasets(text: str) -> list[str]:
@@ -180,7 +181,7 @@ def run(profile: Profile, out: Path, log: Logger, datasets: list[str] | None = N
     import baselines
 
     cfg = profile.baselines
-    config = config_hash(cfg)
+    config = _config_key(cfg)
     results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "dataset", "method"])
     for dataset in DATASETS if datasets is None else datasets:
         methods = [(g, m) for g, m in _methods(dataset, cfg)
@@ -225,6 +226,11 @@ def run(profile: Profile, out: Path, log: Logger, datasets: list[str] | None = N
     return results
 
 
+def _config_key(cfg: dict) -> str:
+    """The cache key of a profile's baselines: which methods it skips changes no result."""
+    return config_hash({key: value for key, value in cfg.items() if key not in ("skip", "skip_reason")})
+
+
 def _budget(cfg: dict, learner: str) -> int:
     """Iterations for a baseline (ours or pystruct's of the same name)."""
     return int(cfg["max_iter"]["SubgradientSSVM" if learner == "FrankWolfeSSVM" else learner])
@@ -239,7 +245,7 @@ def time_to_target(seconds: np.ndarray, errors: np.ndarray, target: float) -> fl
 def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
     """Write ``baselines.md`` and ``baselines_time.png``; return headline numbers."""
     df = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "dataset", "method"]).frame(
-        config=config_hash(profile.baselines))
+        config=_config_key(profile.baselines))
     text = [
         "# Baselines: slr against structured SVMs, perceptron, piecewise training and pystruct\n",
         meta.markdown(),
@@ -258,7 +264,7 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
         "SubgradientSSVM takes online steps (batch size 1).\n\n"
         f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
         f"(train words from fold 1, test words from the other folds); iterations per baseline "
-        f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.\n",
+        f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.{_skipped(profile)}\n",
         "\n*Time to target*: the target is 1.1 x the best final test error on that data set; for "
         "slr it is read off the per-iteration test curve (cumulative learning time); for the "
         "iterative baselines from refits at max_iter/4, /2 and max_iter (wall time of the first "
@@ -306,6 +312,16 @@ def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
     summary["cells"] = len(df)
     summary["fit_seconds"] = float(np.nansum([_num(v) for v in df["seconds"]]))
     return summary
+
+
+def _skipped(profile: Profile) -> str:
+    """The sentence naming the methods this profile does not run, if any."""
+    skip = {dataset: methods for dataset, methods in profile.baselines.get("skip", {}).items() if methods}
+    if not skip:
+        return ""
+    parts = "; ".join(f"{', '.join(methods)} on {dataset}" for dataset, methods in skip.items())
+    reason = profile.baselines.get("skip_reason")
+    return f" Not run in this profile: {parts}" + (f" ({reason})." if reason else ".")
 
 
 def _num(value) -> float:
