@@ -20,7 +20,7 @@ import numpy as np
 
 cimport cython
 from cython.parallel cimport parallel, prange
-from libc.math cimport exp, fabs, log, INFINITY
+from libc.math cimport exp, fabs, log, log1p, INFINITY
 from libc.stdlib cimport free, malloc
 from libc.stdint cimport int64_t
 
@@ -44,6 +44,65 @@ cdef inline double _reduce_row(const double* x, Py_ssize_t n, double eps, double
     for b in range(n):
         acc += exp((x[b] - mx) * inv_eps)
     return mx + eps * log(acc)
+
+
+cdef inline double _softmax2(double x0, double x1, double eps, double inv_eps) noexcept nogil:
+    """``eps * log(exp(x0 / eps) + exp(x1 / eps))`` (``max(x0, x1)`` when eps == 0)."""
+    cdef double mx = x0 if x0 > x1 else x1
+    if eps == 0.0:
+        return mx
+    return mx + eps * log1p(exp(-fabs(x0 - x1) * inv_eps))
+
+
+cdef double _update_binary_node(
+    Py_ssize_t v,
+    const double[:, ::1] theta_nodes,
+    const double[:, :, ::1] theta_edges,
+    double[:, :, ::1] lam,
+    const int64_t[::1] inc_ptr,
+    const int64_t[::1] inc_edge,
+    const int64_t[::1] inc_side,
+    double eps,
+    double inv_eps,
+    double* mt,
+) noexcept nogil:
+    """``_update_node`` for two states, with the rows in registers instead of scratch loops."""
+    cdef Py_ssize_t start = inc_ptr[v], stop = inc_ptr[v + 1]
+    cdef Py_ssize_t deg = stop - start
+    cdef Py_ssize_t k, e, s
+    cdef double t0 = theta_nodes[v, 0], t1 = theta_nodes[v, 1]
+    cdef double l0, l1, m0, m1, d0, d1, scale, change = 0.0
+    if deg == 0:
+        return 0.0
+    for k in range(deg):
+        e = inc_edge[start + k]
+        s = inc_side[start + k]
+        l0 = lam[e, 1 - s, 0]
+        l1 = lam[e, 1 - s, 1]
+        if s == 0:
+            m0 = _softmax2(theta_edges[e, 0, 0] + l0, theta_edges[e, 0, 1] + l1, eps, inv_eps)
+            m1 = _softmax2(theta_edges[e, 1, 0] + l0, theta_edges[e, 1, 1] + l1, eps, inv_eps)
+        else:
+            m0 = _softmax2(theta_edges[e, 0, 0] + l0, theta_edges[e, 1, 0] + l1, eps, inv_eps)
+            m1 = _softmax2(theta_edges[e, 0, 1] + l0, theta_edges[e, 1, 1] + l1, eps, inv_eps)
+        mt[2 * k] = m0
+        mt[2 * k + 1] = m1
+        t0 += m0
+        t1 += m1
+    scale = 1.0 / (1 + deg)
+    t0 *= scale
+    t1 *= scale
+    for k in range(deg):
+        e = inc_edge[start + k]
+        s = inc_side[start + k]
+        d0 = (t0 - mt[2 * k]) - lam[e, s, 0]
+        d1 = (t1 - mt[2 * k + 1]) - lam[e, s, 1]
+        lam[e, s, 0] = t0 - mt[2 * k]
+        lam[e, s, 1] = t1 - mt[2 * k + 1]
+        # the change measure of _update_node, for two entries
+        d0 = fabs(d0 - d1) if eps > 0.0 else (fabs(d0) if fabs(d0) > fabs(d1) else fabs(d1))
+        change = d0 if d0 > change else change
+    return change
 
 
 cdef double _update_node(
@@ -173,10 +232,15 @@ def star_sweeps(
                 for i in range(hi - lo):
                     # even sweeps run forward, odd sweeps backward
                     v = lo + i if sweep % 2 == 0 else hi - 1 - i
-                    node_change = _update_node(
-                        v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
-                        L, eps, inv_eps, scratch, scratch + max_degree * L,
-                        scratch + max_degree * L + L)
+                    if L == 2:
+                        node_change = _update_binary_node(
+                            v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
+                            eps, inv_eps, scratch)
+                    else:
+                        node_change = _update_node(
+                            v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
+                            L, eps, inv_eps, scratch, scratch + max_degree * L,
+                            scratch + max_degree * L + L)
                     if node_change > change:
                         change = node_change
                 sweep = sweep + 1
