@@ -12,6 +12,7 @@ update at node ``v`` computes for every incident edge ``e`` (v on side ``s``, ot
 which is the chapter's Eq. 1.16 written without the terms that cancel: ``mt_e`` is the edge's
 max-marginal onto ``v`` minus the old message on ``v``'s side. After the update the node belief
 and every incident edge belief marginalise to the same ``t``. With ``eps = 0`` logsumexp is a max.
+Two-state graphs (binary denoising) take the same update written out for ``L = 2``.
 
 Every function here trusts its inputs: the Python layer (``slr.inference.api``) validates
 shapes, index ranges and finiteness once and then calls these kernels without checks.
@@ -25,33 +26,36 @@ from libc.stdlib cimport free, malloc
 from libc.stdint cimport int64_t
 
 
+cdef inline double _softmax2(double x0, double x1, double eps, double inv_eps) noexcept nogil:
+    """``eps * log(exp(x0 / eps) + exp(x1 / eps))`` (``max(x0, x1)`` when eps == 0).
+
+    One exponential and one ``log1p``: ``max + eps * log1p(exp(-|x0 - x1| / eps))``.
+    """
+    cdef double mx = x0 if x0 > x1 else x1
+    if eps == 0.0:
+        return mx
+    return mx + eps * log1p(exp(-fabs(x0 - x1) * inv_eps))
+
+
 cdef inline double _reduce_row(const double* x, Py_ssize_t n, double eps, double inv_eps) noexcept nogil:
     """``eps * logsumexp(x / eps)`` with max subtraction (``max(x)`` when eps == 0).
 
     Written without data-dependent branches (the maxima compile to ``maxsd``): which entry
     is largest is random, and mispredicted branches cost more than an extra ``exp(0)``.
-    The common binary row takes one exponential, ``log(1 + exp(-|x0 - x1| / eps))``; longer
-    rows sum all ``n`` terms, the largest being exactly 1, so ``log`` sees a value in [1, n].
+    Longer rows sum all ``n`` terms, the largest being exactly 1, so ``log`` sees a value
+    in [1, n].
     """
     cdef Py_ssize_t b
     cdef double mx = x[0], acc = 0.0
+    if n == 2:
+        return _softmax2(x[0], x[1], eps, inv_eps)
     for b in range(1, n):
         mx = x[b] if x[b] > mx else mx
     if eps == 0.0:
         return mx
-    if n == 2:
-        return mx + eps * log(1.0 + exp(-fabs(x[0] - x[1]) * inv_eps))
     for b in range(n):
         acc += exp((x[b] - mx) * inv_eps)
     return mx + eps * log(acc)
-
-
-cdef inline double _softmax2(double x0, double x1, double eps, double inv_eps) noexcept nogil:
-    """``eps * log(exp(x0 / eps) + exp(x1 / eps))`` (``max(x0, x1)`` when eps == 0)."""
-    cdef double mx = x0 if x0 > x1 else x1
-    if eps == 0.0:
-        return mx
-    return mx + eps * log1p(exp(-fabs(x0 - x1) * inv_eps))
 
 
 cdef double _update_binary_node(
