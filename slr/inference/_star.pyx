@@ -75,7 +75,7 @@ cdef double _update_binary_node(
     cdef Py_ssize_t deg = stop - start
     cdef Py_ssize_t k, e, s
     cdef double t0 = theta_nodes[v, 0], t1 = theta_nodes[v, 1]
-    cdef double l0, l1, m0, m1, d0, d1, scale, change = 0.0
+    cdef double l0, l1, m0, m1, d0, d1, diff, scale, change = 0.0
     if deg == 0:
         return 0.0
     for k in range(deg):
@@ -104,8 +104,8 @@ cdef double _update_binary_node(
         lam[e, s, 0] = t0 - mt[2 * k]
         lam[e, s, 1] = t1 - mt[2 * k + 1]
         # the change measure of _update_node, for two entries
-        d0 = fabs(d0 - d1) if eps > 0.0 else (fabs(d0) if fabs(d0) > fabs(d1) else fabs(d1))
-        change = d0 if d0 > change else change
+        diff = fabs(d0 - d1) if eps > 0.0 else (fabs(d0) if fabs(d0) > fabs(d1) else fabs(d1))
+        change = diff if diff > change else change
     return change
 
 
