@@ -12,12 +12,175 @@ of the structured learner starts from where the last one ended.
 from __future__ import annotations
 
 import abc
+import math
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
 
-__all__ = ["LogisticOracle", "biased_logistic_loss", "check_logistic_problem"]
+__all__ = [
+    "C_INT_MAX",
+    "LogisticOracle",
+    "biased_logistic_loss",
+    "binary_exponents",
+    "check_bool",
+    "check_integer",
+    "check_logistic_problem",
+    "check_random_state",
+    "check_real",
+]
+
+#: Largest value a hyperparameter passed on to a C ``int`` (thread counts, step counts) may take.
+C_INT_MAX = 2**31 - 1
+
+
+# --------------------------------------------------------------------------------------
+# hyperparameter validation (shared by every oracle)
+# --------------------------------------------------------------------------------------
+def check_real(
+    name: str,
+    value: Any,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Validate a real hyperparameter and return it as a float.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, used in the error message.
+    value : Any
+        A finite real number; bools and strings are refused.
+    low, high : float, default=-inf, inf
+        Bounds of the admissible interval.
+    low_open, high_open : bool, default=False
+        Whether the interval is open at ``low`` / ``high``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, if ``value`` is not a finite real number in the interval.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real) or not math.isfinite(
+        value
+    ):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    below = value <= low if low_open else value < low
+    above = value >= high if high_open else value > high
+    if below or above:
+        if high == math.inf:
+            bound = f"{'>' if low_open else '>='} {low}"
+        elif low == -math.inf:
+            bound = f"{'<' if high_open else '<='} {high}"
+        else:
+            bound = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return float(value)
+
+
+def check_integer(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    """Validate an integer hyperparameter and return it as an int.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, used in the error message.
+    value : Any
+        A Python or NumPy integer; bools, floats and strings are refused.
+    minimum : int
+        Smallest admissible value.
+    maximum : int or None, default=None
+        Largest admissible value (e.g. :data:`C_INT_MAX` for values handed to C code).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, if ``value`` is not an integer in ``[minimum, maximum]``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
+    return int(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Validate a boolean hyperparameter (``bool`` or ``numpy.bool_``; not 0/1 or strings).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, if ``value`` is not a boolean.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_random_state(random_state: Any) -> int | np.random.Generator | None:
+    """Validate an oracle's ``random_state``.
+
+    Parameters
+    ----------
+    random_state : None, int or numpy.random.Generator
+        ``None`` (fresh entropy), a non-negative integer seed or a Generator used in place.
+
+    Returns
+    -------
+    None, int or numpy.random.Generator
+        The value, with NumPy integers converted to ``int``; ``np.random.default_rng``
+        accepts each of them.
+
+    Raises
+    ------
+    ValueError
+        Naming ``random_state``, for anything else (strings, floats, bools, negative ints).
+    """
+    if random_state is None or isinstance(random_state, np.random.Generator):
+        return random_state
+    if (
+        isinstance(random_state, Integral)
+        and not isinstance(random_state, (bool, np.bool_))
+        and random_state >= 0
+    ):
+        return int(random_state)
+    raise ValueError(
+        "random_state must be None, a non-negative integer or a numpy Generator, "
+        f"got {random_state!r}"
+    )
+
+
+def binary_exponents(features: np.ndarray) -> np.ndarray:
+    """Per column, the smallest ``e`` with ``max_i |x_ij| <= 2**e`` (0 for all-zero columns).
+
+    Dividing column ``j`` by ``2**e_j`` (``np.ldexp(x, -e)``) is exact and brings its
+    largest magnitude into ``(1/2, 1]``, so that products and sums of many such values
+    stay representable in float64 whatever the scale of the input.
+
+    Parameters
+    ----------
+    features : ndarray of shape (N, d), finite
+
+    Returns
+    -------
+    ndarray of shape (d,), intc
+    """
+    largest = np.max(np.abs(features), axis=0, initial=0.0)
+    mantissa, exponent = np.frexp(largest)  # largest = mantissa * 2**exponent, mantissa in [1/2, 1)
+    return exponent - (mantissa == 0.5).astype(exponent.dtype)
 
 
 def check_logistic_problem(
@@ -39,7 +202,8 @@ def check_logistic_problem(
     Raises
     ------
     ValueError
-        Naming the argument that has the wrong shape, non-finite values or
+        Naming the argument that has the wrong shape, non-finite values (or, for
+        ``bias``, a row whose entries differ by more than float64 can represent) or
         labels outside ``[0, K)``.
     """
     features = np.ascontiguousarray(features, dtype=np.float64)
@@ -65,6 +229,13 @@ def check_logistic_problem(
         raise ValueError("features contain NaN or infinite values")
     if not np.all(np.isfinite(bias)):
         raise ValueError("bias contains NaN or infinite values")
+    with np.errstate(over="ignore"):
+        spans = np.ptp(bias, axis=1)
+    if not np.all(np.isfinite(spans)):
+        raise ValueError(
+            "bias values of one row differ by more than float64 can represent; the "
+            "softmax over such a row cannot be computed"
+        )
     if labels_arr.dtype.kind not in "iu":
         if labels_arr.dtype.kind == "f" and np.all(labels_arr == np.round(labels_arr)):
             labels_arr = labels_arr.astype(np.int64)
@@ -111,6 +282,11 @@ class LogisticOracle(abc.ABC):
     Subclasses implement :meth:`_fit` and :meth:`decision_function`; this class
     validates inputs and keeps the scikit-learn parameter conventions
     (``get_params`` / ``set_params`` from the constructor's keyword arguments).
+
+    Features may have zero columns (e.g. edges without features): the function then
+    cannot depend on the input, and every oracle returns the best input-independent
+    function of its class, fitted to the bias -- a per-class constant, or zero for
+    classes without constants (:class:`~slr.oracles.Zero`, ``Linear`` without intercept).
 
     Attributes
     ----------

@@ -10,13 +10,18 @@ so the raw prediction is exactly the learned ``f(x, y)``.
 from __future__ import annotations
 
 import math
-from numbers import Integral
 from typing import Any
 
 import numpy as np
 
-from slr.oracles.base import LogisticOracle
-from slr.oracles.trees import _check_integer, _check_real, fraction_to_rows, resolve_subsample
+from slr.oracles.base import (
+    C_INT_MAX,
+    LogisticOracle,
+    check_integer,
+    check_random_state,
+    check_real,
+)
+from slr.oracles.trees import BoostedTrees, fraction_to_rows, resolve_subsample
 
 __all__ = ["LightGBM"]
 
@@ -27,6 +32,12 @@ class LightGBM(LogisticOracle):
     Every :meth:`fit` trains a new booster from ``f = 0`` (like :class:`BoostedTrees`
     with ``warm_start=False``). LightGBM grows one tree per class and round (K trees),
     with second-order leaf values, histogram splits and best-first growth.
+
+    Where no split is possible (no feature columns, or none that varies) LightGBM
+    cannot boost: it stops after one round of zero-valued root leaves. The adapter then
+    returns what :class:`BoostedTrees` returns there, with the same rounds, step,
+    subsample, leaf ridge and seed: single-leaf trees re-fitted by Newton's method,
+    i.e. a per-class constant fitted to the bias (``constant_``).
 
     Parameters
     ----------
@@ -47,15 +58,20 @@ class LightGBM(LogisticOracle):
         L2 penalty on the leaf values.
     n_jobs : int, default=1
         LightGBM's ``num_threads``.
-    random_state : int or None, default=None
-        Seed of the bagging; ``None`` draws one from NumPy's global generator.
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the bagging: a non-negative int (taken modulo ``2**31 - 1``), a
+        Generator to draw it from, or ``None`` to draw it from NumPy's global generator.
     params : dict or None, default=None
         Extra LightGBM parameters, applied last (they override the above).
 
     Attributes
     ----------
     booster_ : lightgbm.Booster or None
-        The trained booster (``None`` when ``K == 1``: the zero function).
+        The trained booster; ``None`` when the function is the constant ``constant_``
+        (``K == 1``, ``n_rounds == 0`` or no possible split).
+    constant_ : ndarray of shape (K,)
+        The scores of every row when ``booster_`` is None (zeros unless no split was
+        possible).
     """
 
     def __init__(
@@ -85,26 +101,27 @@ class LightGBM(LogisticOracle):
     def lightgbm_params(self, n_rows: int, n_classes: int) -> dict:
         """The LightGBM parameter dict used for a problem of ``n_rows`` x ``n_classes``."""
         n_sub = resolve_subsample(self.subsample, n_rows)
-        if self.random_state is None:
-            seed = int(np.random.randint(0, 2**31 - 1))
-        elif isinstance(self.random_state, Integral) and not isinstance(self.random_state, bool):
-            seed = int(self.random_state) % (2**31 - 1)
+        state = check_random_state(self.random_state)
+        if state is None:
+            seed = int(np.random.randint(0, C_INT_MAX))
+        elif isinstance(state, np.random.Generator):
+            seed = int(state.integers(0, C_INT_MAX))
         else:
-            raise ValueError(f"random_state must be None or an int, got {self.random_state!r}")
-        min_leaf_fraction = _check_real(
+            seed = state % C_INT_MAX
+        min_leaf_fraction = check_real(
             "min_leaf_fraction", self.min_leaf_fraction, 0.0, 0.5, low_open=False
         )
         params = {
             "objective": "multiclass",
             "num_class": n_classes,
-            "learning_rate": _check_real(
+            "learning_rate": check_real(
                 "learning_rate", self.learning_rate, 0.0, math.inf, low_open=True
             ),
-            "num_leaves": _check_integer("num_leaves", self.num_leaves, 2),
+            "num_leaves": check_integer("num_leaves", self.num_leaves, 2, C_INT_MAX),
             "min_data_in_leaf": fraction_to_rows(min_leaf_fraction, n_sub, 1),
-            "max_bin": _check_integer("max_bin", self.max_bin, 2),
-            "lambda_l2": _check_real("lambda_l2", self.lambda_l2, 0.0, math.inf, low_open=False),
-            "num_threads": _check_integer("n_jobs", self.n_jobs, 1),
+            "max_bin": check_integer("max_bin", self.max_bin, 2, C_INT_MAX),
+            "lambda_l2": check_real("lambda_l2", self.lambda_l2, 0.0, math.inf, low_open=False),
+            "num_threads": check_integer("n_jobs", self.n_jobs, 1, C_INT_MAX),
             "seed": seed,
             "deterministic": True,
             "force_col_wise": True,
@@ -124,26 +141,50 @@ class LightGBM(LogisticOracle):
         n, k = bias.shape
         if n < 2:
             raise ValueError(f"LightGBM needs at least 2 rows in features, got {n}")
-        n_rounds = _check_integer("n_rounds", self.n_rounds, 0)
+        n_rounds = check_integer("n_rounds", self.n_rounds, 0)
         params = self.lightgbm_params(n, k)
+        self.booster_ = None
+        self.constant_ = np.zeros(k)
         if k == 1 or n_rounds == 0:
-            self.booster_ = None
             return
-        dataset = lightgbm.Dataset(
-            features,
-            label=labels,
-            init_score=bias.ravel(order="F"),  # class-major, see the module docstring
-            params={"max_bin": params["max_bin"], "verbosity": -1},
-            free_raw_data=True,
-        )
-        self.booster_ = lightgbm.train(params, dataset, num_boost_round=n_rounds)
+        if features.shape[1] > 0:  # LightGBM refuses a dataset without feature columns
+            dataset = lightgbm.Dataset(
+                features,
+                label=labels,
+                init_score=bias.ravel(order="F"),  # class-major, see the module docstring
+                params={"max_bin": params["max_bin"], "verbosity": -1},
+                free_raw_data=True,
+            )
+            booster = lightgbm.train(params, dataset, num_boost_round=n_rounds)
+            if not _stopped_without_split(booster):
+                self.booster_ = booster
+                return
+        single_leaves = BoostedTrees(
+            n_rounds=n_rounds,
+            step=params["learning_rate"],
+            subsample=self.subsample,
+            l2_leaf=params["lambda_l2"],
+            random_state=params["seed"],
+        ).fit(np.empty((n, 0)), bias, labels)
+        self.constant_ = single_leaves.decision_function(np.empty((1, 0)))[0]
 
     def decision_function(self, features: Any) -> np.ndarray:
         """Raw scores ``f(x, y)`` of shape (N, K), without the bias."""
         features = self._check_features(features)
         if self.booster_ is None or features.shape[0] == 0:
-            return np.zeros((features.shape[0], self.n_classes_))
+            return np.tile(self.constant_, (features.shape[0], 1))
         scores = self.booster_.predict(
-            features, raw_score=True, num_threads=_check_integer("n_jobs", self.n_jobs, 1)
+            features, raw_score=True, num_threads=check_integer("n_jobs", self.n_jobs, 1, C_INT_MAX)
         )
         return np.asarray(scores, dtype=np.float64).reshape(features.shape[0], self.n_classes_)
+
+
+def _stopped_without_split(booster: Any) -> bool:
+    """Whether LightGBM stopped in its first round because no tree could split.
+
+    It then holds one round of single-leaf trees whose value is zero (with an init
+    score LightGBM does not fit a root leaf), i.e. the zero function.
+    """
+    if booster.current_iteration() > 1:
+        return False
+    return all(tree["num_leaves"] == 1 for tree in booster.dump_model()["tree_info"])

@@ -7,28 +7,9 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
-from slr.oracles.base import LogisticOracle
+from slr.oracles.base import LogisticOracle, binary_exponents, check_bool, check_integer, check_real
 
 __all__ = ["Linear"]
-
-
-def _check_positive(name: str, value: Any, *, allow_zero: bool) -> None:
-    """Raise ValueError unless ``value`` is a finite real number > 0 (or >= 0)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
-    ok = np.isfinite(number) and (number >= 0 if allow_zero else number > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    """Return ``value`` as an int, raising ValueError unless it is an integer >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 _THREADPOOLS: ThreadpoolController | None = None
@@ -159,7 +140,8 @@ class Linear(LogisticOracle):
         Add an unpenalised per-class offset ``c_y``.
     tol : float, default=1e-6
         Stop when the largest gradient component of the *mean* objective
-        (objective divided by N) is below ``tol``.
+        (objective divided by N) is below ``tol``, with respect to the coefficients of
+        the rescaled features (see Notes).
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations per fit (over all cycles).
     refresh : int, default=50
@@ -174,6 +156,15 @@ class Linear(LogisticOracle):
         L-BFGS iterations of the last fit.
     converged_ : bool
         Whether the last fit met ``tol``.
+
+    Notes
+    -----
+    A feature column whose largest magnitude exceeds 1 is divided by the power of two
+    that brings it into ``(1/2, 1]`` (exact in floating point), the fit runs on the
+    rescaled columns with the penalty rescaled to match (the same optimum), and
+    ``coef_`` is reported in the original units. Without it the Hessian, which holds
+    products of features, overflows for features beyond about 1e150. Columns within
+    ``[-1, 1]`` are used as given.
     """
 
     def __init__(
@@ -200,36 +191,49 @@ class Linear(LogisticOracle):
         return loss / problem.n, grad / problem.n
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
-        _check_positive("l2", self.l2, allow_zero=True)
-        _check_positive("tol", self.tol, allow_zero=False)
-        max_iter = _check_int("max_iter", self.max_iter, 1)
-        refresh = _check_int("refresh", self.refresh, 1)
-        n, d = features.shape
-        k = bias.shape[1]
-        cols = d + 1 if self.fit_intercept else d
+        l2 = check_real("l2", self.l2, 0.0)
+        tol = check_real("tol", self.tol, 0.0, low_open=True)
+        fit_intercept = check_bool("fit_intercept", self.fit_intercept)
+        max_iter = check_integer("max_iter", self.max_iter, 1)
+        refresh = check_integer("refresh", self.refresh, 1)
+        d, k = features.shape[1], bias.shape[1]
+        # The fit works on columns scaled into [-1, 1] by powers of two (see Notes).
+        exponents = np.maximum(binary_exponents(features), 0)
+        if exponents.any():
+            features = np.ldexp(features, -exponents)
+        cols = d + 1 if fit_intercept else d
         coef = np.zeros((k, cols))
         if hasattr(self, "coef_"):
-            coef[:, :d] = self.coef_
-            if self.fit_intercept:
+            coef[:, :d] = np.ldexp(self.coef_, exponents)
+            if fit_intercept:
                 coef[:, d] = self.intercept_
+        penalty = np.zeros(cols)  # the intercept is not penalised
+        penalty[:d] = np.ldexp(l2, -2 * exponents)
         self.n_iter_, self.converged_ = 0, True
         if coef.size:
             with _single_threaded_blas():
-                coef = self._minimise(coef, features, bias, labels, max_iter, refresh)
-        self.coef_ = coef[:, :d].copy()
-        self.intercept_ = coef[:, d].copy() if self.fit_intercept else np.zeros(k)
+                coef = self._minimise(
+                    coef, features, bias, labels, penalty, fit_intercept, tol, max_iter, refresh
+                )
+        self.coef_ = np.ldexp(coef[:, :d], -exponents)
+        self.intercept_ = coef[:, d].copy() if fit_intercept else np.zeros(k)
 
     def _minimise(
         self, coef: np.ndarray, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
-        max_iter: int, refresh: int,
+        penalty: np.ndarray, fit_intercept: bool, tol: float, max_iter: int, refresh: int,
     ) -> np.ndarray:
         k, cols = coef.shape
-        problem = _ClassMajorLoss(features, bias, labels, bool(self.fit_intercept))
-        penalty = np.full(cols, float(self.l2))
-        if self.fit_intercept:
-            penalty[-1] = 0.0
-        tol = float(self.tol)
+        problem = _ClassMajorLoss(features, bias, labels, fit_intercept)
         value, grad = self._objective(coef, problem, penalty)
+        if not np.isfinite(value) and np.any(coef):
+            # a warm start fitted to differently scaled data: start from zero instead
+            coef = np.zeros_like(coef)
+            value, grad = self._objective(coef, problem, penalty)
+        if not np.isfinite(value):
+            raise ValueError(
+                "bias is too large in magnitude: the logistic loss overflows float64 "
+                f"(largest |bias| = {np.max(np.abs(bias)):.3g})"
+            )
         while np.max(np.abs(grad)) > tol:
             if self.n_iter_ >= max_iter:
                 self.converged_ = False

@@ -5,8 +5,15 @@ from typing import Any
 
 import numpy as np
 
-from slr.oracles.base import LogisticOracle
-from slr.oracles.linear import _check_int, _check_positive, _single_threaded_blas
+from slr.oracles.base import (
+    LogisticOracle,
+    binary_exponents,
+    check_bool,
+    check_integer,
+    check_random_state,
+    check_real,
+)
+from slr.oracles.linear import _single_threaded_blas
 
 __all__ = ["MLP"]
 
@@ -127,22 +134,16 @@ class MLP(LogisticOracle):
 
     # fitting -----------------------------------------------------------------------------
     def _validate_params(self) -> tuple[int, float, float, int, int]:
-        n_hidden = _check_int("n_hidden", self.n_hidden, 1)
-        _check_positive("learning_rate", self.learning_rate, allow_zero=False)
-        _check_positive("momentum", self.momentum, allow_zero=True)
-        if not float(self.momentum) < 1.0:
-            raise ValueError(f"momentum must lie in [0, 1), got {self.momentum!r}")
-        batch_size = _check_int("batch_size", self.batch_size, 1)
-        n_epochs = _check_int("n_epochs", self.n_epochs, 0)
-        return n_hidden, float(self.learning_rate), float(self.momentum), batch_size, n_epochs
+        n_hidden = check_integer("n_hidden", self.n_hidden, 1)
+        learning_rate = check_real("learning_rate", self.learning_rate, 0.0, low_open=True)
+        momentum = check_real("momentum", self.momentum, 0.0, 1.0, high_open=True)
+        batch_size = check_integer("batch_size", self.batch_size, 1)
+        n_epochs = check_integer("n_epochs", self.n_epochs, 0)
+        check_bool("standardize", self.standardize)
+        return n_hidden, learning_rate, momentum, batch_size, n_epochs
 
     def _initialise(self, n_hidden: int, features: np.ndarray) -> None:
-        try:
-            self.rng_ = np.random.default_rng(self.random_state)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"random_state must be None, an int or a numpy Generator, got {self.random_state!r}"
-            ) from exc
+        self.rng_ = np.random.default_rng(check_random_state(self.random_state))
         d, k = self.n_features_in_, self.n_classes_
         self.params_ = np.zeros(n_hidden * d + n_hidden + k * n_hidden + k, dtype=_DTYPE)
         v, _, w, _ = self._split(self.params_)
@@ -153,14 +154,32 @@ class MLP(LogisticOracle):
         self.input_mean_ = np.zeros(d)
         self.input_scale_ = np.ones(d)
         if self.standardize:
-            mean, std = features.mean(axis=0), features.std(axis=0)
+            # statistics of columns scaled by powers of two: exact, and no overflow
+            exponents = binary_exponents(features)
+            scaled = np.ldexp(features, -exponents)
+            mean = np.ldexp(scaled.mean(axis=0), exponents)
+            std = np.ldexp(scaled.std(axis=0), exponents)
             varies = std > 1e-12 * np.maximum(1.0, np.abs(mean))
             self.input_mean_[varies] = mean[varies]
             self.input_scale_[varies] = std[varies]
 
     def _transform(self, features: np.ndarray) -> np.ndarray:
-        """Standardised single-precision inputs."""
-        return ((features - self.input_mean_) / self.input_scale_).astype(_DTYPE)
+        """Standardised single-precision inputs.
+
+        Raises
+        ------
+        ValueError
+            If a standardised value is beyond the single-precision range.
+        """
+        with np.errstate(over="ignore"):
+            out = (features - self.input_mean_) / self.input_scale_
+        if not np.all(np.abs(out) <= np.finfo(_DTYPE).max):
+            hint = "" if self.standardize else " or set standardize=True"
+            raise ValueError(
+                "features are too large for the MLP's single-precision arithmetic "
+                f"(largest standardised |x| = {np.max(np.abs(out)):.3g}); rescale them{hint}"
+            )
+        return out.astype(_DTYPE)
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
         with _single_threaded_blas():
@@ -178,7 +197,7 @@ class MLP(LogisticOracle):
         grad = np.empty_like(params)
         v, c, w, e = self._split(params)
         gv, gc, gw, ge = self._split(grad)
-        rows = np.arange(batch_size)
+        rows = np.arange(min(batch_size, n))
         for _ in range(n_epochs):
             order = self.rng_.permutation(n)
             xs, bs, ys = features[order], bias[order], labels[order]

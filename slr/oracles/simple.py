@@ -5,8 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from slr.oracles.base import LogisticOracle
-from slr.oracles.linear import Linear, _check_int, _check_positive
+from slr.oracles.base import LogisticOracle, check_integer, check_real
+from slr.oracles.linear import Linear
 
 __all__ = ["Zero", "Constant"]
 
@@ -65,19 +65,19 @@ class Constant(LogisticOracle):
         self.max_iter = max_iter
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
-        _check_positive("l2", self.l2, allow_zero=True)
-        _check_positive("tol", self.tol, allow_zero=False)
-        max_iter = _check_int("max_iter", self.max_iter, 1)
+        l2 = check_real("l2", self.l2, 0.0)
+        tol = check_real("tol", self.tol, 0.0, low_open=True)
+        max_iter = check_integer("max_iter", self.max_iter, 1)
         n, k = bias.shape
         counts = np.bincount(labels, minlength=k).astype(np.float64)
-        if self.l2 == 0 and np.all(counts > 0) and np.all(bias == bias[0]):
+        if l2 == 0 and np.all(counts > 0) and np.all(bias == bias[0]):
             table = np.log(counts) - bias[0]
             self.table_ = table - table.mean()
             self.n_iter_ = 0
             return
 
         # Linear on a single constant feature (the chapter's recipe), warm-started.
-        solver = Linear(l2=self.l2, fit_intercept=False, tol=self.tol, max_iter=max_iter)
+        solver = Linear(l2=l2, fit_intercept=False, tol=tol, max_iter=max_iter)
         start = getattr(self, "table_", None)
         if start is not None:
             solver.coef_ = start[:, None].copy()

@@ -16,26 +16,16 @@ from typing import Any
 import numpy as np
 
 from slr.oracles import _trees
-from slr.oracles.base import LogisticOracle
+from slr.oracles.base import (
+    C_INT_MAX,
+    LogisticOracle,
+    check_bool,
+    check_integer,
+    check_random_state,
+    check_real,
+)
 
 __all__ = ["BoostedTrees"]
-
-
-def _check_real(name: str, value: Any, low: float, high: float, *, low_open: bool) -> float:
-    """``value`` as a float in ``(low, high]`` (``low_open``) or ``[low, high]``."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    if (value <= low if low_open else value < low) or value > high:
-        lower = "(" if low_open else "["
-        raise ValueError(f"{name} must lie in {lower}{low}, {high}], got {value!r}")
-    return float(value)
-
-
-def _check_integer(name: str, value: Any, minimum: int) -> int:
-    """``value`` as an int >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def resolve_subsample(subsample: Any, n_rows: int) -> int:
@@ -49,9 +39,9 @@ def resolve_subsample(subsample: Any, n_rows: int) -> int:
     if isinstance(subsample, bool):
         raise ValueError(f"subsample must be an int >= 2 or a float in (0, 1], got {subsample!r}")
     if isinstance(subsample, Integral):
-        size = _check_integer("subsample", subsample, 2)
+        size = check_integer("subsample", subsample, 2)
     elif isinstance(subsample, Real):
-        fraction = _check_real("subsample", subsample, 0.0, 1.0, low_open=True)
+        fraction = check_real("subsample", subsample, 0.0, 1.0, low_open=True)
         size = int(round(fraction * n_rows))
     else:
         raise ValueError(f"subsample must be an int >= 2 or a float in (0, 1], got {subsample!r}")
@@ -112,7 +102,8 @@ class BoostedTrees(LogisticOracle):
         OpenMP threads for evaluating trees on all rows (score updates, prediction).
         Tree induction and the re-fit run on the subset in one thread.
     random_state : None, int or numpy.random.Generator, default=None
-        Seed of the row subsets. An int makes every fit reproducible.
+        Seed of the row subsets. A non-negative int makes every fit reproducible; a
+        Generator is used (and advanced) in place.
 
     Attributes
     ----------
@@ -136,7 +127,9 @@ class BoostedTrees(LogisticOracle):
     Notes
     -----
     All fitted state is plain NumPy arrays, so the model pickles. ``K == 1`` gives
-    the zero function (the loss is identically 0).
+    the zero function (the loss is identically 0). Where no split is possible (no
+    feature columns, constant features) every tree is a single leaf, so the ensemble
+    is a per-class constant fitted to the bias by the leaves' Newton re-fit.
     """
 
     def __init__(
@@ -168,37 +161,32 @@ class BoostedTrees(LogisticOracle):
     # ------------------------------------------------------------------ fitting
     def _validated_params(self, n_rows: int) -> dict:
         params = {
-            "n_rounds": _check_integer("n_rounds", self.n_rounds, 0),
-            "step": _check_real("step", self.step, 0.0, math.inf, low_open=True),
+            "n_rounds": check_integer("n_rounds", self.n_rounds, 0),
+            "step": check_real("step", self.step, 0.0, math.inf, low_open=True),
             "n_sub": resolve_subsample(self.subsample, n_rows),
-            "min_leaf_fraction": _check_real(
+            "min_leaf_fraction": check_real(
                 "min_leaf_fraction", self.min_leaf_fraction, 0.0, 0.5, low_open=False
             ),
-            "min_split_fraction": _check_real(
+            "min_split_fraction": check_real(
                 "min_split_fraction", self.min_split_fraction, 0.0, 1.0, low_open=False
             ),
-            "l2": _check_real("l2_leaf", self.l2_leaf, 0.0, math.inf, low_open=False),
-            "newton_steps": _check_integer("newton_steps", self.newton_steps, 0),
-            "n_jobs": _check_integer("n_jobs", self.n_jobs, 1),
+            "l2": check_real("l2_leaf", self.l2_leaf, 0.0, math.inf, low_open=False),
+            "newton_steps": check_integer("newton_steps", self.newton_steps, 0, C_INT_MAX),
+            "n_jobs": check_integer("n_jobs", self.n_jobs, 1, C_INT_MAX),
+            "warm_start": check_bool("warm_start", self.warm_start),
         }
-        if self.max_leaves is None:
-            params["max_leaves"] = np.iinfo(np.intp).max
-        else:
-            params["max_leaves"] = _check_integer("max_leaves", self.max_leaves, 1)
-        if not isinstance(self.warm_start, (bool, np.bool_)):
-            raise ValueError(f"warm_start must be a bool, got {self.warm_start!r}")
+        # a cap above any possible number of leaves is the same as no cap
+        max_leaves = np.iinfo(np.intp).max
+        if self.max_leaves is not None:
+            max_leaves = min(max_leaves, check_integer("max_leaves", self.max_leaves, 1))
+        params["max_leaves"] = max_leaves
         n_sub = params["n_sub"]
         params["min_leaf"] = fraction_to_rows(params["min_leaf_fraction"], n_sub, 1)
         params["min_split"] = fraction_to_rows(params["min_split_fraction"], n_sub, 2)
         return params
 
     def _rng(self) -> np.random.Generator:
-        state = self.random_state
-        if isinstance(state, np.random.Generator):
-            return state
-        if state is None or (isinstance(state, Integral) and not isinstance(state, bool)):
-            return np.random.default_rng(None if state is None else int(state))
-        raise ValueError(f"random_state must be None, an int or a numpy Generator, got {state!r}")
+        return np.random.default_rng(check_random_state(self.random_state))
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
         n, k = bias.shape
@@ -207,7 +195,7 @@ class BoostedTrees(LogisticOracle):
         p = self._validated_params(n)
         rng = self._rng()
 
-        keep = bool(self.warm_start) and hasattr(self, "tree_offsets_")
+        keep = p["warm_start"] and hasattr(self, "tree_offsets_")
         if keep:
             scores = self.decision_function(features)
             trees = self._unpack_trees()
@@ -243,6 +231,9 @@ class BoostedTrees(LogisticOracle):
         margins = np.empty((n_sub, k))
         grad = np.empty((n_sub, k))
         sub_labels = np.empty(n_sub, dtype=np.int64)
+        # grow_tree leaves each leaf's rows contiguous in order[0]; without feature columns
+        # no split is possible and every tree is a single leaf holding the whole subset
+        whole_subset = np.arange(n_sub, dtype=np.intp)
         if full:
             rows = np.arange(n, dtype=np.intp)
             sub_features = features
@@ -260,8 +251,9 @@ class BoostedTrees(LogisticOracle):
             feature, threshold, left, right, leaf_of_node, start, end, values = _trees.grow_tree(
                 sub_features, grad, order, p["min_leaf"], p["min_split"], p["max_leaves"]
             )
+            leaf_rows = order[0] if order.shape[0] else whole_subset
             _trees.refit_leaves(
-                margins, sub_labels, order[0], start, end, values, p["l2"], p["newton_steps"]
+                margins, sub_labels, leaf_rows, start, end, values, p["l2"], p["newton_steps"]
             )
             node_value = np.zeros((feature.shape[0], k))
             is_leaf = leaf_of_node >= 0
