@@ -1,7 +1,12 @@
-"""Command line: ``slr report|denoising|baselines|bound [--tiny|--quick|--full] [--out DIR]``."""
+"""Command line: ``slr report|denoising|baselines|bound [--tiny|--quick|--full] [--out DIR]``.
+
+Arguments are checked before any work starts; a usage error exits with status 2, a failure
+during the run with status 1, each as one line on stderr (``SLR_DEBUG=1`` shows the traceback).
+"""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -9,6 +14,16 @@ from pathlib import Path
 __all__ = ["main", "build_parser", "run_experiments"]
 
 EXPERIMENTS = ("denoising", "baselines", "bound")
+
+
+def _threads(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         size.add_argument("--full", dest="profile", action="store_const", const="full",
                           help="the paper's configuration (hours)")
         p.add_argument("--out", default="reports", type=Path, help="output directory (default: reports)")
-        p.add_argument("--threads", type=int, default=None, help="message-passing threads (default: all cores)")
+        p.add_argument("--threads", type=_threads, default=None,
+                       help="threads for slr's message passing and oracles (default: all cores)")
+        p.add_argument("--cache-dir", type=Path, default=None,
+                       help="cache of computed cells (default: $SLR_CACHE_DIR or ~/.cache/slr/results)")
+        p.add_argument("--no-cache", action="store_true",
+                       help="recompute every cell instead of reusing cached ones (the results are cached anew)")
         p.add_argument("--quiet", action="store_true", help="no progress output")
         p.set_defaults(profile="quick")
         if name == "denoising":
@@ -46,54 +66,83 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _writable_dir(path: Path, option: str) -> Path:
+    """``path`` created if needed; a ValueError naming ``option`` if it cannot be written to."""
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{option}: {path} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot create {path} ({exc.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"{option}: {path} is not writable")
+    return path
+
+
 def run_experiments(names, profile_name: str, out: Path, *, threads: int | None = None,
                     quiet: bool = False, argv: list[str] | None = None, cells: str | None = None,
-                    datasets: str | None = None):
-    """Run the named experiments (resuming from cached cells) and write their reports.
+                    datasets: str | None = None, cache_dir: Path | None = None, read_cache: bool = True):
+    """Run the named experiments (each cell from the cache or computed) and write their reports.
 
     ``cells`` (``"U/P,..."``) restricts the denoising experiment to those cells, ``datasets``
-    (``"letters,..."``) the baselines experiment to those data sets.
+    (``"letters,..."``) the baselines experiment to those data sets. ``cache_dir`` defaults to
+    :func:`slr.reports.store.default_cache_dir`; ``read_cache=False`` recomputes every cell.
+    The output and cache directories are locked for the run: a second run on either waits.
 
     Returns
     -------
     Logger
         Its ``computed`` list names every cell computed in this call.
+
+    Raises
+    ------
+    ValueError
+        For a bad argument (profile, cells, data sets, thread count, unusable directory),
+        before any work starts.
     """
-    from slr.reports import get_profile
-    from slr.reports import baselines, bound, denoising
-    from slr.reports.common import Logger
+    from threadpoolctl import threadpool_limits
+
+    from slr.reports import baselines, bound, denoising, get_profile
+    from slr.reports import render_baselines, render_bound, render_denoising
+    from slr.reports.common import Logger, RunContext
     from slr.reports.index import write_index
-    from slr.reports.meta import collect_meta
+    from slr.reports.provenance import RunInfo
+    from slr.reports.store import DirLock, default_cache_dir
 
     profile = get_profile(profile_name)
     denoising_cells = denoising.parse_cells(cells, profile.denoise["classes"]) if cells is not None else None
     baseline_datasets = baselines.parse_datasets(datasets) if datasets is not None else None
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"--threads: must be a positive integer, got {threads!r}")
+    out = _writable_dir(out, "--out")
+    cache_dir = _writable_dir(cache_dir if cache_dir is not None else default_cache_dir(), "--cache-dir")
     log = Logger(quiet=quiet)
-    meta = collect_meta(profile.name, argv)
-    modules = {"denoising": denoising, "baselines": baselines, "bound": bound}
+    info = RunInfo.collect(profile.name, argv)
+    ctx = RunContext(log=log, info=info, cache_dir=cache_dir, read_cache=read_cache, n_threads=threads)
+    renderers = {"denoising": render_denoising, "baselines": render_baselines, "bound": render_bound}
     summaries = {}
     t0 = time.perf_counter()
-    for name in names:
-        log(f"== {name} ({profile.name} profile) -> {out}")
-        if name == "denoising":
-            modules[name].run(profile, out, log, n_threads=threads, cells=denoising_cells)
-        elif name == "baselines":
-            modules[name].run(profile, out, log, datasets=baseline_datasets)
-        else:
-            modules[name].run(profile, out, log)
-        summaries[name] = modules[name].write_report(profile, out, meta)
-        log(f"== {name}: wrote {out / (name + '.md')}")
-    # The index always lists every report present, with headlines from those re-read now.
-    for name in EXPERIMENTS:
-        if name not in summaries and (out / f"{name}.md").exists():
-            try:
-                summaries[name] = modules[name].write_report(profile, out, meta)
-            except Exception:   # a report from an incompatible older run: leave it as is
-                pass
-    write_index(out, meta, summaries, time.perf_counter() - t0 if set(names) == set(EXPERIMENTS) else None)
-    log(f"done in {time.perf_counter() - t0:.1f}s; index: {out / 'README.md'}")
+    with DirLock(out, log), DirLock(cache_dir, log), threadpool_limits(limits=threads):
+        for name in names:
+            log(f"== {name} ({profile.name} profile) -> {out}")
+            if name == "denoising":
+                records = denoising.run(profile, out, ctx, cells=denoising_cells)
+                summaries[name] = render_denoising.write_report(profile, out, info, log, records)
+            elif name == "baselines":
+                baselines.run(profile, out, ctx, datasets=baseline_datasets)
+                summaries[name] = render_baselines.write_report(profile, out, info, log)
+            else:
+                bound.run(profile, out, ctx)
+                summaries[name] = render_bound.write_report(profile, out, info, log)
+            log(f"== {name}: wrote {out / (name + '.md')}")
+        # The index lists every report present, with headlines re-read from their CSVs now.
+        for name in EXPERIMENTS:
+            if name not in summaries and (out / f"{name}.md").exists():
+                summaries[name] = renderers[name].write_report(profile, out, info, log)
+        wall = time.perf_counter() - t0
+        write_index(out, info, summaries, wall if set(names) == set(EXPERIMENTS) else None, len(log.computed))
+    log(f"done in {wall:.1f}s ({len(log.computed)} cells computed); index: {out / 'README.md'}")
     return log
 
 
@@ -102,23 +151,40 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    cells = getattr(args, "cells", None)
-    datasets = getattr(args, "datasets", None)
+    names = EXPERIMENTS if args.command == "report" else (args.command,)
+    kwargs = dict(threads=args.threads, quiet=args.quiet, argv=["slr", *argv], cells=getattr(args, "cells", None),
+                  datasets=getattr(args, "datasets", None), cache_dir=args.cache_dir, read_cache=not args.no_cache)
+    try:
+        _check_arguments(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        run_experiments(names, args.profile, args.out, **kwargs)
+    except KeyboardInterrupt:
+        print("slr: interrupted; finished cells are cached, a rerun resumes", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("SLR_DEBUG"):
+            raise
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"slr: error: {type(exc).__name__}: {message} (SLR_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Everything checkable before work starts; a ValueError names the option."""
     from slr.reports.baselines import parse_datasets
     from slr.reports.denoising import parse_cells
     from slr.reports.profiles import FUNCTION_CLASSES
+    from slr.reports.store import default_cache_dir
 
-    try:
-        if cells is not None:
-            parse_cells(cells, FUNCTION_CLASSES)
-        if datasets is not None:
-            parse_datasets(datasets)
-    except ValueError as exc:
-        parser.error(str(exc))
-    names = EXPERIMENTS if args.command == "report" else (args.command,)
-    run_experiments(names, args.profile, args.out, threads=args.threads, quiet=args.quiet,
-                    argv=["slr", *argv], cells=cells, datasets=datasets)
-    return 0
+    if getattr(args, "cells", None) is not None:
+        parse_cells(args.cells, FUNCTION_CLASSES)
+    if getattr(args, "datasets", None) is not None:
+        parse_datasets(args.datasets)
+    _writable_dir(args.out, "--out")
+    _writable_dir(args.cache_dir if args.cache_dir is not None else default_cache_dir(), "--cache-dir")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,3 +15,11 @@ def peer_env():
     if env_dir is None:
         pytest.skip("no CPython 3.6 interpreter here; the pystruct 0.3.2 peer cannot be built")
     return env_dir
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cell_cache(tmp_path_factory):
+    """Every test run gets its own cell cache, so tests never read or fill the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLR_CACHE_DIR", str(tmp_path_factory.mktemp("slr-cache")))
+        yield

@@ -14,7 +14,6 @@ import pytest
 from slr.cli import build_parser, main, run_experiments
 from slr.reports import bound as bound_mod
 from slr.reports import get_profile
-from slr.reports.cache import ResultsCSV
 from slr.reports.profiles import FUNCTION_CLASSES
 
 REPORT_FILES = ["README.md", "denoising.md", "baselines.md", "bound.md",
@@ -40,11 +39,10 @@ def test_every_report_file_written(tiny_report):
     for md in ("denoising.md", "baselines.md", "bound.md"):
         assert f"]({md})" in index
         text = (tiny_report / md).read_text()
-        # provenance: command, profile, commit and machine
-        assert "- command: `slr report --tiny" in text
-        assert "- profile: `tiny`" in text
-        assert re.search(r"- commit: `[0-9a-f]{4,}", text) or "- commit: `unknown`" in text
-        assert "- machine: " in text
+        # provenance: the run that computed the rows (command, commit, code, machine) and the render
+        assert re.search(r"- `slr report --tiny[^`]*` at commit `([0-9a-f]{4,}|unknown)(\+dirty)?` "
+                         r"\(code `[0-9a-f]{12}`\) on Linux", text), md
+        assert "Rendered by `slr report --tiny" in text
 
 
 def test_denoising_table_is_complete_and_sane(tiny_report):
@@ -105,21 +103,34 @@ def test_bound_holds_and_matches_exact_solvers(tiny_report):
 
 
 def test_resume_computes_only_missing_cells(tiny_report, tmp_path):
+    import os
     import shutil
+
+    from slr.reports import denoising
+    from slr.reports.provenance import cache_key
+    from slr.reports.store import default_cache_dir
 
     out = tmp_path / "r"
     shutil.copytree(tiny_report, out)
-    # drop one denoising cell and one bound cell
+    # drop one denoising cell and one bound cell from the cell cache
+    profile = get_profile("tiny")
+    cache = default_cache_dir()
     den = pd.read_csv(out / "denoising_results.csv")
     dropped = den.iloc[7]
-    den.drop(index=7).to_csv(out / "denoising_results.csv", index=False)
+    key = cache_key("denoising", dict(unary=dropped.unary, pairwise=dropped.pairwise), profile.denoise,
+                    denoising.SEED)
+    os.remove(cache / "denoising" / f"{key[:32]}.npz")
     bnd = pd.read_csv(out / "bound_results.csv")
-    bnd.drop(index=0).to_csv(out / "bound_results.csv", index=False)
-    log = run_experiments(["denoising", "bound"], "tiny", out, quiet=True)
     first = bnd.iloc[0]
+    key = cache_key("bound", dict(graph=int(first.graph), eps=float(first.eps)), profile.bound, bound_mod.SEED)
+    os.remove(cache / "bound" / f"{key[:32]}.npz")
+    log = run_experiments(["denoising", "bound"], "tiny", out, quiet=True)
     assert sorted(log.computed) == sorted([f"denoising:{dropped.unary}-{dropped.pairwise}",
                                            f"bound:{first.graph}:{first.eps}"])
-    assert len(pd.read_csv(out / "denoising_results.csv")) == len(den)
+    again = pd.read_csv(out / "denoising_results.csv")
+    assert len(again) == len(den)
+    recomputed = again[(again.unary == dropped.unary) & (again.pairwise == dropped.pairwise)].iloc[0]
+    assert recomputed.test_error == dropped.test_error and recomputed.objective == dropped.objective
     assert len(pd.read_csv(out / "bound_results.csv")) == len(bnd)
     # a complete cache computes nothing
     assert run_experiments(["denoising", "bound", "baselines"], "tiny", out, quiet=True).computed == []
@@ -157,17 +168,20 @@ def test_baselines_datasets_option_runs_only_those(tmp_path, capsys):
 def test_profile_skip_leaves_methods_out_and_says_so(tmp_path):
     from dataclasses import replace
 
-    from slr.reports import baselines
-    from slr.reports.common import Logger
-    from slr.reports.meta import collect_meta
+    from slr.reports import baselines, render_baselines
+    from slr.reports.common import Logger, RunContext
+    from slr.reports.provenance import RunInfo
 
     tiny = get_profile("tiny")
     profile = replace(tiny, baselines={**tiny.baselines, "skip": {"denoising": ("NSlackSSVM", "slr:Linear")},
                                        "skip_reason": "a test"})
-    baselines.run(profile, tmp_path, Logger(quiet=True), datasets=["denoising"])
+    log = Logger(quiet=True)
+    info = RunInfo.collect("tiny", ["slr"])
+    baselines.run(profile, tmp_path, RunContext(log=log, info=info, cache_dir=tmp_path / "cache"),
+                  datasets=["denoising"])
     methods = set(pd.read_csv(tmp_path / "baselines_results.csv").method)
     assert "OneSlackSSVM" in methods and not methods & {"NSlackSSVM", "slr:Linear"}
-    baselines.write_report(profile, tmp_path, collect_meta("tiny", ["slr"]))
+    render_baselines.write_report(profile, tmp_path, info, log)
     assert "Not run in this profile: NSlackSSVM, slr:Linear on denoising (a test)." in (tmp_path / "baselines.md").read_text()
 
 
@@ -184,29 +198,17 @@ def test_interrupted_run_resumes(tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(exact, "exact_smoothed", flaky)
+    cache = tmp_path / "cache"
     with pytest.raises(KeyboardInterrupt):
-        run_experiments(["bound"], "tiny", tmp_path, quiet=True)
+        run_experiments(["bound"], "tiny", tmp_path, quiet=True, cache_dir=cache)
     assert len(pd.read_csv(tmp_path / "bound_results.csv")) == 3
     monkeypatch.setattr(exact, "exact_smoothed", real)
-    log = run_experiments(["bound"], "tiny", tmp_path, quiet=True)
+    log = run_experiments(["bound"], "tiny", tmp_path, quiet=True, cache_dir=cache)
     cfg = get_profile("tiny").bound
     total = cfg["n_graphs"] * len(cfg["epsilons"])
     assert len(log.computed) == total - 3
     df = pd.read_csv(tmp_path / "bound_results.csv")
     assert len(df) == total and not df.duplicated(["graph", "eps"]).any()
-
-
-def test_results_csv_cache(tmp_path):
-    cache = ResultsCSV(tmp_path / "x.csv", ["a", "b", "v"], key=["a", "b"])
-    assert not cache.has(a=1, b=0.5)
-    cache.add(dict(a=1, b=0.5, v=3.0))
-    again = ResultsCSV(tmp_path / "x.csv", ["a", "b", "v"], key=["a", "b"])
-    assert again.has(a=1, b=0.5) and not again.has(a=1, b=0.25) and len(again) == 1
-    with pytest.raises(ValueError, match="unknown columns"):
-        again.add(dict(a=2, b=1.0, zz=1))
-    # a CSV with another layout is set aside, not mixed in
-    changed = ResultsCSV(tmp_path / "x.csv", ["a", "b", "w"], key=["a", "b"])
-    assert len(changed) == 0 and (tmp_path / "x.csv.old").exists()
 
 
 def test_parser_and_bad_arguments(capsys):

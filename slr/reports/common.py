@@ -1,12 +1,15 @@
-"""Shared helpers of the experiment modules: logging, timing, matplotlib setup."""
+"""Shared helpers of the experiment modules: logging, the run context, matplotlib setup."""
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Logger", "plt", "save_fig"]
+from slr.reports.provenance import RunInfo
+
+__all__ = ["Logger", "RunContext", "plt", "save_fig", "unique"]
 
 
 class Logger:
@@ -22,6 +25,35 @@ class Logger:
             print(f"[slr {time.perf_counter() - self.t0:7.1f}s] {message}", file=sys.stderr, flush=True)
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """What every experiment's ``run`` needs besides its profile and output directory.
+
+    Attributes
+    ----------
+    log : Logger
+    info : RunInfo
+        The provenance recorded with every row computed in this run.
+    cache_dir : Path
+        Root of the cell cache (:class:`slr.reports.store.CellCache`).
+    read_cache : bool
+        False recomputes every cell (``--no-cache``); results are still stored.
+    n_threads : int or None
+        Threads for slr's message passing and oracles (None: all cores).
+    """
+
+    log: Logger
+    info: RunInfo
+    cache_dir: Path
+    read_cache: bool = True
+    n_threads: int | None = None
+
+
+def unique(items):
+    """``items`` without repeats, in first-seen order."""
+    return list(dict.fromkeys(items))
+
+
 def plt():
     """pyplot with the non-interactive Agg backend."""
     import matplotlib
@@ -33,10 +65,16 @@ def plt():
 
 
 def save_fig(fig, path: Path) -> None:
-    """Save and close a figure."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    """Save (atomically) and close a figure."""
+    import io
+
+    from slr.reports.store import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     plt().close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 LogFn = Callable[[str], None]

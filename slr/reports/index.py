@@ -3,28 +3,37 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slr.reports.meta import RunMeta
+from slr.reports.provenance import RunInfo
+from slr.reports.store import atomic_write_text
 
 __all__ = ["write_index"]
 
 
-def write_index(out: Path, meta: RunMeta, summaries: dict[str, dict], wall_seconds: float | None) -> None:
-    """Write ``out/README.md`` linking every report that exists in ``out``."""
-    lines = ["# slr reports\n\n", meta.markdown()]
+def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_seconds: float | None,
+                computed: int) -> None:
+    """Write ``out/README.md`` linking every report that exists in ``out``.
+
+    ``computed`` is the number of cells this run computed (the others came from the cache).
+    """
+    lines = ["# slr reports\n\n",
+             f"Rendered by `{info.command}` at commit `{info.commit_label}` (code `{info.code}`) on "
+             f"{info.machine}, {info.started}. Each report names the run(s) that computed its numbers.\n\n"]
     if wall_seconds is not None:
-        lines.append(f"- wall time of this run: {wall_seconds:.0f} s (cells cached from earlier runs "
-                     "are not recomputed)\n")
+        lines.append(f"- wall time of this run: {wall_seconds:.0f} s, {computed} cells computed (the others "
+                     "came from the cell cache)\n")
     fitted = {name: s["fit_seconds"] for name, s in summaries.items() if s and "fit_seconds" in s}
     if fitted:
         parts = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in fitted.items())
         lines.append(f"- fit time of the cells shown (when they were computed): {parts}\n")
-    if meta.profile == "quick":
+    if info.profile == "quick":
         lines.append("\nRegenerate with `make report` (`slr report --quick --out reports`); "
                      "`slr report --full` runs the paper's configuration. ")
     else:
-        lines.append(f"\nThe `{meta.profile}` profile; `slr report --{meta.profile}` runs every experiment. ")
-    lines.append("Each finished cell is kept in the CSV files, so an interrupted run resumes where it "
-                 "stopped (delete a CSV to recompute it).\n\n## Reports\n\n")
+        lines.append(f"\nThe `{info.profile}` profile; `slr report --{info.profile}` runs every experiment. ")
+    lines.append("Computed cells are cached outside the reports (`$SLR_CACHE_DIR`, default "
+                 "`~/.cache/slr/results`), keyed by the profile, the seed, a fingerprint of the code and "
+                 "the versions of the numerical dependencies: an interrupted run resumes, and a change of "
+                 "code recomputes (`--no-cache` recomputes everything).\n\n## Reports\n\n")
     entries = [
         ("denoising.md", "Denoising, Table 1 of the NIPS paper: every unary x pairwise function class, "
                          "learning curves, learned energies, example predictions"),
@@ -43,14 +52,10 @@ def write_index(out: Path, meta: RunMeta, summaries: dict[str, dict], wall_secon
     if d and d.get("cells"):
         if "best" in d:
             lines.append(f"- Denoising: best combination {d['best']} reaches test error {d['best_test']:.3f} "
-                         "(paper: below .01 at full size).\n")
-        if "unary_only" in d:
-            lines.append(f"- Denoising: unary-only models {d['unary_only'][0]:.3f}-{d['unary_only'][1]:.3f} "
-                         "(paper .444-.445); ")
-        if "trivial" in d:
-            lines.append(f"zero/constant unary {d['trivial'][0]:.3f}-{d['trivial'][1]:.3f} (paper .50-.51).\n")
-        else:
-            lines.append("\n")
+                         "(paper's best cells: Boost/MLP .007, MLP/MLP .008, Boost/Boost .009 at full size).\n")
+        far = d.get("far_from_paper", [])
+        lines.append(f"- Denoising: {d['cells'] - len(far)} of {d['cells']} cells within .01 of the paper"
+                     + (f"; the others ({', '.join(far)}) are explained in denoising.md.\n" if far else ".\n"))
     b = summaries.get("baselines")
     if b:
         for dataset in ("denoising", "letters"):
@@ -63,4 +68,4 @@ def write_index(out: Path, meta: RunMeta, summaries: dict[str, dict], wall_secon
                      f"every tree: {'yes' if t['tree_tight'] else 'no'}; the LP is strictly looser than "
                      f"MAP on {t['loose']} of {t['graphs']} graphs; message passing matches the exact "
                      f"smoothed LP to {t['mp_err']:.1e}.\n")
-    (out / "README.md").write_text("".join(lines))
+    atomic_write_text(out / "README.md", "".join(lines))

@@ -35,3 +35,32 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 3,
     sep = "| " + " | ".join("---:" if a == "r" else ":---" for a in align) + " |"
     body = ["| " + " | ".join(fmt(c, digits) for c in row) + " |" for row in rows]
     return "\n".join([head, sep, *body]) + "\n"
+
+
+def provenance_block(df, rendered) -> str:
+    """Markdown naming the run(s) that computed the rows of ``df`` and the render ``rendered``.
+
+    ``df`` holds the provenance columns (:data:`slr.reports.provenance.PROVENANCE_COLUMNS`);
+    ``rendered`` is the :class:`slr.reports.provenance.RunInfo` of the process writing the report.
+    """
+    lines = []
+    if len(df):
+        runs = df.assign(label=[f"{c}{'+dirty' if str(d) == 'True' else ''}"
+                                for c, d in zip(df["commit"], df["dirty"])])
+        groups = runs.groupby(["command", "label", "code", "machine"], sort=False, dropna=False)
+        lines.append("Computed by:\n")
+        for (command, label, code, machine), rows in groups:
+            dates = sorted(str(d) for d in rows["computed_at"])
+            when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+            lines.append(f"- `{command}` at commit `{label}` (code `{code}`) on {machine}, {when}: "
+                         f"{len(rows)} row(s)\n")
+        commits = runs["label"].unique()
+        codes = runs["code"].unique()
+        if len(commits) > 1 or len(codes) > 1:
+            lines.append(f"\n**The rows below come from {len(commits)} commits and {len(codes)} code "
+                         "versions**: compare them knowing that.\n")
+    else:
+        lines.append("Computed by: no rows yet.\n")
+    lines.append(f"\nRendered by `{rendered.command}` at commit `{rendered.commit_label}` on "
+                 f"{rendered.started}.\n")
+    return "".join(lines)

@@ -1,0 +1,115 @@
+"""``baselines.md`` and ``baselines_time.png``, drawn from the baselines CSVs of a report directory."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from slr.reports.baselines import C_VALUE, DATASETS, EPSILON, config_key, tables
+from slr.reports.common import plt, save_fig
+from slr.reports.markdown import fmt, provenance_block, table
+from slr.reports.profiles import Profile
+from slr.reports.provenance import RunInfo
+from slr.reports.store import atomic_write_text
+
+__all__ = ["write_report", "time_to_target"]
+
+
+def time_to_target(seconds: np.ndarray, errors: np.ndarray, target: float) -> float:
+    """First time at which the test-error curve is at or below ``target`` (NaN if never)."""
+    hit = np.flatnonzero(np.asarray(errors) <= target + 1e-12)
+    return float(np.asarray(seconds)[hit[0]]) if hit.size else float("nan")
+
+
+def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
+    """Write ``baselines.md`` and ``baselines_time.png`` from the CSVs in ``out``; return headline numbers."""
+    results, curves_table = tables(out, log)
+    config = config_key(profile.baselines)
+    df = results.frame(config=config)
+    curves = curves_table.frame(config=config)
+    text = [
+        "# Baselines: slr against structured SVMs, perceptron, piecewise training and pystruct\n\n",
+        provenance_block(df, info),
+        "\nPer-node error rates of MAP predictions. Our baselines and slr share the same linear "
+        "joint feature map (unary: node features x states; pairwise: edge features x state pairs) "
+        "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
+        "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
+        "EdgeFeatureGraphCRF for denoising) with the same C and iteration budget as ours "
+        "(FrankWolfeSSVM gets SubgradientSSVM's); the iterations column shows max_iter for them, "
+        "their own stopping rules may end earlier.\n\n"
+        f"*Regularisation*: C = {C_VALUE['denoising']} on denoising and {C_VALUE['letters']} on letters "
+        "(pystruct's OCR example) for every method, as the same ridge on the weights of the "
+        "potentials: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's Linear "
+        "oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
+        f"GradientAlternation and for PiecewiseTraining's Linear oracles; eps = {EPSILON}. "
+        "SubgradientSSVM takes online steps (batch size 1).\n\n"
+        f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
+        f"(train words from fold 1, test words from the other folds); iterations per baseline "
+        f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.{_skipped(profile)}\n",
+        "\n*Time to target*: the target is 1.1 x the best final test error on that data set; for "
+        "slr it is read off the per-iteration test curve (cumulative learning time); for the "
+        "iterative baselines from refits at max_iter/4, /2 and max_iter (wall time of the first "
+        "refit that reaches it); pystruct rows have only their final point.\n",
+    ]
+    skipped = df[df["status"].astype(str).str.startswith("skipped")]
+    for reason, rows in skipped.groupby("status"):
+        text.append(f"\n*Not run on the machine that computed them*: {', '.join(sorted(set(rows['method'])))} "
+                    f"({reason.split(': ', 1)[-1]}).\n")
+    summary: dict = {}
+    present = [d for d in DATASETS if (df["dataset"] == d).any()] or list(DATASETS[:1])
+    fig, axes = plt().subplots(1, len(present), figsize=(5.5 * len(present), 4), squeeze=False)
+    for ax, dataset in zip(axes[0], present):
+        sub = df[df["dataset"] == dataset]
+        if not len(sub):
+            continue
+        ok = sub[sub["status"] == "ok"].copy()
+        ok["test_error"] = ok["test_error"].astype(float)
+        target = 1.1 * float(ok["test_error"].min()) if len(ok) else float("nan")
+        rows = []
+        for r in sub.itertuples():
+            ttt = float("nan")
+            curve = curves[(curves["dataset"] == dataset) & (curves["method"] == r.method)].sort_values("point")
+            if len(curve) and r.status == "ok":
+                ttt = time_to_target(curve["seconds"].to_numpy(), curve["test_error"].to_numpy(), target)
+                ax.plot(curve["seconds"], curve["test_error"], "o-" if len(curve) > 1 else "s",
+                        label=r.method, ms=4)
+            reached = "not reached" if r.status == "ok" and np.isnan(ttt) else fmt(ttt, 2)
+            rows.append([r.group, r.method, _num(r.train_error), _num(r.test_error), fmt(_num(r.seconds), 2),
+                         reached, r.iterations, r.status])
+        ax.axhline(target, color="k", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("test error")
+        ax.set_title(dataset)
+        ax.legend(fontsize=6)
+        text += [f"\n## {dataset}\n\nTarget test error: {target:.3f}\n\n",
+                 table(["group", "method", "train error", "test error", "seconds", "time to target (s)",
+                        "iterations", "status"], rows)]
+        if len(ok):
+            best = ok.sort_values("test_error").iloc[0]
+            summary[dataset] = dict(best=best["method"], best_test=float(best["test_error"]))
+    save_fig(fig, out / "baselines_time.png")
+    text += ["\n## Test error against wall time\n\n![test error vs time](baselines_time.png)\n",
+             "\nRaw results: [baselines_results.csv](baselines_results.csv) (one row per cell, with the run "
+             "that computed it), [baselines_curves.csv](baselines_curves.csv) (test error against time).\n"]
+    atomic_write_text(out / "baselines.md", "".join(text))
+    summary["cells"] = len(df)
+    summary["fit_seconds"] = float(np.nansum([_num(v) for v in df["seconds"]]))
+    return summary
+
+
+def _skipped(profile: Profile) -> str:
+    """The sentence naming the methods this profile does not run, if any."""
+    skip = {dataset: methods for dataset, methods in profile.baselines.get("skip", {}).items() if methods}
+    if not skip:
+        return ""
+    parts = "; ".join(f"{', '.join(methods)} on {dataset}" for dataset, methods in skip.items())
+    reason = profile.baselines.get("skip_reason")
+    return f" Not run in this profile: {parts}" + (f" ({reason})." if reason else ".")
+
+
+def _num(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")

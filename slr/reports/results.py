@@ -1,0 +1,125 @@
+"""The results CSVs of a report directory: one row per cell, merged by key, written atomically,
+read tolerantly.
+
+The CSVs are outputs (the cache of computed cells lives elsewhere, see
+:mod:`slr.reports.store`), so a damaged CSV never costs a result: its intact rows are kept, the
+original file is set aside under a fresh ``.damaged-*`` name with a message naming both paths,
+and the next write restores a clean file.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from slr.reports.store import atomic_write_bytes, set_aside
+
+__all__ = ["ResultsTable", "format_value"]
+
+
+def format_value(value: Any) -> str:
+    """A cell as CSV text: floats with every digit (``repr``), the rest with ``str``."""
+    if isinstance(value, float):
+        return repr(value)
+    if hasattr(value, "dtype") and getattr(value, "shape", None) == ():
+        return format_value(value.item())
+    return str(value)
+
+
+class ResultsTable:
+    """A CSV of rows identified by some of their columns.
+
+    Parameters
+    ----------
+    path : path-like
+        The CSV file (created on the first :meth:`upsert`).
+    columns : sequence of str
+        All columns, in order.
+    key : sequence of str
+        The columns that identify a row; a newer row replaces an older one with the same key.
+    log : callable
+        Receives the messages about damaged files.
+    """
+
+    def __init__(self, path: Path, columns: Sequence[str], key: Sequence[str],
+                 log: Callable[[str], None]) -> None:
+        missing = set(key) - set(columns)
+        if missing:
+            raise ValueError(f"key columns {sorted(missing)} are not in columns")
+        self.path = Path(path)
+        self.columns = list(columns)
+        self.key = list(key)
+        self.log = log
+
+    def _key_of(self, row: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(format_value(row[k]) for k in self.key)
+
+    def rows(self) -> list[dict[str, str]]:
+        """The intact rows of the file, in file order, the last of each key kept.
+
+        A file that is not UTF-8 text, or whose header is not :attr:`columns`, is set aside
+        whole; a file with damaged lines (wrong number of fields, or a last line cut before its
+        newline) keeps its intact rows and the original is set aside.
+        """
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return []
+        raw = self.path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            set_aside(self.path, self.log, "not a text file")
+            return []
+        lines = list(csv.reader(io.StringIO(text, newline="")))
+        if not lines or lines[0] != self.columns:
+            set_aside(self.path, self.log, "its columns are not those of this version of the suite")
+            return []
+        body = lines[1:]
+        damaged = [i for i, fields in enumerate(body) if len(fields) != len(self.columns)]
+        if body and not text.endswith("\n") and (len(body) - 1) not in damaged:
+            damaged.append(len(body) - 1)   # a last line cut before its newline may hold a cut number
+        if damaged:
+            set_aside(self.path, self.log, f"{len(damaged)} damaged line(s); the {len(body) - len(damaged)} "
+                                           "intact rows are kept")
+        by_key: dict[tuple[str, ...], dict[str, str]] = {}
+        for i, fields in enumerate(body):
+            if i not in damaged:
+                row = dict(zip(self.columns, fields))
+                by_key.pop(self._key_of(row), None)
+                by_key[self._key_of(row)] = row
+        return list(by_key.values())
+
+    def upsert(self, new_rows: Iterable[Mapping[str, Any]]) -> None:
+        """Add ``new_rows``, replacing rows with the same key, and rewrite the file atomically."""
+        new_rows = list(new_rows)
+        for row in new_rows:
+            unknown = set(row) - set(self.columns)
+            if unknown:
+                raise ValueError(f"row has unknown columns {sorted(unknown)}")
+        merged = {self._key_of(r): r for r in self.rows()}
+        for row in new_rows:
+            merged.pop(self._key_of(row), None)
+            merged[self._key_of(row)] = row
+        buffer = io.StringIO(newline="")
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(self.columns)
+        for row in merged.values():
+            writer.writerow([format_value(row.get(c, "")) for c in self.columns])
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.path, buffer.getvalue().encode("utf-8"))
+
+    def frame(self, **where: Any) -> pd.DataFrame:
+        """The intact rows whose columns equal ``where``, as a DataFrame with parsed numbers."""
+        rows = [r for r in self.rows() if all(r[c] == format_value(v) for c, v in where.items())]
+        if not rows:
+            return pd.DataFrame(columns=self.columns)
+        buffer = io.StringIO(newline="")
+        writer = csv.DictWriter(buffer, fieldnames=self.columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        buffer.seek(0)
+        return pd.read_csv(buffer, dtype={c: str for c in ("config", "commit", "code", *where)},
+                           keep_default_na=False, na_values=[""])

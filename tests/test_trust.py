@@ -1,0 +1,217 @@
+"""Numbers a reader can rely on: the paper's table, a cell cache that knows the code, the
+provenance of every row and report, and seeded results that do not depend on threads or CPU."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slr.cli import run_experiments
+from slr.reports import get_profile, provenance
+from slr.reports.render_denoising import PAPER_TEST_ERROR, far_from_paper
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_paper_table_is_the_papers():
+    """Table 1 of the NIPS paper, placed as the comment above the constant argues (issue 11)."""
+    classes = ["Zero", "Constant", "Linear", "Boost", "MLP"]
+    rows = {
+        "Zero": [.502, .502, .502, .511, .502],
+        "Constant": [.502, .502, .502, .510, .502],
+        "Linear": [.444, .077, .059, .049, .034],
+        "Boost": [.444, .034, .015, .009, .007],
+        "MLP": [.445, .032, .015, .009, .008],
+    }
+    assert PAPER_TEST_ERROR == {u: dict(zip(classes, values)) for u, values in rows.items()}
+
+
+def test_far_from_paper_uses_the_tolerance():
+    df = pd.DataFrame(dict(unary=["Boost", "Boost", "MLP"], pairwise=["Boost", "MLP", "MLP"],
+                           test_error=[0.019, 0.0165, 0.0181]))
+    far = far_from_paper(df)
+    assert list(zip(far.unary, far.pairwise)) == [("MLP", "MLP")]   # .0181 - .008 > .01; .019 - .009 is not
+    assert far["paper"].iloc[0] == 0.008
+
+
+# ------------------------------------------------------------------------------------ cache
+def _one_cell(out: Path, **kwargs):
+    return run_experiments(["denoising"], "tiny", out, quiet=True, cells="Linear/Constant", **kwargs)
+
+
+def test_cell_reused_then_recomputed_when_code_config_or_dependency_changes(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    name = "denoising:Linear-Constant"
+    assert _one_cell(tmp_path / "a", cache_dir=cache).computed == [name]
+    assert _one_cell(tmp_path / "b", cache_dir=cache).computed == []          # reused, other output dir
+    first = pd.read_csv(tmp_path / "a" / "denoising_results.csv")
+    assert first.equals(pd.read_csv(tmp_path / "b" / "denoising_results.csv"))
+    assert _one_cell(tmp_path / "b", cache_dir=cache, read_cache=False).computed == [name]   # --no-cache
+
+    # another code fingerprint
+    monkeypatch.setattr(provenance, "code_fingerprint", lambda: "0123456789ab")
+    assert _one_cell(tmp_path / "c", cache_dir=cache).computed == [name]
+    assert _one_cell(tmp_path / "c", cache_dir=cache).computed == []
+    assert pd.read_csv(tmp_path / "c" / "denoising_results.csv", dtype={"code": str}).code.tolist() == ["0123456789ab"]
+    monkeypatch.undo()
+
+    # another version of a dependency
+    versions = dict(provenance.dependency_versions(), numpy="0.0.1")
+    monkeypatch.setattr(provenance, "dependency_versions", lambda: versions)
+    assert _one_cell(tmp_path / "d", cache_dir=cache).computed == [name]
+    monkeypatch.undo()
+
+    # another configuration of the experiment
+    import slr.reports.profiles as profiles
+
+    tiny = profiles.PROFILES["tiny"]
+    monkeypatch.setitem(profiles.PROFILES, "tiny", replace(tiny, denoise={**tiny.denoise, "n_iter": 3}))
+    assert _one_cell(tmp_path / "e", cache_dir=cache).computed == [name]
+    df = pd.read_csv(tmp_path / "e" / "denoising_results.csv")
+    assert df.n_iter.tolist() == [3]
+
+
+def _copy_sources(dest: Path) -> None:
+    for package in ("slr", "baselines"):
+        shutil.copytree(REPO / package, dest / package,
+                        ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
+
+
+def _fingerprint_of(tree: Path) -> str:
+    proc = subprocess.run([sys.executable, str(tree / "probe.py"), str(tree)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_fingerprint_follows_an_edited_kernel(tmp_path):
+    tree = tmp_path / "tree"
+    _copy_sources(tree)
+    (tree / "probe.py").write_text(
+        "import importlib.util, pathlib, sys\n"
+        "assert importlib.util.find_spec('slr').origin.startswith(sys.argv[1]), 'the copy is not found first'\n"
+        "spec = importlib.util.spec_from_file_location('prov', pathlib.Path(sys.argv[1]) / 'slr/reports/provenance.py')\n"
+        "prov = sys.modules['prov'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(prov)\n"
+        "print(prov.code_fingerprint())\n")
+    assert _fingerprint_of(tree) == provenance.code_fingerprint()
+    with open(tree / "slr" / "reports" / "markdown.py", "a") as fh:
+        fh.write("\n# a render-only edit\n")
+    assert _fingerprint_of(tree) == provenance.code_fingerprint()
+    with open(tree / "slr" / "oracles" / "_trees.pyx", "a") as fh:
+        fh.write("\n# an edited kernel\n")
+    assert _fingerprint_of(tree) != provenance.code_fingerprint()
+
+
+def test_fresh_output_dir_in_a_clone_with_committed_csvs_computes(tmp_path):
+    """Committed CSVs (older layout, or rows from another commit) never stand in for the cache."""
+    out = tmp_path / "reports"
+    out.mkdir()
+    committed = "config,unary,pairwise,train_error,test_error,objective,n_iter,seconds\nx,Linear,Constant,0,0,0,2,1\n"
+    (out / "denoising_results.csv").write_text(committed)
+    log = _one_cell(out, cache_dir=tmp_path / "empty-cache")
+    assert log.computed == ["denoising:Linear-Constant"]
+    backups = list(out.glob("denoising_results.csv.damaged-*"))
+    assert len(backups) == 1 and backups[0].read_text() == committed    # set aside, not lost
+    df = pd.read_csv(out / "denoising_results.csv", dtype={"code": str})
+    assert df.code.tolist() == [provenance.code_fingerprint()]
+
+
+def test_rows_and_reports_carry_their_provenance(tmp_path):
+    out = tmp_path / "r"
+    run_experiments(["denoising", "bound"], "tiny", out, quiet=True, cells="Zero/Zero,Boost/Zero",
+                    cache_dir=tmp_path / "cache", argv=["slr", "denoising", "--tiny"])
+    commit, dirty = provenance.git_state()
+    for csv in ("denoising_results.csv", "bound_results.csv"):
+        df = pd.read_csv(out / csv, dtype={"commit": str, "code": str})
+        assert (df.commit == commit).all() and (df.dirty == dirty).all()
+        assert (df.code == provenance.code_fingerprint()).all()
+        assert (df.command == "slr denoising --tiny").all()
+        assert df.machine.str.contains(os.uname().machine).all()
+    # rows from another run are named as such in the report
+    df = pd.read_csv(out / "denoising_results.csv", dtype=str, keep_default_na=False)
+    df.loc[0, ["commit", "dirty", "code", "command"]] = ["abcdef1234", "False", "feedfeedfeed", "slr denoising --full"]
+    df.to_csv(out / "denoising_results.csv", index=False)
+    run_experiments(["denoising"], "tiny", out, quiet=True, cells="Boost/Zero", cache_dir=tmp_path / "cache",
+                    argv=["slr", "denoising", "--tiny", "--cells", "Boost/Zero"])
+    text = (out / "denoising.md").read_text()
+    assert "`slr denoising --full` at commit `abcdef1234` (code `feedfeedfeed`)" in text
+    assert f"(code `{provenance.code_fingerprint()}`)" in text
+    assert "come from 2 commits and 2 code versions" in text
+    assert "Rendered by `slr denoising --tiny --cells Boost/Zero`" in text
+
+
+# ------------------------------------------------------------------------------ determinism
+def _fit_cell(unary: str, pairwise: str, n_threads: int) -> tuple[float, float, np.ndarray]:
+    from slr import StructuredLogisticRegression
+    from slr.datasets import make_denoising
+    from slr.reports.oracles import make_oracle
+
+    cfg = dict(trees=dict(n_rounds=5, subsample=500), mlp=dict(n_hidden=8, n_epochs=1, batch_size=50))
+    X, Y = make_denoising(n_images=2, size=12, sigma=2.0, random_state=3)
+    model = StructuredLogisticRegression(unary=make_oracle(unary, "unary", cfg, 0),
+                                         pairwise=make_oracle(pairwise, "pairwise", cfg, 0), epsilon=0.1,
+                                         n_iter=3, mp_sweeps=5, n_threads=n_threads, random_state=0)
+    model.fit(X, Y)
+    return float(model.score(X, Y)), float(model.history_["objective"].iloc[-1]), np.asarray(model.predict(X[:1])[0])
+
+
+@pytest.mark.parametrize("cell", [("Boost", "Boost"), ("MLP", "MLP")])
+def test_seeded_cells_identical_across_threads_and_reruns(cell):
+    runs = [_fit_cell(*cell, n_threads=t) for t in (1, 2, 1, 2)]
+    for score, objective, pred in runs[1:]:
+        assert score == runs[0][0] and objective == runs[0][1]
+        assert np.array_equal(pred, runs[0][2])
+
+
+def test_trees_identical_with_ties_across_threads_and_refits():
+    """Features full of ties (the constant column of every denoising example, integer pixels)."""
+    from slr.oracles import BoostedTrees
+
+    rng = np.random.default_rng(0)
+    features = np.column_stack([rng.integers(0, 4, 3000), np.ones(3000), rng.integers(0, 2, 3000)]).astype(float)
+    labels = (features[:, 0] + rng.integers(0, 2, 3000) > 2).astype(np.int64)
+    bias = rng.normal(size=(3000, 2))
+    fits = []
+    for n_jobs in (1, 2, 1):
+        trees = BoostedTrees(n_rounds=10, subsample=1000, n_jobs=n_jobs, random_state=0)
+        trees.fit(features, bias, labels)
+        fits.append(trees)
+    for other in fits[1:]:
+        for attr in ("node_feature_", "node_threshold_", "node_value_", "tree_offsets_"):
+            assert np.array_equal(getattr(other, attr), getattr(fits[0], attr)), attr
+
+
+_CROSS_CPU_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from test_trust import _fit_cell
+print(json.dumps({f"{u}/{p}": _fit_cell(u, p, 2)[:2] for u, p in [("Boost", "Boost"), ("Linear", "Linear"),
+                                                                  ("MLP", "MLP")]}))
+"""
+
+
+@pytest.mark.slow
+def test_results_do_not_depend_on_the_cpus_simd_or_blas_kernels():
+    """Emulate an AVX2-only x86-64 machine (an AMD EPYC, say) on this one: numpy without its AVX-512
+    loops and OpenBLAS with its Haswell kernels. Trees are bit-identical; BLAS kernels legitimately
+    sum in another order, so Linear and MLP objectives agree to 1e-6 relative and errors exactly."""
+    env = dict(os.environ, NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR", OPENBLAS_CORETYPE="Haswell")
+    results = {}
+    for name, environ in (("native", dict(os.environ)), ("avx2", env)):
+        proc = subprocess.run([sys.executable, "-c", _CROSS_CPU_SCRIPT, str(Path(__file__).parent)],
+                              capture_output=True, text=True, timeout=600, env=environ)
+        assert proc.returncode == 0, proc.stderr
+        results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    native, avx2 = results["native"], results["avx2"]
+    assert native["Boost/Boost"] == avx2["Boost/Boost"]
+    for cell in ("Linear/Linear", "MLP/MLP"):
+        assert native[cell][0] == avx2[cell][0]
+        assert native[cell][1] == pytest.approx(avx2[cell][1], rel=1e-6)
