@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cache of computed cells (default: $SLR_CACHE_DIR or ~/.cache/slr/results)")
         p.add_argument("--no-cache", action="store_true",
                        help="recompute every cell instead of reusing cached ones (the results are cached anew)")
+        p.add_argument("--render-only", action="store_true",
+                       help="rewrite the reports from the CSVs in --out without computing or reading any cell")
         p.add_argument("--quiet", action="store_true", help="no progress output")
         p.set_defaults(profile="quick")
         if name == "denoising":
@@ -82,13 +84,15 @@ def _writable_dir(path: Path, option: str) -> Path:
 
 def run_experiments(names, profile_name: str, out: Path, *, threads: int | None = None,
                     quiet: bool = False, argv: list[str] | None = None, cells: str | None = None,
-                    datasets: str | None = None, cache_dir: Path | None = None, read_cache: bool = True):
+                    datasets: str | None = None, cache_dir: Path | None = None, read_cache: bool = True,
+                    render_only: bool = False):
     """Run the named experiments (each cell from the cache or computed) and write their reports.
 
     ``cells`` (``"U/P,..."``) restricts the denoising experiment to those cells, ``datasets``
     (``"letters,..."``) the baselines experiment to those data sets. ``cache_dir`` defaults to
-    :func:`slr.reports.store.default_cache_dir`; ``read_cache=False`` recomputes every cell.
-    The output and cache directories are locked for the run: a second run on either waits.
+    :func:`slr.reports.store.default_cache_dir`; ``read_cache=False`` recomputes every cell;
+    ``render_only`` only rewrites the reports from the CSVs in ``out``. The output and cache
+    directories are locked for the run: a second run on either waits.
 
     Returns
     -------
@@ -126,7 +130,9 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     with DirLock(out, log), DirLock(cache_dir, log), threadpool_limits(limits=threads):
         for name in names:
             log(f"== {name} ({profile.name} profile) -> {out}")
-            if name == "denoising":
+            if render_only:
+                summaries[name] = renderers[name].write_report(profile, out, info, log)
+            elif name == "denoising":
                 records = denoising.run(profile, out, ctx, cells=denoising_cells)
                 summaries[name] = render_denoising.write_report(profile, out, info, log, records)
             elif name == "baselines":
@@ -141,7 +147,8 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
             if name not in summaries and (out / f"{name}.md").exists():
                 summaries[name] = renderers[name].write_report(profile, out, info, log)
         wall = time.perf_counter() - t0
-        write_index(out, info, summaries, wall if set(names) == set(EXPERIMENTS) else None, len(log.computed))
+        whole_run = set(names) == set(EXPERIMENTS) and not render_only
+        write_index(out, info, summaries, wall if whole_run else None, len(log.computed))
     log(f"done in {wall:.1f}s ({len(log.computed)} cells computed); index: {out / 'README.md'}")
     return log
 
@@ -153,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = EXPERIMENTS if args.command == "report" else (args.command,)
     kwargs = dict(threads=args.threads, quiet=args.quiet, argv=["slr", *argv], cells=getattr(args, "cells", None),
-                  datasets=getattr(args, "datasets", None), cache_dir=args.cache_dir, read_cache=not args.no_cache)
+                  datasets=getattr(args, "datasets", None), cache_dir=args.cache_dir, read_cache=not args.no_cache,
+                  render_only=args.render_only)
     try:
         _check_arguments(args)
     except ValueError as exc:
