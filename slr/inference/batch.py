@@ -2,8 +2,17 @@
 
 All functions take a :class:`slr.graph.GraphBatch` and flat potentials of shapes
 ``(n_nodes, L)`` and ``(n_edges, L, L)``; messages are ``(n_edges, 2, L)``. Inputs are
-validated here, once, and the Cython kernels then run without checks, in parallel over
-the examples of the batch.
+validated here, once (shapes always; values unless ``check_input=False``), and the Cython
+kernels then run without checks, in parallel over the examples of the batch.
+
+Adding a constant to a message vector ``lam[e, s, :]`` changes no marginal and no dual value
+(the node loses what the edge gains), but a large constant costs the potentials their
+precision once the two are added. Functions whose result does not depend on that constant
+(sweeps, dual values, marginals) therefore first shift every validated message vector so that
+its largest entry is 0. Inputs that float64 cannot resolve are refused with a ``ValueError``:
+magnitudes above :data:`slr.graph.MAX_MAGNITUDE`, a positive ``epsilon`` below ``2**-40``
+times the potentials' magnitude, and warm starts more than ``2**20`` times larger than the
+potentials (and ``epsilon``) after the shift.
 """
 from __future__ import annotations
 
@@ -13,7 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from slr.graph import GraphBatch, check_epsilon, check_messages
+from slr.graph import (
+    C_INT_MAX,
+    GraphBatch,
+    _finite_float_array,
+    _float_array,
+    check_epsilon,
+    check_int,
+    check_real,
+)
 from slr.inference import _star
 
 __all__ = [
@@ -26,32 +43,208 @@ __all__ = [
     "resolve_threads",
 ]
 
+#: Smallest positive ``epsilon`` for smoothed sweeps, relative to the potentials' magnitude.
+#: The smoothing terms ``eps * log(1 + exp(-d / eps))`` are then still resolved to about 12
+#: bits against the potentials' rounding (2**-52); as they vanish in it the smoothed updates
+#: turn into max-product updates, which may stop at a point that is not the smoothed optimum.
+MIN_RELATIVE_EPSILON = 2.0**-40
+
+#: Largest warm-start message magnitude (after the constant shift) relative to the magnitude
+#: of the potentials and ``epsilon``: the potentials added to such messages keep at least
+#: 32 of their 53 bits.
+MAX_RELATIVE_MESSAGES = 2.0**20
+
 
 def resolve_threads(n_threads: int | None) -> int:
-    """Number of OpenMP threads to use: ``None`` or ``-1`` means all cores."""
-    if n_threads is None or n_threads == -1:
+    """Number of OpenMP threads requested: ``None`` or ``-1`` means all cores.
+
+    Raises
+    ------
+    ValueError
+        Unless ``n_threads`` is ``None``, ``-1`` or an integer in ``[1, 2**31 - 1]``.
+    """
+    if n_threads is None or (_is_int(n_threads) and n_threads == -1):
         return os.cpu_count() or 1
-    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
-        raise ValueError(f"n_threads must be a positive integer, -1 or None, got {n_threads!r}")
+    if not _is_int(n_threads) or not 1 <= n_threads <= C_INT_MAX:
+        raise ValueError(f"n_threads must be an integer in [1, {C_INT_MAX}], -1 or None, got {n_threads!r}")
     return int(n_threads)
 
 
-def _check_count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _kernel_threads(threads: int, batch: GraphBatch) -> int:
+    # more threads than examples or cores buys nothing, and OpenMP cannot start a million
+    return max(1, min(threads, batch.n_examples, os.cpu_count() or 1))
 
 
 def _check_tol(tol: Any) -> float:
-    try:
-        value = float(tol)
-    except (TypeError, ValueError):
-        raise ValueError(f"tol must be a non-negative number, got {tol!r}") from None
+    value = check_real(tol, "tol")
     if not np.isfinite(value) or value < 0:
         raise ValueError(f"tol must be a finite non-negative number, got {tol!r}")
     return value
 
 
+def _check_batch(batch: Any) -> GraphBatch:
+    if not isinstance(batch, GraphBatch):
+        raise ValueError(f"batch must be a GraphBatch (see GraphBatch.from_graphs), got {type(batch).__name__}")
+    return batch
+
+
+def _array(value: Any, name: str, shape: tuple[int, ...], check_values: bool) -> np.ndarray:
+    """``value`` as a C-contiguous float64 array of exactly ``shape``.
+
+    With ``check_values`` its entries must also be finite and at most ``MAX_MAGNITUDE``.
+    """
+    if check_values:
+        arr = _finite_float_array(value, name, len(shape), bounded=True)
+    else:
+        arr = _float_array(value, name)
+    if arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")
+    return arr
+
+
+def _potentials(
+    batch: GraphBatch, theta_nodes: Any, theta_edges: Any, check_input: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    L = batch.n_states
+    return (
+        _array(theta_nodes, "theta_nodes", (batch.n_nodes, L), check_input),
+        _array(theta_edges, "theta_edges", (batch.n_edges, L, L), check_input),
+    )
+
+
+def _messages(batch: GraphBatch, messages: Any, check_input: bool) -> np.ndarray:
+    return _array(messages, "messages", (batch.n_edges, 2, batch.n_states), check_input)
+
+
+def _shift_out_constants(messages: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+    """``messages`` with every vector ``messages[e, s, :]`` shifted to a largest entry of 0."""
+    top = messages.max(axis=2, keepdims=True) if messages.size else 0.0
+    if in_place:
+        messages -= top
+        return messages
+    return messages - top
+
+
+def _sweep_start(batch: GraphBatch, messages: Any, out: Any, check_input: bool) -> np.ndarray:
+    """The message array the sweeps update: ``out``, a copy of ``messages`` or zeros."""
+    shape = (batch.n_edges, 2, batch.n_states)
+    if out is None:
+        if messages is None:
+            return np.zeros(shape)
+        lam = _messages(batch, messages, check_input)
+        return _shift_out_constants(lam) if check_input else lam.copy()
+    if messages is not None:
+        raise ValueError("pass either messages or out, not both")
+    if not (
+        isinstance(out, np.ndarray)
+        and out.dtype == np.float64
+        and out.flags.c_contiguous
+        and out.flags.writeable
+        and out.shape == shape
+    ):
+        raise ValueError(f"out must be a writeable C-contiguous float64 array of shape {shape}")
+    if check_input:
+        _array(out, "out", shape, check_values=True)
+        _shift_out_constants(out, in_place=True)
+    return out
+
+
+def _max_abs(array: np.ndarray) -> float:
+    return float(np.abs(array).max()) if array.size else 0.0
+
+
+def _check_sweep_scale(eps: float, theta_nodes: np.ndarray, theta_edges: np.ndarray, messages: np.ndarray) -> None:
+    """Refuse sweeps that float64 cannot carry out faithfully (see the module docstring)."""
+    theta_scale = max(_max_abs(theta_nodes), _max_abs(theta_edges))
+    if 0 < eps < MIN_RELATIVE_EPSILON * theta_scale:
+        raise ValueError(
+            f"epsilon={eps:.3g} is too small for potentials of magnitude {theta_scale:.3g}: the entropy "
+            f"term is lost to float64 rounding; use epsilon >= {MIN_RELATIVE_EPSILON * theta_scale:.3g} "
+            "(2**-40 times the potentials' magnitude) or solve the plain LP (epsilon = 0, map_lp)"
+        )
+    scale = max(theta_scale, eps)
+    message_scale = _max_abs(messages)
+    if scale > 0 and message_scale > MAX_RELATIVE_MESSAGES * scale:
+        raise ValueError(
+            f"messages have entries of magnitude {message_scale:.3g} (after shifting each vector "
+            f"messages[e, s, :] to a largest entry of 0, which changes nothing), more than 2**20 times "
+            f"the magnitude {scale:.3g} of the potentials and epsilon: the potentials would be lost to "
+            "float64 rounding; warm-start from smaller messages or from none"
+        )
+
+
+# ----------------------------------------------------------------------------------------
+# unchecked computations (inputs validated by the caller)
+# ----------------------------------------------------------------------------------------
+def _run_sweeps(
+    batch: GraphBatch,
+    theta_nodes: np.ndarray,
+    theta_edges: np.ndarray,
+    lam: np.ndarray,
+    eps: float,
+    max_sweeps: int,
+    tol: float,
+    threads: int,
+) -> BatchSweepResult:
+    n_sweeps = np.zeros(batch.n_examples, dtype=np.int32)
+    converged = np.zeros(batch.n_examples, dtype=np.uint8)
+    _star.star_sweeps(
+        theta_nodes, theta_edges, lam, batch.node_ptr, batch.inc_ptr, batch.inc_edge,
+        batch.inc_side, batch.max_degree, eps, max_sweeps, tol, _kernel_threads(threads, batch),
+        n_sweeps, converged,
+    )
+    return BatchSweepResult(messages=lam, n_sweeps=n_sweeps, converged=converged.astype(bool))
+
+
+def _dual_values(
+    batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarray, lam: np.ndarray, eps: float, threads: int
+) -> np.ndarray:
+    out = np.zeros(batch.n_examples)
+    _star.dual_values(
+        theta_nodes, theta_edges, lam, batch.edges, batch.node_ptr, batch.edge_ptr,
+        batch.inc_ptr, batch.inc_edge, batch.inc_side, eps, _kernel_threads(threads, batch), out,
+    )
+    return out
+
+
+def _node_beliefs(batch: GraphBatch, theta_nodes: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    sums = np.empty((batch.n_nodes, batch.n_states))
+    _star.node_message_sums(lam, batch.inc_ptr, batch.inc_edge, batch.inc_side, sums)
+    return theta_nodes - sums
+
+
+def _edge_beliefs(theta_edges: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    return theta_edges + lam[:, 0, :, None] + lam[:, 1, None, :]
+
+
+def _softmax(beliefs: np.ndarray, epsilon: float, axes: tuple[int, ...]) -> np.ndarray:
+    top = beliefs.max(axis=axes, keepdims=True)
+    if epsilon == 0:
+        # the eps -> 0 limit: uniform over the maximisers
+        is_top = beliefs == top
+        return is_top / is_top.sum(axis=axes, keepdims=True)
+    # shift before dividing: b / eps can overflow to inf (inf - inf = NaN), while (b - max) / eps
+    # <= 0 at worst overflows to -inf, whose exp is the right limit 0
+    with np.errstate(over="ignore"):
+        p = np.exp((beliefs - top) / epsilon)
+    return p / p.sum(axis=axes, keepdims=True)
+
+
+def _marginals(
+    batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarray, lam: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    node = _softmax(_node_beliefs(batch, theta_nodes, lam), eps, (1,))
+    edge = _softmax(_edge_beliefs(theta_edges, lam), eps, (1, 2))
+    return node, edge
+
+
+# ----------------------------------------------------------------------------------------
+# the public functions
+# ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BatchSweepResult:
     """Outcome of :func:`batch_sweeps`.
@@ -62,7 +255,7 @@ class BatchSweepResult:
     n_sweeps : ndarray of shape (B,)
         Sweeps run on each example.
     converged : ndarray of shape (B,), bool
-        Whether the last sweep changed no message by more than ``tol`` (see ``tol``).
+        Whether the last sweep met the stopping test (see ``tol`` of :func:`batch_sweeps`).
     """
 
     messages: np.ndarray
@@ -92,58 +285,54 @@ def batch_sweeps(
     theta_edges : array-like of shape (n_edges, L, L)
     epsilon : float
         Entropy weight ``>= 0``; ``0`` runs the max-product star update of the plain LP.
+        A positive value must be at least ``2**-40`` times the largest potential.
     messages : array-like of shape (n_edges, 2, L), optional
-        Warm start (copied). Zeros when omitted.
+        Warm start (copied, and each vector ``messages[e, s, :]`` shifted to a largest entry
+        of 0, which changes no belief distribution and no dual value). Zeros when omitted.
     max_sweeps : int
-        Upper bound on sweeps per example; one sweep visits every node once, the
-        direction alternating between sweeps.
+        Upper bound on sweeps per example, in ``[0, 2**31 - 1]``; one sweep visits every node
+        once, the direction alternating between sweeps.
     tol : float
         An example stops when a sweep changes no message vector ``lam[e, s, :]`` by more than
-        ``tol``; with ``eps > 0`` beyond a constant shift: adding a constant to
-        ``lam[e, s, :]`` changes no belief and not ``A`` (the node loses what the edge gains),
-        and on chains such shifts drift for hundreds of sweeps after the beliefs have settled.
+        ``max(tol, 2**-42 * scale)``, ``scale`` being the largest magnitude the sweep computed
+        (the second term is float64's resolution there: without it a problem with large
+        potentials or ``epsilon`` could never stop). With ``eps > 0`` the change is measured
+        beyond a constant shift: adding a constant to ``lam[e, s, :]`` changes no belief and
+        not ``A`` (the node loses what the edge gains), and on chains such shifts drift for
+        hundreds of sweeps after the beliefs have settled. ``tol = 0`` runs ``max_sweeps``
+        sweeps unless a sweep changes nothing at all.
     n_threads : int, optional
-        OpenMP threads (examples run in parallel). All cores by default.
+        OpenMP threads (examples run in parallel; at most one per example and per core).
+        All cores by default.
     out : ndarray of shape (n_edges, 2, L), optional
-        A C-contiguous float64 array updated in place and returned as the messages
-        (its content is the warm start); ``messages`` must then be omitted.
+        A writeable C-contiguous float64 array updated in place and returned as the messages
+        (its content is the warm start, shifted like ``messages``); ``messages`` must then be
+        omitted.
     check_input : bool
-        Skip validation of the potentials when the caller has already validated them
-        (the learner, in its inner loop).
+        ``False`` skips the checks on values (finiteness, magnitudes, the constant shift) when
+        the caller has already validated them (the learner, in its inner loop). Shapes are
+        always checked.
 
     Returns
     -------
     BatchSweepResult
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, for invalid inputs and inputs float64 cannot resolve (see the
+        module docstring).
     """
+    batch = _check_batch(batch)
     eps = check_epsilon(epsilon)
-    max_sweeps = _check_count(max_sweeps, "max_sweeps", 0)
+    max_sweeps = check_int(max_sweeps, "max_sweeps")
     tol = _check_tol(tol)
     threads = resolve_threads(n_threads)
-    L = batch.n_states
+    theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input)
+    lam = _sweep_start(batch, messages, out, check_input)
     if check_input:
-        theta_nodes, theta_edges = batch.check_potentials(theta_nodes, theta_edges)
-    if out is not None:
-        if messages is not None:
-            raise ValueError("pass either messages or out, not both")
-        if not (
-            isinstance(out, np.ndarray)
-            and out.dtype == np.float64
-            and out.flags.c_contiguous
-            and out.shape == (batch.n_edges, 2, L)
-        ):
-            raise ValueError(f"out must be a C-contiguous float64 array of shape ({batch.n_edges}, 2, {L})")
-        lam = out
-    elif messages is None:
-        lam = np.zeros((batch.n_edges, 2, L))
-    else:
-        lam = check_messages(messages, batch.n_edges, L)
-    n_sweeps = np.zeros(batch.n_examples, dtype=np.int32)
-    last_change = np.zeros(batch.n_examples)
-    _star.star_sweeps(
-        theta_nodes, theta_edges, lam, batch.node_ptr, batch.inc_ptr, batch.inc_edge,
-        batch.inc_side, batch.max_degree, eps, max_sweeps, tol, threads, n_sweeps, last_change,
-    )
-    return BatchSweepResult(messages=lam, n_sweeps=n_sweeps, converged=last_change <= tol)
+        _check_sweep_scale(eps, theta_nodes, theta_edges, lam)
+    return _run_sweeps(batch, theta_nodes, theta_edges, lam, eps, max_sweeps, tol, threads)
 
 
 def batch_dual_values(
@@ -161,61 +350,96 @@ def batch_dual_values(
     With ``epsilon > 0`` this is the smoothed dual ``eps * sum_alpha logsumexp(b_alpha / eps)``,
     an upper bound on the smoothed LP that is tight at the optimal messages; with
     ``epsilon = 0`` it is ``sum_alpha max b_alpha``, an upper bound on the LP value.
+
+    Parameters
+    ----------
+    batch : GraphBatch
+    theta_nodes : array-like of shape (n_nodes, L)
+    theta_edges : array-like of shape (n_edges, L, L)
+    messages : array-like of shape (n_edges, 2, L)
+    epsilon : float
+        Entropy weight ``>= 0``.
+    n_threads : int, optional
+        OpenMP threads; all cores by default.
+    check_input : bool
+        ``False`` checks shapes only (see :func:`batch_sweeps`).
+
+    Returns
+    -------
+    ndarray of shape (B,)
     """
+    batch = _check_batch(batch)
     eps = check_epsilon(epsilon)
     threads = resolve_threads(n_threads)
+    theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input)
+    lam = _messages(batch, messages, check_input)
     if check_input:
-        theta_nodes, theta_edges = batch.check_potentials(theta_nodes, theta_edges)
-        messages = check_messages(messages, batch.n_edges, batch.n_states)
-    out = np.zeros(batch.n_examples)
-    _star.dual_values(
-        theta_nodes, theta_edges, messages, batch.edges, batch.node_ptr, batch.edge_ptr,
-        batch.inc_ptr, batch.inc_edge, batch.inc_side, eps, threads, out,
-    )
-    return out
+        lam = _shift_out_constants(lam)  # A does not depend on the shift
+    return _dual_values(batch, theta_nodes, theta_edges, lam, eps, threads)
 
 
-def batch_node_beliefs(batch: GraphBatch, theta_nodes: np.ndarray, messages: np.ndarray) -> np.ndarray:
-    """Reparametrised node beliefs ``b_i(a) = theta_i(a) - sum_{e at i} lambda_e(y_i = a)``."""
-    sums = np.empty((batch.n_nodes, batch.n_states))
-    _star.node_message_sums(
-        np.ascontiguousarray(messages, dtype=np.float64), batch.inc_ptr, batch.inc_edge,
-        batch.inc_side, sums,
-    )
-    return theta_nodes - sums
+def batch_node_beliefs(batch: GraphBatch, theta_nodes: Any, messages: Any) -> np.ndarray:
+    """Reparametrised node beliefs ``b_i(a) = theta_i(a) - sum_{e at i} lambda_e(y_i = a)``.
+
+    Parameters
+    ----------
+    batch : GraphBatch
+    theta_nodes : array-like of shape (n_nodes, L)
+    messages : array-like of shape (n_edges, 2, L)
+
+    Returns
+    -------
+    ndarray of shape (n_nodes, L)
+    """
+    batch = _check_batch(batch)
+    theta_nodes = _array(theta_nodes, "theta_nodes", (batch.n_nodes, batch.n_states), check_values=True)
+    return _node_beliefs(batch, theta_nodes, _messages(batch, messages, check_input=True))
 
 
-def batch_edge_beliefs(theta_edges: np.ndarray, messages: np.ndarray) -> np.ndarray:
-    """Reparametrised edge beliefs ``b_e(a, b) = theta_e(a, b) + lambda_e(a) + lambda_e(b)``."""
-    return theta_edges + messages[:, 0, :, None] + messages[:, 1, None, :]
+def batch_edge_beliefs(theta_edges: Any, messages: Any) -> np.ndarray:
+    """Reparametrised edge beliefs ``b_e(a, b) = theta_e(a, b) + lambda_e(a) + lambda_e(b)``.
 
+    Parameters
+    ----------
+    theta_edges : array-like of shape (m, L, L)
+    messages : array-like of shape (m, 2, L)
 
-def _softmax(beliefs: np.ndarray, epsilon: float, axes: tuple[int, ...]) -> np.ndarray:
-    if epsilon == 0:
-        # the eps -> 0 limit: uniform over the maximisers
-        top = beliefs == beliefs.max(axis=axes, keepdims=True)
-        return top / top.sum(axis=axes, keepdims=True)
-    z = beliefs / epsilon
-    z = z - z.max(axis=axes, keepdims=True)
-    p = np.exp(z)
-    return p / p.sum(axis=axes, keepdims=True)
+    Returns
+    -------
+    ndarray of shape (m, L, L)
+    """
+    theta = _finite_float_array(theta_edges, "theta_edges", 3, bounded=True)
+    m, L, _ = theta.shape
+    if theta.shape[2] != L:
+        raise ValueError(f"theta_edges must have shape (m, L, L), got {theta.shape}")
+    return _edge_beliefs(theta, _array(messages, "messages", (m, 2, L), check_values=True))
 
 
 def batch_marginals(
     batch: GraphBatch,
-    theta_nodes: np.ndarray,
-    theta_edges: np.ndarray,
-    messages: np.ndarray,
+    theta_nodes: Any,
+    theta_edges: Any,
+    messages: Any,
     epsilon: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Node and edge marginals ``mu ∝ exp(b / eps)`` for given messages.
+
+    Parameters
+    ----------
+    batch : GraphBatch
+    theta_nodes : array-like of shape (n_nodes, L)
+    theta_edges : array-like of shape (n_edges, L, L)
+    messages : array-like of shape (n_edges, 2, L)
+    epsilon : float
+        Entropy weight ``>= 0``; ``0`` gives the uniform distribution over each belief's maximisers.
 
     Returns
     -------
     node_marginals : ndarray of shape (n_nodes, L)
     edge_marginals : ndarray of shape (n_edges, L, L)
     """
+    batch = _check_batch(batch)
     eps = check_epsilon(epsilon)
-    node = _softmax(batch_node_beliefs(batch, theta_nodes, messages), eps, (1,))
-    edge = _softmax(batch_edge_beliefs(theta_edges, messages), eps, (1, 2))
-    return node, edge
+    theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input=True)
+    lam = _shift_out_constants(_messages(batch, messages, check_input=True))  # the marginals do not depend on it
+    return _marginals(batch, theta_nodes, theta_edges, lam, eps)

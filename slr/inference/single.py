@@ -6,12 +6,16 @@ from typing import Any
 
 import numpy as np
 
-from slr.graph import GraphBatch, check_epsilon, check_messages, check_potentials
+from slr.graph import GraphBatch, check_epsilon, check_int, check_potentials
 from slr.inference.batch import (
-    batch_dual_values,
-    batch_marginals,
-    batch_node_beliefs,
-    batch_sweeps,
+    BatchSweepResult,
+    _check_sweep_scale,
+    _check_tol,
+    _dual_values,
+    _marginals,
+    _node_beliefs,
+    _run_sweeps,
+    _sweep_start,
 )
 
 __all__ = ["MapResult", "SmoothedResult", "map_lp", "smoothed_lp"]
@@ -62,12 +66,19 @@ class MapResult:
     converged: bool
 
 
-def _prepare(theta_nodes: Any, theta_edges: Any, edges: Any, messages: Any):
+def _solve(
+    theta_nodes: Any, theta_edges: Any, edges: Any, eps: float, max_sweeps: Any, tol: Any, messages: Any
+) -> tuple[GraphBatch, np.ndarray, np.ndarray, BatchSweepResult]:
+    """Validate one graph's inputs and run the sweeps (``eps`` already validated)."""
+    max_sweeps = check_int(max_sweeps, "max_sweeps")
+    tol = _check_tol(tol)
     theta_nodes, theta_edges, edges = check_potentials(theta_nodes, theta_edges, edges)
     n, L = theta_nodes.shape
     batch = GraphBatch.from_graphs([(n, edges)], L)
-    lam = np.zeros((edges.shape[0], 2, L)) if messages is None else check_messages(messages, edges.shape[0], L)
-    return batch, theta_nodes, theta_edges, lam
+    lam = _sweep_start(batch, messages, None, check_input=True)
+    _check_sweep_scale(eps, theta_nodes, theta_edges, lam)
+    run = _run_sweeps(batch, theta_nodes, theta_edges, lam, eps, max_sweeps, tol, threads=1)
+    return batch, theta_nodes, theta_edges, run
 
 
 def smoothed_lp(
@@ -92,29 +103,34 @@ def smoothed_lp(
         ``theta_edges[e, a, b]`` scores ``y_i = a, y_j = b`` for ``edges[e] = (i, j)``.
     edges : array-like of shape (m, 2)
     epsilon : float
-        Entropy weight, ``> 0`` (use :func:`map_lp` for ``0``).
+        Entropy weight, ``> 0`` (use :func:`map_lp` for ``0``), at least ``2**-40`` times the
+        largest potential (smaller values are lost to float64 rounding).
     max_sweeps : int
-        At most this many sweeps over the nodes (direction alternates).
+        At most this many sweeps over the nodes (direction alternates), in ``[0, 2**31 - 1]``.
     tol : float
         Stop when no message vector moves by more than ``tol`` in a sweep, beyond a
-        constant shift (which changes no belief; see :func:`slr.inference.batch.batch_sweeps`).
+        constant shift (which changes no belief), or by no more than float64 resolves at the
+        problem's magnitude; see :func:`slr.inference.batch.batch_sweeps`.
     messages : array-like of shape (m, 2, L), optional
-        Warm start.
+        Warm start; each vector ``messages[e, s, :]`` is first shifted to a largest entry of
+        0 (which changes no marginal and no value). Refused when the shifted messages exceed
+        ``2**20`` times the magnitude of the potentials and ``epsilon``.
 
     Returns
     -------
     SmoothedResult
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, for invalid inputs and inputs float64 cannot resolve.
     """
     eps = check_epsilon(epsilon, allow_zero=False)
-    batch, theta_nodes, theta_edges, lam = _prepare(theta_nodes, theta_edges, edges, messages)
-    run = batch_sweeps(
-        batch, theta_nodes, theta_edges, eps, out=lam, max_sweeps=max_sweeps, tol=tol,
-        n_threads=1, check_input=False,
-    )
-    value = batch_dual_values(batch, theta_nodes, theta_edges, lam, eps, n_threads=1, check_input=False)
-    node_mu, edge_mu = batch_marginals(batch, theta_nodes, theta_edges, lam, eps)
+    batch, theta_nodes, theta_edges, run = _solve(theta_nodes, theta_edges, edges, eps, max_sweeps, tol, messages)
+    lam = run.messages
+    node_mu, edge_mu = _marginals(batch, theta_nodes, theta_edges, lam, eps)
     return SmoothedResult(
-        value=float(value[0]),
+        value=float(_dual_values(batch, theta_nodes, theta_edges, lam, eps, threads=1)[0]),
         node_marginals=node_mu,
         edge_marginals=edge_mu,
         messages=lam,
@@ -144,23 +160,26 @@ def map_lp(
     theta_edges : array-like of shape (m, L, L)
     edges : array-like of shape (m, 2)
     max_sweeps : int
+        At most this many sweeps, in ``[0, 2**31 - 1]``.
     tol : float
+        See :func:`smoothed_lp`.
     messages : array-like of shape (m, 2, L), optional
-        Warm start.
+        Warm start, shifted and checked as in :func:`smoothed_lp`.
 
     Returns
     -------
     MapResult
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, for invalid inputs and inputs float64 cannot resolve.
     """
-    batch, theta_nodes, theta_edges, lam = _prepare(theta_nodes, theta_edges, edges, messages)
-    run = batch_sweeps(
-        batch, theta_nodes, theta_edges, 0.0, out=lam, max_sweeps=max_sweeps, tol=tol,
-        n_threads=1, check_input=False,
-    )
-    value = batch_dual_values(batch, theta_nodes, theta_edges, lam, 0.0, n_threads=1, check_input=False)
-    labels = batch_node_beliefs(batch, theta_nodes, lam).argmax(axis=1)
+    batch, theta_nodes, theta_edges, run = _solve(theta_nodes, theta_edges, edges, 0.0, max_sweeps, tol, messages)
+    lam = run.messages
+    labels = _node_beliefs(batch, theta_nodes, lam).argmax(axis=1)
     return MapResult(
-        value=float(value[0]),
+        value=float(_dual_values(batch, theta_nodes, theta_edges, lam, 0.0, threads=1)[0]),
         labels=labels,
         messages=lam,
         n_sweeps=int(run.n_sweeps[0]),
