@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,8 +78,11 @@ def _writable_dir(path: Path, option: str) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"{option}: cannot create {path} ({exc.strerror})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ValueError(f"{option}: {path} is not writable")
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot write in {path} ({exc.strerror})") from None
     return path
 
 

@@ -136,9 +136,12 @@ def test_rows_and_reports_carry_their_provenance(tmp_path):
         assert (df.command == "slr denoising --tiny").all()
         assert df.machine.str.contains(os.uname().machine).all()
     # rows from another run are named as such in the report
-    df = pd.read_csv(out / "denoising_results.csv", dtype=str, keep_default_na=False)
-    df.loc[0, ["commit", "dirty", "code", "command"]] = ["abcdef1234", "False", "feedfeedfeed", "slr denoising --full"]
-    df.to_csv(out / "denoising_results.csv", index=False)
+    from slr.reports.denoising import tables
+
+    results = tables(out, print)[0]
+    older = dict(results.rows()[0], commit="abcdef1234", dirty="False", code="feedfeedfeed",
+                 command="slr denoising --full")
+    results.upsert([older])
     run_experiments(["denoising"], "tiny", out, quiet=True, cells="Boost/Zero", cache_dir=tmp_path / "cache",
                     argv=["slr", "denoising", "--tiny", "--cells", "Boost/Zero"])
     text = (out / "denoising.md").read_text()

@@ -4,12 +4,15 @@ read tolerantly.
 The CSVs are outputs (the cache of computed cells lives elsewhere, see
 :mod:`slr.reports.store`), so a damaged CSV never costs a result: its intact rows are kept, the
 original file is set aside under a fresh ``.damaged-*`` name with a message naming both paths,
-and the next write restores a clean file.
+and the next write restores a clean file. Every row ends with a ``check`` column (CRC-32 of its
+other fields), so a row altered in place is recognised as damaged rather than read as a wrong
+number.
 """
 from __future__ import annotations
 
 import csv
 import io
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,13 @@ import pandas as pd
 
 from slr.reports.store import atomic_write_bytes, set_aside
 
-__all__ = ["ResultsTable", "format_value"]
+__all__ = ["ResultsTable", "format_value", "CHECK_COLUMN"]
+
+CHECK_COLUMN = "check"
+
+
+def _check(fields: Sequence[str]) -> str:
+    return f"{zlib.crc32(chr(31).join(fields).encode('utf-8')):08x}"
 
 
 def format_value(value: Any) -> str:
@@ -61,9 +70,10 @@ class ResultsTable:
     def rows(self) -> list[dict[str, str]]:
         """The intact rows of the file, in file order, the last of each key kept.
 
-        A file that is not UTF-8 text, or whose header is not :attr:`columns`, is set aside
-        whole; a file with damaged lines (wrong number of fields, or a last line cut before its
-        newline) keeps its intact rows and the original is set aside.
+        A file that is not UTF-8 text, or whose header is not :attr:`columns` and the check
+        column, is set aside whole; a file with damaged lines (wrong number of fields, a check
+        that does not match, or a last line cut before its newline) keeps its intact rows and
+        the original is set aside.
         """
         if not self.path.exists() or self.path.stat().st_size == 0:
             return []
@@ -74,11 +84,12 @@ class ResultsTable:
             set_aside(self.path, self.log, "not a text file")
             return []
         lines = list(csv.reader(io.StringIO(text, newline="")))
-        if not lines or lines[0] != self.columns:
+        if not lines or lines[0] != [*self.columns, CHECK_COLUMN]:
             set_aside(self.path, self.log, "its columns are not those of this version of the suite")
             return []
         body = lines[1:]
-        damaged = [i for i, fields in enumerate(body) if len(fields) != len(self.columns)]
+        damaged = [i for i, fields in enumerate(body)
+                   if len(fields) != len(self.columns) + 1 or _check(fields[:-1]) != fields[-1]]
         if body and not text.endswith("\n") and (len(body) - 1) not in damaged:
             damaged.append(len(body) - 1)   # a last line cut before its newline may hold a cut number
         if damaged:
@@ -87,7 +98,7 @@ class ResultsTable:
         by_key: dict[tuple[str, ...], dict[str, str]] = {}
         for i, fields in enumerate(body):
             if i not in damaged:
-                row = dict(zip(self.columns, fields))
+                row = dict(zip(self.columns, fields[:-1]))
                 by_key.pop(self._key_of(row), None)
                 by_key[self._key_of(row)] = row
         return list(by_key.values())
@@ -105,9 +116,10 @@ class ResultsTable:
             merged[self._key_of(row)] = row
         buffer = io.StringIO(newline="")
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(self.columns)
+        writer.writerow([*self.columns, CHECK_COLUMN])
         for row in merged.values():
-            writer.writerow([format_value(row.get(c, "")) for c in self.columns])
+            fields = [format_value(row.get(c, "")) for c in self.columns]
+            writer.writerow([*fields, _check(fields)])
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.path, buffer.getvalue().encode("utf-8"))
 

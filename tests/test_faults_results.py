@@ -1,0 +1,251 @@
+"""Fault injection on the results files and the command line: damaged CSVs and cache entries,
+concurrent runs, kill -9, unusable directories and bad arguments never cost a result, never
+give a wrong number and never end in a raw traceback."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slr.cli import main, run_experiments
+from slr.reports.results import ResultsTable
+
+SLR = [sys.executable, "-m", "slr"]
+CELLS = "Linear/Constant,Boost/Zero"
+
+
+def _table(path: Path, log=None) -> ResultsTable:
+    return ResultsTable(path, ["config", "cell", "error", "note"], ["config", "cell"], log or (lambda m: None))
+
+
+ROWS = [dict(config="c1", cell="A/B", error=0.125, note="plain"),
+        dict(config="c1", cell="B/C", error=1 / 3, note="a, quoted; note"),
+        dict(config="c2", cell="A/B", error=2.5e-7, note="")]
+
+
+def _undamaged(tmp_path: Path) -> bytes:
+    table = _table(tmp_path / "ref.csv")
+    table.upsert(ROWS)
+    return (tmp_path / "ref.csv").read_bytes()
+
+
+def _check_after_damage(path: Path, damaged: bytes, reference: bytes) -> None:
+    """The invariant: intact rows only, the damaged file kept as a backup, a rerun restores the table."""
+    messages = []
+    table = _table(path, messages.append)
+    rows = table.rows()
+    originals = [{k: str(v) if not isinstance(v, float) else repr(v) for k, v in r.items()} for r in ROWS]
+    assert all(row in originals for row in rows)
+    backups = sorted(path.parent.glob(path.name + ".damaged-*"))
+    if not (path.exists() and path.read_bytes() == damaged):    # the file was moved: it must be kept
+        assert any(b.read_bytes() == damaged for b in backups), "the damaged file was lost"
+        assert messages and str(backups[-1]) in messages[-1]
+    table.upsert(ROWS)           # the rerun writes every cell again (from the cell cache)
+    assert path.read_bytes() == reference
+
+
+def test_truncation_at_every_byte_offset(tmp_path):
+    reference = _undamaged(tmp_path)
+    for offset in range(len(reference)):
+        case = tmp_path / f"cut{offset}"
+        case.mkdir()
+        (case / "r.csv").write_bytes(reference[:offset])
+        _check_after_damage(case / "r.csv", reference[:offset], reference)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_damage_never_loses_a_file_or_invents_a_row(tmp_path, data):
+    reference = _undamaged(tmp_path)
+    kind = data.draw(st.sampled_from(["bytes", "splice", "header"]))
+    if kind == "bytes":
+        damaged = data.draw(st.binary(max_size=400))
+    elif kind == "splice":
+        at = data.draw(st.integers(0, len(reference)))
+        damaged = reference[:at] + data.draw(st.binary(min_size=1, max_size=20)) + reference[at:]
+    else:
+        header_end = reference.index(b"\n")
+        damaged = data.draw(st.sampled_from([b"config,cell,error", b"config,cell,note,error", b"x"])) + \
+            reference[header_end:]
+    case = Path(tempfile.mkdtemp(dir=tmp_path))
+    (case / "r.csv").write_bytes(damaged)
+    messages = []
+    rows = _table(case / "r.csv", messages.append).rows()
+    # every row returned has the right fields; whatever was dropped is kept in a backup
+    assert all(set(r) == {"config", "cell", "error", "note"} for r in rows)
+    if not (case / "r.csv").exists():
+        assert any(b.read_bytes() == damaged for b in case.glob("r.csv.damaged-*"))
+    _table(case / "r.csv").upsert(ROWS)
+    assert (case / "r.csv").read_bytes() == reference
+
+
+def test_two_header_mismatches_keep_both_backups(tmp_path):
+    path = tmp_path / "r.csv"
+    first, second = b"old,layout\n1,2\n", b"older,layout\n3,4\n"
+    path.write_bytes(first)
+    _table(path).rows()
+    path.write_bytes(second)
+    _table(path).rows()
+    backups = sorted(p.read_bytes() for p in tmp_path.glob("r.csv.damaged-*"))
+    assert backups == sorted([first, second])
+
+
+# ------------------------------------------------------------------------- end to end
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory) -> tuple[Path, pd.DataFrame]:
+    root = tmp_path_factory.mktemp("reference")
+    run_experiments(["denoising"], "tiny", root / "out", quiet=True, cells=CELLS, cache_dir=root / "cache")
+    return root / "cache", _results(root / "out")
+
+
+def _results(out: Path) -> pd.DataFrame:
+    df = pd.read_csv(out / "denoising_results.csv")
+    return df[["unary", "pairwise", "train_error", "test_error", "objective"]].sort_values(
+        ["unary", "pairwise"]).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "header"])
+def test_damaged_results_csv_rerun_gives_the_same_table(reference_run, tmp_path, damage, capsys):
+    cache, reference = reference_run
+    out = tmp_path / "out"
+    assert main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cache-dir", str(cache), "--cells", CELLS]) == 0
+    path = out / "denoising_results.csv"
+    original = path.read_bytes()
+    damaged = {"truncate": original[:len(original) - 40], "garbage": b"\x00\xff\xfe" + os.urandom(200),
+               "header": original.replace(b"test_error", b"test_err", 1)}[damage]
+    path.write_bytes(damaged)
+    assert main(["denoising", "--tiny", "--out", str(out), "--cache-dir", str(cache), "--cells", CELLS]) == 0
+    pd.testing.assert_frame_equal(_results(out), reference)
+    backups = list(out.glob("denoising_results.csv.damaged-*"))
+    assert len(backups) == 1 and backups[0].read_bytes() == damaged
+    assert f"moved to {backups[0]}" in capsys.readouterr().err
+
+
+def test_truncated_cache_entry_is_set_aside_and_recomputed(reference_run, tmp_path, capsys):
+    import shutil
+
+    cache = tmp_path / "cache"
+    shutil.copytree(reference_run[0], cache)
+    entry = sorted((cache / "denoising").glob("*.npz"))[0]
+    entry.write_bytes(entry.read_bytes()[:100])
+    log = run_experiments(["denoising"], "tiny", tmp_path / "out", cells=CELLS, cache_dir=cache)
+    assert len(log.computed) == 1
+    pd.testing.assert_frame_equal(_results(tmp_path / "out"), reference_run[1])
+    assert "unreadable cache entry" in capsys.readouterr().err
+    assert len(list((cache / "denoising").glob("*.damaged-*"))) == 1
+
+
+def test_repeated_cells_are_computed_once(tmp_path):
+    log = run_experiments(["denoising"], "tiny", tmp_path / "out", quiet=True, cells="Boost/Zero,Boost/Zero",
+                          cache_dir=tmp_path / "cache")
+    assert log.computed == ["denoising:Boost-Zero"]
+    assert len(pd.read_csv(tmp_path / "out" / "denoising_results.csv")) == 1
+
+
+@pytest.mark.slow
+def test_concurrent_runs_on_one_directory_write_each_cell_once(tmp_path):
+    args = [*SLR, "denoising", "--tiny", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
+            "--cells", CELLS]
+    procs = [subprocess.Popen(args, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    df = pd.read_csv(tmp_path / "out" / "denoising_results.csv")
+    assert len(df) == 2 and not df.duplicated(["config", "unary", "pairwise"]).any()
+    # one run computed both cells, the other waited for it and found them cached
+    assert sum("0 of 2 cells cached" in e for e in errs) == 1 and sum("2 of 2 cells cached" in e for e in errs) == 1
+    assert any("waiting" in e and "pid" in e for e in errs)
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_points_then_resume_gives_the_same_table(reference_run, tmp_path):
+    rng = random.Random(0)
+    args = [*SLR, "denoising", "--tiny", "--quiet", "--out", str(tmp_path / "out"), "--cache-dir",
+            str(tmp_path / "cache"), "--cells", CELLS]
+    for _ in range(3):
+        proc = subprocess.Popen(args, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(1.0, 6.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert subprocess.run(args, timeout=300).returncode == 0
+    pd.testing.assert_frame_equal(_results(tmp_path / "out"), reference_run[1])
+    assert not list((tmp_path / "out").glob(".*.tmp")), "temporary files left behind"
+
+
+# ------------------------------------------------------------------------- command line
+@pytest.mark.parametrize("argv, message", [
+    (["--threads", "0"], "--threads: must be a positive integer, got 0"),
+    (["--threads", "-5"], "--threads: must be a positive integer, got -5"),
+    (["--threads", "two"], "--threads: must be a positive integer, got 'two'"),
+    (["--cells", "Boost/Boost,Tree/Zero"], "--cells: 'Tree/Zero' is not UNARY/PAIRWISE"),
+])
+def test_bad_arguments_exit_2_with_one_line_before_any_work(tmp_path, argv, message):
+    out = tmp_path / "never"
+    proc = subprocess.run([*SLR, "denoising", "--tiny", "--out", str(out), *argv], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_out_naming_a_file_or_an_unwritable_place_exits_2(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for out, message in ((a_file, "exists and is not a directory"), (a_file / "sub", "cannot create")):
+        proc = subprocess.run([*SLR, "bound", "--tiny", "--out", str(out)], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 2 and f"--out: " in proc.stderr and message in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_output_directory_exits_2(tmp_path):
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o500)
+    try:
+        proc = subprocess.run([*SLR, "bound", "--tiny", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    finally:
+        out.chmod(0o700)
+    assert proc.returncode == 2 and "--out: cannot write in" in proc.stderr
+
+
+def test_failure_during_a_run_is_one_line_with_status_1(tmp_path, monkeypatch, capsys):
+    from slr.reports import denoising
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire\nsecond line")
+
+    monkeypatch.setattr(denoising, "_compute_cell", broken)
+    monkeypatch.delenv("SLR_DEBUG", raising=False)
+    assert main(["denoising", "--tiny", "--out", str(tmp_path), "--cache-dir", str(tmp_path / "c"),
+                 "--cells", "Zero/Zero"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "slr: error: RuntimeError: disk on fire (SLR_DEBUG=1 shows the traceback)"
+
+
+def test_missing_peer_environment_is_logged_and_reported(tmp_path, monkeypatch, capsys):
+    from dataclasses import replace
+
+    import baselines.peer
+    import slr.reports.profiles as profiles
+
+    tiny = profiles.PROFILES["tiny"]
+    monkeypatch.setitem(profiles.PROFILES, "tiny", replace(
+        tiny, baselines={**tiny.baselines, "peer": {"denoising": ("OneSlackSSVM",)}}))
+    monkeypatch.setattr(baselines.peer.client, "ensure_peer_env", lambda verbose=True: None)
+    run_experiments(["baselines"], "tiny", tmp_path, datasets="denoising", cache_dir=tmp_path / "c")
+    assert "pystruct rows skipped: no CPython 3.6 interpreter" in capsys.readouterr().err
+    df = pd.read_csv(tmp_path / "baselines_results.csv")
+    row = df[df.method == "pystruct:OneSlackSSVM"].iloc[0]
+    assert row.status.startswith("skipped: no CPython 3.6")
+    assert "*Not run on the machine that computed them*: pystruct:OneSlackSSVM" in (tmp_path / "baselines.md").read_text()
