@@ -249,3 +249,23 @@ def test_missing_peer_environment_is_logged_and_reported(tmp_path, monkeypatch, 
     row = df[df.method == "pystruct:OneSlackSSVM"].iloc[0]
     assert row.status.startswith("skipped: no CPython 3.6")
     assert "*Not run on the machine that computed them*: pystruct:OneSlackSSVM" in (tmp_path / "baselines.md").read_text()
+
+
+def test_threads_option_reaches_every_kernel(tmp_path, monkeypatch):
+    """``--threads 1`` holds for slr's fits and for the baselines, which pass no thread count."""
+    from slr.inference import _star, batch
+
+    seen = []
+    real = _star.star_sweeps
+
+    def recording(*args):
+        seen.append(args[11])
+        return real(*args)
+
+    monkeypatch.setattr(_star, "star_sweeps", recording)
+    run_experiments(["baselines"], "tiny", tmp_path, quiet=True, datasets="denoising", threads=1,
+                    cache_dir=tmp_path / "c")
+    assert seen and set(seen) == {1}
+    seen.clear()
+    run_experiments(["baselines"], "tiny", tmp_path, quiet=True, datasets="denoising", cache_dir=tmp_path / "c2")
+    assert max(seen) == min(2, batch.resolve_threads(None))    # 2 examples per batch at most

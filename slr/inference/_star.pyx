@@ -25,6 +25,17 @@ from libc.math cimport exp, fabs, log, log1p, INFINITY
 from libc.stdlib cimport free, malloc
 from libc.stdint cimport int64_t
 
+cdef extern from *:
+    """
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int slr_openmp_max_threads(void) { return omp_get_max_threads(); }
+    #else
+    static int slr_openmp_max_threads(void) { return 1; }
+    #endif
+    """
+    int slr_openmp_max_threads() nogil
+
 # Relative float64 resolution of the stopping test: message changes below this fraction
 # (1024 ulps) of the largest magnitude a sweep computed are rounding noise (measured: up to
 # ~25 ulps on grids and chains), so a sweep that changes no more has converged.
@@ -357,3 +368,12 @@ def node_message_sums(
             for k in range(inc_ptr[v], inc_ptr[v + 1]):
                 for a in range(L):
                     out[v, a] += lam[inc_edge[k], inc_side[k], a]
+
+
+def openmp_max_threads() -> int:
+    """OpenMP's thread count for the next parallel region (1 in a build without OpenMP).
+
+    It follows ``OMP_NUM_THREADS`` and ``threadpoolctl.threadpool_limits``, which is how
+    ``slr --threads`` reaches every kernel that is not given a thread count.
+    """
+    return slr_openmp_max_threads()

@@ -56,7 +56,8 @@ MAX_RELATIVE_MESSAGES = 2.0**20
 
 
 def resolve_threads(n_threads: int | None) -> int:
-    """Number of OpenMP threads requested: ``None`` or ``-1`` means all cores.
+    """Number of OpenMP threads requested: ``None`` or ``-1`` means OpenMP's default (all cores,
+    unless ``OMP_NUM_THREADS`` or ``threadpoolctl.threadpool_limits`` say fewer).
 
     Raises
     ------
@@ -64,7 +65,7 @@ def resolve_threads(n_threads: int | None) -> int:
         Unless ``n_threads`` is ``None``, ``-1`` or an integer in ``[1, 2**31 - 1]``.
     """
     if n_threads is None or (_is_int(n_threads) and n_threads == -1):
-        return os.cpu_count() or 1
+        return max(1, min(_star.openmp_max_threads(), os.cpu_count() or 1))
     if not _is_int(n_threads) or not 1 <= n_threads <= C_INT_MAX:
         raise ValueError(f"n_threads must be an integer in [1, {C_INT_MAX}], -1 or None, got {n_threads!r}")
     return int(n_threads)
