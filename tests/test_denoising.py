@@ -1,4 +1,4 @@
-"""The synthetic denoising data (DESIGN.md section 4)."""
+"""The synthetic denoising data (docs/design.md section 4)."""
 import numpy as np
 import pytest
 from scipy.ndimage import gaussian_filter

@@ -69,7 +69,7 @@ def assert_in_local_polytope(sol: ExactSolution, edges, atol=1e-6):
 
 
 class SmoothedDual:
-    """The smoothed dual ``min_lam eps * sum_alpha logsumexp(b_alpha / eps)`` of DESIGN.md section 1,
+    """The smoothed dual ``min_lam eps * sum_alpha logsumexp(b_alpha / eps)`` of docs/design.md section 1,
     minimised by damped Newton with continuation in eps (an algorithm independent of Clarabel)."""
 
     def __init__(self, theta_nodes, theta_edges, edges):

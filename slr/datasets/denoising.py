@@ -1,4 +1,4 @@
-"""The synthetic binary denoising data of Domke (NIPS 2013, Sec. 8; DESIGN.md section 4)."""
+"""The synthetic binary denoising data of Domke (NIPS 2013, Sec. 8; docs/design.md section 4)."""
 from __future__ import annotations
 
 from typing import Any

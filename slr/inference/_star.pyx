@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Star-update message passing on flat batches of pairwise graphs (Cython kernels).
 
-Conventions are those of DESIGN.md section 1. With messages ``lam[e, s, :]`` on side ``s``
+Conventions are those of docs/design.md section 1. With messages ``lam[e, s, :]`` on side ``s``
 of edge ``e`` (side 0 is the edge's first node ``i``, side 1 its second node ``j``), the star
 update at node ``v`` computes for every incident edge ``e`` (v on side ``s``, other side ``o``)
 
@@ -314,7 +314,7 @@ def dual_values(
     """The dual objective ``A(lam, theta)`` of every example, written to ``out`` (B,).
 
     ``A = eps * sum_alpha logsumexp(b_alpha / eps)`` over nodes and edges, with the
-    reparametrised beliefs ``b`` of DESIGN.md section 1; with ``eps = 0`` each term is a max.
+    reparametrised beliefs ``b`` of docs/design.md section 1; with ``eps = 0`` each term is a max.
     """
     cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1
     cdef Py_ssize_t L = theta_nodes.shape[1]

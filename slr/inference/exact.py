@@ -7,7 +7,7 @@
 * :func:`brute_force_map` -- the exact MAP by enumerating every labelling;
 * :func:`hmax` -- ``n log L + m log L^2``, the largest total entropy (Theorem 1.1).
 
-Conventions are those of DESIGN.md section 1: ``theta_nodes (n, L)``, ``theta_edges (m, L, L)``
+Conventions are those of docs/design.md section 1: ``theta_nodes (n, L)``, ``theta_edges (m, L, L)``
 and ``edges (m, 2)`` with ``theta_edges[e, a, b]`` the score of ``y_i = a, y_j = b`` for
 ``edges[e] = (i, j)``. cvxpy is imported lazily, as it is slow to import.
 """
@@ -270,7 +270,7 @@ def _shift(theta_nodes: np.ndarray, theta_edges: np.ndarray) -> tuple[np.ndarray
 
 
 def _message_matrix(edges: np.ndarray, n: int, L: int) -> sp.csr_matrix:
-    """Sparse ``M`` with ``beliefs = theta + M @ lam.ravel()`` (DESIGN.md section 1).
+    """Sparse ``M`` with ``beliefs = theta + M @ lam.ravel()`` (docs/design.md section 1).
 
     Rows are the flattened regions ``[node (n, L), edge (m, L, L)]``, columns the messages
     ``lam (m, 2, L)``: ``lam[e, 0, a]`` adds to ``b_e(a, .)`` and subtracts from ``b_i(a)``,
@@ -318,7 +318,7 @@ def _local_polytope(cp, edges: np.ndarray, n: int, L: int):
 class _SmoothedDual:
     """The smoothed dual ``D(lam) = eps * sum_alpha logsumexp(b_alpha / eps)`` of one graph.
 
-    ``b = theta + M lam`` are the reparametrised beliefs of DESIGN.md section 1, with ``lam``
+    ``b = theta + M lam`` are the reparametrised beliefs of docs/design.md section 1, with ``lam``
     the flattened messages ``(m, 2, L)``. ``D(lam)`` bounds the smoothed optimum from above,
     its gradient ``M^T mu(lam)`` is the marginalisation residual of the softmax marginals
     ``mu(lam)``, and at a zero gradient ``mu(lam)`` is the optimum.
