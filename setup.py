@@ -1,9 +1,16 @@
 """Build the Cython kernels of slr.
 
-Every ``*.pyx`` file under ``slr/`` and ``baselines/`` becomes an extension module.
+The kernels are listed in ``KERNELS``. The build stops with an error when one of their
+sources is missing (a package built without a kernel installs but fails at import) and
+when a ``.pyx`` file under ``slr/`` or ``baselines/`` is not listed. The ``.pyx`` files
+are the extensions' sources: setuptools' ``build_ext`` runs Cython on them at build time
+(Cython is a build requirement in ``pyproject.toml``), so a source distribution ships
+them and no generated C.
+
 The kernels are compiled with optimisation and, where the compiler supports it,
 OpenMP (``prange`` over examples); without OpenMP they still build and run serially.
 """
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -12,11 +19,50 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 HERE = Path(__file__).parent.resolve()
+
+#: Every extension module, by its source (the module name is the path with dots).
+KERNELS = (
+    "slr/inference/_floor.pyx",
+    "slr/inference/_star.pyx",
+    "slr/oracles/_trees.pyx",
+)
+SOURCE_ROOTS = ("slr", "baselines")
 COMPILE_ARGS = ["-O3", "-fno-math-errno"]
+CYTHON_DIRECTIVES = {
+    "language_level": 3,
+    "boundscheck": False,
+    "wraparound": False,
+    "cdivision": True,
+    "initializedcheck": False,
+    "nonecheck": False,
+}
+
+
+def _check_sources() -> None:
+    """Exit with a message unless the kernel sources are exactly those in ``KERNELS``."""
+    missing = [path for path in KERNELS if not (HERE / path).is_file()]
+    if missing:
+        sys.exit(
+            f"error: slr: kernel sources missing: {', '.join(missing)} (in {HERE}). "
+            "Without them the package would install but fail at import; a source "
+            "distribution must contain them."
+        )
+    found = {
+        path.relative_to(HERE).as_posix()
+        for root in SOURCE_ROOTS
+        for path in (HERE / root).glob("**/*.pyx")
+    }
+    unlisted = sorted(found - set(KERNELS))
+    if unlisted:
+        sys.exit(f"error: slr: add {', '.join(unlisted)} to KERNELS in setup.py")
+    if importlib.util.find_spec("Cython") is None:
+        sys.exit(
+            "error: slr: building the kernels needs Cython >= 3.0 (pip installs it from "
+            "pyproject.toml's build requirements; with --no-build-isolation install it first)"
+        )
 
 
 def _compiler_supports_openmp() -> bool:
@@ -37,36 +83,25 @@ def _compiler_supports_openmp() -> bool:
     return result.returncode == 0
 
 
-def _extensions() -> list:
+def _extensions() -> list[Extension]:
+    _check_sources()
     openmp = _compiler_supports_openmp()
     if not openmp:
         print("slr: building without OpenMP (kernels will run on one thread)", file=sys.stderr)
     flags = ["-fopenmp"] if openmp else []
     extensions = []
-    for pyx in sorted(list(HERE.glob("slr/**/*.pyx")) + list(HERE.glob("baselines/**/*.pyx"))):
-        rel = pyx.relative_to(HERE)
-        module = ".".join(rel.with_suffix("").parts)
-        extensions.append(
-            Extension(
-                module,
-                [str(rel)],
-                include_dirs=[np.get_include()],
-                extra_compile_args=COMPILE_ARGS + flags,
-                extra_link_args=flags,
-                define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-            )
+    for source in KERNELS:
+        extension = Extension(
+            source.removesuffix(".pyx").replace("/", "."),
+            [source],
+            include_dirs=[np.get_include()],
+            extra_compile_args=COMPILE_ARGS + flags,
+            extra_link_args=flags,
+            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         )
-    return cythonize(
-        extensions,
-        compiler_directives={
-            "language_level": 3,
-            "boundscheck": False,
-            "wraparound": False,
-            "cdivision": True,
-            "initializedcheck": False,
-            "nonecheck": False,
-        },
-    )
+        extension.cython_directives = CYTHON_DIRECTIVES  # read by Cython's build_ext
+        extensions.append(extension)
+    return extensions
 
 
 setup(ext_modules=_extensions())
