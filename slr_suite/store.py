@@ -9,7 +9,7 @@ the cache of computed cells.
 - :class:`DirLock` is one ``flock`` per directory; a second run waits for the first, saying
   which process holds it.
 - :class:`CellCache` keeps one ``.npz`` per computed cell, named by its key
-  (:func:`slr.reports.provenance.cache_key`), outside the reports: ``$SLR_CACHE_DIR`` or
+  (:func:`slr_suite.provenance.cache_key`), outside the reports: ``$SLR_CACHE_DIR`` or
   ``~/.cache/slr/results`` unless ``--cache-dir`` says otherwise.
 """
 from __future__ import annotations

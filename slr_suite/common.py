@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slr.reports.provenance import RunInfo
+from slr_suite.provenance import RunInfo
 
 __all__ = ["Logger", "RunContext", "plt", "save_fig", "unique"]
 
@@ -35,7 +35,7 @@ class RunContext:
     info : RunInfo
         The provenance recorded with every row computed in this run.
     cache_dir : Path
-        Root of the cell cache (:class:`slr.reports.store.CellCache`).
+        Root of the cell cache (:class:`slr_suite.store.CellCache`).
     read_cache : bool
         False recomputes every cell (``--no-cache``); results are still stored.
     n_threads : int or None
@@ -68,7 +68,7 @@ def save_fig(fig, path: Path) -> None:
     """Save (atomically) and close a figure."""
     import io
 
-    from slr.reports.store import atomic_write_bytes
+    from slr_suite.store import atomic_write_bytes
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")

@@ -4,7 +4,7 @@
 fingerprint, dependency versions) matches, computes it otherwise, and merges the rows into the
 report directory's CSVs: ``denoising_results.csv`` (one row per cell, with the run that
 computed it), ``denoising_history.csv`` (the learning curves) and ``denoising_energies.csv``
-(the learned energy functions of the showcase cells). :mod:`slr.reports.render_denoising`
+(the learned energy functions of the showcase cells). :mod:`slr_suite.render_denoising`
 draws the report from them.
 """
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.common import RunContext, unique
-from slr.reports.oracles import fitted_oracle, make_oracle
-from slr.reports.profiles import Profile
-from slr.reports.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
-from slr.reports.results import ResultsTable
-from slr.reports.store import CellCache, CellRecord
+from slr_suite.common import RunContext, unique
+from slr_suite.oracles import fitted_oracle, make_oracle
+from slr_suite.profiles import Profile
+from slr_suite.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
+from slr_suite.results import ResultsTable
+from slr_suite.store import CellCache, CellRecord
 
 __all__ = ["run", "parse_cells", "load_data", "tables", "COLUMNS", "HISTORY_COLUMNS", "ENERGY_COLUMNS",
            "SHOWCASE", "SEED"]

@@ -94,7 +94,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
 
     ``cells`` (``"U/P,..."``) restricts the denoising experiment to those cells, ``datasets``
     (``"letters,..."``) the baselines experiment to those data sets. ``cache_dir`` defaults to
-    :func:`slr.reports.store.default_cache_dir`; ``read_cache=False`` recomputes every cell;
+    :func:`slr_suite.store.default_cache_dir`; ``read_cache=False`` recomputes every cell;
     ``render_only`` only rewrites the reports from the CSVs in ``out``. The output and cache
     directories are locked for the run: a second run on either waits.
 
@@ -111,12 +111,12 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     """
     from threadpoolctl import threadpool_limits
 
-    from slr.reports import baselines, bound, denoising, get_profile
-    from slr.reports import render_baselines, render_bound, render_denoising
-    from slr.reports.common import Logger, RunContext
-    from slr.reports.index import write_index
-    from slr.reports.provenance import RunInfo
-    from slr.reports.store import DirLock, default_cache_dir
+    from slr_suite import baselines, bound, denoising, get_profile
+    from slr_suite import render_baselines, render_bound, render_denoising
+    from slr_suite.common import Logger, RunContext
+    from slr_suite.index import write_index
+    from slr_suite.provenance import RunInfo
+    from slr_suite.store import DirLock, default_cache_dir
 
     profile = get_profile(profile_name)
     denoising_cells = denoising.parse_cells(cells, profile.denoise["classes"]) if cells is not None else None
@@ -186,10 +186,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_arguments(args: argparse.Namespace) -> None:
     """Everything checkable before work starts; a ValueError names the option."""
-    from slr.reports.baselines import parse_datasets
-    from slr.reports.denoising import parse_cells
-    from slr.reports.profiles import FUNCTION_CLASSES
-    from slr.reports.store import default_cache_dir
+    from slr_suite.baselines import parse_datasets
+    from slr_suite.denoising import parse_cells
+    from slr_suite.profiles import FUNCTION_CLASSES
+    from slr_suite.store import default_cache_dir
 
     if getattr(args, "cells", None) is not None:
         parse_cells(args.cells, FUNCTION_CLASSES)

@@ -2,7 +2,7 @@
 read tolerantly.
 
 The CSVs are outputs (the cache of computed cells lives elsewhere, see
-:mod:`slr.reports.store`), so a damaged CSV never costs a result: its intact rows are kept, the
+:mod:`slr_suite.store`), so a damaged CSV never costs a result: its intact rows are kept, the
 original file is set aside under a fresh ``.damaged-*`` name with a message naming both paths,
 and the next write restores a clean file. Every row ends with a ``check`` column (CRC-32 of its
 other fields), so a row altered in place is recognised as damaged rather than read as a wrong
@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from slr.reports.store import atomic_write_bytes, set_aside
+from slr_suite.store import atomic_write_bytes, set_aside
 
 __all__ = ["ResultsTable", "format_value", "CHECK_COLUMN"]
 

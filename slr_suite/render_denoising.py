@@ -6,12 +6,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from slr.reports.common import plt, save_fig
-from slr.reports.denoising import SHOWCASE, load_data, tables
-from slr.reports.markdown import fmt, provenance_block, table
-from slr.reports.profiles import Profile
-from slr.reports.provenance import RunInfo, config_hash
-from slr.reports.store import atomic_write_text
+from slr_suite.common import plt, save_fig
+from slr_suite.denoising import SHOWCASE, load_data, tables
+from slr_suite.markdown import fmt, provenance_block, table
+from slr_suite.profiles import Profile
+from slr_suite.provenance import RunInfo, config_hash
+from slr_suite.store import atomic_write_text
 
 __all__ = ["write_report", "PAPER_TEST_ERROR", "far_from_paper"]
 
@@ -225,7 +225,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         table(head, grid("test_error", True)),
         "\nThe paper's PDF lists Table 1 as five unlabelled column blocks; the pairwise-`Zero` "
         "column (unary-only models, .444) is certain, and the other four are placed by the "
-        "reasoning in the comment above `PAPER_TEST_ERROR` in `slr/reports/render_denoising.py` "
+        "reasoning in the comment above `PAPER_TEST_ERROR` in `slr_suite/render_denoising.py` "
         "(Constant the worst structured column, MLP the block printed with the header, Boost the "
         "block whose zero/constant-unary entries are .511/.510).\n",
         f"\n## Cells more than {PAPER_TOLERANCE} from the paper\n\n",

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.bound import TOL, results_table
-from slr.reports.common import plt, save_fig
-from slr.reports.markdown import provenance_block, table
-from slr.reports.profiles import Profile
-from slr.reports.provenance import RunInfo, config_hash
-from slr.reports.store import atomic_write_text
+from slr_suite.bound import TOL, results_table
+from slr_suite.common import plt, save_fig
+from slr_suite.markdown import provenance_block, table
+from slr_suite.profiles import Profile
+from slr_suite.provenance import RunInfo, config_hash
+from slr_suite.store import atomic_write_text
 
 __all__ = ["write_report"]
 

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.baselines import C_VALUE, DATASETS, EPSILON, config_key, tables
-from slr.reports.common import plt, save_fig
-from slr.reports.markdown import fmt, provenance_block, table
-from slr.reports.profiles import Profile
-from slr.reports.provenance import RunInfo
-from slr.reports.store import atomic_write_text
+from slr_suite.baselines import C_VALUE, DATASETS, EPSILON, config_key, tables
+from slr_suite.common import plt, save_fig
+from slr_suite.markdown import fmt, provenance_block, table
+from slr_suite.profiles import Profile
+from slr_suite.provenance import RunInfo
+from slr_suite.store import atomic_write_text
 
 __all__ = ["write_report", "time_to_target"]
 

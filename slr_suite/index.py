@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slr.reports.provenance import RunInfo
-from slr.reports.store import atomic_write_text
+from slr_suite.provenance import RunInfo
+from slr_suite.store import atomic_write_text
 
 __all__ = ["write_index"]
 

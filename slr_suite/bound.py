@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.reports.common import RunContext
-from slr.reports.profiles import Profile
-from slr.reports.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
-from slr.reports.results import ResultsTable
-from slr.reports.store import CellCache, CellRecord
+from slr_suite.common import RunContext
+from slr_suite.profiles import Profile
+from slr_suite.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
+from slr_suite.results import ResultsTable
+from slr_suite.store import CellCache, CellRecord
 
 __all__ = ["run", "random_problem", "results_table", "COLUMNS", "TOL"]
 

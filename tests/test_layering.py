@@ -1,0 +1,44 @@
+"""Dependencies point one way: ``baselines`` and ``slr_suite`` may import ``slr``; ``slr`` imports
+neither, and ``baselines`` does not import the suite."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _imported_packages(package: str) -> dict[str, set[str]]:
+    """Top-level names each module of ``package`` imports (anywhere in its code)."""
+    found = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+        found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+@pytest.mark.parametrize("package, forbidden", [("slr", {"baselines", "slr_suite"}), ("baselines", {"slr_suite"})])
+def test_no_import_against_the_layering(package, forbidden):
+    offenders = {module: sorted(names & forbidden) for module, names in _imported_packages(package).items()
+                 if names & forbidden}
+    assert offenders == {}
+
+
+def test_slr_imports_with_baselines_and_the_suite_absent():
+    code = ("import sys, pkgutil, importlib\n"
+            "sys.modules['baselines'] = None; sys.modules['slr_suite'] = None\n"
+            "import slr\n"
+            "for info in pkgutil.walk_packages(slr.__path__, 'slr.'):\n"
+            "    importlib.import_module(info.name)\n"
+            "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
