@@ -6,6 +6,7 @@ during the run with status 1, each as one line on stderr (``SLR_DEBUG=1`` shows 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -86,6 +87,29 @@ def _writable_dir(path: Path, option: str) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _thread_limits(threads: int | None):
+    """Limit OpenMP and BLAS threads in this process (threadpoolctl) and in the subprocesses it
+    starts (the pystruct peer), for the duration of a run."""
+    from threadpoolctl import threadpool_limits
+
+    if threads is None:
+        yield
+        return
+    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update({name: str(threads) for name in names})
+    try:
+        with threadpool_limits(limits=threads):
+            yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run_experiments(names, profile_name: str, out: Path, *, threads: int | None = None,
                     quiet: bool = False, argv: list[str] | None = None, cells: str | None = None,
                     datasets: str | None = None, cache_dir: Path | None = None, read_cache: bool = True,
@@ -109,8 +133,6 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
         For a bad argument (profile, cells, data sets, thread count, unusable directory),
         before any work starts.
     """
-    from threadpoolctl import threadpool_limits
-
     from slr_suite import baselines, bound, denoising, get_profile
     from slr_suite import render_baselines, render_bound, render_denoising
     from slr_suite.common import Logger, RunContext
@@ -131,7 +153,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     renderers = {"denoising": render_denoising, "baselines": render_baselines, "bound": render_bound}
     summaries = {}
     t0 = time.perf_counter()
-    with DirLock(out, log), DirLock(cache_dir, log), threadpool_limits(limits=threads):
+    with DirLock(out, log), DirLock(cache_dir, log), _thread_limits(threads):
         for name in names:
             log(f"== {name} ({profile.name} profile) -> {out}")
             if render_only:

@@ -228,6 +228,10 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "reasoning in the comment above `PAPER_TEST_ERROR` in `slr_suite/render_denoising.py` "
         "(Constant the worst structured column, MLP the block printed with the header, Boost the "
         "block whose zero/constant-unary entries are .511/.510).\n",
+        "\n*Reproducibility*: a rerun of this profile gives the same numbers on any x86-64 machine and "
+        "thread count; only the Linear and MLP objectives may differ from one CPU model to another in "
+        "about the seventh digit (BLAS kernels chosen per CPU sum in another order), never the errors "
+        "(`tests/test_trust.py`).\n",
         f"\n## Cells more than {PAPER_TOLERANCE} from the paper\n\n",
     ]
     if len(far):

@@ -252,20 +252,24 @@ def test_missing_peer_environment_is_logged_and_reported(tmp_path, monkeypatch, 
 
 
 def test_threads_option_reaches_every_kernel(tmp_path, monkeypatch):
-    """``--threads 1`` holds for slr's fits and for the baselines, which pass no thread count."""
+    """``--threads 1`` holds for slr's fits, for the baselines, which pass no thread count, and for
+    subprocesses (the pystruct peer) through the environment."""
     from slr.inference import _star, batch
 
-    seen = []
+    seen, environ = [], set()
     real = _star.star_sweeps
+    before = os.environ.get("OMP_NUM_THREADS")
 
     def recording(*args):
         seen.append(args[11])
+        environ.add(os.environ.get("OMP_NUM_THREADS"))
         return real(*args)
 
     monkeypatch.setattr(_star, "star_sweeps", recording)
     run_experiments(["baselines"], "tiny", tmp_path, quiet=True, datasets="denoising", threads=1,
                     cache_dir=tmp_path / "c")
-    assert seen and set(seen) == {1}
+    assert seen and set(seen) == {1} and environ == {"1"}
+    assert os.environ.get("OMP_NUM_THREADS") == before
     seen.clear()
     run_experiments(["baselines"], "tiny", tmp_path, quiet=True, datasets="denoising", cache_dir=tmp_path / "c2")
     assert max(seen) == min(2, batch.resolve_threads(None))    # 2 examples per batch at most
