@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from slr_suite.common import RunContext
+from slr_suite.engine import Task
 from slr_suite.profiles import Profile
-from slr_suite.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
+from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_hash
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord
 
@@ -75,9 +76,8 @@ def _score(theta_nodes, theta_edges, edges, y) -> float:
                  + theta_edges[np.arange(len(edges)), y[edges[:, 0]], y[edges[:, 1]]].sum())
 
 
-def _compute_graph(g: int, epsilons: list[float], cfg: dict, ctx: RunContext):
-    """Yield ``(eps, CellRecord)`` for every eps of graph ``g``: the exact LP, smoothed LP and MAP
-    against message passing."""
+def compute_graph(cfg: dict, g: int, epsilons: list[float], info: RunInfo, *, n_threads: int | None) -> list[CellRecord]:
+    """Every eps of graph ``g`` (a task): the exact LP, smoothed LP and MAP against message passing."""
     from slr.inference import smoothed_lp
     from slr.inference.exact import brute_force_map, exact_lp, exact_smoothed, hmax
 
@@ -89,6 +89,7 @@ def _compute_graph(g: int, epsilons: list[float], cfg: dict, ctx: RunContext):
     l0 = brute_force_map(theta_n, te, edges)[0] - f_y
     l1 = exact_lp(theta_n, te, edges).value - f_y
     hm = hmax(n, m, L)
+    records = []
     for eps in epsilons:
         l_val = exact_smoothed(theta_n, te, edges, eps).value - f_y
         l_mp = smoothed_lp(theta_n, te, edges, eps, max_sweeps=5000, tol=1e-10).value - f_y
@@ -97,11 +98,10 @@ def _compute_graph(g: int, epsilons: list[float], cfg: dict, ctx: RunContext):
                    l_mp=l_mp, eps_hmax=eps * hm, upper=upper,
                    l0_le_l1=bool(l0 <= l1 + TOL), l1_le_l=bool(l1 <= l_val + TOL),
                    l_le_upper=bool(l_val <= upper + TOL),
-                   tree_tight=(bool(abs(l0 - l1) <= TOL) if kind == "tree" else ""), **ctx.info.row_fields())
+                   tree_tight=(bool(abs(l0 - l1) <= TOL) if kind == "tree" else ""), **info.row_fields())
         row["holds"] = bool(row["l0_le_l1"] and row["l1_le_l"] and row["l_le_upper"])
-        ctx.log(f"bound: graph {g} ({kind}, n={n}, m={m}, L={L}) eps={eps}: "
-                f"l0={l0:.4f} l1={l1:.4f} l={l_val:.4f} <= {upper:.4f} {'ok' if row['holds'] else 'VIOLATED'}")
-        yield eps, CellRecord(row=row)
+        records.append(CellRecord(row=row))
+    return records
 
 
 def run(profile: Profile, out: Path, ctx: RunContext) -> None:
@@ -110,15 +110,25 @@ def run(profile: Profile, out: Path, ctx: RunContext) -> None:
     cache = CellCache(ctx.cache_dir, "bound", ctx.log, read=ctx.read_cache)
     results = results_table(out, ctx.log)
     epsilons = [float(e) for e in cfg["epsilons"]]
-    rows = []
+    keys = {(g, eps): cache_key("bound", dict(graph=g, eps=eps), cfg, SEED)
+            for g in range(cfg["n_graphs"]) for eps in epsilons}
+    records = {cell: cache.load(key) for cell, key in keys.items()}
+    tasks = []
     for g in range(cfg["n_graphs"]):
-        keys = {eps: cache_key("bound", dict(graph=g, eps=eps), cfg, SEED) for eps in epsilons}
-        records = {eps: cache.load(keys[eps]) for eps in epsilons}
-        todo = [eps for eps in epsilons if records[eps] is None]
-        for eps, record in _compute_graph(g, todo, cfg, ctx) if todo else ():
-            cache.save(keys[eps], record)
-            ctx.log.computed.append(f"bound:{g}:{eps}")
-            records[eps] = record
-            results.upsert([record.row])
-        rows += [records[eps].row for eps in epsilons]
-    results.upsert(rows)
+        todo = [eps for eps in epsilons if records[(g, eps)] is None]
+        if todo:
+            tasks.append(Task(f"bound:graph {g}", tuple(keys[(g, eps)] for eps in todo), compute_graph,
+                              (cfg, g, todo, ctx.info)))
+    ctx.log(f"bound: {sum(r is not None for r in records.values())} of {len(records)} cells cached, "
+            f"{len(tasks)} graphs to solve")
+    for task, computed in ctx.computed(tasks):
+        for key, record in zip(task.keys, computed):
+            row = record.row
+            cache.save(key, record)
+            records[(row["graph"], row["eps"])] = record
+            ctx.log.computed.append(f"bound:{row['graph']}:{row['eps']}")
+            ctx.log(f"bound: graph {row['graph']} ({row['kind']}, n={row['n']}, m={row['m']}, L={row['L']}) "
+                    f"eps={row['eps']}: l0={row['l0']:.4f} l1={row['l1']:.4f} l={row['l']:.4f} <= "
+                    f"{row['upper']:.4f} {'ok' if row['holds'] else 'VIOLATED'}")
+        results.upsert(record.row for record in computed)
+    results.upsert(records[cell].row for cell in keys)

@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cache of computed cells (default: $SLR_CACHE_DIR or ~/.cache/slr/results)")
         p.add_argument("--no-cache", action="store_true",
                        help="recompute every cell instead of reusing cached ones (the results are cached anew)")
+        cluster = p.add_mutually_exclusive_group()
+        cluster.add_argument("--workers", type=_threads, default=None, metavar="N",
+                             help="compute the cells on a local Dask cluster of N worker processes")
+        cluster.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                             help="compute the cells on an existing Dask cluster (e.g. tcp://host:8786)")
         p.add_argument("--render-only", action="store_true",
                        help="rewrite the reports from the CSVs in --out without computing or reading any cell")
         p.add_argument("--quiet", action="store_true", help="no progress output")
@@ -110,17 +115,27 @@ def _thread_limits(threads: int | None):
                 os.environ[name] = value
 
 
+@contextlib.contextmanager
+def _closing(close):
+    try:
+        yield
+    finally:
+        close()
+
+
 def run_experiments(names, profile_name: str, out: Path, *, threads: int | None = None,
                     quiet: bool = False, argv: list[str] | None = None, cells: str | None = None,
                     datasets: str | None = None, cache_dir: Path | None = None, read_cache: bool = True,
-                    render_only: bool = False):
+                    render_only: bool = False, workers: int | None = None, scheduler: str | None = None):
     """Run the named experiments (each cell from the cache or computed) and write their reports.
 
     ``cells`` (``"U/P,..."``) restricts the denoising experiment to those cells, ``datasets``
     (``"letters,..."``) the baselines experiment to those data sets. ``cache_dir`` defaults to
     :func:`slr_suite.store.default_cache_dir`; ``read_cache=False`` recomputes every cell;
-    ``render_only`` only rewrites the reports from the CSVs in ``out``. The output and cache
-    directories are locked for the run: a second run on either waits.
+    ``render_only`` only rewrites the reports from the CSVs in ``out``. ``workers`` (a local
+    cluster of that many processes) or ``scheduler`` (an existing cluster's address) compute the
+    cells as Dask tasks; this process alone writes the cache and the results. The output and
+    cache directories are locked for the run: a second run on either waits.
 
     Returns
     -------
@@ -149,11 +164,18 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     cache_dir = _writable_dir(cache_dir if cache_dir is not None else default_cache_dir(), "--cache-dir")
     log = Logger(quiet=quiet)
     info = RunInfo.collect(profile.name, argv)
-    ctx = RunContext(log=log, info=info, cache_dir=cache_dir, read_cache=read_cache, n_threads=threads)
+    engine, close_engine = (None, lambda: None)
+    if (workers is not None or scheduler is not None) and not render_only:
+        from slr_suite.engine import connect
+
+        engine, close_engine = connect(workers, scheduler, threads)
+    ctx = RunContext(log=log, info=info, cache_dir=cache_dir, read_cache=read_cache, n_threads=threads,
+                     engine=engine)
+    log(f"computing cells {ctx.engine.describe()}")
     renderers = {"denoising": render_denoising, "baselines": render_baselines, "bound": render_bound}
     summaries = {}
     t0 = time.perf_counter()
-    with DirLock(out, log), DirLock(cache_dir, log), _thread_limits(threads):
+    with DirLock(out, log), DirLock(cache_dir, log), _thread_limits(threads), _closing(close_engine):
         for name in names:
             log(f"== {name} ({profile.name} profile) -> {out}")
             if render_only:
@@ -187,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     names = EXPERIMENTS if args.command == "report" else (args.command,)
     kwargs = dict(threads=args.threads, quiet=args.quiet, argv=["slr", *argv], cells=getattr(args, "cells", None),
                   datasets=getattr(args, "datasets", None), cache_dir=args.cache_dir, read_cache=not args.no_cache,
-                  render_only=args.render_only)
+                  render_only=args.render_only, workers=args.workers, scheduler=args.scheduler)
     try:
         _check_arguments(args)
     except ValueError as exc:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from slr_suite.provenance import RunInfo
 
@@ -40,6 +41,8 @@ class RunContext:
         False recomputes every cell (``--no-cache``); results are still stored.
     n_threads : int or None
         Threads for slr's message passing and oracles (None: all cores).
+    engine : SerialEngine or DaskEngine
+        Where cells are computed (:mod:`slr_suite.engine`); by default here, one after another.
     """
 
     log: Logger
@@ -47,6 +50,24 @@ class RunContext:
     cache_dir: Path
     read_cache: bool = True
     n_threads: int | None = None
+    engine: Any = None
+
+    def __post_init__(self) -> None:
+        if self.engine is None:
+            from slr_suite.engine import SerialEngine
+
+            object.__setattr__(self, "engine", SerialEngine(self.n_threads))
+
+    def computed(self, tasks) -> Iterator:
+        """Run ``tasks`` on the engine; yield ``(task, records)`` as each finishes, after checking
+        that the records were computed by this run's code."""
+        for task, records in self.engine.map(tasks, self.log):
+            for record in records:
+                if record.row.get("code") != self.info.code:
+                    raise RuntimeError(f"{task.name} was computed by other code (fingerprint {record.row.get('code')}, "
+                                       f"this run's is {self.info.code}): install the same version of slr on "
+                                       "every worker")
+            yield task, records
 
 
 def unique(items):

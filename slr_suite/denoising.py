@@ -9,15 +9,18 @@ draws the report from them.
 """
 from __future__ import annotations
 
+import functools
+import json
 import time
 from pathlib import Path
 
 import numpy as np
 
 from slr_suite.common import RunContext, unique
+from slr_suite.engine import Task
 from slr_suite.oracles import fitted_oracle, make_oracle
 from slr_suite.profiles import Profile
-from slr_suite.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
+from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_hash
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord
 
@@ -78,15 +81,21 @@ def _energies(model, unary_given, pairwise_given, eps: float) -> dict[str, np.nd
     return out
 
 
-def _compute_cell(u: str, p: str, cfg: dict, data, ctx: RunContext) -> CellRecord:
+@functools.lru_cache(maxsize=2)
+def _cached_data(cfg_json: str):
+    return load_data(json.loads(cfg_json))
+
+
+def compute_cell(cfg: dict, u: str, p: str, info: RunInfo, *, n_threads: int | None) -> list[CellRecord]:
+    """Fit the ``u``/``p`` cell of a profile's ``denoise`` settings (a task; data made here)."""
     from slr.learner import StructuredLogisticRegression
 
-    Xtr, Ytr, Xte, Yte = data
+    Xtr, Ytr, Xte, Yte = _cached_data(json.dumps(cfg, sort_keys=True))
     unary = make_oracle(u, "unary", cfg, SEED)
     pairwise = make_oracle(p, "pairwise", cfg, SEED)
     model = StructuredLogisticRegression(
         unary=unary, pairwise=pairwise, epsilon=cfg["epsilon"], n_iter=cfg["n_iter"],
-        mp_sweeps=cfg["mp_sweeps"], n_threads=ctx.n_threads, random_state=SEED)
+        mp_sweeps=cfg["mp_sweeps"], n_threads=n_threads, random_state=SEED)
     t0 = time.perf_counter()
     model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
     seconds = time.perf_counter() - t0
@@ -101,8 +110,8 @@ def _compute_cell(u: str, p: str, cfg: dict, data, ctx: RunContext) -> CellRecor
     row = dict(config=config_hash(cfg), unary=u, pairwise=p,
                train_error=1.0 - float(model.score(Xtr, Ytr)), test_error=1.0 - float(model.score(Xte, Yte)),
                objective=float(hist["objective"].iloc[-1]), n_iter=cfg["n_iter"], seconds=seconds,
-               **ctx.info.row_fields())
-    return CellRecord(row=row, arrays=arrays)
+               **info.row_fields())
+    return [CellRecord(row=row, arrays=arrays)]
 
 
 def _history_rows(row: dict, arrays: dict) -> list[dict]:
@@ -147,12 +156,12 @@ def run(profile: Profile, out: Path, ctx: RunContext,
     todo = [cell for cell in wanted if records[cell] is None]
     log(f"denoising: {len(wanted) - len(todo)} of {len(wanted)} cells cached, {len(todo)} to compute "
         f"({cfg['n_train']}+{cfg['n_test']} images of {cfg['size']}x{cfg['size']}, {cfg['n_iter']} iterations)")
-    data = load_data(cfg) if todo else None
-    for i, (u, p) in enumerate(todo):
-        record = _compute_cell(u, p, cfg, data, ctx)
-        cache.save(keys[(u, p)], record)
+    tasks = [Task(f"denoising:{u}-{p}", (keys[(u, p)],), compute_cell, (cfg, u, p, ctx.info)) for u, p in todo]
+    for i, (task, (record,)) in enumerate(ctx.computed(tasks)):
+        u, p = record.row["unary"], record.row["pairwise"]
+        cache.save(task.keys[0], record)
         records[(u, p)] = record
-        log.computed.append(f"denoising:{u}-{p}")
+        log.computed.append(task.name)
         row = record.row
         log(f"denoising [{i + 1}/{len(todo)}] unary={u:8s} pairwise={p:8s} "
             f"train={row['train_error']:.3f} test={row['test_error']:.3f} ({row['seconds']:.1f}s)")

@@ -164,6 +164,7 @@ class RunInfo:
         return self.commit + ("+dirty" if self.dirty else "")
 
     def row_fields(self) -> dict[str, Any]:
-        """The provenance columns of a row computed now."""
-        return dict(commit=self.commit, dirty=self.dirty, code=self.code, command=self.command,
-                    machine=self.machine, computed_at=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+        """The provenance columns of a row computed now, here: the run's commit and command, and
+        the code fingerprint, machine and time of the process computing it (a Dask worker's own)."""
+        return dict(commit=self.commit, dirty=self.dirty, code=code_fingerprint(), command=self.command,
+                    machine=machine_description(), computed_at=time.strftime("%Y-%m-%d %H:%M:%S %Z"))

@@ -225,7 +225,7 @@ def test_failure_during_a_run_is_one_line_with_status_1(tmp_path, monkeypatch, c
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire\nsecond line")
 
-    monkeypatch.setattr(denoising, "_compute_cell", broken)
+    monkeypatch.setattr(denoising, "compute_cell", broken)
     monkeypatch.delenv("SLR_DEBUG", raising=False)
     assert main(["denoising", "--tiny", "--out", str(tmp_path), "--cache-dir", str(tmp_path / "c"),
                  "--cells", "Zero/Zero"]) == 1
