@@ -14,7 +14,6 @@ _EXPORTS = {
     "StructuredData": "baselines.features",
     "StructuredPerceptron": "baselines.perceptron",
     "SubgradientSSVM": "baselines.ssvm",
-    "viterbi": "baselines.features",
 }
 
 __all__ = sorted(_EXPORTS)

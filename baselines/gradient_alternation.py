@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import BaseStructuredLearner, check_count, check_positive
-from baselines.features import StructuredData, hamming_potentials
+from baselines.base import BaseStructuredLearner
+from baselines.features import StructuredData
 from slr.inference.batch import batch_dual_values, batch_marginals, batch_sweeps
+from slr.models import hamming_margin
+from slr.validation import check_int, check_real
 
 __all__ = ["GradientAlternation"]
 
@@ -47,15 +49,15 @@ class GradientAlternation(BaseStructuredLearner):
         increases; the safe step alone is far too short to be a fair comparison.
     log_every : int, default=1
         Measure the MAP training error every this many rounds (NaN otherwise).
-    model, max_sweeps, inference_tol, verbose
-        Prediction inference, as in :class:`baselines.ssvm.OneSlackSSVM`.
+    model, max_sweeps, inference_tol, n_states, verbose
+        Prediction inference and states, as in :class:`baselines.ssvm.OneSlackSSVM`.
     random_state : None
         Unused (deterministic).
 
     Attributes
     ----------
     history_ : pandas.DataFrame
-        ``primal_objective`` holds ``R`` (+ ridge) after each round's sweeps, before the step.
+        ``objective`` holds ``R`` (+ ridge) after each round's sweeps, before the step.
     messages_ : ndarray of shape (n_edges, 2, L)
     step_size_ : float
         The last step taken.
@@ -63,21 +65,22 @@ class GradientAlternation(BaseStructuredLearner):
 
     def __init__(self, epsilon: float = 0.1, l2: float = 0.0, max_iter: int = 200, mp_sweeps: int = 25,
                  learning_rate="auto", log_every: int = 1, model: str = "auto", max_sweeps: int = 200,
-                 inference_tol: float = 1e-7, verbose: int = 0, random_state=None) -> None:
+                 inference_tol: float = 1e-7, n_states: int | None = None, verbose: int = 0,
+                 random_state=None) -> None:
         self.epsilon, self.l2, self.max_iter, self.mp_sweeps = epsilon, l2, max_iter, mp_sweeps
         self.learning_rate, self.log_every = learning_rate, log_every
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.verbose, self.random_state = verbose, random_state
+        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_positive("epsilon", self.epsilon)
-        check_positive("l2", self.l2, allow_zero=True)
-        check_count("max_iter", self.max_iter, 1)
-        check_count("mp_sweeps", self.mp_sweeps, 1)
-        check_count("log_every", self.log_every, 1)
+        check_real(self.epsilon, "epsilon", 0.0, low_open=True)
+        check_real(self.l2, "l2", 0.0)
+        check_int(self.max_iter, "max_iter", 1)
+        check_int(self.mp_sweeps, "mp_sweeps", 1)
+        check_int(self.log_every, "log_every", 1)
         if self.learning_rate != "auto":
-            check_positive("learning_rate", self.learning_rate)
+            check_real(self.learning_rate, "learning_rate", 0.0, low_open=True)
 
     def _safe_step(self, data: StructuredData) -> float:
         sigma_u = np.linalg.norm(data.node_features, 2) ** 2
@@ -102,7 +105,7 @@ class GradientAlternation(BaseStructuredLearner):
     @staticmethod
     def _theta(data: StructuredData, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         theta_nodes, theta_edges = data.potentials(w)
-        return theta_nodes + hamming_potentials(data.y, data.n_states), theta_edges
+        return theta_nodes + hamming_margin(data.labels, data.n_states), theta_edges
 
     def _fit(self, data: StructuredData) -> None:
         eps = float(self.epsilon)
@@ -117,7 +120,7 @@ class GradientAlternation(BaseStructuredLearner):
                          tol=0.0, check_input=False)
             error = self._train_error(data, w) if it % self.log_every == 0 else float("nan")
             value = self.objective(data, w, lam)
-            self._record(it, value, error)
+            self._log(it, value, w, error)
             grad = self.gradient(data, w, lam)
             if adaptive:
                 step = self._armijo_step(data, w, lam, value, grad, 2.0 * step, safe)

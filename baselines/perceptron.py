@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import BaseStructuredLearner, check_count
+from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
+from slr.validation import check_int, check_random_state
 
 __all__ = ["StructuredPerceptron"]
 
@@ -25,15 +26,15 @@ class StructuredPerceptron(BaseStructuredLearner):
     average : bool, default=True
     shuffle : bool, default=True
         Visit the examples in a random order each epoch.
-    model, max_sweeps, inference_tol, verbose
+    model, max_sweeps, inference_tol, n_states, verbose
         As in :class:`baselines.ssvm.OneSlackSSVM`.
-    random_state : int or None
+    random_state : None, int or Generator
         Seed of the visiting order.
 
     Attributes
     ----------
     history_ : pandas.DataFrame
-        Per epoch: ``primal_objective`` is NaN (the perceptron has no objective),
+        Per epoch: ``objective`` is NaN (the perceptron has no objective),
         ``train_error`` the per-node error of the returned weights' MAP prediction.
     n_mistakes_ : list of int
         Examples mispredicted during each epoch.
@@ -41,22 +42,19 @@ class StructuredPerceptron(BaseStructuredLearner):
 
     def __init__(self, max_iter: int = 50, average: bool = True, shuffle: bool = True,
                  model: str = "auto", max_sweeps: int = 200, inference_tol: float = 1e-7,
-                 verbose: int = 0, random_state=None) -> None:
+                 n_states: int | None = None, verbose: int = 0, random_state=None) -> None:
         self.max_iter, self.average, self.shuffle = max_iter, average, shuffle
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.verbose, self.random_state = verbose, random_state
+        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_count("max_iter", self.max_iter, 1)
+        check_int(self.max_iter, "max_iter", 1)
 
     def _fit(self, data: StructuredData) -> None:
-        rng = np.random.default_rng(self.random_state)
-        L, d_u = data.n_states, data.d_u
+        rng = check_random_state(self.random_state)
         # one single-example StructuredData per example, built once (inference per example)
-        singles = [StructuredData([x], [y], L, model=data.model, max_sweeps=data.max_sweeps,
-                                  tol=data.tol, dims=(data.d_u, data.d_e))
-                   for x, y in zip(data.X, data.Y)]
+        singles = [data.subset([k]) for k in range(data.n_examples)]
         w = np.zeros(data.size)
         u = np.zeros(data.size)  # sum of c * update: average = w - u / c
         c = 1
@@ -67,24 +65,24 @@ class StructuredPerceptron(BaseStructuredLearner):
             for k in order:
                 single = singles[k]
                 y_hat = single.decode(*single.potentials(w))
-                y = single.y
+                y = single.labels
                 if np.any(y_hat != y):
                     mistakes += 1
-                    update = self._update(single, y, y_hat, L, d_u)
+                    update = self._update(single, y, y_hat)
                     w += update
                     u += c * update
                 c += 1
             w_ret = w - u / c if self.average else w
             self.n_mistakes_.append(mistakes)
             error = self._train_error(data, w_ret)
-            self._record(epoch, float("nan"), error)
+            self._log(epoch, float("nan"), w_ret, error)
             if error == 0.0 and (mistakes == 0 or self.average):
                 break
         self.w_ = w - u / c if self.average else w.copy()
         self.n_iter_ = epoch + 1
 
     @staticmethod
-    def _update(single: StructuredData, y: np.ndarray, y_hat: np.ndarray, L: int, d_u: int) -> np.ndarray:
-        true_n, true_e = single.labels_to_marginals(y)
-        hat_n, hat_e = single.labels_to_marginals(y_hat)
+    def _update(single: StructuredData, y: np.ndarray, y_hat: np.ndarray) -> np.ndarray:
+        true_n, true_e = single.onehot(y)
+        hat_n, hat_e = single.onehot(y_hat)
         return single.joint_feature(true_n - hat_n, true_e - hat_e)

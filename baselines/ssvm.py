@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import BaseStructuredLearner, check_count, check_positive
+from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
+from slr.validation import check_int, check_option, check_random_state, check_real
 
 __all__ = ["NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM", "solve_ssvm_dual"]
 
@@ -89,16 +90,16 @@ def prune_inactive(alpha: np.ndarray, idle: np.ndarray, threshold: float, window
 class _SSVMBase(BaseStructuredLearner):
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_positive("C", self.C)
-        check_count("max_iter", self.max_iter, 1)
-        check_positive("tol", self.tol, allow_zero=True)
+        check_real(self.C, "C", 0.0, low_open=True)
+        check_int(self.max_iter, "max_iter", 1)
+        check_real(self.tol, "tol", 0.0)
 
 
 class _CuttingPlaneBase(_SSVMBase):
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_positive("inactive_threshold", self.inactive_threshold, allow_zero=True)
-        check_count("inactive_window", self.inactive_window, 1)
+        check_real(self.inactive_threshold, "inactive_threshold", 0.0)
+        check_int(self.inactive_window, "inactive_window", 1)
 
 
 class OneSlackSSVM(_CuttingPlaneBase):
@@ -126,6 +127,8 @@ class OneSlackSSVM(_CuttingPlaneBase):
     max_sweeps : int, default=200
         Star-update sweeps per LP inference.
     inference_tol : float, default=1e-7
+    n_states : int, optional
+        Number of states ``L``; the largest training label + 1 when None.
     verbose : int, default=0
     random_state : None
         Unused (the algorithm is deterministic); kept for a uniform interface.
@@ -133,12 +136,12 @@ class OneSlackSSVM(_CuttingPlaneBase):
 
     def __init__(self, C: float = 1.0, max_iter: int = 500, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 50, model: str = "auto",
-                 max_sweeps: int = 200, inference_tol: float = 1e-7, verbose: int = 0,
-                 random_state=None) -> None:
+                 max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
+                 verbose: int = 0, random_state=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.verbose, self.random_state = verbose, random_state
+        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
 
     def _fit(self, data: StructuredData) -> None:
         C = float(self.C)
@@ -148,7 +151,7 @@ class OneSlackSSVM(_CuttingPlaneBase):
         self.converged_ = False
         for it in range(self.max_iter):
             node_mu, edge_mu, loss, slack = data.loss_augmented(w)
-            self._record(it, self._primal(w, slack, C))
+            self._log(it, self._primal(w, slack, C), w)
             d_new = psi_true - data.joint_feature(node_mu, edge_mu)
             delta_new = float(loss.sum())
             xi = max(0.0, float(np.max(delta - D @ w, initial=0.0)))
@@ -179,7 +182,7 @@ class NSlackSSVM(_CuttingPlaneBase):
 
     Parameters
     ----------
-    C, max_iter, tol, inactive_threshold, model, max_sweeps, inference_tol, verbose, random_state
+    C, max_iter, tol, inactive_threshold, model, max_sweeps, inference_tol, n_states, verbose, random_state
         As in :class:`OneSlackSSVM`.
     inactive_window : int, default=10
         Shorter than the 1-slack default: here every iteration adds up to ``n`` constraints.
@@ -187,12 +190,12 @@ class NSlackSSVM(_CuttingPlaneBase):
 
     def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 10, model: str = "auto",
-                 max_sweeps: int = 200, inference_tol: float = 1e-7, verbose: int = 0,
-                 random_state=None) -> None:
+                 max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
+                 verbose: int = 0, random_state=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.verbose, self.random_state = verbose, random_state
+        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
 
     def _fit(self, data: StructuredData) -> None:
         C = float(self.C)
@@ -206,7 +209,7 @@ class NSlackSSVM(_CuttingPlaneBase):
         self.converged_ = False
         for it in range(self.max_iter):
             node_mu, edge_mu, loss, slack = data.loss_augmented(w)
-            self._record(it, self._primal(w, slack, C))
+            self._log(it, self._primal(w, slack, C), w)
             xi = np.zeros(data.n_examples)
             if len(delta):
                 np.maximum.at(xi, groups, delta - D @ w)
@@ -259,33 +262,32 @@ class SubgradientSSVM(_SSVMBase):
         Full-batch steps when None.
     log_every : int, default=1
         Evaluate the primal of the returned (averaged) weights every this many epochs.
-    model, max_sweeps, inference_tol, verbose
+    model, max_sweeps, inference_tol, n_states, verbose
         As in :class:`OneSlackSSVM`.
-    random_state : int, RandomState or None
-        Mini-batch shuffling.
+    random_state : None, int, Generator or RandomState
+        Mini-batch shuffling (see :func:`slr.validation.check_random_state`).
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 100, tol: float = 0.0,
                  learning_rate="auto", decay_exponent: float = 0.5, averaging: str | None = "linear",
                  batch_size: int | None = None, log_every: int = 1, model: str = "auto",
-                 max_sweeps: int = 200, inference_tol: float = 1e-7, verbose: int = 0,
-                 random_state=None) -> None:
+                 max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
+                 verbose: int = 0, random_state=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.learning_rate, self.decay_exponent = learning_rate, decay_exponent
         self.averaging, self.batch_size, self.log_every = averaging, batch_size, log_every
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.verbose, self.random_state = verbose, random_state
+        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
 
     def _validate_params(self) -> None:
         super()._validate_params()
         if self.learning_rate != "auto":
-            check_positive("learning_rate", self.learning_rate)
-        check_positive("decay_exponent", self.decay_exponent, allow_zero=True)
-        if self.averaging not in (None, "uniform", "linear"):
-            raise ValueError(f"averaging must be None, 'uniform' or 'linear', got {self.averaging!r}")
+            check_real(self.learning_rate, "learning_rate", 0.0, low_open=True)
+        check_real(self.decay_exponent, "decay_exponent", 0.0)
+        check_option(self.averaging, "averaging", (None, "uniform", "linear"))
         if self.batch_size is not None:
-            check_count("batch_size", self.batch_size, 1)
-        check_count("log_every", self.log_every, 1)
+            check_int(self.batch_size, "batch_size", 1)
+        check_int(self.log_every, "log_every", 1)
 
     def _step(self, t: int) -> float:
         if self.learning_rate == "auto":
@@ -294,8 +296,7 @@ class SubgradientSSVM(_SSVMBase):
 
     def _fit(self, data: StructuredData) -> None:
         C = float(self.C)
-        rng = np.random.default_rng(self.random_state if not isinstance(self.random_state, np.random.RandomState)
-                                    else self.random_state.randint(2 ** 31))
+        rng = check_random_state(self.random_state)
         n = data.n_examples
         full_batch = self.batch_size is None or self.batch_size >= n
         w = np.zeros(data.size)
@@ -311,9 +312,7 @@ class SubgradientSSVM(_SSVMBase):
                 parts = []
                 for start in range(0, n, self.batch_size):
                     idx = order[start:start + self.batch_size]
-                    sub = StructuredData([data.X[k] for k in idx], [data.Y[k] for k in idx], data.n_states,
-                                         model=data.model, max_sweeps=data.max_sweeps, tol=data.tol,
-                                         dims=(data.d_u, data.d_e))
+                    sub = data.subset(idx)
                     parts.append((sub, sub.joint_feature(*sub.truth_marginals()), n / len(idx)))
             for sub, psi_true, scale in parts:
                 node_mu, edge_mu, _, _ = sub.loss_augmented(w)
@@ -330,6 +329,6 @@ class SubgradientSSVM(_SSVMBase):
                 else:
                     w_avg = w
             if (epoch + 1) % self.log_every == 0 or epoch + 1 == self.max_iter:
-                self._record(epoch, self._primal(w_avg, data.loss_augmented(w_avg)[3], C))
+                self._log(epoch, self._primal(w_avg, data.loss_augmented(w_avg)[3], C), w_avg)
         self.w_ = w_avg.copy()
         self.n_iter_ = self.max_iter

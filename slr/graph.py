@@ -14,30 +14,25 @@ edges touch it and on which side. :class:`GraphBatch` builds and holds that layo
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from slr.validation import check_int, check_real
+
 __all__ = [
-    "C_INT_MAX",
     "MAX_MAGNITUDE",
     "GraphBatch",
     "chain_edges",
     "check_dataset",
     "check_edges",
     "check_epsilon",
-    "check_int",
     "check_labels",
     "check_messages",
     "check_potentials",
-    "check_real",
     "grid_edges",
 ]
-
-#: Largest C ``int``: sweep and thread counts reach the kernels as one.
-C_INT_MAX = 2**31 - 1
 
 #: Largest magnitude (about 9.7e288) allowed in potentials, messages and ``epsilon``. The
 #: kernels add up such values over whole graphs (and ``eps * log L`` terms); with this bound
@@ -57,7 +52,7 @@ def grid_edges(height: int, width: int) -> np.ndarray:
     -------
     edges : ndarray of shape (height*(width-1) + (height-1)*width, 2), int64
     """
-    height, width = _positive_int(height, "height"), _positive_int(width, "width")
+    height, width = check_int(height, "height", 1, None), check_int(width, "width", 1, None)
     ids = np.arange(height * width, dtype=np.int64).reshape(height, width)
     horizontal = np.stack([ids[:, :-1].ravel(), ids[:, 1:].ravel()], axis=1)
     vertical = np.stack([ids[:-1, :].ravel(), ids[1:, :].ravel()], axis=1)
@@ -66,62 +61,9 @@ def grid_edges(height: int, width: int) -> np.ndarray:
 
 def chain_edges(n_nodes: int) -> np.ndarray:
     """Edges ``(i, i + 1)`` of a chain of ``n_nodes`` nodes, shape ``(n_nodes - 1, 2)``."""
-    n_nodes = _positive_int(n_nodes, "n_nodes")
+    n_nodes = check_int(n_nodes, "n_nodes", 1, None)
     left = np.arange(n_nodes - 1, dtype=np.int64)
     return np.stack([left, left + 1], axis=1)
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value}")
-    return int(value)
-
-
-# ----------------------------------------------------------------------------------------
-# scalar arguments
-# ----------------------------------------------------------------------------------------
-def check_int(value: Any, name: str, minimum: int = 0, maximum: int = C_INT_MAX) -> int:
-    """Validate an integer argument (bools refused) against ``[minimum, maximum]``.
-
-    The default upper bound is :data:`C_INT_MAX`, as counts such as ``max_sweeps`` are
-    passed to the kernels as a C ``int``.
-
-    Returns
-    -------
-    int
-
-    Raises
-    ------
-    ValueError
-        Naming ``name``, if ``value`` is not an integer in range.
-    """
-    if (
-        isinstance(value, (bool, np.bool_))
-        or not isinstance(value, (int, np.integer))
-        or not minimum <= value <= maximum
-    ):
-        raise ValueError(f"{name} must be an integer in [{minimum}, {maximum}], got {value!r}")
-    return int(value)
-
-
-def check_real(value: Any, name: str) -> float:
-    """Validate a real-valued argument: an int or float (bools and strings refused).
-
-    Returns
-    -------
-    float
-        ``value`` as a float (not checked for finiteness).
-
-    Raises
-    ------
-    ValueError
-        Naming ``name``, if ``value`` is not a real number.
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    return float(value)
 
 
 # ----------------------------------------------------------------------------------------
@@ -177,10 +119,7 @@ def check_epsilon(epsilon: Any, *, allow_zero: bool = True, name: str = "epsilon
     -------
     float
     """
-    eps = check_real(epsilon, name)
-    if not np.isfinite(eps) or eps < 0 or (eps == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be finite and {bound}, got {epsilon!r}")
+    eps = check_real(epsilon, name, 0.0, low_open=not allow_zero)
     tiny = float(np.finfo(np.float64).tiny)
     if 0 < eps < tiny:
         zero = " (or 0 for the plain LP)" if allow_zero else ""
@@ -316,7 +255,7 @@ def check_dataset(
         if len(Y) != len(X):
             raise ValueError(f"X and Y must have the same length, got {len(X)} and {len(Y)}")
     if n_states is not None:
-        n_states = _positive_int(n_states, "n_states")
+        n_states = check_int(n_states, "n_states", 1, None)
     out_x = [_check_example(example, f"X[{k}]") for k, example in enumerate(X)]
     d_node = out_x[0][0].shape[1]
     for k, (node_f, _, _) in enumerate(out_x):
@@ -414,7 +353,7 @@ class GraphBatch:
 
     def __post_init__(self) -> None:
         set_field = object.__setattr__  # the dataclass is frozen
-        set_field(self, "n_states", _positive_int(self.n_states, "n_states"))
+        set_field(self, "n_states", check_int(self.n_states, "n_states", 1, None))
         shapes = {"node_ptr": 1, "edge_ptr": 1, "edges": 2, "inc_ptr": 1, "inc_edge": 1, "inc_side": 1}
         for name, ndim in shapes.items():
             set_field(self, name, _read_only_index_array(getattr(self, name), f"GraphBatch.{name}", ndim))
@@ -427,14 +366,14 @@ class GraphBatch:
 
         Edges are validated (range, self-loops) for each graph.
         """
-        n_states = _positive_int(n_states, "n_states")
+        n_states = check_int(n_states, "n_states", 1, None)
         graphs = list(graphs)
         if not graphs:
             raise ValueError("a batch needs at least one graph")
         for k, graph in enumerate(graphs):
             if not isinstance(graph, (tuple, list)) or len(graph) != 2:
                 raise ValueError(f"graph {k} must be a pair (n_nodes, edges), got {graph!r}")
-        n_nodes = np.array([_positive_int(n, "n_nodes") for n, _ in graphs], dtype=np.int64)
+        n_nodes = np.array([check_int(n, "n_nodes", 1, None) for n, _ in graphs], dtype=np.int64)
         local_edges = [check_edges(e, n, name=f"edges of graph {k}") for k, (n, e) in enumerate(graphs)]
         n_edges = np.array([e.shape[0] for e in local_edges], dtype=np.int64)
         node_ptr = np.concatenate([[0], np.cumsum(n_nodes)]).astype(np.int64)

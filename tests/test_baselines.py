@@ -5,11 +5,12 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from baselines.features import StructuredData, viterbi
+from baselines.features import StructuredData
 from baselines.gradient_alternation import GradientAlternation
 from baselines.perceptron import StructuredPerceptron
 from baselines.piecewise import PiecewiseTraining
 from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM, solve_ssvm_dual
+from slr.inference import viterbi
 from slr.oracles import Linear
 
 L = 3
@@ -122,9 +123,9 @@ def test_loss_augmented_inference_equals_brute_force_on_chains(tiny_chain, model
 def fitted_ssvms(tiny_chain):
     X, Y = tiny_chain
     return {
-        "one": OneSlackSSVM(C=C, tol=1e-6).fit(X, Y, n_states=L),
-        "n": NSlackSSVM(C=C, tol=1e-6).fit(X, Y, n_states=L),
-        "sub": SubgradientSSVM(C=C, max_iter=2000, log_every=100).fit(X, Y, n_states=L),
+        "one": OneSlackSSVM(C=C, tol=1e-6, n_states=L).fit(X, Y),
+        "n": NSlackSSVM(C=C, tol=1e-6, n_states=L).fit(X, Y),
+        "sub": SubgradientSSVM(C=C, max_iter=2000, log_every=100, n_states=L).fit(X, Y),
     }
 
 
@@ -133,8 +134,8 @@ def test_ssvm_lowers_primal_and_reports_it_honestly(fitted_ssvms, tiny_chain, na
     X, Y = tiny_chain
     model = fitted_ssvms[name]
     hist = model.history_
-    assert list(hist.columns) == ["iteration", "primal_objective", "train_error", "seconds"]
-    assert hist.primal_objective.iloc[-1] < hist.primal_objective.iloc[0]
+    assert list(hist.columns) == ["iteration", "objective", "train_error", "val_error", "seconds", "eval_seconds"]
+    assert hist.objective.iloc[-1] < hist.objective.iloc[0]
     # the reported primal is the true one (brute force over all labellings)
     assert model.primal_objective(X, Y) == pytest.approx(_brute_primal(model.w_, X, Y), rel=1e-9)
 
@@ -152,7 +153,7 @@ def test_ssvms_reach_the_exact_optimum(fitted_ssvms, tiny_chain, exact_optimum):
 
 def test_lp_inference_on_chain_is_close_to_exact(tiny_chain, exact_optimum):
     X, Y = tiny_chain
-    model = OneSlackSSVM(C=C, tol=1e-5, model="lp").fit(X, Y, n_states=L)
+    model = OneSlackSSVM(C=C, tol=1e-5, model="lp", n_states=L).fit(X, Y)
     assert _brute_primal(model.w_, X, Y) == pytest.approx(exact_optimum, rel=0.01)
 
 
@@ -180,7 +181,7 @@ def test_bad_parameters_raise_value_error(tiny_chain):
         OneSlackSSVM().predict(X)
     star = (np.ones((3, 3)), np.array([[0, 1], [0, 2]]), np.ones((2, 2)))
     with pytest.raises(ValueError, match="chain"):
-        OneSlackSSVM(model="chain").fit([star], [np.zeros(3, int)], n_states=2)
+        OneSlackSSVM(model="chain", n_states=2).fit([star], [np.zeros(3, int)])
 
 
 # ------------------------------------------------------------------ perceptron
@@ -198,7 +199,7 @@ def _separable_chain_problem(n_examples=30, n_states=3, d=4, seed=3):
 @pytest.mark.parametrize("average", [False, True])
 def test_perceptron_separates_separable_chains(average):
     X, Y = _separable_chain_problem()
-    model = StructuredPerceptron(max_iter=200, average=average, random_state=0).fit(X, Y, n_states=3)
+    model = StructuredPerceptron(max_iter=200, average=average, random_state=0, n_states=3).fit(X, Y)
     assert model.n_mistakes_[0] > 0
     assert model.score(X, Y) == 1.0
     assert model.history_.train_error.iloc[-1] == 0.0
@@ -215,7 +216,7 @@ def test_piecewise_linear_equals_independent_sklearn_logistic_regressions():
     Y = [rng.integers(0, 3, size=x[0].shape[0]) for x in X]  # >2 classes: sklearn goes multinomial
     l2 = 0.5
     model = PiecewiseTraining(Linear(l2=l2, tol=1e-10, max_iter=2000),
-                              Linear(l2=l2, tol=1e-10, max_iter=2000)).fit(X, Y, n_states=3)
+                              Linear(l2=l2, tol=1e-10, max_iter=2000), n_states=3).fit(X, Y)
     nodes = np.concatenate([x[0] for x in X])
     y_nodes = np.concatenate(Y)
     edge_feats = np.concatenate([x[2] for x in X])
@@ -251,7 +252,7 @@ def _grid_problem(seed=5, n_examples=4, side=3, n_states=2):
 def test_gradient_alternation_objective_never_increases_and_gradient_is_exact():
     X, Y = _grid_problem()
     model = GradientAlternation(epsilon=0.5, l2=0.1, max_iter=30, mp_sweeps=3, log_every=10).fit(X, Y)
-    R = model.history_.primal_objective.to_numpy()
+    R = model.history_.objective.to_numpy()
     assert np.all(np.diff(R) <= 1e-9 * np.abs(R[:-1]))
     assert R[-1] < 0.9 * R[0]
     assert R[-1] >= 0  # R >= Delta(y, y) = 0

@@ -326,7 +326,7 @@ def test_edge_free_example_first_does_not_fix_the_edge_feature_width():
 
 def test_learner_fits_and_predicts_with_an_edge_free_example_first():
     X, Y = _mixed_dataset()
-    model = StructuredLogisticRegression(Constant(), Linear(), n_iter=2, mp_sweeps=2, n_threads=1).fit(X, Y)
+    model = StructuredLogisticRegression(Constant(), Linear(), max_iter=2, mp_sweeps=2, n_threads=1).fit(X, Y)
     assert model.n_edge_features_ == 2
     predictions = model.predict(X[::-1])
     assert [p.shape for p in predictions] == [y.shape for y in Y[::-1]]
@@ -365,7 +365,7 @@ def test_counts_beyond_a_c_int_are_refused_with_their_name():
 def test_learner_counts_beyond_a_c_int_are_refused_with_their_name():
     X, Y = _mixed_dataset()
     for kw, name in [({"mp_sweeps": 2**30}, "mp_sweeps"), ({"predict_sweeps": 2**31}, "predict_sweeps"),
-                     ({"n_iter": 2**31}, "n_iter"), ({"n_states": 2**31}, "n_states"),
+                     ({"max_iter": 2**31}, "max_iter"), ({"n_states": 2**31}, "n_states"),
                      ({"n_threads": 2**31}, "n_threads")]:
         with pytest.raises(ValueError, match=name):
             StructuredLogisticRegression(**kw).fit(X, Y)
@@ -392,7 +392,7 @@ def test_bools_and_non_numbers_are_refused_for_real_arguments(value):
 def test_bad_random_state_is_a_value_error_naming_it(random_state):
     X, Y = _mixed_dataset()
     with pytest.raises(ValueError, match="random_state must be None, a non-negative integer or a numpy"):
-        StructuredLogisticRegression(n_iter=1, random_state=random_state).fit(X, Y)
+        StructuredLogisticRegression(max_iter=1, random_state=random_state).fit(X, Y)
 
 
 def test_oracle_scores_too_large_for_float64_potentials_are_refused():
@@ -402,7 +402,7 @@ def test_oracle_scores_too_large_for_float64_potentials_are_refused():
 
     X, Y = _mixed_dataset()
     with pytest.raises(ValueError, match="the unary oracle returned scores of magnitude 1e\\+300"):
-        StructuredLogisticRegression(Huge(), Constant(), n_iter=1, mp_sweeps=1).fit(X, Y)
+        StructuredLogisticRegression(Huge(), Constant(), max_iter=1, mp_sweeps=1).fit(X, Y)
 
 
 # ---------------------------------------------------------------------------------------
@@ -411,15 +411,15 @@ def test_oracle_scores_too_large_for_float64_potentials_are_refused():
 def test_labels_beyond_the_inferred_n_states_ask_for_n_states():
     X, Y = _mixed_dataset()
     test_Y = [np.where(y == 1, 2, y) for y in Y]  # label 2 never occurs in training
-    model = StructuredLogisticRegression(Constant(), Constant(), n_iter=1, mp_sweeps=1).fit(X, Y)
+    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1).fit(X, Y)
     asks_for_n_states = r"Y\[0\] contains labels outside \[0, 2\) .*pass n_states to the constructor"
     with pytest.raises(ValueError, match=asks_for_n_states):
         model.score(X, test_Y)
     with pytest.raises(ValueError, match="pass n_states to the constructor"):
-        StructuredLogisticRegression(Constant(), Constant(), n_iter=1, mp_sweeps=1).fit(X, Y, X, test_Y)
+        StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1).fit(X, Y, X, test_Y)
     # with n_states given the same data scores, and an explicit n_states keeps the plain message
-    fixed = StructuredLogisticRegression(Constant(), Constant(), n_iter=1, mp_sweeps=1, n_states=3).fit(X, Y)
+    fixed = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1, n_states=3).fit(X, Y)
     assert 0.0 <= fixed.score(X, test_Y) <= 1.0
-    explicit = StructuredLogisticRegression(Constant(), Constant(), n_iter=1, mp_sweeps=1, n_states=2).fit(X, Y)
+    explicit = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1, n_states=2).fit(X, Y)
     with pytest.raises(ValueError, match=r"^Y\[0\] contains labels outside \[0, 2\)$"):
         explicit.score(X, test_Y)

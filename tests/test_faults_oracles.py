@@ -107,7 +107,7 @@ def test_learner_with_zero_column_edge_features_and_tree_oracles():
     for pairwise in (BoostedTrees(n_rounds=3, random_state=0),
                      LightGBM(n_rounds=3, random_state=0)):
         model = StructuredLogisticRegression(
-            unary=Linear(), pairwise=pairwise, n_iter=2, mp_sweeps=2, monitor=False,
+            unary=Linear(), pairwise=pairwise, max_iter=2, mp_sweeps=2, monitor=False,
         ).fit(X, Y)
         assert model.predict(X)[0].shape == Y[0].shape
 

@@ -152,7 +152,7 @@ def test_wrong_bias_sign_would_not_be_stationary(tiny):
 )
 def test_objective_never_increases(tiny, unary, pairwise):
     X, Y = tiny
-    model = StructuredLogisticRegression(unary, pairwise, n_iter=5, mp_sweeps=5, n_threads=1).fit(X, Y)
+    model = StructuredLogisticRegression(unary, pairwise, max_iter=5, mp_sweeps=5, n_threads=1).fit(X, Y)
     trace = model.objective_trace_
     assert len(trace) == 1 + 4 * 5
     R = trace["objective"].to_numpy()
@@ -169,7 +169,7 @@ def test_objective_matches_independent_recomputation(tiny):
     """history_'s final R equals R recomputed from the fitted oracles after replaying the messages."""
     X, Y = tiny
     batch, node_f, edge_f, labels = _flat(X, Y)
-    model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), n_iter=1, mp_sweeps=3, n_threads=1)
+    model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), max_iter=1, mp_sweeps=3, n_threads=1)
     model.fit(X, Y)
     delta = 1.0 - np.eye(2)[labels]
     # replay iteration 1 by hand: the unary fit depends only on lambda = 0
@@ -193,10 +193,10 @@ def _error(model, data):
 
 def test_structured_models_beat_unary_only_and_zero_unary(denoise):
     train, test = denoise
-    kw = dict(n_iter=10, n_threads=1, random_state=0)
+    kw = dict(max_iter=10, n_threads=1, random_state=0)
     full = StructuredLogisticRegression(Linear(), Linear(), **kw).fit(*train, *test)
     # (both restricted models change little after a few iterations)
-    kw.update(n_iter=5, monitor=False)
+    kw.update(max_iter=5, monitor=False)
     unary_only = StructuredLogisticRegression(Linear(), Zero(), **kw).fit(*train)
     zero_unary = StructuredLogisticRegression(Zero(), Linear(), **kw).fit(*train)
     e_full, e_unary, e_zero = _error(full, test), _error(unary_only, test), _error(zero_unary, test)
@@ -218,7 +218,7 @@ def test_structured_models_beat_unary_only_and_zero_unary(denoise):
 def test_mlp_learns_in_a_few_iterations(denoise):
     train, test = denoise
     model = StructuredLogisticRegression(
-        MLP(), MLP(learning_rate=0.05), n_iter=10, n_threads=1, random_state=0
+        MLP(), MLP(learning_rate=0.05), max_iter=10, n_threads=1, random_state=0
     ).fit(*train)
     assert _error(model, test) < 0.25
     assert model.history_["train_error"].iloc[-1] < model.history_["train_error"].iloc[1] - 0.1
@@ -229,7 +229,7 @@ def test_boosted_trees_learn_the_denoising_data(denoise):
     train, test = denoise
     trees = dict(n_rounds=20, subsample=5000, random_state=0)
     model = StructuredLogisticRegression(
-        BoostedTrees(**trees), BoostedTrees(**trees), n_iter=4, n_threads=1, random_state=0
+        BoostedTrees(**trees), BoostedTrees(**trees), max_iter=4, n_threads=1, random_state=0
     ).fit(*train)
     error = _error(model, test)
     print(f"Boost/Boost test error {error:.3f}")
@@ -244,7 +244,7 @@ def test_boosted_trees_learn_the_denoising_data(denoise):
 def test_sklearn_params_and_oracles_are_cloned(tiny):
     X, Y = tiny
     unary = Linear(l2=0.5)
-    model = StructuredLogisticRegression(unary=unary, pairwise=Constant(), n_iter=2, mp_sweeps=2)
+    model = StructuredLogisticRegression(unary=unary, pairwise=Constant(), max_iter=2, mp_sweeps=2)
     params = model.get_params()
     assert params["unary"] is unary and params["epsilon"] == 0.1 and params["unary__l2"] == 0.5
     model.fit(X, Y)
@@ -261,13 +261,13 @@ def test_sklearn_params_and_oracles_are_cloned(tiny):
 def test_defaults():
     model = StructuredLogisticRegression()
     p = model.get_params(deep=False)
-    assert p["epsilon"] == 0.1 and p["n_iter"] == 25 and p["mp_sweeps"] == 25
+    assert p["epsilon"] == 0.1 and p["max_iter"] == 25 and p["mp_sweeps"] == 25
     assert p["predict_epsilon"] == 0.0 and p["unary"] is None and p["pairwise"] is None
 
 
 def test_pickle_round_trip_gives_identical_predictions(tiny):
     X, Y = tiny
-    model = StructuredLogisticRegression(MLP(n_hidden=8), Linear(), n_iter=2, mp_sweeps=3, random_state=3)
+    model = StructuredLogisticRegression(MLP(n_hidden=8), Linear(), max_iter=2, mp_sweeps=3, random_state=3)
     model.fit(X, Y)
     loaded = pickle.loads(pickle.dumps(model))
     for a, b in zip(model.predict(X), loaded.predict(X)):
@@ -278,7 +278,7 @@ def test_pickle_round_trip_gives_identical_predictions(tiny):
 
 def test_threads_do_not_change_the_result(tiny):
     X, Y = tiny
-    kw = dict(n_iter=3, mp_sweeps=4, random_state=0)
+    kw = dict(max_iter=3, mp_sweeps=4, random_state=0)
     one = StructuredLogisticRegression(Linear(), Linear(), n_threads=1, **kw).fit(X, Y)
     two = StructuredLogisticRegression(Linear(), Linear(), n_threads=2, **kw).fit(X, Y)
     np.testing.assert_allclose(one.objective_trace_["objective"], two.objective_trace_["objective"], rtol=1e-12)
@@ -286,7 +286,7 @@ def test_threads_do_not_change_the_result(tiny):
 
 def test_random_state_makes_mlp_fits_reproducible(tiny):
     X, Y = tiny
-    kw = dict(n_iter=2, mp_sweeps=2, random_state=5)
+    kw = dict(max_iter=2, mp_sweeps=2, random_state=5)
     a = StructuredLogisticRegression(MLP(n_hidden=8), MLP(n_hidden=8), **kw).fit(X, Y)
     b = StructuredLogisticRegression(MLP(n_hidden=8), MLP(n_hidden=8), **kw).fit(X, Y)
     np.testing.assert_array_equal(a.history_["objective"], b.history_["objective"])
@@ -294,7 +294,7 @@ def test_random_state_makes_mlp_fits_reproducible(tiny):
 
 def test_predict_shapes_and_map_on_a_known_energy(tiny):
     X, Y = tiny
-    model = StructuredLogisticRegression(Linear(), Linear(), n_iter=2, mp_sweeps=2).fit(X, Y)
+    model = StructuredLogisticRegression(Linear(), Linear(), max_iter=2, mp_sweeps=2).fit(X, Y)
     pred = model.predict(X)
     assert [p.shape for p in pred] == [y.shape for y in Y]
     assert all(p.dtype == np.int64 and set(np.unique(p)) <= {0, 1} for p in pred)
@@ -307,7 +307,7 @@ def test_predict_shapes_and_map_on_a_known_energy(tiny):
 
 def test_n_states_parameter_and_verbose(tiny, capsys):
     X, Y = tiny
-    model = StructuredLogisticRegression(Constant(), Constant(), n_iter=1, mp_sweeps=1, n_states=3, verbose=True)
+    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1, n_states=3, verbose=True)
     model.fit(X, Y)
     assert model.n_states_ == 3 and model.pairwise_.table_.shape == (9,)
     assert "SLR" in capsys.readouterr().err
@@ -329,20 +329,20 @@ def test_input_errors(tiny, mutate, message):
     X, Y = tiny
     X2, Y2 = mutate(list(X), list(Y))
     with pytest.raises(ValueError, match=message):
-        StructuredLogisticRegression(n_iter=1, mp_sweeps=1, n_states=2).fit(X2, Y2)
+        StructuredLogisticRegression(max_iter=1, mp_sweeps=1, n_states=2).fit(X2, Y2)
 
 
 def test_parameter_and_predict_errors(tiny):
     X, Y = tiny
-    for kw in [{"epsilon": 0.0}, {"epsilon": -1}, {"n_iter": 0}, {"mp_sweeps": 1.5}, {"n_threads": 0},
+    for kw in [{"epsilon": 0.0}, {"epsilon": -1}, {"max_iter": 0}, {"mp_sweeps": 1.5}, {"n_threads": 0},
                {"predict_epsilon": -0.1}, {"unary": "linear"}]:
         with pytest.raises(ValueError):
             StructuredLogisticRegression(**kw).fit(X, Y)
     with pytest.raises(ValueError, match="not fitted"):
         StructuredLogisticRegression().predict(X)
     with pytest.raises(ValueError, match="together"):
-        StructuredLogisticRegression(n_iter=1).fit(X, Y, X_val=X)
-    model = StructuredLogisticRegression(Constant(), Constant(), n_iter=1, mp_sweeps=1).fit(X, Y)
+        StructuredLogisticRegression(max_iter=1).fit(X, Y, X_val=X)
+    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1).fit(X, Y)
     bad = [(x[0][:, :1], x[1], x[2]) for x in X]
     with pytest.raises(ValueError, match="node features"):
         model.predict(bad)

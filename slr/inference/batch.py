@@ -18,20 +18,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 
-from slr.graph import (
-    C_INT_MAX,
-    GraphBatch,
-    _finite_float_array,
-    _float_array,
-    check_epsilon,
-    check_int,
-    check_real,
-)
+from slr.graph import GraphBatch, _finite_float_array, _float_array, check_epsilon
 from slr.inference import _star
+from slr.validation import check_int, check_real
 
 __all__ = [
     "BatchSweepResult",
@@ -64,27 +58,18 @@ def resolve_threads(n_threads: int | None) -> int:
     ValueError
         Unless ``n_threads`` is ``None``, ``-1`` or an integer in ``[1, 2**31 - 1]``.
     """
-    if n_threads is None or (_is_int(n_threads) and n_threads == -1):
+    if n_threads is None or _is_minus_one(n_threads):
         return max(1, min(_star.openmp_max_threads(), os.cpu_count() or 1))
-    if not _is_int(n_threads) or not 1 <= n_threads <= C_INT_MAX:
-        raise ValueError(f"n_threads must be an integer in [1, {C_INT_MAX}], -1 or None, got {n_threads!r}")
-    return int(n_threads)
+    return check_int(n_threads, "n_threads", 1)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+def _is_minus_one(value: Any) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_)) and value == -1
 
 
 def _kernel_threads(threads: int, batch: GraphBatch) -> int:
     # more threads than examples or cores buys nothing, and OpenMP cannot start a million
     return max(1, min(threads, batch.n_examples, os.cpu_count() or 1))
-
-
-def _check_tol(tol: Any) -> float:
-    value = check_real(tol, "tol")
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"tol must be a finite non-negative number, got {tol!r}")
-    return value
 
 
 def _check_batch(batch: Any) -> GraphBatch:
@@ -327,7 +312,7 @@ def batch_sweeps(
     batch = _check_batch(batch)
     eps = check_epsilon(epsilon)
     max_sweeps = check_int(max_sweeps, "max_sweeps")
-    tol = _check_tol(tol)
+    tol = check_real(tol, "tol", 0.0)
     threads = resolve_threads(n_threads)
     theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input)
     lam = _sweep_start(batch, messages, out, check_input)

@@ -6,17 +6,17 @@ from typing import Any
 
 import numpy as np
 
-from slr.graph import GraphBatch, check_epsilon, check_int, check_potentials
+from slr.graph import GraphBatch, check_epsilon, check_potentials
 from slr.inference.batch import (
     BatchSweepResult,
     _check_sweep_scale,
-    _check_tol,
     _dual_values,
     _marginals,
     _node_beliefs,
     _run_sweeps,
     _sweep_start,
 )
+from slr.validation import check_int, check_real
 
 __all__ = ["MapResult", "SmoothedResult", "map_lp", "smoothed_lp"]
 
@@ -71,7 +71,7 @@ def _solve(
 ) -> tuple[GraphBatch, np.ndarray, np.ndarray, BatchSweepResult]:
     """Validate one graph's inputs and run the sweeps (``eps`` already validated)."""
     max_sweeps = check_int(max_sweeps, "max_sweeps")
-    tol = _check_tol(tol)
+    tol = check_real(tol, "tol", 0.0)
     theta_nodes, theta_edges, edges = check_potentials(theta_nodes, theta_edges, edges)
     n, L = theta_nodes.shape
     batch = GraphBatch.from_graphs([(n, edges)], L)

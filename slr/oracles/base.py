@@ -12,155 +12,19 @@ of the structured learner starts from where the last one ended.
 from __future__ import annotations
 
 import abc
-import math
-from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
 __all__ = [
-    "C_INT_MAX",
     "LogisticOracle",
     "biased_logistic_loss",
     "binary_exponents",
-    "check_bool",
-    "check_integer",
     "check_logistic_problem",
-    "check_random_state",
-    "check_real",
 ]
-
-#: Largest value a hyperparameter passed on to a C ``int`` (thread counts, step counts) may take.
-C_INT_MAX = 2**31 - 1
-
-
-# --------------------------------------------------------------------------------------
-# hyperparameter validation (shared by every oracle)
-# --------------------------------------------------------------------------------------
-def check_real(
-    name: str,
-    value: Any,
-    low: float = -math.inf,
-    high: float = math.inf,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    """Validate a real hyperparameter and return it as a float.
-
-    Parameters
-    ----------
-    name : str
-        The parameter's name, used in the error message.
-    value : Any
-        A finite real number; bools and strings are refused.
-    low, high : float, default=-inf, inf
-        Bounds of the admissible interval.
-    low_open, high_open : bool, default=False
-        Whether the interval is open at ``low`` / ``high``.
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    ValueError
-        Naming ``name``, if ``value`` is not a finite real number in the interval.
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real) or not math.isfinite(
-        value
-    ):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    below = value <= low if low_open else value < low
-    above = value >= high if high_open else value > high
-    if below or above:
-        if high == math.inf:
-            bound = f"{'>' if low_open else '>='} {low}"
-        elif low == -math.inf:
-            bound = f"{'<' if high_open else '<='} {high}"
-        else:
-            bound = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ValueError(f"{name} must be {bound}, got {value!r}")
-    return float(value)
-
-
-def check_integer(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
-    """Validate an integer hyperparameter and return it as an int.
-
-    Parameters
-    ----------
-    name : str
-        The parameter's name, used in the error message.
-    value : Any
-        A Python or NumPy integer; bools, floats and strings are refused.
-    minimum : int
-        Smallest admissible value.
-    maximum : int or None, default=None
-        Largest admissible value (e.g. :data:`C_INT_MAX` for values handed to C code).
-
-    Returns
-    -------
-    int
-
-    Raises
-    ------
-    ValueError
-        Naming ``name``, if ``value`` is not an integer in ``[minimum, maximum]``.
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
-    return int(value)
-
-
-def check_bool(name: str, value: Any) -> bool:
-    """Validate a boolean hyperparameter (``bool`` or ``numpy.bool_``; not 0/1 or strings).
-
-    Raises
-    ------
-    ValueError
-        Naming ``name``, if ``value`` is not a boolean.
-    """
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def check_random_state(random_state: Any) -> int | np.random.Generator | None:
-    """Validate an oracle's ``random_state``.
-
-    Parameters
-    ----------
-    random_state : None, int or numpy.random.Generator
-        ``None`` (fresh entropy), a non-negative integer seed or a Generator used in place.
-
-    Returns
-    -------
-    None, int or numpy.random.Generator
-        The value, with NumPy integers converted to ``int``; ``np.random.default_rng``
-        accepts each of them.
-
-    Raises
-    ------
-    ValueError
-        Naming ``random_state``, for anything else (strings, floats, bools, negative ints).
-    """
-    if random_state is None or isinstance(random_state, np.random.Generator):
-        return random_state
-    if (
-        isinstance(random_state, Integral)
-        and not isinstance(random_state, (bool, np.bool_))
-        and random_state >= 0
-    ):
-        return int(random_state)
-    raise ValueError(
-        "random_state must be None, a non-negative integer or a numpy Generator, "
-        f"got {random_state!r}"
-    )
 
 
 def binary_exponents(features: np.ndarray) -> np.ndarray:
@@ -276,12 +140,12 @@ def biased_logistic_loss(
     return loss, grad
 
 
-class LogisticOracle(abc.ABC):
+class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
     """Base class of the function classes the structured learner can fit.
 
-    Subclasses implement :meth:`_fit` and :meth:`decision_function`; this class
-    validates inputs and keeps the scikit-learn parameter conventions
-    (``get_params`` / ``set_params`` from the constructor's keyword arguments).
+    Subclasses implement :meth:`_fit` and :meth:`decision_function`; this class validates
+    inputs. Parameters follow scikit-learn (``get_params``, ``set_params``, ``clone``);
+    ``set_params`` keeps the fitted state, so the next :meth:`fit` warm-starts from it.
 
     Features may have zero columns (e.g. edges without features): the function then
     cannot depend on the input, and every oracle returns the best input-independent
@@ -342,8 +206,7 @@ class LogisticOracle(abc.ABC):
 
     def _check_features(self, features: Any) -> np.ndarray:
         """Validate features for prediction against the fitted input width."""
-        if not hasattr(self, "n_classes_"):
-            raise ValueError(f"{type(self).__name__} is not fitted yet; call fit first")
+        check_is_fitted(self, "n_classes_")
         features = np.ascontiguousarray(features, dtype=np.float64)
         if features.ndim != 2 or features.shape[1] != self.n_features_in_:
             raise ValueError(
@@ -352,29 +215,3 @@ class LogisticOracle(abc.ABC):
         if not np.all(np.isfinite(features)):
             raise ValueError("features contain NaN or infinite values")
         return features
-
-    # scikit-learn parameter conventions -------------------------------------------------
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        import inspect
-
-        sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict:
-        """Constructor parameters, as in scikit-learn."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params: Any) -> "LogisticOracle":
-        """Set constructor parameters and forget the fitted state."""
-        valid = set(self._param_names())
-        for key, value in params.items():
-            if key not in valid:
-                raise ValueError(f"invalid parameter {key!r} for {type(self).__name__}")
-            setattr(self, key, value)
-        self._reset()
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"

@@ -10,18 +10,14 @@ so the raw prediction is exactly the learned ``f(x, y)``.
 from __future__ import annotations
 
 import math
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 
-from slr.oracles.base import (
-    C_INT_MAX,
-    LogisticOracle,
-    check_integer,
-    check_random_state,
-    check_real,
-)
+from slr.oracles.base import LogisticOracle
 from slr.oracles.trees import BoostedTrees, fraction_to_rows, resolve_subsample
+from slr.validation import C_INT_MAX, check_int, check_random_state, check_real
 
 __all__ = ["LightGBM"]
 
@@ -60,7 +56,7 @@ class LightGBM(LogisticOracle):
         LightGBM's ``num_threads``.
     random_state : None, int or numpy.random.Generator, default=None
         Seed of the bagging: a non-negative int (taken modulo ``2**31 - 1``), a
-        Generator to draw it from, or ``None`` to draw it from NumPy's global generator.
+        Generator to draw it from, or ``None`` to draw it from fresh entropy.
     params : dict or None, default=None
         Extra LightGBM parameters, applied last (they override the above).
 
@@ -101,27 +97,21 @@ class LightGBM(LogisticOracle):
     def lightgbm_params(self, n_rows: int, n_classes: int) -> dict:
         """The LightGBM parameter dict used for a problem of ``n_rows`` x ``n_classes``."""
         n_sub = resolve_subsample(self.subsample, n_rows)
-        state = check_random_state(self.random_state)
-        if state is None:
-            seed = int(np.random.randint(0, C_INT_MAX))
-        elif isinstance(state, np.random.Generator):
-            seed = int(state.integers(0, C_INT_MAX))
+        rng = check_random_state(self.random_state)
+        if isinstance(self.random_state, Integral):
+            seed = int(self.random_state) % C_INT_MAX
         else:
-            seed = state % C_INT_MAX
-        min_leaf_fraction = check_real(
-            "min_leaf_fraction", self.min_leaf_fraction, 0.0, 0.5, low_open=False
-        )
+            seed = int(rng.integers(0, C_INT_MAX))
+        min_leaf_fraction = check_real(self.min_leaf_fraction, "min_leaf_fraction", 0.0, 0.5, low_open=False)
         params = {
             "objective": "multiclass",
             "num_class": n_classes,
-            "learning_rate": check_real(
-                "learning_rate", self.learning_rate, 0.0, math.inf, low_open=True
-            ),
-            "num_leaves": check_integer("num_leaves", self.num_leaves, 2, C_INT_MAX),
+            "learning_rate": check_real(self.learning_rate, "learning_rate", 0.0, math.inf, low_open=True),
+            "num_leaves": check_int(self.num_leaves, "num_leaves", 2),
             "min_data_in_leaf": fraction_to_rows(min_leaf_fraction, n_sub, 1),
-            "max_bin": check_integer("max_bin", self.max_bin, 2, C_INT_MAX),
-            "lambda_l2": check_real("lambda_l2", self.lambda_l2, 0.0, math.inf, low_open=False),
-            "num_threads": check_integer("n_jobs", self.n_jobs, 1, C_INT_MAX),
+            "max_bin": check_int(self.max_bin, "max_bin", 2),
+            "lambda_l2": check_real(self.lambda_l2, "lambda_l2", 0.0, math.inf, low_open=False),
+            "num_threads": check_int(self.n_jobs, "n_jobs", 1),
             "seed": seed,
             "deterministic": True,
             "force_col_wise": True,
@@ -141,7 +131,7 @@ class LightGBM(LogisticOracle):
         n, k = bias.shape
         if n < 2:
             raise ValueError(f"LightGBM needs at least 2 rows in features, got {n}")
-        n_rounds = check_integer("n_rounds", self.n_rounds, 0)
+        n_rounds = check_int(self.n_rounds, "n_rounds", 0, None)
         params = self.lightgbm_params(n, k)
         self.booster_ = None
         self.constant_ = np.zeros(k)
@@ -174,7 +164,7 @@ class LightGBM(LogisticOracle):
         if self.booster_ is None or features.shape[0] == 0:
             return np.tile(self.constant_, (features.shape[0], 1))
         scores = self.booster_.predict(
-            features, raw_score=True, num_threads=check_integer("n_jobs", self.n_jobs, 1, C_INT_MAX)
+            features, raw_score=True, num_threads=check_int(self.n_jobs, "n_jobs", 1)
         )
         return np.asarray(scores, dtype=np.float64).reshape(features.shape[0], self.n_classes_)
 

@@ -7,7 +7,8 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
-from slr.oracles.base import LogisticOracle, binary_exponents, check_bool, check_integer, check_real
+from slr.oracles.base import LogisticOracle, binary_exponents
+from slr.validation import check_bool, check_int, check_real
 
 __all__ = ["Linear"]
 
@@ -191,11 +192,11 @@ class Linear(LogisticOracle):
         return loss / problem.n, grad / problem.n
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
-        l2 = check_real("l2", self.l2, 0.0)
-        tol = check_real("tol", self.tol, 0.0, low_open=True)
-        fit_intercept = check_bool("fit_intercept", self.fit_intercept)
-        max_iter = check_integer("max_iter", self.max_iter, 1)
-        refresh = check_integer("refresh", self.refresh, 1)
+        l2 = check_real(self.l2, "l2", 0.0)
+        tol = check_real(self.tol, "tol", 0.0, low_open=True)
+        fit_intercept = check_bool(self.fit_intercept, "fit_intercept")
+        max_iter = check_int(self.max_iter, "max_iter", 1, None)
+        refresh = check_int(self.refresh, "refresh", 1, None)
         d, k = features.shape[1], bias.shape[1]
         # The fit works on columns scaled into [-1, 1] by powers of two (see Notes).
         exponents = np.maximum(binary_exponents(features), 0)

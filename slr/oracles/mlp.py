@@ -5,15 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from slr.oracles.base import (
-    LogisticOracle,
-    binary_exponents,
-    check_bool,
-    check_integer,
-    check_random_state,
-    check_real,
-)
+from slr.oracles.base import LogisticOracle, binary_exponents
 from slr.oracles.linear import _single_threaded_blas
+from slr.validation import check_bool, check_int, check_random_state, check_real
 
 __all__ = ["MLP"]
 
@@ -134,16 +128,16 @@ class MLP(LogisticOracle):
 
     # fitting -----------------------------------------------------------------------------
     def _validate_params(self) -> tuple[int, float, float, int, int]:
-        n_hidden = check_integer("n_hidden", self.n_hidden, 1)
-        learning_rate = check_real("learning_rate", self.learning_rate, 0.0, low_open=True)
-        momentum = check_real("momentum", self.momentum, 0.0, 1.0, high_open=True)
-        batch_size = check_integer("batch_size", self.batch_size, 1)
-        n_epochs = check_integer("n_epochs", self.n_epochs, 0)
-        check_bool("standardize", self.standardize)
+        n_hidden = check_int(self.n_hidden, "n_hidden", 1, None)
+        learning_rate = check_real(self.learning_rate, "learning_rate", 0.0, low_open=True)
+        momentum = check_real(self.momentum, "momentum", 0.0, 1.0, high_open=True)
+        batch_size = check_int(self.batch_size, "batch_size", 1, None)
+        n_epochs = check_int(self.n_epochs, "n_epochs", 0, None)
+        check_bool(self.standardize, "standardize")
         return n_hidden, learning_rate, momentum, batch_size, n_epochs
 
     def _initialise(self, n_hidden: int, features: np.ndarray) -> None:
-        self.rng_ = np.random.default_rng(check_random_state(self.random_state))
+        self.rng_ = check_random_state(self.random_state)
         d, k = self.n_features_in_, self.n_classes_
         self.params_ = np.zeros(n_hidden * d + n_hidden + k * n_hidden + k, dtype=_DTYPE)
         v, _, w, _ = self._split(self.params_)

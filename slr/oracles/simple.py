@@ -5,8 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from slr.oracles.base import LogisticOracle, check_integer, check_real
+from slr.oracles.base import LogisticOracle
 from slr.oracles.linear import Linear
+from slr.validation import check_int, check_real
 
 __all__ = ["Zero", "Constant"]
 
@@ -65,9 +66,9 @@ class Constant(LogisticOracle):
         self.max_iter = max_iter
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
-        l2 = check_real("l2", self.l2, 0.0)
-        tol = check_real("tol", self.tol, 0.0, low_open=True)
-        max_iter = check_integer("max_iter", self.max_iter, 1)
+        l2 = check_real(self.l2, "l2", 0.0)
+        tol = check_real(self.tol, "tol", 0.0, low_open=True)
+        max_iter = check_int(self.max_iter, "max_iter", 1, None)
         n, k = bias.shape
         counts = np.bincount(labels, minlength=k).astype(np.float64)
         if l2 == 0 and np.all(counts > 0) and np.all(bias == bias[0]):

@@ -16,14 +16,8 @@ from typing import Any
 import numpy as np
 
 from slr.oracles import _trees
-from slr.oracles.base import (
-    C_INT_MAX,
-    LogisticOracle,
-    check_bool,
-    check_integer,
-    check_random_state,
-    check_real,
-)
+from slr.oracles.base import LogisticOracle
+from slr.validation import check_bool, check_int, check_random_state, check_real
 
 __all__ = ["BoostedTrees"]
 
@@ -39,9 +33,9 @@ def resolve_subsample(subsample: Any, n_rows: int) -> int:
     if isinstance(subsample, bool):
         raise ValueError(f"subsample must be an int >= 2 or a float in (0, 1], got {subsample!r}")
     if isinstance(subsample, Integral):
-        size = check_integer("subsample", subsample, 2)
+        size = check_int(subsample, "subsample", 2, None)
     elif isinstance(subsample, Real):
-        fraction = check_real("subsample", subsample, 0.0, 1.0, low_open=True)
+        fraction = check_real(subsample, "subsample", 0.0, 1.0, low_open=True)
         size = int(round(fraction * n_rows))
     else:
         raise ValueError(f"subsample must be an int >= 2 or a float in (0, 1], got {subsample!r}")
@@ -161,39 +155,32 @@ class BoostedTrees(LogisticOracle):
     # ------------------------------------------------------------------ fitting
     def _validated_params(self, n_rows: int) -> dict:
         params = {
-            "n_rounds": check_integer("n_rounds", self.n_rounds, 0),
-            "step": check_real("step", self.step, 0.0, math.inf, low_open=True),
+            "n_rounds": check_int(self.n_rounds, "n_rounds", 0, None),
+            "step": check_real(self.step, "step", 0.0, math.inf, low_open=True),
             "n_sub": resolve_subsample(self.subsample, n_rows),
-            "min_leaf_fraction": check_real(
-                "min_leaf_fraction", self.min_leaf_fraction, 0.0, 0.5, low_open=False
-            ),
-            "min_split_fraction": check_real(
-                "min_split_fraction", self.min_split_fraction, 0.0, 1.0, low_open=False
-            ),
-            "l2": check_real("l2_leaf", self.l2_leaf, 0.0, math.inf, low_open=False),
-            "newton_steps": check_integer("newton_steps", self.newton_steps, 0, C_INT_MAX),
-            "n_jobs": check_integer("n_jobs", self.n_jobs, 1, C_INT_MAX),
-            "warm_start": check_bool("warm_start", self.warm_start),
+            "min_leaf_fraction": check_real(self.min_leaf_fraction, "min_leaf_fraction", 0.0, 0.5, low_open=False),
+            "min_split_fraction": check_real(self.min_split_fraction, "min_split_fraction", 0.0, 1.0, low_open=False),
+            "l2": check_real(self.l2_leaf, "l2_leaf", 0.0, math.inf, low_open=False),
+            "newton_steps": check_int(self.newton_steps, "newton_steps", 0),
+            "n_jobs": check_int(self.n_jobs, "n_jobs", 1),
+            "warm_start": check_bool(self.warm_start, "warm_start"),
         }
         # a cap above any possible number of leaves is the same as no cap
         max_leaves = np.iinfo(np.intp).max
         if self.max_leaves is not None:
-            max_leaves = min(max_leaves, check_integer("max_leaves", self.max_leaves, 1))
+            max_leaves = min(max_leaves, check_int(self.max_leaves, "max_leaves", 1, None))
         params["max_leaves"] = max_leaves
         n_sub = params["n_sub"]
         params["min_leaf"] = fraction_to_rows(params["min_leaf_fraction"], n_sub, 1)
         params["min_split"] = fraction_to_rows(params["min_split_fraction"], n_sub, 2)
         return params
 
-    def _rng(self) -> np.random.Generator:
-        return np.random.default_rng(check_random_state(self.random_state))
-
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
         n, k = bias.shape
         if n < 2:
             raise ValueError(f"BoostedTrees needs at least 2 rows in features, got {n}")
         p = self._validated_params(n)
-        rng = self._rng()
+        rng = check_random_state(self.random_state)
 
         keep = p["warm_start"] and hasattr(self, "tree_offsets_")
         if keep:
@@ -307,7 +294,7 @@ class BoostedTrees(LogisticOracle):
         return trees
 
     def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
+        state = super().__getstate__()
         state.pop("_train_cache_", None)  # large and recomputable: not pickled
         return state
 

