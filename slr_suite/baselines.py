@@ -7,7 +7,6 @@ the run that computed it) and ``baselines_curves.csv`` (test error against time)
 """
 from __future__ import annotations
 
-import inspect
 import time
 from pathlib import Path
 
@@ -66,15 +65,20 @@ def load_dataset(name: str, profile: Profile):
     raise ValueError(f"unknown data set {name!r}")
 
 
-def _kwargs(cls, **wanted) -> dict:
-    params = inspect.signature(cls.__init__).parameters
-    out = {}
-    for key, value in wanted.items():
-        if key == "max_iter" and "max_iter" not in params and "n_iter" in params:
-            out["n_iter"] = value
-        elif key in params:
-            out[key] = value
-    return out
+def _own_params(method: str, dataset: str) -> dict:
+    """A baseline's parameters beyond the learner contract: the same ridge for all (see ``C_VALUE``)."""
+    from slr.oracles import Linear
+
+    C = C_VALUE[dataset]
+    return {
+        "OneSlackSSVM": dict(C=C),
+        "NSlackSSVM": dict(C=C),
+        # online steps (Ratliff et al.); full-batch steps are far slower here
+        "SubgradientSSVM": dict(C=C, batch_size=1),
+        "StructuredPerceptron": {},
+        "PiecewiseTraining": dict(unary=Linear(l2=1.0 / C), pairwise=Linear(l2=1.0 / C)),
+        "GradientAlternation": dict(epsilon=EPSILON, l2=1.0 / C),
+    }[method]
 
 
 def _error(model, X, Y) -> float:
@@ -83,27 +87,15 @@ def _error(model, X, Y) -> float:
 
 def _fit_baseline(cls, dataset, data, max_iter, log) -> tuple[dict, np.ndarray, np.ndarray]:
     """Fit once at ``max_iter`` (the row) plus at max_iter/4, /2 for the time-to-error curve."""
-    from slr.oracles import Linear
-
     Xtr, Ytr, Xte, Yte, L = data
-    C = C_VALUE[dataset]
-    kw = dict(C=C, max_iter=max_iter, unary=Linear(l2=1.0 / C), pairwise=Linear(l2=1.0 / C),
-              random_state=0, epsilon=EPSILON, l2=1.0 / C)
-    if cls.__name__ == "SubgradientSSVM":
-        kw["batch_size"] = 1  # online steps (Ratliff et al.); full-batch steps are far slower here
     iters = [max_iter] if cls.__name__ == "PiecewiseTraining" else sorted(
         {max(1, max_iter // 4), max(1, max_iter // 2), max_iter})
     curve_s, curve_e = [], []
     row = None
     for it in iters:
-        kw["max_iter"] = it
-        model = cls(**_kwargs(cls, **kw))
-        fit_params = inspect.signature(model.fit).parameters
+        model = cls(max_iter=it, n_states=L, random_state=0, **_own_params(cls.__name__, dataset))
         t0 = time.perf_counter()
-        if "n_states" in fit_params:
-            model.fit(Xtr, Ytr, n_states=L)
-        else:
-            model.fit(Xtr, Ytr)
+        model.fit(Xtr, Ytr)
         seconds = time.perf_counter() - t0
         test_err = _error(model, Xte, Yte)
         curve_s.append(seconds)
@@ -124,14 +116,14 @@ def _fit_slr(name, cfg, dataset, data, n_threads) -> tuple[dict, np.ndarray, np.
                       l2=EPSILON / C_VALUE[dataset])
     model = StructuredLogisticRegression(
         unary=make_oracle(kind, "unary", oracle_cfg, 0), pairwise=make_oracle(kind, "pairwise", oracle_cfg, 0),
-        epsilon=EPSILON, n_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=L, random_state=SEED,
+        epsilon=EPSILON, max_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=L, random_state=SEED,
         n_threads=n_threads)
     t0 = time.perf_counter()
     model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
     seconds = time.perf_counter() - t0
     hist = model.history_
     hist = hist[hist["iteration"] > 0]
-    curve_s = np.cumsum(np.asarray(hist["seconds"], dtype=float))
+    curve_s = np.asarray(hist["seconds"], dtype=float)
     curve_e = np.asarray(hist["val_error"], dtype=float)
     row = dict(train_error=_error(model, Xtr, Ytr), test_error=_error(model, Xte, Yte), seconds=seconds,
                iterations=len(hist), status="ok")

@@ -94,7 +94,7 @@ def compute_cell(cfg: dict, u: str, p: str, info: RunInfo, *, n_threads: int | N
     unary = make_oracle(u, "unary", cfg, SEED)
     pairwise = make_oracle(p, "pairwise", cfg, SEED)
     model = StructuredLogisticRegression(
-        unary=unary, pairwise=pairwise, epsilon=cfg["epsilon"], n_iter=cfg["n_iter"],
+        unary=unary, pairwise=pairwise, epsilon=cfg["epsilon"], max_iter=cfg["n_iter"],
         mp_sweeps=cfg["mp_sweeps"], n_threads=n_threads, random_state=SEED)
     t0 = time.perf_counter()
     model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)

@@ -1,8 +1,6 @@
 """One iteration of each baseline on small denoising and OCR-letters problems."""
 from __future__ import annotations
 
-import inspect
-
 import baselines
 
 from .common import denoising, letters
@@ -12,15 +10,8 @@ BASELINES = ["OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPercept
 DATASETS = ["denoising", "letters"]
 
 
-def make(name: str, max_iter: int):
-    cls = getattr(baselines, name)
-    params = inspect.signature(cls.__init__).parameters
-    kw = {}
-    if "max_iter" in params:
-        kw["max_iter"] = max_iter
-    elif "n_iter" in params:
-        kw["n_iter"] = max_iter
-    return cls(**kw)
+def make(name: str, max_iter: int, n_states: int):
+    return getattr(baselines, name)(max_iter=max_iter, n_states=n_states)
 
 
 def load(dataset: str):
@@ -29,12 +20,6 @@ def load(dataset: str):
         Xt, Yt = denoising(4, 32, seed=1)
         return X, Y, Xt, Yt, 2
     return (*letters(100, 100), 26)
-
-
-def fit(model, X, Y, L):
-    if "n_states" in inspect.signature(model.fit).parameters:
-        return model.fit(X, Y, n_states=L)
-    return model.fit(X, Y)
 
 
 class BaselineIteration:
@@ -51,10 +36,10 @@ class BaselineIteration:
         getattr(baselines, baseline)   # import the module outside the timed body
 
     def time_one_iteration(self, dataset, baseline):
-        fit(make(baseline, 1), self.X, self.Y, self.L)
+        make(baseline, 1, self.L).fit(self.X, self.Y)
 
     def peakmem_one_iteration(self, dataset, baseline):
-        fit(make(baseline, 1), self.X, self.Y, self.L)
+        make(baseline, 1, self.L).fit(self.X, self.Y)
 
 
 class BaselineAccuracy:
@@ -70,7 +55,7 @@ class BaselineAccuracy:
         self.X, self.Y, self.Xt, self.Yt, self.L = load(dataset)
 
     def track_test_error(self, dataset, baseline):
-        model = fit(make(baseline, 10), self.X, self.Y, self.L)
+        model = make(baseline, 10, self.L).fit(self.X, self.Y)
         return 1.0 - model.score(self.Xt, self.Yt)
 
     track_test_error.unit = "error rate"

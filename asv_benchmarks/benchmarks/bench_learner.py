@@ -9,11 +9,11 @@ from .common import denoising
 CLASSES = ["Linear", "Boost", "MLP"]
 
 
-def learner(kind: str, n_iter: int, mp_sweeps: int = 25):
+def learner(kind: str, max_iter: int, mp_sweeps: int = 25):
     cfg = dict(trees=dict(n_rounds=20, subsample=5000), mlp=dict(n_epochs=1, batch_size=1000))
     return StructuredLogisticRegression(
         unary=make_oracle(kind, "unary", cfg, 0), pairwise=make_oracle(kind, "pairwise", cfg, 0),
-        epsilon=0.1, n_iter=n_iter, mp_sweeps=mp_sweeps, monitor=False, random_state=0)
+        epsilon=0.1, max_iter=max_iter, mp_sweeps=mp_sweeps, monitor=False, random_state=0)
 
 
 class LearnerIteration:
