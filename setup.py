@@ -1,11 +1,13 @@
 """Build the Cython kernels of slr.
 
-The kernels are listed in ``KERNELS``. The build stops with an error when one of their
-sources is missing (a package built without a kernel installs but fails at import) and
-when a ``.pyx`` file under ``slr/`` or ``baselines/`` is not listed. The ``.pyx`` files
-are the extensions' sources: setuptools' ``build_ext`` runs Cython on them at build time
-(Cython is a build requirement in ``pyproject.toml``), so a source distribution ships
-them and no generated C.
+The kernels are listed in ``KERNELS`` and the Cython declarations they share (``.pxd``
+files, cimported by absolute name, e.g. ``from slr._kernel_utils cimport softmax``) in
+``DECLARATIONS``. The build stops with an error when one of these sources is missing (a
+package built without a kernel installs but fails at import, and one without a shared
+``.pxd`` does not compile) and when a ``.pyx`` or ``.pxd`` file under ``slr/`` or
+``baselines/`` is not listed. They are the extensions' sources: setuptools' ``build_ext``
+runs Cython on them at build time (Cython is a build requirement in ``pyproject.toml``),
+so a source distribution ships them and no generated C.
 
 The kernels are compiled with optimisation and, where the compiler supports it,
 OpenMP (``prange`` over examples); without OpenMP they still build and run serially.
@@ -29,6 +31,8 @@ KERNELS = (
     "slr/inference/_star.pyx",
     "slr/oracles/_trees.pyx",
 )
+#: Declarations shared by the kernels; each kernel is rebuilt when one changes.
+DECLARATIONS = ("slr/_kernel_utils.pxd",)
 SOURCE_ROOTS = ("slr", "baselines")
 COMPILE_ARGS = ["-O3", "-fno-math-errno"]
 CYTHON_DIRECTIVES = {
@@ -42,22 +46,24 @@ CYTHON_DIRECTIVES = {
 
 
 def _check_sources() -> None:
-    """Exit with a message unless the kernel sources are exactly those in ``KERNELS``."""
-    missing = [path for path in KERNELS if not (HERE / path).is_file()]
+    """Exit with a message unless the Cython sources are exactly those listed here."""
+    missing = [path for path in KERNELS + DECLARATIONS if not (HERE / path).is_file()]
     if missing:
         sys.exit(
             f"error: slr: kernel sources missing: {', '.join(missing)} (in {HERE}). "
-            "Without them the package would install but fail at import; a source "
+            "Without them the package would fail to build or to import; a source "
             "distribution must contain them."
         )
-    found = {
-        path.relative_to(HERE).as_posix()
-        for root in SOURCE_ROOTS
-        for path in (HERE / root).glob("**/*.pyx")
-    }
-    unlisted = sorted(found - set(KERNELS))
-    if unlisted:
-        sys.exit(f"error: slr: add {', '.join(unlisted)} to KERNELS in setup.py")
+    listings = ((KERNELS, "KERNELS", "pyx"), (DECLARATIONS, "DECLARATIONS", "pxd"))
+    for listing, name, suffix in listings:
+        found = {
+            path.relative_to(HERE).as_posix()
+            for root in SOURCE_ROOTS
+            for path in (HERE / root).glob(f"**/*.{suffix}")
+        }
+        unlisted = sorted(found - set(listing))
+        if unlisted:
+            sys.exit(f"error: slr: add {', '.join(unlisted)} to {name} in setup.py")
     if importlib.util.find_spec("Cython") is None:
         sys.exit(
             "error: slr: building the kernels needs Cython >= 3.0 (pip installs it from "
@@ -94,6 +100,7 @@ def _extensions() -> list[Extension]:
         extension = Extension(
             source.removesuffix(".pyx").replace("/", "."),
             [source],
+            depends=list(DECLARATIONS),
             include_dirs=[np.get_include()],
             extra_compile_args=COMPILE_ARGS + flags,
             extra_link_args=flags,

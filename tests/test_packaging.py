@@ -149,18 +149,22 @@ def _setup_py_with_kernels(tmp_path: Path, kernels: set) -> subprocess.Completed
                           capture_output=True, text=True, timeout=120)
 
 
-def test_setup_py_fails_loudly_without_a_kernel_source(tmp_path):
-    kernels = _checkout_files((".pyx",), "slr", "baselines")
-    result = _setup_py_with_kernels(tmp_path, kernels - {"slr/oracles/_trees.pyx"})
+@pytest.mark.parametrize("source", ["slr/oracles/_trees.pyx", "slr/_kernel_utils.pxd"])
+def test_setup_py_fails_loudly_without_a_kernel_source(tmp_path, source):
+    kernels = _checkout_files(KERNEL_SUFFIXES, "slr", "baselines")
+    assert source in kernels
+    result = _setup_py_with_kernels(tmp_path, kernels - {source})
     assert result.returncode != 0
-    assert "kernel sources missing: slr/oracles/_trees.pyx" in result.stderr
+    assert f"kernel sources missing: {source}" in result.stderr
 
 
-def test_setup_py_fails_loudly_on_an_unlisted_kernel(tmp_path):
-    kernels = _checkout_files((".pyx",), "slr", "baselines") | {"slr/graph_kernel/_new.pyx"}
+@pytest.mark.parametrize("source, listing", [("slr/graph_kernel/_new.pyx", "KERNELS"),
+                                             ("slr/graph_kernel/_new.pxd", "DECLARATIONS")])
+def test_setup_py_fails_loudly_on_an_unlisted_kernel(tmp_path, source, listing):
+    kernels = _checkout_files(KERNEL_SUFFIXES, "slr", "baselines") | {source}
     result = _setup_py_with_kernels(tmp_path, kernels)
     assert result.returncode != 0
-    assert "add slr/graph_kernel/_new.pyx to KERNELS" in result.stderr
+    assert f"add {source} to {listing}" in result.stderr
 
 
 def test_twine_check_passes(artefacts):

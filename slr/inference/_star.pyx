@@ -21,9 +21,11 @@ import numpy as np
 
 cimport cython
 from cython.parallel cimport parallel, prange
-from libc.math cimport exp, fabs, log, log1p, INFINITY
+from libc.math cimport fabs, INFINITY
 from libc.stdlib cimport free, malloc
 from libc.stdint cimport int64_t
+
+from slr._kernel_utils cimport smoothed_max, smoothed_max2
 
 cdef extern from *:
     """
@@ -45,38 +47,6 @@ cdef double RESOLUTION = 2.0 ** -42
 cdef inline double _converged_below(double tol, double size) noexcept nogil:
     """The change below which a sweep has converged: ``max(tol, RESOLUTION * size)``."""
     return RESOLUTION * size if RESOLUTION * size > tol else tol
-
-
-cdef inline double _softmax2(double x0, double x1, double eps, double inv_eps) noexcept nogil:
-    """``eps * log(exp(x0 / eps) + exp(x1 / eps))`` (``max(x0, x1)`` when eps == 0).
-
-    One exponential and one ``log1p``: ``max + eps * log1p(exp(-|x0 - x1| / eps))``.
-    """
-    cdef double mx = x0 if x0 > x1 else x1
-    if eps == 0.0:
-        return mx
-    return mx + eps * log1p(exp(-fabs(x0 - x1) * inv_eps))
-
-
-cdef inline double _reduce_row(const double* x, Py_ssize_t n, double eps, double inv_eps) noexcept nogil:
-    """``eps * logsumexp(x / eps)`` with max subtraction (``max(x)`` when eps == 0).
-
-    Written without data-dependent branches (the maxima compile to ``maxsd``): which entry
-    is largest is random, and mispredicted branches cost more than an extra ``exp(0)``.
-    Longer rows sum all ``n`` terms, the largest being exactly 1, so ``log`` sees a value
-    in [1, n].
-    """
-    cdef Py_ssize_t b
-    cdef double mx = x[0], acc = 0.0
-    if n == 2:
-        return _softmax2(x[0], x[1], eps, inv_eps)
-    for b in range(1, n):
-        mx = x[b] if x[b] > mx else mx
-    if eps == 0.0:
-        return mx
-    for b in range(n):
-        acc += exp((x[b] - mx) * inv_eps)
-    return mx + eps * log(acc)
 
 
 cdef double _update_binary_node(
@@ -106,11 +76,11 @@ cdef double _update_binary_node(
         l0 = lam[e, 1 - s, 0]
         l1 = lam[e, 1 - s, 1]
         if s == 0:
-            m0 = _softmax2(theta_edges[e, 0, 0] + l0, theta_edges[e, 0, 1] + l1, eps, inv_eps)
-            m1 = _softmax2(theta_edges[e, 1, 0] + l0, theta_edges[e, 1, 1] + l1, eps, inv_eps)
+            m0 = smoothed_max2(theta_edges[e, 0, 0] + l0, theta_edges[e, 0, 1] + l1, eps, inv_eps)
+            m1 = smoothed_max2(theta_edges[e, 1, 0] + l0, theta_edges[e, 1, 1] + l1, eps, inv_eps)
         else:
-            m0 = _softmax2(theta_edges[e, 0, 0] + l0, theta_edges[e, 1, 0] + l1, eps, inv_eps)
-            m1 = _softmax2(theta_edges[e, 0, 1] + l0, theta_edges[e, 1, 1] + l1, eps, inv_eps)
+            m0 = smoothed_max2(theta_edges[e, 0, 0] + l0, theta_edges[e, 1, 0] + l1, eps, inv_eps)
+            m1 = smoothed_max2(theta_edges[e, 0, 1] + l0, theta_edges[e, 1, 1] + l1, eps, inv_eps)
         mt[2 * k] = m0
         mt[2 * k + 1] = m1
         t0 += m0
@@ -178,7 +148,7 @@ cdef double _update_node(
             else:
                 for b in range(L):
                     row[b] = theta_edges[e, b, a] + lam[e, o, b]
-            m[a] = _reduce_row(row, L, eps, inv_eps)
+            m[a] = smoothed_max(row, L, eps, inv_eps)
             t[a] += m[a]
             if fabs(m[a]) > size[0]:
                 size[0] = fabs(m[a])
@@ -339,12 +309,12 @@ def dual_values(
                 for k in range(inc_ptr[v], inc_ptr[v + 1]):
                     for a in range(L):
                         row[a] -= lam[inc_edge[k], inc_side[k], a]
-                total = total + _reduce_row(row, L, eps, inv_eps)
+                total = total + smoothed_max(row, L, eps, inv_eps)
             for e in range(edge_ptr[ex], edge_ptr[ex + 1]):
                 for a in range(L):
                     for b in range(L):
                         row[a * L + b] = theta_edges[e, a, b] + lam[e, 0, a] + lam[e, 1, b]
-                total = total + _reduce_row(row, L * L, eps, inv_eps)
+                total = total + smoothed_max(row, L * L, eps, inv_eps)
             out[ex] = total
         free(row)
     if np.any(failed_arr):
