@@ -6,116 +6,157 @@ One round of boosting uses, in order:
 * :func:`subset_gradient` -- margins ``z = F + b`` and the log-likelihood gradient
   ``g = onehot(y) - softmax(z)`` on the round's random subset;
 * :func:`grow_tree` -- one regression tree for all classes (vector leaves), greedy on
-  the multivariate squared loss ``sum_k ||g_k - t(x_k)||^2``. Every feature is sorted
-  once per round (the caller passes the orders); a node's rows stay sorted inside a
-  contiguous segment of every feature's order, split by a stable partition, so the
-  best split of a node costs ``O(D_in n_node D_out)`` with running (prefix) sums of the
-  gradient vectors (footnote 3 of the chapter);
+  the multivariate squared loss ``sum_k ||g_k - t(x_k)||^2``, best split first. Every
+  feature is sorted once per round (the caller passes the orders); a node's rows stay
+  sorted inside a contiguous segment of every feature's order, split by a stable
+  partition, so the best split of a node costs ``O(D_in n_node D_out)`` with running
+  (prefix) sums of the gradient vectors (footnote 3 of the chapter);
 * :func:`refit_leaves` -- with the splits fixed, Newton's method with a backtracking
   line search on the biased logistic loss of each leaf (leaves are independent);
 * :func:`add_tree` -- add the scaled tree to the scores of all rows.
 
 :func:`predict_ensemble` evaluates a whole ensemble stored as flat node arrays.
 Inputs are validated by the Python layer (``slr.oracles.trees``); nothing here checks.
+
+The code is laid out as scikit-learn's tree module: split search (:func:`_scan_feature`,
+:func:`_best_split`), partition (:func:`_partition`), the frontier of splittable leaves
+(a heap, :func:`_frontier_push` / :func:`_frontier_pop`) and the growth that uses them
+(:class:`_TreeGrower`); the leaf re-fit around one Newton step per leaf
+(:func:`_refit_leaf`); one tree walk (:func:`_leaf_reached`).
 """
 from cython.parallel cimport prange
-from libc.math cimport exp, log, sqrt, INFINITY
-from libc.stdlib cimport malloc, free
-from libc.string cimport memset
+from libc.math cimport sqrt, INFINITY
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
 
 import numpy as np
-cimport numpy as cnp
 
-cnp.import_array()
-
-ctypedef cnp.intp_t intp
-ctypedef cnp.int64_t int64
+from slr._kernel_utils cimport intp_t, softmax
 
 # Above this many classes the leaf re-fit uses the diagonal of the Hessian only:
 # the full Hessian costs O(n K^2 + K^3) per Newton step.
 cdef enum:
     FULL_HESSIAN_MAX_CLASSES = 16
+    # halvings of the step before the line search gives up
+    MAX_BACKTRACKS = 40
 
 cdef struct Split:
-    intp feature      # -1: no admissible split
-    intp n_left       # rows that go left (x <= threshold)
+    intp_t feature      # -1: no admissible split
+    intp_t n_left       # rows that go left (x <= threshold)
     double threshold
-    double gain       # decrease of the squared loss
+    double gain         # decrease of the squared loss
+
+cdef struct SplitScan:
+    # the best candidate of a split search so far
+    double score        # |S_L|^2 / n_L + |S_R|^2 / n_R
+    intp_t feature      # -1: none yet
+    intp_t n_left
+    double below        # largest value going left
+    double above        # smallest value going right
 
 
 # --------------------------------------------------------------------------------------
 # split search
 # --------------------------------------------------------------------------------------
-cdef void _best_split(const double[:, ::1] X, const double[:, ::1] G, const intp[:, ::1] order,
-                      intp start, intp end, intp min_leaf, const double* total,
-                      double* left_sum, Split* out) noexcept nogil:
+cdef inline double _children_score(const double* left_sum, const double* total, intp_t K,
+                                   intp_t n_left, intp_t n_right) noexcept nogil:
+    """``|S_L|^2 / n_L + |S_R|^2 / n_R`` with ``S_R = total - S_L``."""
+    cdef intp_t k
+    cdef double diff, left = 0.0, right = 0.0
+    for k in range(K):
+        left += left_sum[k] * left_sum[k]
+        diff = total[k] - left_sum[k]
+        right += diff * diff
+    return left / n_left + right / n_right
+
+
+cdef inline double _midpoint(double below, double above) noexcept nogil:
+    """A threshold in ``[below, above)``: their midpoint, computed without overflow."""
+    cdef double middle = below * 0.5 + above * 0.5
+    if middle >= above or middle < below:
+        return below
+    return middle
+
+
+cdef void _scan_feature(const double[:, ::1] X, const double[:, ::1] G,
+                        const intp_t[:, ::1] order, intp_t f, intp_t start, intp_t end,
+                        intp_t min_leaf, const double* total, double* left_sum,
+                        SplitScan* best) noexcept nogil:
+    """Try every threshold of feature ``f`` on the rows ``order[f, start:end]``.
+
+    One left-to-right pass with the running sum of the gradient vectors; a candidate
+    replaces ``best`` only if it scores strictly higher, so ties keep the earlier one.
+    """
+    cdef intp_t n = end - start, K = G.shape[1]
+    cdef intp_t p, k, row, n_left
+    cdef double value, next_value, score
+    memset(left_sum, 0, K * sizeof(double))
+    for p in range(start, end - min_leaf):
+        row = order[f, p]
+        for k in range(K):
+            left_sum[k] += G[row, k]
+        n_left = p - start + 1
+        if n_left < min_leaf:
+            continue
+        value = X[row, f]
+        next_value = X[order[f, p + 1], f]
+        if not (next_value > value):
+            continue  # no threshold separates equal values
+        score = _children_score(left_sum, total, K, n_left, n - n_left)
+        if score > best.score:
+            best.score = score
+            best.feature = f
+            best.n_left = n_left
+            best.below = value
+            best.above = next_value
+
+
+cdef void _best_split(const double[:, ::1] X, const double[:, ::1] G,
+                      const intp_t[:, ::1] order, intp_t start, intp_t end, intp_t min_leaf,
+                      const double* total, double* left_sum, Split* out) noexcept nogil:
     """Best split of the node whose rows are ``order[f, start:end]`` for every f.
 
     Minimising the summed squared distance to the child means is maximising
-    ``|S_L|^2 / n_L + |S_R|^2 / n_R`` (S = sum of gradient vectors), evaluated in one
-    left-to-right pass per feature. Ties keep the first candidate (lowest feature,
-    lowest threshold).
+    ``|S_L|^2 / n_L + |S_R|^2 / n_R`` (S = sum of gradient vectors, ``total`` the node's).
+    Ties keep the first candidate (lowest feature, lowest threshold). ``out.feature`` is
+    -1 when no split leaves ``min_leaf >= 1`` rows on each side and lowers the loss.
     """
-    cdef intp n = end - start
-    cdef intp K = G.shape[1]
-    cdef intp d = X.shape[1]
-    cdef intp f, p, k, row, n_left, n_right
-    cdef double parent, score, sl, sr, diff, xv, xnext, best = -INFINITY
-    cdef double best_lo = 0.0, best_hi = 0.0
+    cdef intp_t n = end - start, K = G.shape[1], f, k
+    cdef double parent = 0.0, gain
+    cdef SplitScan best
     out.feature = -1
     out.n_left = 0
     out.threshold = 0.0
     out.gain = 0.0
-    if min_leaf < 1:
-        min_leaf = 1
     if n < 2 * min_leaf:
         return
-    parent = 0.0
+    best.score = -INFINITY
+    best.feature = -1
+    for f in range(X.shape[1]):
+        _scan_feature(X, G, order, f, start, end, min_leaf, total, left_sum, &best)
+    if best.feature < 0:
+        return
     for k in range(K):
         parent += total[k] * total[k]
-    parent /= n
-    for f in range(d):
-        for k in range(K):
-            left_sum[k] = 0.0
-        for p in range(start, end - min_leaf):
-            row = order[f, p]
-            for k in range(K):
-                left_sum[k] += G[row, k]
-            n_left = p - start + 1
-            if n_left < min_leaf:
-                continue
-            xv = X[row, f]
-            xnext = X[order[f, p + 1], f]
-            if not (xnext > xv):
-                continue
-            n_right = n - n_left
-            sl = 0.0
-            sr = 0.0
-            for k in range(K):
-                sl += left_sum[k] * left_sum[k]
-                diff = total[k] - left_sum[k]
-                sr += diff * diff
-            score = sl / n_left + sr / n_right
-            if score > best:
-                best = score
-                out.feature = f
-                out.n_left = n_left
-                best_lo = xv
-                best_hi = xnext
-    if out.feature < 0:
+    gain = best.score - parent / n
+    if not (gain > 0.0):
         return
-    out.gain = best - parent
-    if not (out.gain > 0.0):
-        out.feature = -1
-        out.gain = 0.0
-        return
-    # midpoint, computed without overflow; never equal to the upper value
-    out.threshold = best_lo * 0.5 + best_hi * 0.5
-    if out.threshold >= best_hi or out.threshold < best_lo:
-        out.threshold = best_lo
+    out.feature = best.feature
+    out.n_left = best.n_left
+    out.threshold = _midpoint(best.below, best.above)
+    out.gain = gain
 
 
-def find_best_split(const double[:, ::1] X, const double[:, ::1] G, intp min_leaf):
+cdef void _add_column_sums(const double[:, ::1] G, double* total) noexcept nogil:
+    """``total += G.sum(axis=0)``, summed row after row."""
+    cdef intp_t i, k
+    for i in range(G.shape[0]):
+        for k in range(G.shape[1]):
+            total[k] += G[i, k]
+
+
+def find_best_split(const double[:, ::1] X, const double[:, ::1] G, intp_t min_leaf):
     """Best root split of ``X`` for the gradient vectors ``G`` (exposed for tests).
 
     Parameters
@@ -134,25 +175,223 @@ def find_best_split(const double[:, ::1] X, const double[:, ::1] G, intp min_lea
     gain : float
         Decrease of ``sum ||g - mean||^2``.
     """
-    cdef intp n = X.shape[0], K = G.shape[1], k, i
     order = np.ascontiguousarray(np.argsort(np.asarray(X), axis=0, kind="stable").T, dtype=np.intp)
-    cdef const intp[:, ::1] order_v = order
-    cdef double[::1] total = np.zeros(K)
-    cdef double[::1] scratch = np.zeros(K)
-    cdef Split s
-    for i in range(n):
-        for k in range(K):
-            total[k] += G[i, k]
+    cdef const intp_t[:, ::1] order_view = order
+    cdef double[::1] total = np.zeros(G.shape[1])
+    cdef double[::1] left_sum = np.zeros(G.shape[1])
+    cdef Split split
     with nogil:
-        _best_split(X, G, order_v, 0, n, min_leaf, &total[0], &scratch[0], &s)
-    return int(s.feature), float(s.threshold), float(s.gain)
+        _add_column_sums(G, &total[0])
+        _best_split(X, G, order_view, 0, X.shape[0], max(min_leaf, 1), &total[0],
+                    &left_sum[0], &split)
+    return int(split.feature), float(split.threshold), float(split.gain)
+
+
+# --------------------------------------------------------------------------------------
+# partition
+# --------------------------------------------------------------------------------------
+cdef void _partition_segment(intp_t[:, ::1] order, intp_t f, intp_t start, intp_t end,
+                             const unsigned char[::1] goes_left, intp_t[::1] spill) noexcept nogil:
+    """Stable partition of ``order[f, start:end]``: the rows marked in ``goes_left`` first."""
+    cdef intp_t p, row, n_kept = start, n_spilled = 0
+    for p in range(start, end):
+        row = order[f, p]
+        if goes_left[row]:
+            order[f, n_kept] = row
+            n_kept += 1
+        else:
+            spill[n_spilled] = row
+            n_spilled += 1
+    for p in range(n_spilled):
+        order[f, n_kept + p] = spill[p]
+
+
+cdef void _partition(intp_t[:, ::1] order, intp_t split_feature, intp_t start, intp_t end,
+                     intp_t n_left, unsigned char[::1] goes_left, intp_t[::1] spill) noexcept nogil:
+    """Split the segment ``start:end`` of every feature's order into the two children.
+
+    The left child's rows are the first ``n_left`` of the split feature's segment; in
+    every other feature's segment they move before the right child's rows, both keeping
+    their order, so each child's rows stay sorted by every feature. ``goes_left`` is all
+    zero on entry and on return.
+    """
+    cdef intp_t f, p
+    for p in range(start, start + n_left):
+        goes_left[order[split_feature, p]] = 1
+    for f in range(order.shape[0]):
+        if f != split_feature:
+            _partition_segment(order, f, start, end, goes_left, spill)
+    for p in range(start, start + n_left):
+        goes_left[order[split_feature, p]] = 0
+
+
+# --------------------------------------------------------------------------------------
+# frontier: the leaves that have an admissible split, best gain first
+# --------------------------------------------------------------------------------------
+cdef struct FrontierEntry:
+    Split split
+    intp_t node
+    # Gain ties go to the smaller rank: the leaf's position in a list where a split
+    # leaves its left child in its parent's place and appends its right child (the
+    # order in which a linear scan of the leaves met them, kept so trees do not change).
+    intp_t rank
+
+
+cdef inline bint _comes_first(const FrontierEntry* a, const FrontierEntry* b) noexcept nogil:
+    return a.split.gain > b.split.gain or (a.split.gain == b.split.gain and a.rank < b.rank)
+
+
+cdef void _frontier_push(FrontierEntry* heap, intp_t* size, FrontierEntry entry) noexcept nogil:
+    """Add ``entry`` to the binary max-heap ``heap[:size]`` (sift up)."""
+    cdef intp_t child = size[0], parent
+    size[0] += 1
+    while child > 0:
+        parent = (child - 1) // 2
+        if not _comes_first(&entry, &heap[parent]):
+            break
+        heap[child] = heap[parent]
+        child = parent
+    heap[child] = entry
+
+
+cdef FrontierEntry _frontier_pop(FrontierEntry* heap, intp_t* size) noexcept nogil:
+    """Remove and return the first entry of the non-empty heap ``heap[:size]`` (sift down)."""
+    cdef FrontierEntry first = heap[0], last
+    cdef intp_t parent = 0, child
+    size[0] -= 1
+    last = heap[size[0]]
+    while True:
+        child = 2 * parent + 1
+        if child >= size[0]:
+            break
+        if child + 1 < size[0] and _comes_first(&heap[child + 1], &heap[child]):
+            child += 1
+        if not _comes_first(&heap[child], &last):
+            break
+        heap[parent] = heap[child]
+        parent = child
+    heap[parent] = last
+    return first
 
 
 # --------------------------------------------------------------------------------------
 # tree induction
 # --------------------------------------------------------------------------------------
-def grow_tree(const double[:, ::1] X, const double[:, ::1] G, intp[:, ::1] order,
-              intp min_leaf, intp min_split, intp max_leaves):
+cdef class _TreeGrower:
+    """The state of one best-first tree growth (see :func:`grow_tree`)."""
+
+    cdef const double[:, ::1] X
+    cdef const double[:, ::1] G
+    cdef intp_t[:, ::1] order
+    cdef intp_t min_leaf, min_split, leaf_cap
+    # the tree, one entry per node (capacity 2 * leaf_cap - 1)
+    cdef object feature_array, threshold_array, left_array, right_array, start_array
+    cdef object end_array, sums_array
+    cdef intp_t[::1] feature, left, right, start, end, rank
+    cdef double[::1] threshold
+    cdef double[:, ::1] sums        # gradient sum of each node's rows
+    cdef intp_t n_nodes, n_leaves
+    # scratch
+    cdef double[::1] left_sum
+    cdef intp_t[::1] spill
+    cdef unsigned char[::1] goes_left
+    cdef FrontierEntry* frontier
+    cdef intp_t frontier_size
+
+    def __cinit__(self, const double[:, ::1] X, const double[:, ::1] G, intp_t[:, ::1] order,
+                  intp_t min_leaf, intp_t min_split, intp_t max_leaves):
+        cdef intp_t n = X.shape[0], K = G.shape[1], capacity
+        self.X, self.G, self.order = X, G, order
+        self.min_leaf = max(min_leaf, 1)
+        self.min_split = max(min_split, 2)
+        self.leaf_cap = min(max(n // self.min_leaf, 1), max(max_leaves, 1))
+        capacity = 2 * self.leaf_cap - 1
+        self.feature_array = np.full(capacity, -1, dtype=np.intp)
+        self.threshold_array = np.zeros(capacity)
+        self.left_array = np.full(capacity, -1, dtype=np.intp)
+        self.right_array = np.full(capacity, -1, dtype=np.intp)
+        self.start_array = np.zeros(capacity, dtype=np.intp)
+        self.end_array = np.zeros(capacity, dtype=np.intp)
+        self.sums_array = np.zeros((capacity, K))
+        self.feature, self.threshold = self.feature_array, self.threshold_array
+        self.left, self.right = self.left_array, self.right_array
+        self.start, self.end, self.sums = self.start_array, self.end_array, self.sums_array
+        self.rank = np.zeros(capacity, dtype=np.intp)
+        self.left_sum = np.zeros(K)
+        self.spill = np.empty(max(n, 1), dtype=np.intp)
+        self.goes_left = np.zeros(max(n, 1), dtype=np.uint8)
+        self.frontier = <FrontierEntry*> malloc(self.leaf_cap * sizeof(FrontierEntry))
+        if self.frontier == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.frontier)
+
+    cdef void grow(self) noexcept nogil:
+        """Split the leaf of largest gain until ``leaf_cap`` leaves or none can be split."""
+        _add_column_sums(self.G, &self.sums[0, 0])
+        self.start[0] = 0
+        self.end[0] = self.X.shape[0]
+        self.n_nodes = 1
+        self.n_leaves = 1
+        self.frontier_size = 0
+        self._enqueue(0)
+        while self.n_leaves < self.leaf_cap and self.frontier_size > 0:
+            self._split(_frontier_pop(self.frontier, &self.frontier_size))
+
+    cdef void _enqueue(self, intp_t node) noexcept nogil:
+        """Queue the node's best split, if it has one and another split can still happen."""
+        cdef FrontierEntry entry
+        if self.end[node] - self.start[node] < self.min_split or self.n_leaves >= self.leaf_cap:
+            return
+        _best_split(self.X, self.G, self.order, self.start[node], self.end[node],
+                    self.min_leaf, &self.sums[node, 0], &self.left_sum[0], &entry.split)
+        if entry.split.feature >= 0:
+            entry.node = node
+            entry.rank = self.rank[node]
+            _frontier_push(self.frontier, &self.frontier_size, entry)
+
+    cdef void _split(self, FrontierEntry entry) noexcept nogil:
+        """Apply the queued split of a leaf: partition its rows, open and queue its children."""
+        cdef intp_t node = entry.node, split_feature = entry.split.feature
+        cdef intp_t lo = self.start[node], hi = self.end[node], mid = lo + entry.split.n_left
+        cdef intp_t left = self.n_nodes, right = self.n_nodes + 1, p, k
+        self.feature[node] = split_feature
+        self.threshold[node] = entry.split.threshold
+        _partition(self.order, split_feature, lo, hi, entry.split.n_left, self.goes_left,
+                   self.spill)
+        self.left[node] = left
+        self.right[node] = right
+        self.start[left], self.end[left], self.rank[left] = lo, mid, self.rank[node]
+        self.start[right], self.end[right], self.rank[right] = mid, hi, self.n_leaves
+        for p in range(lo, mid):
+            for k in range(self.G.shape[1]):
+                self.sums[left, k] += self.G[self.order[split_feature, p], k]
+        for k in range(self.G.shape[1]):
+            self.sums[right, k] = self.sums[node, k] - self.sums[left, k]
+        self.n_nodes += 2
+        self.n_leaves += 1
+        self._enqueue(left)
+        self._enqueue(right)
+
+    def arrays(self):
+        """The grown tree in :func:`grow_tree`'s output layout."""
+        cdef intp_t n_nodes = self.n_nodes
+        feature = self.feature_array[:n_nodes].copy()
+        leaf_nodes = np.flatnonzero(feature < 0)
+        leaf_of_node = np.full(n_nodes, -1, dtype=np.intp)
+        leaf_of_node[leaf_nodes] = np.arange(leaf_nodes.size)
+        leaf_start = self.start_array[leaf_nodes]
+        leaf_end = self.end_array[leaf_nodes]
+        counts = (leaf_end - leaf_start).astype(np.float64)
+        raw_values = self.sums_array[leaf_nodes] / np.maximum(counts, 1.0)[:, None]
+        return (feature, self.threshold_array[:n_nodes].copy(),
+                self.left_array[:n_nodes].copy(), self.right_array[:n_nodes].copy(),
+                leaf_of_node, leaf_start, leaf_end, raw_values)
+
+
+def grow_tree(const double[:, ::1] X, const double[:, ::1] G, intp_t[:, ::1] order,
+              intp_t min_leaf, intp_t min_split, intp_t max_leaves):
     """Induce one multivariate regression tree, best split first.
 
     Parameters
@@ -169,7 +408,9 @@ def grow_tree(const double[:, ::1] X, const double[:, ::1] G, intp[:, ::1] order
     min_split : int
         Nodes with fewer rows are not split.
     max_leaves : int
-        Stop when the tree has this many leaves (nodes are split in order of gain).
+        Stop when the tree has this many leaves. Leaves are split in order of gain;
+        among equal gains, in the order of a list of the leaves in which a split leaves
+        its left child in its parent's place and appends its right child.
 
     Returns
     -------
@@ -182,213 +423,94 @@ def grow_tree(const double[:, ::1] X, const double[:, ::1] G, intp[:, ::1] order
     raw_values : ndarray (n_leaves, K) float64
         Mean gradient vector of each leaf (the squared-loss fit).
     """
-    cdef intp n = X.shape[0], d = X.shape[1], K = G.shape[1]
-    if min_leaf < 1:
-        min_leaf = 1
-    if min_split < 2:
-        min_split = 2
-    cdef intp leaf_cap = n // min_leaf
-    if leaf_cap < 1:
-        leaf_cap = 1
-    if max_leaves < leaf_cap:
-        leaf_cap = max_leaves if max_leaves >= 1 else 1
-    cdef intp cap = 2 * leaf_cap - 1
-
-    feature_a = np.full(cap, -1, dtype=np.intp)
-    threshold_a = np.zeros(cap, dtype=np.float64)
-    left_a = np.full(cap, -1, dtype=np.intp)
-    right_a = np.full(cap, -1, dtype=np.intp)
-    start_a = np.zeros(cap, dtype=np.intp)
-    end_a = np.zeros(cap, dtype=np.intp)
-    sums_a = np.zeros((cap, K), dtype=np.float64)
-    cdef intp[::1] feature = feature_a
-    cdef double[::1] threshold = threshold_a
-    cdef intp[::1] left = left_a
-    cdef intp[::1] right = right_a
-    cdef intp[::1] nstart = start_a
-    cdef intp[::1] nend = end_a
-    cdef double[:, ::1] sums = sums_a
-    cdef double[::1] scratch = np.zeros(K)
-    cdef intp[::1] tmp = np.empty(max(n, 1), dtype=np.intp)
-    cdef cnp.int8_t[::1] goes_left = np.zeros(max(n, 1), dtype=np.int8)
-    cdef intp[::1] frontier = np.empty(cap, dtype=np.intp)
-    cdef Split* cand = <Split*> malloc(cap * sizeof(Split))
-    if cand == NULL:
-        raise MemoryError()
-
-    cdef intp i, k, f, p, q_left, q_right, node, best_slot, slot, fs, nl
-    cdef intp n_nodes = 1, n_front = 1, n_leaves = 1, s0, e0, child
-    cdef double best_gain
-    try:
-        with nogil:
-            nstart[0] = 0
-            nend[0] = n
-            for i in range(n):
-                for k in range(K):
-                    sums[0, k] += G[i, k]
-            cand[0].feature = -1
-            if n >= min_split and leaf_cap > 1:
-                _best_split(X, G, order, 0, n, min_leaf, &sums[0, 0], &scratch[0], &cand[0])
-            frontier[0] = 0
-            while n_leaves < leaf_cap:
-                best_slot = -1
-                best_gain = 0.0
-                for slot in range(n_front):
-                    node = frontier[slot]
-                    if cand[node].feature >= 0 and (best_slot < 0 or cand[node].gain > best_gain):
-                        best_slot = slot
-                        best_gain = cand[node].gain
-                if best_slot < 0:
-                    break
-                node = frontier[best_slot]
-                fs = cand[node].feature
-                nl = cand[node].n_left
-                s0 = nstart[node]
-                e0 = nend[node]
-                feature[node] = fs
-                threshold[node] = cand[node].threshold
-                # the left rows are the first nl of the split feature's segment
-                for p in range(s0, s0 + nl):
-                    goes_left[order[fs, p]] = 1
-                for f in range(d):
-                    if f == fs:
-                        continue
-                    q_left = s0
-                    q_right = 0
-                    for p in range(s0, e0):
-                        i = order[f, p]
-                        if goes_left[i]:
-                            order[f, q_left] = i
-                            q_left += 1
-                        else:
-                            tmp[q_right] = i
-                            q_right += 1
-                    for p in range(q_right):
-                        order[f, q_left + p] = tmp[p]
-                for p in range(s0, s0 + nl):
-                    goes_left[order[fs, p]] = 0
-                # children
-                left[node] = n_nodes
-                right[node] = n_nodes + 1
-                nstart[n_nodes] = s0
-                nend[n_nodes] = s0 + nl
-                nstart[n_nodes + 1] = s0 + nl
-                nend[n_nodes + 1] = e0
-                for p in range(s0, s0 + nl):
-                    i = order[fs, p]
-                    for k in range(K):
-                        sums[n_nodes, k] += G[i, k]
-                for k in range(K):
-                    sums[n_nodes + 1, k] = sums[node, k] - sums[n_nodes, k]
-                for child in range(n_nodes, n_nodes + 2):
-                    cand[child].feature = -1
-                    if nend[child] - nstart[child] >= min_split and n_leaves + 1 < leaf_cap:
-                        _best_split(X, G, order, nstart[child], nend[child], min_leaf,
-                                    &sums[child, 0], &scratch[0], &cand[child])
-                frontier[best_slot] = n_nodes
-                frontier[n_front] = n_nodes + 1
-                n_front += 1
-                n_nodes += 2
-                n_leaves += 1
-    finally:
-        free(cand)
-
-    leaf_of_node_a = np.full(n_nodes, -1, dtype=np.intp)
-    leaf_nodes = np.flatnonzero(feature_a[:n_nodes] < 0)
-    leaf_of_node_a[leaf_nodes] = np.arange(leaf_nodes.size)
-    counts = (end_a[leaf_nodes] - start_a[leaf_nodes]).astype(np.float64)
-    raw_values = sums_a[leaf_nodes] / np.maximum(counts, 1.0)[:, None]
-    return (feature_a[:n_nodes].copy(), threshold_a[:n_nodes].copy(), left_a[:n_nodes].copy(),
-            right_a[:n_nodes].copy(), leaf_of_node_a, start_a[leaf_nodes].copy(),
-            end_a[leaf_nodes].copy(), raw_values)
+    cdef _TreeGrower grower = _TreeGrower(X, G, order, min_leaf, min_split, max_leaves)
+    with nogil:
+        grower.grow()
+    return grower.arrays()
 
 
 # --------------------------------------------------------------------------------------
 # gradients and leaf re-fitting
 # --------------------------------------------------------------------------------------
-def subset_gradient(const double[:, ::1] F, const double[:, ::1] B, const int64[::1] labels,
-                    const intp[::1] rows, double[:, ::1] Z, double[:, ::1] G, int64[::1] y_out):
+def subset_gradient(const double[:, ::1] F, const double[:, ::1] B, const int64_t[::1] labels,
+                    const intp_t[::1] rows, double[:, ::1] Z, double[:, ::1] G,
+                    int64_t[::1] y_out):
     """Margins, labels and log-likelihood gradients of the subset ``rows``.
 
     Writes ``Z[j] = F[rows[j]] + B[rows[j]]``, ``y_out[j] = labels[rows[j]]`` and
     ``G[j] = onehot(y_out[j]) - softmax(Z[j])``; returns the summed biased loss.
     """
-    cdef intp n = rows.shape[0], K = F.shape[1], j, i, k
-    cdef double m, s, lse, total = 0.0
+    cdef intp_t n = rows.shape[0], K = F.shape[1], j, i, k
+    cdef double log_normaliser, total = 0.0
     with nogil:
         for j in range(n):
             i = rows[j]
-            m = -INFINITY
             for k in range(K):
                 Z[j, k] = F[i, k] + B[i, k]
-                if Z[j, k] > m:
-                    m = Z[j, k]
-            s = 0.0
+            log_normaliser = softmax(&Z[j, 0], K, &G[j, 0])
             for k in range(K):
-                G[j, k] = exp(Z[j, k] - m)
-                s += G[j, k]
-            lse = m + log(s)
-            for k in range(K):
-                G[j, k] = -G[j, k] / s
-            y_out[j] = labels[i]
+                G[j, k] = -G[j, k]
             G[j, labels[i]] += 1.0
-            total += lse - Z[j, labels[i]]
+            y_out[j] = labels[i]
+            total += log_normaliser - Z[j, labels[i]]
     return total
 
 
-cdef double _leaf_objective(const double[:, ::1] Z, const int64[::1] y, const intp[::1] rows,
-                            intp s0, intp e0, const double* v, double l2, double* p,
-                            double* grad, double* hess, bint full) noexcept nogil:
-    """Biased loss of one leaf at values v, plus l2/2 |v|^2; optionally gradient/Hessian.
+cdef struct NewtonWork:
+    # scratch of the leaf re-fit, each of K entries unless said otherwise
+    double* probabilities
+    double* direction
+    double* grad        # gradient at the current values
+    double* hess        # Hessian there: K x K (lower triangle) with the full Hessian, else K
+    double* trial       # line-search point
+    double* trial_grad
+    double* trial_hess
 
-    ``grad`` NULL: value only. ``hess`` is K x K if ``full`` else its diagonal (K).
-    """
-    cdef intp K = Z.shape[1], r, i, a, b, yi
-    cdef double m, s, lse, obj = 0.0, pa
-    if grad != NULL:
+
+cdef inline void _add_softmax_hessian(const double* p, intp_t K, double* hess,
+                                      bint full) noexcept nogil:
+    """``hess += diag(p) - p p^T`` (lower triangle), or its diagonal when not ``full``."""
+    cdef intp_t a, b
+    if full:
         for a in range(K):
-            grad[a] = l2 * v[a]
-        if full:
-            memset(hess, 0, K * K * sizeof(double))
-        else:
-            memset(hess, 0, K * sizeof(double))
-    for r in range(s0, e0):
+            hess[a * K + a] += p[a]
+            for b in range(a + 1):
+                hess[a * K + b] -= p[a] * p[b]
+    else:
+        for a in range(K):
+            hess[a] += p[a] * (1.0 - p[a])
+
+
+cdef double _leaf_objective(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[::1] rows,
+                            intp_t start, intp_t end, const double* v, double l2, double* p,
+                            double* grad, double* hess, bint full) noexcept nogil:
+    """Biased loss of one leaf at values v, plus l2/2 |v|^2, with its gradient and Hessian.
+
+    ``hess`` is K x K (lower triangle) if ``full`` else its diagonal (K); ``p`` is scratch.
+    """
+    cdef intp_t K = Z.shape[1], r, i, a, label
+    cdef double objective = 0.0
+    for a in range(K):
+        grad[a] = l2 * v[a]
+    memset(hess, 0, (K * K if full else K) * sizeof(double))
+    for r in range(start, end):
         i = rows[r]
-        yi = y[i]
-        m = -INFINITY
+        label = y[i]
         for a in range(K):
             p[a] = Z[i, a] + v[a]
-            if p[a] > m:
-                m = p[a]
-        s = 0.0
+        objective += softmax(p, K, p) - Z[i, label] - v[label]
         for a in range(K):
-            pa = p[a]
-            p[a] = exp(pa - m)
-            s += p[a]
-        lse = m + log(s)
-        obj += lse - Z[i, yi] - v[yi]
-        if grad != NULL:
-            for a in range(K):
-                p[a] /= s
-                grad[a] += p[a]
-            grad[yi] -= 1.0
-            if full:
-                for a in range(K):
-                    pa = p[a]
-                    hess[a * K + a] += pa
-                    for b in range(a + 1):
-                        hess[a * K + b] -= pa * p[b]
-            else:
-                for a in range(K):
-                    hess[a] += p[a] * (1.0 - p[a])
+            grad[a] += p[a]
+        grad[label] -= 1.0
+        _add_softmax_hessian(p, K, hess, full)
     for a in range(K):
-        obj += 0.5 * l2 * v[a] * v[a]
-    return obj
+        objective += 0.5 * l2 * v[a] * v[a]
+    return objective
 
 
-cdef bint _cholesky_solve(double* H, double* rhs, intp K) noexcept nogil:
+cdef bint _cholesky_solve(double* H, double* rhs, intp_t K) noexcept nogil:
     """Solve H x = rhs in place (x in rhs) for symmetric H given in its lower triangle."""
-    cdef intp a, b, c
+    cdef intp_t a, b, c
     cdef double s
     for a in range(K):
         for b in range(a + 1):
@@ -414,9 +536,92 @@ cdef bint _cholesky_solve(double* H, double* rhs, intp K) noexcept nogil:
     return True
 
 
-def refit_leaves(const double[:, ::1] Z, const int64[::1] y, const intp[::1] rows,
-                 const intp[::1] leaf_start, const intp[::1] leaf_end, double[:, ::1] values,
-                 double l2, int max_steps):
+cdef double _newton_direction(NewtonWork* work, intp_t K, bint full, double ridge,
+                              double n_rows) noexcept nogil:
+    """Set ``work.direction`` to the ridged Newton step; return the decrement ``-grad . step``.
+
+    Overwrites ``work.hess`` (the Cholesky factor) when ``full``.
+    """
+    cdef intp_t a
+    cdef double decrement = 0.0
+    for a in range(K):
+        work.direction[a] = -work.grad[a]
+    if full:
+        for a in range(K):
+            work.hess[a * K + a] += ridge
+        if not _cholesky_solve(work.hess, work.direction, K):
+            # numerically indefinite: a safe gradient step (curvature <= n/4)
+            for a in range(K):
+                work.direction[a] = -work.grad[a] / (0.25 * n_rows + ridge)
+    else:
+        for a in range(K):
+            work.direction[a] = -work.grad[a] / (work.hess[a] + ridge)
+    for a in range(K):
+        decrement -= work.grad[a] * work.direction[a]
+    return decrement
+
+
+cdef bint _backtrack(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[::1] rows,
+                     intp_t start, intp_t end, const double* v, double objective,
+                     double decrement, double l2, bint full, NewtonWork* work,
+                     double* trial_objective) noexcept nogil:
+    """Armijo line search from ``v`` along ``work.direction``, halving the step from 1.
+
+    On success ``work.trial`` holds the accepted point, ``trial_objective`` its objective
+    and ``work.trial_grad`` / ``work.trial_hess`` its derivatives.
+    """
+    cdef intp_t K = Z.shape[1], a, halvings
+    cdef double t = 1.0
+    for halvings in range(MAX_BACKTRACKS):
+        for a in range(K):
+            work.trial[a] = v[a] + t * work.direction[a]
+        trial_objective[0] = _leaf_objective(Z, y, rows, start, end, work.trial, l2,
+                                             work.probabilities, work.trial_grad,
+                                             work.trial_hess, full)
+        if trial_objective[0] <= objective - 1e-4 * t * decrement:
+            return True
+        t *= 0.5
+    return False
+
+
+cdef inline void _accept_trial(NewtonWork* work) noexcept nogil:
+    """The trial point's derivatives become the current ones (the buffers swap)."""
+    work.grad, work.trial_grad = work.trial_grad, work.grad
+    work.hess, work.trial_hess = work.trial_hess, work.hess
+
+
+cdef void _refit_leaf(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[::1] rows,
+                      intp_t start, intp_t end, double* v, double l2, int max_steps,
+                      bint full, NewtonWork* work) noexcept nogil:
+    """Newton's method on one leaf's biased loss, from the better of ``v`` and zero; in place."""
+    cdef intp_t K = Z.shape[1], step
+    cdef double n_rows = end - start, objective, trial_objective, decrement, ridge
+    objective = _leaf_objective(Z, y, rows, start, end, v, l2, work.probabilities, work.grad,
+                                work.hess, full)
+    memset(work.trial, 0, K * sizeof(double))
+    trial_objective = _leaf_objective(Z, y, rows, start, end, work.trial, l2,
+                                      work.probabilities, work.trial_grad, work.trial_hess, full)
+    if trial_objective <= objective:
+        objective = trial_objective
+        memset(v, 0, K * sizeof(double))
+        _accept_trial(work)
+    # the softmax Hessian is singular along (1, ..., 1): the step uses a ridge >= l2
+    ridge = l2 if l2 > 1e-9 * n_rows else 1e-9 * n_rows
+    for step in range(max_steps):
+        decrement = _newton_direction(work, K, full, ridge, n_rows)
+        if not (decrement > 1e-9 * n_rows):
+            break
+        if not _backtrack(Z, y, rows, start, end, v, objective, decrement, l2, full, work,
+                          &trial_objective):
+            break
+        objective = trial_objective
+        memcpy(v, work.trial, K * sizeof(double))
+        _accept_trial(work)
+
+
+def refit_leaves(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[::1] rows,
+                 const intp_t[::1] leaf_start, const intp_t[::1] leaf_end,
+                 double[:, ::1] values, double l2, int max_steps):
     """Re-fit the leaf values of a tree to the biased logistic loss, splits fixed.
 
     For each leaf ``l`` minimises
@@ -439,130 +644,76 @@ def refit_leaves(const double[:, ::1] Z, const int64[::1] y, const intp[::1] row
     max_steps : int
         Newton steps per leaf (fewer once the Newton decrement is below 1e-9 per row).
     """
-    cdef intp K = Z.shape[1], n_leaves = leaf_start.shape[0], leaf, a, it, ls
+    cdef intp_t K = Z.shape[1], leaf
     cdef bint full = K <= FULL_HESSIAN_MAX_CLASSES
-    cdef intp hsize = K * K if full else K
-    cdef double* buf = <double*> malloc((6 * K + 2 * hsize) * sizeof(double))
-    if buf == NULL:
+    cdef intp_t hess_size = K * K if full else K
+    cdef NewtonWork work
+    cdef double* buffer = <double*> malloc((5 * K + 2 * hess_size) * sizeof(double))
+    if buffer == NULL:
         raise MemoryError()
-    cdef double* v = buf
-    cdef double* trial = buf + K
-    cdef double* p = buf + 2 * K
-    cdef double* grad = buf + 3 * K
-    cdef double* grad2 = buf + 4 * K
-    cdef double* direction = buf + 5 * K
-    cdef double* hess = buf + 6 * K
-    cdef double* hess2 = buf + 6 * K + hsize
-    cdef double* swap
-    cdef double obj, new_obj, decrement, t, n_rows, ridge
-    cdef intp s0, e0
-    cdef bint accepted
+    work.probabilities = buffer
+    work.direction = buffer + K
+    work.grad = buffer + 2 * K
+    work.trial = buffer + 3 * K
+    work.trial_grad = buffer + 4 * K
+    work.hess = buffer + 5 * K
+    work.trial_hess = buffer + 5 * K + hess_size
     try:
         with nogil:
-            for leaf in range(n_leaves):
-                s0 = leaf_start[leaf]
-                e0 = leaf_end[leaf]
-                n_rows = e0 - s0
-                if n_rows <= 0:
-                    continue
-                for a in range(K):
-                    v[a] = values[leaf, a]
-                    trial[a] = 0.0
-                obj = _leaf_objective(Z, y, rows, s0, e0, v, l2, p, grad, hess, full)
-                new_obj = _leaf_objective(Z, y, rows, s0, e0, trial, l2, p, grad2, hess2, full)
-                if new_obj <= obj:
-                    obj = new_obj
-                    for a in range(K):
-                        v[a] = 0.0
-                    swap = grad; grad = grad2; grad2 = swap
-                    swap = hess; hess = hess2; hess2 = swap
-                # the softmax Hessian is singular along (1, ..., 1): the step uses a ridge >= l2
-                ridge = l2 if l2 > 1e-9 * n_rows else 1e-9 * n_rows
-                for it in range(max_steps):
-                    for a in range(K):
-                        direction[a] = -grad[a]
-                    if full:
-                        for a in range(K):
-                            hess[a * K + a] += ridge
-                        if not _cholesky_solve(hess, direction, K):
-                            # numerically indefinite: a safe gradient step (curvature <= n/4)
-                            for a in range(K):
-                                direction[a] = -grad[a] / (0.25 * n_rows + ridge)
-                    else:
-                        for a in range(K):
-                            direction[a] = -grad[a] / (hess[a] + ridge)
-                    decrement = 0.0
-                    for a in range(K):
-                        decrement -= grad[a] * direction[a]
-                    if not (decrement > 1e-9 * n_rows):
-                        break
-                    t = 1.0
-                    accepted = False
-                    for ls in range(40):
-                        for a in range(K):
-                            trial[a] = v[a] + t * direction[a]
-                        new_obj = _leaf_objective(Z, y, rows, s0, e0, trial, l2, p, grad2, hess2,
-                                                  full)
-                        if new_obj <= obj - 1e-4 * t * decrement:
-                            accepted = True
-                            break
-                        t *= 0.5
-                    if not accepted:
-                        break
-                    obj = new_obj
-                    for a in range(K):
-                        v[a] = trial[a]
-                    swap = grad; grad = grad2; grad2 = swap
-                    swap = hess; hess = hess2; hess2 = swap
-                for a in range(K):
-                    values[leaf, a] = v[a]
+            for leaf in range(leaf_start.shape[0]):
+                if leaf_end[leaf] > leaf_start[leaf]:
+                    _refit_leaf(Z, y, rows, leaf_start[leaf], leaf_end[leaf], &values[leaf, 0],
+                                l2, max_steps, full, &work)
     finally:
-        free(buf)
+        free(buffer)
 
 
 # --------------------------------------------------------------------------------------
 # prediction
 # --------------------------------------------------------------------------------------
-def add_tree(const double[:, ::1] X, const intp[::1] feature, const double[::1] threshold,
-             const intp[::1] left, const intp[::1] right, const double[:, ::1] value,
-             double[:, ::1] out, int n_jobs=1):
-    """``out[i] += value[leaf(i)]`` for one tree (node ids local to the tree)."""
-    cdef intp n = X.shape[0], K = out.shape[1], i, node, k
-    if n_jobs < 1:
-        n_jobs = 1
-    with nogil:
-        for i in prange(n, num_threads=n_jobs, schedule="static"):
-            node = 0
-            while feature[node] >= 0:
-                if X[i, feature[node]] <= threshold[node]:
-                    node = left[node]
-                else:
-                    node = right[node]
+cdef inline intp_t _leaf_reached(const double[:, ::1] X, intp_t i, intp_t node,
+                                 const intp_t[::1] feature, const double[::1] threshold,
+                                 const intp_t[::1] left, const intp_t[::1] right) noexcept nogil:
+    """The leaf that row ``i`` of ``X`` reaches from ``node`` (the root of its tree)."""
+    while feature[node] >= 0:
+        if X[i, feature[node]] <= threshold[node]:
+            node = left[node]
+        else:
+            node = right[node]
+    return node
+
+
+cdef void _add_trees(const double[:, ::1] X, const intp_t* roots, intp_t n_trees,
+                     const intp_t[::1] feature, const double[::1] threshold,
+                     const intp_t[::1] left, const intp_t[::1] right,
+                     const double[:, ::1] value, double[:, ::1] out, int n_jobs) noexcept nogil:
+    """``out[i] += sum_t value[leaf_t(i)]`` over the trees rooted at ``roots[:n_trees]``."""
+    cdef intp_t n = X.shape[0], K = out.shape[1], i, t, node, k
+    for i in prange(n, num_threads=max(n_jobs, 1), schedule="static"):
+        for t in range(n_trees):
+            node = _leaf_reached(X, i, roots[t], feature, threshold, left, right)
             for k in range(K):
                 out[i, k] += value[node, k]
 
 
-def predict_ensemble(const double[:, ::1] X, const intp[::1] tree_offsets,
-                     const intp[::1] feature, const double[::1] threshold,
-                     const intp[::1] left, const intp[::1] right, const double[:, ::1] value,
+def add_tree(const double[:, ::1] X, const intp_t[::1] feature, const double[::1] threshold,
+             const intp_t[::1] left, const intp_t[::1] right, const double[:, ::1] value,
+             double[:, ::1] out, int n_jobs=1):
+    """``out[i] += value[leaf(i)]`` for one tree (node ids local to the tree)."""
+    cdef intp_t root = 0
+    with nogil:
+        _add_trees(X, &root, 1, feature, threshold, left, right, value, out, n_jobs)
+
+
+def predict_ensemble(const double[:, ::1] X, const intp_t[::1] tree_offsets,
+                     const intp_t[::1] feature, const double[::1] threshold,
+                     const intp_t[::1] left, const intp_t[::1] right, const double[:, ::1] value,
                      double[:, ::1] out, int n_jobs=1):
     """``out[i] += sum_t value[leaf_t(i)]`` over all trees.
 
     Node arrays are concatenated over trees; tree ``t`` owns nodes
     ``tree_offsets[t]:tree_offsets[t+1]`` and its child ids are absolute.
     """
-    cdef intp n = X.shape[0], K = out.shape[1], n_trees = tree_offsets.shape[0] - 1
-    cdef intp i, t, node, k
-    if n_jobs < 1:
-        n_jobs = 1
     with nogil:
-        for i in prange(n, num_threads=n_jobs, schedule="static"):
-            for t in range(n_trees):
-                node = tree_offsets[t]
-                while feature[node] >= 0:
-                    if X[i, feature[node]] <= threshold[node]:
-                        node = left[node]
-                    else:
-                        node = right[node]
-                for k in range(K):
-                    out[i, k] += value[node, k]
+        _add_trees(X, &tree_offsets[0], tree_offsets.shape[0] - 1, feature, threshold, left,
+                   right, value, out, n_jobs)
