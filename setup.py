@@ -27,7 +27,6 @@ HERE = Path(__file__).parent.resolve()
 
 #: Every extension module, by its source (the module name is the path with dots).
 KERNELS = (
-    "slr/inference/_floor.pyx",
     "slr/inference/_star.pyx",
     "slr/oracles/_trees.pyx",
 )
