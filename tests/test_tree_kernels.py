@@ -236,6 +236,11 @@ def walk_reference(x, feature, threshold, left, right, root):
     return node
 
 
+def absolute_ids(children, offset):
+    """Child ids of a tree whose nodes start at ``offset`` in an ensemble (-1 stays)."""
+    return np.where(children >= 0, children + offset, -1).astype(np.intp)
+
+
 def test_add_tree_and_predict_ensemble_walk_like_python():
     rng = np.random.default_rng(5)
     x = rng.normal(size=(300, 3))
@@ -254,13 +259,12 @@ def test_add_tree_and_predict_ensemble_walk_like_python():
         walked = np.array([value[walk_reference(row, feature, threshold, left, right, 0)] for row in x])
         np.testing.assert_array_equal(one, walked)
         expected += walked
-    shift = lambda a, off: np.where(a >= 0, a + off, -1).astype(np.intp)  # noqa: E731
     offsets = np.array([t[5] for t in trees] + [offset], dtype=np.intp)
     out = np.zeros((300, 2))
     _trees.predict_ensemble(
         x, offsets, np.concatenate([t[0] for t in trees]), np.concatenate([t[1] for t in trees]),
-        np.concatenate([shift(t[2], t[5]) for t in trees]),
-        np.concatenate([shift(t[3], t[5]) for t in trees]),
+        np.concatenate([absolute_ids(t[2], t[5]) for t in trees]),
+        np.concatenate([absolute_ids(t[3], t[5]) for t in trees]),
         np.concatenate([t[4] for t in trees]), out, 2,
     )
     np.testing.assert_array_equal(out, expected)
