@@ -25,7 +25,8 @@ from slr.graph import GraphBatch, chain_edges, grid_edges
 from slr.inference import batch_sweeps
 
 FLOOR_SOURCE = Path(__file__).with_name("scalar_floor.c")
-# setup.py's COMPILE_ARGS, so the floor calls libm as the kernels do
+# setup.py's COMPILE_ARGS and, as for the kernels, no -lm: exp and log bind to the libm
+# the interpreter has loaded, as the kernels' calls do
 FLOOR_FLAGS = ["-O3", "-fno-math-errno", "-fPIC", "-shared"]
 
 
@@ -41,7 +42,7 @@ def _scalar_floor_function():
     library = Path(tempfile.gettempdir()) / f"slr-asv-scalar-floor-{key}.so"
     if not library.exists():
         partial = library.with_suffix(f".{os.getpid()}.tmp")
-        subprocess.run([compiler, *FLOOR_FLAGS, str(FLOOR_SOURCE), "-o", str(partial), "-lm"],
+        subprocess.run([compiler, *FLOOR_FLAGS, str(FLOOR_SOURCE), "-o", str(partial)],
                        check=True, capture_output=True)
         os.replace(partial, library)  # atomic: concurrent benchmark processes race safely
     function = ctypes.CDLL(str(library)).scalar_exp_log
