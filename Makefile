@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test report bench clean venv
+.PHONY: test report bench bench-history bench-compare clean venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,29 @@ report: $(STAMP)
 
 bench: $(STAMP)
 	cd asv_benchmarks && ../$(BIN)/asv machine --yes && ../$(BIN)/asv run --python=same --quick --show-stderr
+
+# asv across commits, in asv's own virtualenvs (asv_benchmarks/.asv/env: made once from PyPI or
+# PIP_FIND_LINKS, reused for every commit; slr is built into it without an index).
+N             ?= 5
+FACTOR        ?= 1.2
+HISTORY_BENCH ?= ^bench_inference\.|^bench_trees\.BoostingRound\.
+HISTORY_ARGS  ?= --quick
+export PIP_PREFER_BINARY := 1
+
+# the last N commits of main (benchmarks already measured are kept), the HTML dashboard in
+# asv_benchmarks/html/ and, where chromium is installed, its screenshot in reports/
+bench-history: $(STAMP)
+	cd asv_benchmarks && ../$(BIN)/asv machine --yes >/dev/null
+	git rev-list --first-parent -n $(N) main | (cd asv_benchmarks && ../$(BIN)/asv run \
+	    $(HISTORY_ARGS) --skip-existing --show-stderr --bench '$(HISTORY_BENCH)' HASHFILE:-) \
+	    || [ $$? -eq 2 ] # 2: some benchmark failed on some commit, a gap in its graph
+	cd asv_benchmarks && ../$(BIN)/asv publish
+	$(BIN)/python asv_benchmarks/dashboard.py asv_benchmarks/html --optional-browser --screenshot reports/asv_dashboard.png
+
+# asv continuous between main and the working tree (HEAD~1 and HEAD when the tree is clean);
+# fails on a regression beyond FACTOR in the inference and tree benchmarks, suspects rerun
+bench-compare: $(STAMP)
+	cd asv_benchmarks && ../$(BIN)/asv machine --yes >/dev/null && ../$(BIN)/python regressions.py --factor $(FACTOR)
 
 clean:
 	rm -rf $(VENV) build
