@@ -42,14 +42,13 @@ cdef inline double exp_sum(const double* x, intp_t n, double shift, double scale
     return total
 
 
-cdef inline double softmax(const double* x, intp_t n, double* probabilities) noexcept nogil:
-    """Write ``softmax(x[:n])`` to ``probabilities`` (may be ``x``); return ``logsumexp(x)``."""
-    cdef intp_t i
+cdef inline double logsumexp(const double* x, intp_t n, double* terms,
+                             double* total) noexcept nogil:
+    """``logsumexp(x[:n])``; ``exp(x[i] - max(x))`` go to ``terms`` (may be ``x``), their sum
+    to ``total`` (so ``terms[i] / total`` is the softmax)."""
     cdef double largest = row_max(x, n)
-    cdef double total = exp_sum(x, n, largest, 1.0, probabilities)
-    for i in range(n):
-        probabilities[i] /= total
-    return largest + log(total)
+    total[0] = exp_sum(x, n, largest, 1.0, terms)
+    return largest + log(total[0])
 
 
 cdef inline double smoothed_max2(double x0, double x1, double eps, double inv_eps) noexcept nogil:

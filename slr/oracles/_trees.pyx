@@ -25,14 +25,14 @@ The code is laid out as scikit-learn's tree module: split search (:func:`_scan_f
 (:func:`_refit_leaf`); one tree walk (:func:`_leaf_reached`).
 """
 from cython.parallel cimport prange
-from libc.math cimport sqrt, INFINITY
+from libc.math cimport log, sqrt, INFINITY
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
 
-from slr._kernel_utils cimport intp_t, softmax
+from slr._kernel_utils cimport exp_sum, intp_t, logsumexp
 
 # Above this many classes the leaf re-fit uses the diagonal of the Hessian only:
 # the full Hessian costs O(n K^2 + K^3) per Newton step.
@@ -441,15 +441,15 @@ def subset_gradient(const double[:, ::1] F, const double[:, ::1] B, const int64_
     ``G[j] = onehot(y_out[j]) - softmax(Z[j])``; returns the summed biased loss.
     """
     cdef intp_t n = rows.shape[0], K = F.shape[1], j, i, k
-    cdef double log_normaliser, total = 0.0
+    cdef double log_normaliser, exp_total, total = 0.0
     with nogil:
         for j in range(n):
             i = rows[j]
             for k in range(K):
                 Z[j, k] = F[i, k] + B[i, k]
-            log_normaliser = softmax(&Z[j, 0], K, &G[j, 0])
+            log_normaliser = logsumexp(&Z[j, 0], K, &G[j, 0], &exp_total)
             for k in range(K):
-                G[j, k] = -G[j, k]
+                G[j, k] = -G[j, k] / exp_total
             G[j, labels[i]] += 1.0
             y_out[j] = labels[i]
             total += log_normaliser - Z[j, labels[i]]
@@ -489,17 +489,22 @@ cdef double _leaf_objective(const double[:, ::1] Z, const int64_t[::1] y, const 
     ``hess`` is K x K (lower triangle) if ``full`` else its diagonal (K); ``p`` is scratch.
     """
     cdef intp_t K = Z.shape[1], r, i, a, label
-    cdef double objective = 0.0
+    cdef double largest, exp_total, objective = 0.0
     for a in range(K):
         grad[a] = l2 * v[a]
     memset(hess, 0, (K * K if full else K) * sizeof(double))
     for r in range(start, end):
         i = rows[r]
         label = y[i]
+        # logsumexp with the maximum taken while the row is formed (one pass fewer)
+        largest = -INFINITY
         for a in range(K):
             p[a] = Z[i, a] + v[a]
-        objective += softmax(p, K, p) - Z[i, label] - v[label]
+            largest = p[a] if p[a] > largest else largest
+        exp_total = exp_sum(p, K, largest, 1.0, p)
+        objective += largest + log(exp_total) - Z[i, label] - v[label]
         for a in range(K):
+            p[a] /= exp_total
             grad[a] += p[a]
         grad[label] -= 1.0
         _add_softmax_hessian(p, K, hess, full)
@@ -683,26 +688,18 @@ cdef inline intp_t _leaf_reached(const double[:, ::1] X, intp_t i, intp_t node,
     return node
 
 
-cdef void _add_trees(const double[:, ::1] X, const intp_t* roots, intp_t n_trees,
-                     const intp_t[::1] feature, const double[::1] threshold,
-                     const intp_t[::1] left, const intp_t[::1] right,
-                     const double[:, ::1] value, double[:, ::1] out, int n_jobs) noexcept nogil:
-    """``out[i] += sum_t value[leaf_t(i)]`` over the trees rooted at ``roots[:n_trees]``."""
-    cdef intp_t n = X.shape[0], K = out.shape[1], i, t, node, k
-    for i in prange(n, num_threads=max(n_jobs, 1), schedule="static"):
-        for t in range(n_trees):
-            node = _leaf_reached(X, i, roots[t], feature, threshold, left, right)
-            for k in range(K):
-                out[i, k] += value[node, k]
-
-
+# The row loops live in the Python-visible functions: the same prange in a cdef function
+# taking the memoryviews as arguments measured 10-20% slower.
 def add_tree(const double[:, ::1] X, const intp_t[::1] feature, const double[::1] threshold,
              const intp_t[::1] left, const intp_t[::1] right, const double[:, ::1] value,
              double[:, ::1] out, int n_jobs=1):
     """``out[i] += value[leaf(i)]`` for one tree (node ids local to the tree)."""
-    cdef intp_t root = 0
+    cdef intp_t n = X.shape[0], K = out.shape[1], i, node, k
     with nogil:
-        _add_trees(X, &root, 1, feature, threshold, left, right, value, out, n_jobs)
+        for i in prange(n, num_threads=max(n_jobs, 1), schedule="static"):
+            node = _leaf_reached(X, i, 0, feature, threshold, left, right)
+            for k in range(K):
+                out[i, k] += value[node, k]
 
 
 def predict_ensemble(const double[:, ::1] X, const intp_t[::1] tree_offsets,
@@ -714,6 +711,11 @@ def predict_ensemble(const double[:, ::1] X, const intp_t[::1] tree_offsets,
     Node arrays are concatenated over trees; tree ``t`` owns nodes
     ``tree_offsets[t]:tree_offsets[t+1]`` and its child ids are absolute.
     """
+    cdef intp_t n = X.shape[0], K = out.shape[1], n_trees = tree_offsets.shape[0] - 1
+    cdef intp_t i, t, node, k
     with nogil:
-        _add_trees(X, &tree_offsets[0], tree_offsets.shape[0] - 1, feature, threshold, left,
-                   right, value, out, n_jobs)
+        for i in prange(n, num_threads=max(n_jobs, 1), schedule="static"):
+            for t in range(n_trees):
+                node = _leaf_reached(X, i, tree_offsets[t], feature, threshold, left, right)
+                for k in range(K):
+                    out[i, k] += value[node, k]
