@@ -194,7 +194,8 @@ def test_wheel_holds_the_package_and_compiled_kernels_only(artefacts):
         entry_points = next(archive.read(n).decode() for n in names
                             if n.endswith(".dist-info/entry_points.txt"))
     dist_info = "-".join(artefacts["wheel"].name.split("-")[:2]) + ".dist-info"
-    assert {name.split("/", 1)[0] for name in names} == {"slr", "baselines", dist_info}
+    top_level = {"slr", "baselines", "slr_suite", dist_info}  # slr_suite: the CLI
+    assert {name.split("/", 1)[0] for name in names} == top_level
     for kernel in _checkout_files((".pyx",), "slr", "baselines"):
         stem = kernel.removesuffix(".pyx")
         assert any(n.startswith(stem + ".") and n.endswith((".so", ".pyd")) for n in names), stem
