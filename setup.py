@@ -1,7 +1,7 @@
 """Build the Cython kernels of slr.
 
 The kernels are listed in ``KERNELS`` and the Cython declarations they share (``.pxd``
-files, cimported by absolute name, e.g. ``from slr._kernel_utils cimport softmax``) in
+files, cimported by absolute name, e.g. ``from slr._kernel_utils cimport logsumexp``) in
 ``DECLARATIONS``. The build stops with an error when one of these sources is missing (a
 package built without a kernel installs but fails at import, and one without a shared
 ``.pxd`` does not compile) and when a ``.pyx`` or ``.pxd`` file under ``slr/`` or
