@@ -267,8 +267,12 @@ def main(argv: list[str] | None = None) -> int:
 
         def rerun(names: list[str]) -> None:
             print(f"rerunning {len(names)} suspect benchmark(s): {', '.join(names)}", flush=True)
-            regex = "|".join(f"^{re.escape(n)}$" for n in names)
-            _asv("run", "--show-stderr", "--bench", regex, "HASHFILE:-", stdin=f"{base}\n{head}\n")
+            # asv matches a parameterized benchmark as "name(param, ...)": every combination
+            regex = "|".join(f"^{re.escape(n)}(\\(|$)" for n in names)
+            status = _asv("run", "--show-stderr", "--bench", regex, "HASHFILE:-",
+                          stdin=f"{base}\n{head}\n")
+            if status not in (0, 2):        # 2: a benchmark failed, which the verdict shows
+                raise CheckError(f"the rerun (asv run --bench {regex!r}) exited with {status}")
 
         findings = check(results_dir, machine, base, head, args.bench, args.factor, rerun,
                          args.reruns)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,19 @@ def test_snapshot_of_the_working_tree_leaves_the_repository_alone(tmp_path):
     assert git("ls-tree", "--name-only", commit).split() == [".gitignore", "new.py"]
     assert git("rev-parse", f"{commit}^") == git("rev-parse", "HEAD")
     assert git("status", "--porcelain") == status and git("branch", "--contains", commit) == ""
+
+
+def test_cli_reruns_every_parameter_of_a_suspect_and_stops_when_asv_fails(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(regressions, "HERE", tmp_path)
+    monkeypatch.setattr(regressions, "_git", lambda *args, **kw: {"x": BASE, "y": HEAD}[args[1][0]])
+    name = "bench_trees.BoostingRound.time_fit_20_rounds"
+    write(tmp_path / "results", BASE, BASE_VALUES)
+    write(tmp_path / "results", HEAD, scaled(name, 1.5))
+    calls = []
+    monkeypatch.setattr(regressions, "_asv", lambda *args, stdin=None: calls.append((args, stdin)) or 1)
+    assert regressions.main(["--no-run", "x", "y"]) == 2
+    (args, stdin), = calls
+    regex = args[args.index("--bench") + 1]
+    assert re.search(regex, f"{name}('unary', 'BoostedTrees')") and not re.search(regex, SWEEP)
+    assert stdin.split() == [BASE, HEAD]
+    assert "the rerun" in capsys.readouterr().err
