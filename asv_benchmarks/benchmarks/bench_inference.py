@@ -24,6 +24,11 @@ import numpy as np
 from slr.graph import GraphBatch, chain_edges, grid_edges
 from slr.inference import batch_sweeps
 
+try:                                    # asv imports the package; the script runs the file
+    from . import common
+except ImportError:
+    import common
+
 FLOOR_SOURCE = Path(__file__).with_name("scalar_floor.c")
 # setup.py's COMPILE_ARGS and, as for the kernels, no -lm: exp and log bind to the libm
 # the interpreter has loaded, as the kernels' calls do
@@ -82,7 +87,7 @@ def _floor_inputs(batch, n_states):
     return exp_input, log_input
 
 
-class GridSweep:
+class GridSweep(common.Benchmark):
     """One smoothed sweep over a 100x100 binary 4-connected grid, and the numpy floor."""
 
     def setup(self):
@@ -104,7 +109,7 @@ class GridSweep:
         np.log(self.log_input, out=self.log_output)
 
 
-class ScalarFloor:
+class ScalarFloor(common.Benchmark):
     """The same exp and log evaluations as ``GridSweep``, one at a time in a C loop."""
 
     def setup(self):
@@ -116,7 +121,7 @@ class ScalarFloor:
         scalar_exp_log(self.exp_input, self.log_input)
 
 
-class BatchSweep:
+class BatchSweep(common.Benchmark):
     """A batch of 16 100x100 binary grids, 5 sweeps, on 1 and 2 threads."""
 
     params = [1, 2]
@@ -133,7 +138,7 @@ class BatchSweep:
         )
 
 
-class OCRChain:
+class OCRChain(common.Benchmark):
     """A 26-state chain of length 10 (an OCR word), 10 smoothed sweeps, per example."""
 
     def setup(self):

@@ -1,57 +1,38 @@
-"""Each logistic oracle's fit on a fixed biased problem (LightGBM beside our boosted trees)."""
+"""Each logistic oracle on fixed biased problems (LightGBM beside our boosted trees).
+
+``OracleFit`` times one fit (20 boosting rounds, 1 MLP epoch) and the fitted function's
+scores on held-out rows, records the fit's peak memory and tracks the biased accuracy
+(train and held-out) and the mean training loss.
+"""
 from __future__ import annotations
 
 from slr import oracles
 
-from .common import biased_problem
+from . import common
 
 ORACLES = ["Zero", "Constant", "Linear", "BoostedTrees", "LightGBM", "MLP"]
 PROBLEMS = {"unary_20k_K2": (20_000, 2), "pairwise_40k_K4": (40_000, 4)}
 
 
-def make(name: str):
-    if name == "BoostedTrees":
-        return oracles.BoostedTrees(n_rounds=20, subsample=5000, random_state=0)
-    if name == "LightGBM":
-        return oracles.LightGBM(n_rounds=20, subsample=5000, random_state=0)
-    if name == "MLP":
-        return oracles.MLP(n_epochs=1, batch_size=1000, random_state=0)
-    return getattr(oracles, name)()
-
-
-class OracleFit:
-    """Wall time and peak memory of one fit (20 boosting rounds, 1 MLP epoch)."""
+class OracleFit(common.OracleEstimator, common.Benchmark):
+    """One oracle fit on a 20k-row unary or 40k-row pairwise problem."""
 
     params = (list(PROBLEMS), ORACLES)
     param_names = ["problem", "oracle"]
-    number = 1
-    repeat = 3
-    timeout = 300
 
-    def setup(self, problem, oracle):
-        self.data = biased_problem(*PROBLEMS[problem])
+    def setup_cache(self):
+        return self.fit_all()
 
-    def time_fit(self, problem, oracle):
-        make(oracle).fit(*self.data)
+    def make_data(self, problem, oracle):
+        features, bias, labels = common.biased_problem(*PROBLEMS[problem])
+        features_t, bias_t, labels_t = common.biased_problem(*PROBLEMS[problem], seed=1)
+        return (features, bias), labels, (features_t, bias_t), labels_t
 
-    def peakmem_fit(self, problem, oracle):
-        make(oracle).fit(*self.data)
-
-
-class OracleLoss:
-    """Mean biased logistic loss after one fit: a quality number beside the time."""
-
-    params = (list(PROBLEMS), ORACLES)
-    param_names = ["problem", "oracle"]
-    number = 1
-    repeat = 1
-    timeout = 300
-
-    def setup(self, problem, oracle):
-        self.data = biased_problem(*PROBLEMS[problem])
-
-    def track_mean_loss(self, problem, oracle):
-        model = make(oracle).fit(*self.data)
-        return model.loss(*self.data) / self.data[0].shape[0]
-
-    track_mean_loss.unit = "nats per row"
+    def make_estimator(self, problem, oracle):
+        if oracle == "BoostedTrees":
+            return oracles.BoostedTrees(n_rounds=20, subsample=5000, random_state=0)
+        if oracle == "LightGBM":
+            return oracles.LightGBM(n_rounds=20, subsample=5000, random_state=0)
+        if oracle == "MLP":
+            return oracles.MLP(n_epochs=1, batch_size=1000, random_state=0)
+        return getattr(oracles, oracle)()

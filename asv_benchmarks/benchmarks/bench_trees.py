@@ -8,13 +8,21 @@ would be mid-run. Both oracles draw 10,000 rows per round and grow trees of at m
 31 leaves with at least 1% of the subset per leaf, on one thread.
 
 ``asv_benchmarks/compare_trees.py`` measures the same things side by side and prints
-the ratios; the ``track_*ratio`` benchmarks here record them in asv.
+the ratios; the ``track_*ratio`` benchmarks here record them in asv. ``BoostingRound`` fits
+each oracle once in ``setup_cache``, then times ``fit`` and ``predict`` and tracks the
+accuracy and loss of that fit; ``TrainingLoss`` and ``Ratios`` read one shared 200-round
+cache.
 """
 from __future__ import annotations
 
 import time
 
 import numpy as np
+
+try:                                    # asv imports the package; compare_trees.py the file
+    from . import common
+except ImportError:
+    import common
 
 PROBLEMS = {"unary_160k_K2": (160_000, 2), "pairwise_316k_K4": (316_800, 4)}
 LEAVES = 31
@@ -61,54 +69,39 @@ def make_oracle(kind: str, n_rounds: int, leaves: int | None = LEAVES, threads: 
 
 
 def mean_loss(oracle, features, bias, labels) -> float:
+    """The fitted oracle's biased logistic loss per row."""
     return oracle.loss(features, bias, labels) / features.shape[0]
 
 
-class BoostingRound:
-    """Wall time of a 20-round fit (divide by 20 for the time per round)."""
+class BoostingRound(common.OracleEstimator, common.Benchmark):
+    """A 20-round fit (divide ``time_fit`` by 20 for the time per round) and its scores.
 
-    params = (list(PROBLEMS), ["BoostedTrees", "LightGBM"])
-    param_names = ["problem", "oracle"]
-    timeout = 300
-    number = 1
-    repeat = 3
-
-    def setup(self, problem, oracle):
-        self.data = make_problem(problem)
-
-    def time_fit_20_rounds(self, problem, oracle):
-        make_oracle(oracle, 20).fit(*self.data)
-
-
-class TrainingLoss:
-    """Mean biased logistic loss on the training rows after 200 rounds."""
-
-    params = (list(PROBLEMS), ["BoostedTrees", "LightGBM"])
-    param_names = ["problem", "oracle"]
-    timeout = 600
-    number = 1
-    repeat = 1
-
-    def setup(self, problem, oracle):
-        self.data = make_problem(problem)
-
-    def track_loss_200_rounds(self, problem, oracle):
-        return mean_loss(make_oracle(oracle, 200).fit(*self.data), *self.data)
-
-    track_loss_200_rounds.unit = "nats per row"
-
-
-class Ratios:
-    """BoostedTrees / LightGBM, measured back to back in one process.
-
-    Goals (issue 4): time per round <= 1.5, training loss after 200 rounds <= 1.02.
+    ``time_predict`` evaluates the 20 trees on a second problem of the same size.
     """
 
-    params = list(PROBLEMS)
-    param_names = ["problem"]
+    params = (list(PROBLEMS), ["BoostedTrees", "LightGBM"])
+    param_names = ["problem", "oracle"]
+
+    def setup_cache(self):
+        return self.fit_all()
+
+    def make_data(self, problem, oracle):
+        features, bias, labels = make_problem(problem)
+        features_t, bias_t, labels_t = make_problem(problem, seed=1)
+        return (features, bias), labels, (features_t, bias_t), labels_t
+
+    def make_estimator(self, problem, oracle):
+        return make_oracle(oracle, 20)
+
+
+class Rounds200(common.Benchmark):
+    """Both oracles fitted for 200 rounds on every problem, timed, in one cache.
+
+    Subclasses inherit this one ``setup_cache``, so asv fits once for all of them:
+    ``{problem: {oracle: (seconds, mean training loss)}}``.
+    """
+
     timeout = 900
-    number = 1
-    repeat = 1
 
     def setup_cache(self):
         results = {}
@@ -122,6 +115,28 @@ class Ratios:
                 row[kind] = (time.perf_counter() - start, mean_loss(oracle, *data))
             results[problem] = row
         return results
+
+
+class TrainingLoss(Rounds200):
+    """Mean biased logistic loss on the training rows after 200 rounds."""
+
+    params = (list(PROBLEMS), ["BoostedTrees", "LightGBM"])
+    param_names = ["problem", "oracle"]
+
+    def track_loss_200_rounds(self, results, problem, oracle):
+        return results[problem][oracle][1]
+
+    track_loss_200_rounds.unit = "nats per row"
+
+
+class Ratios(Rounds200):
+    """BoostedTrees / LightGBM, measured back to back in one process.
+
+    Goals (issue 4): time per round <= 1.5, training loss after 200 rounds <= 1.02.
+    """
+
+    params = list(PROBLEMS)
+    param_names = ["problem"]
 
     def track_time_ratio(self, results, problem):
         return results[problem]["BoostedTrees"][0] / results[problem]["LightGBM"][0]
