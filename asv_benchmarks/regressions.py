@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Callable
 
 HERE = Path(__file__).resolve().parent
-#: The inference and tree benchmarks, without the 200-round loss tracking.
-DEFAULT_BENCH = r"^bench_inference\.|^bench_trees\.(BoostingRound|Ratios)\."
+#: The inference benchmarks, the tree times and memory, and the ratios: not the scores and losses
+#: (higher or lower is better, not a time) nor the 200-round loss tracking.
+DEFAULT_BENCH = r"^bench_inference\.|^bench_trees\.(BoostingRound\.(time|peakmem)_|Ratios\.)"
 #: Floor and peer measurements: reported, never a regression of ours.
 REFERENCE = re.compile(r"floor|LightGBM")
 

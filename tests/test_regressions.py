@@ -27,18 +27,18 @@ BENCHMARKS = {
     "bench_inference.GridSweep.time_smoothed_sweep": ("seconds", []),
     "bench_inference.GridSweep.time_numpy_exp_log_floor": ("seconds", []),
     "bench_inference.OCRChain.time_chain_sweeps": ("seconds", []),
-    "bench_trees.BoostingRound.time_fit_20_rounds": (
+    "bench_trees.BoostingRound.time_fit": (
         "seconds", [["'unary'"], ["'BoostedTrees'", "'LightGBM'"]]),
     "bench_trees.Ratios.track_time_ratio": ("ratio", [["'unary'"]]),
-    "bench_learner.LearnerIteration.time_one_iteration": ("seconds", []),
+    "bench_learner.Learner.time_fit": ("seconds", []),
 }
 BASE_VALUES = {
     "bench_inference.GridSweep.time_smoothed_sweep": [1e-3],
     "bench_inference.GridSweep.time_numpy_exp_log_floor": [4e-4],
     "bench_inference.OCRChain.time_chain_sweeps": [1e-3],
-    "bench_trees.BoostingRound.time_fit_20_rounds": [3.0, 2.5],
+    "bench_trees.BoostingRound.time_fit": [3.0, 2.5],
     "bench_trees.Ratios.track_time_ratio": [1.2],
-    "bench_learner.LearnerIteration.time_one_iteration": [1.0],
+    "bench_learner.Learner.time_fit": [1.0],
 }
 
 
@@ -111,17 +111,17 @@ def test_ratio_benchmarks_are_judged_on_their_ratio(tmp_path):
 
 def test_floor_and_peer_are_reported_but_never_fail(tmp_path):
     head = scaled("bench_inference.GridSweep.time_numpy_exp_log_floor", 2.0)
-    head["bench_trees.BoostingRound.time_fit_20_rounds"] = [3.0, 5.0]     # LightGBM twice slower
+    head["bench_trees.BoostingRound.time_fit"] = [3.0, 5.0]     # LightGBM twice slower
     bad, calls, findings = run_check(tmp_path, head)
     assert bad == [] and calls == []
     kinds = {f.label: f.kind for f in findings}
     assert kinds["bench_inference.GridSweep.time_numpy_exp_log_floor"] == "reference"
-    assert kinds["bench_trees.BoostingRound.time_fit_20_rounds('unary', 'LightGBM')"] == "reference"
-    assert kinds["bench_trees.BoostingRound.time_fit_20_rounds('unary', 'BoostedTrees')"] == "value"
+    assert kinds["bench_trees.BoostingRound.time_fit('unary', 'LightGBM')"] == "reference"
+    assert kinds["bench_trees.BoostingRound.time_fit('unary', 'BoostedTrees')"] == "value"
 
 
 def test_only_the_selected_benchmarks_are_judged(tmp_path):
-    head = scaled("bench_learner.LearnerIteration.time_one_iteration", 3.0)
+    head = scaled("bench_learner.Learner.time_fit", 3.0)
     bad, calls, findings = run_check(tmp_path, head)
     assert bad == [] and calls == []
     assert not any(f.name.startswith("bench_learner") for f in findings)
@@ -170,7 +170,7 @@ def test_snapshot_of_the_working_tree_leaves_the_repository_alone(tmp_path):
 def test_cli_reruns_every_parameter_of_a_suspect_and_stops_when_asv_fails(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(regressions, "HERE", tmp_path)
     monkeypatch.setattr(regressions, "_git", lambda *args, **kw: {"x": BASE, "y": HEAD}[args[1][0]])
-    name = "bench_trees.BoostingRound.time_fit_20_rounds"
+    name = "bench_trees.BoostingRound.time_fit"
     write(tmp_path / "results", BASE, BASE_VALUES)
     write(tmp_path / "results", HEAD, scaled(name, 1.5))
     calls = []
@@ -181,3 +181,13 @@ def test_cli_reruns_every_parameter_of_a_suspect_and_stops_when_asv_fails(tmp_pa
     assert re.search(regex, f"{name}('unary', 'BoostedTrees')") and not re.search(regex, SWEEP)
     assert stdin.split() == [BASE, HEAD]
     assert "the rerun" in capsys.readouterr().err
+
+
+def test_default_selection_judges_times_and_ratios_not_scores():
+    """Scores are higher-is-better: ``head / base`` beyond the factor would be no regression."""
+    selected = re.compile(regressions.DEFAULT_BENCH)
+    assert selected.search("bench_trees.BoostingRound.time_fit")
+    assert selected.search("bench_trees.Ratios.track_time_ratio")
+    assert selected.search("bench_inference.OCRChain.time_chain_sweeps")
+    assert not selected.search("bench_trees.BoostingRound.track_test_score")
+    assert not selected.search("bench_trees.TrainingLoss.track_loss_200_rounds")
