@@ -107,7 +107,7 @@ def cache_key(experiment: str, cell: Mapping[str, Any], config: Mapping[str, Any
 def git_state() -> tuple[str, bool]:
     """``(short commit, dirty)`` of the checkout the code runs from (``("unknown", False)``
     outside a git checkout). Dirty means edited code; the reports being written do not count."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]   # the checkout holding slr_suite/
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"],
                              capture_output=True, text=True, timeout=10)

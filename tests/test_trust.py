@@ -129,6 +129,9 @@ def test_rows_and_reports_carry_their_provenance(tmp_path):
     run_experiments(["denoising", "bound"], "tiny", out, quiet=True, cells="Zero/Zero,Boost/Zero",
                     cache_dir=tmp_path / "cache", argv=["slr", "denoising", "--tiny"])
     commit, dirty = provenance.git_state()
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    assert commit == (head or "unknown")   # the checkout's own commit, read independently
     for csv in ("denoising_results.csv", "bound_results.csv"):
         df = pd.read_csv(out / csv, dtype={"commit": str, "code": str})
         assert (df.commit == commit).all() and (df.dirty == dirty).all()
