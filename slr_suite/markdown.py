@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,5 +63,5 @@ def provenance_block(df, rendered) -> str:
     else:
         lines.append("Computed by: no rows yet.\n")
     lines.append(f"\nRendered by `{rendered.command}` at commit `{rendered.commit_label}` on "
-                 f"{rendered.started}.\n")
+                 f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.\n")
     return "".join(lines)
