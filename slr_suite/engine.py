@@ -94,7 +94,8 @@ class DaskEngine:
             task = futures[future]
             records = future.result()
             done += 1
-            running = sum(1 for f in futures if f.status == "pending" and _is_processing(self.client, f))
+            busy = _processing_keys(self.client)
+            running = sum(1 for f in futures if f.status == "pending" and f.key in busy)
             log(f"{task.name}: finished on a worker; {done} done, {running} running, "
                 f"{len(tasks) - done - running} waiting")
             yield task, records
@@ -104,13 +105,12 @@ class DaskEngine:
         return f"on a Dask cluster at {self.client.scheduler.address} ({len(workers)} workers)"
 
 
-def _is_processing(client: Any, future: Any) -> bool:
-    """True when the scheduler has started ``future``'s task on a worker (best effort)."""
+def _processing_keys(client: Any) -> set:
+    """Keys of the tasks the scheduler is running on its workers now (empty if it cannot say)."""
     try:
-        processing = client.processing()
+        return {key for keys in client.processing().values() for key in keys}
     except Exception:
-        return False
-    return any(future.key in keys for keys in processing.values())
+        return set()
 
 
 def _run_task(fn: Callable[..., list[CellRecord]], args: tuple, n_threads: int | None) -> list[CellRecord]:
