@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slr_suite.common import RunContext, unique
+from slr_suite.common import RunContext, reuse_data, unique
 from slr_suite.engine import Task
 from slr_suite.profiles import Profile
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_hash
@@ -181,25 +181,14 @@ def tables(out: Path, log) -> tuple[ResultsTable, ResultsTable]:
             ResultsTable(out / "baselines_curves.csv", CURVE_COLUMNS, ["config", "dataset", "method", "point"], log))
 
 
-_DATA: dict[tuple[str, str], tuple] = {}
-
-
-def _cached_dataset(name: str, profile: Profile):
-    """:func:`load_dataset`, kept for the next cell of the same data set in this process."""
-    key = (name, json.dumps(profile.baselines, sort_keys=True, default=str))
-    if key not in _DATA:
-        _DATA.clear()
-        _DATA[key] = load_dataset(name, profile)
-    return _DATA[key]
-
-
 def compute_cell(profile: Profile, dataset: str, group: str, method: str, info: RunInfo, *,
                  n_threads: int | None) -> list[CellRecord]:
     """Fit one (data set, method) cell (a task; the data are made or loaded here). A failure,
     e.g. a data set that cannot be downloaded, becomes a row whose status says why."""
     cfg = profile.baselines
     try:
-        data = _cached_dataset(dataset, profile)
+        data = reuse_data(f"baselines/{dataset} " + json.dumps(cfg, sort_keys=True, default=str),
+                          lambda: load_dataset(dataset, profile))
         n_states = data[4]
         if group == "slr":
             row, cs, ce = _fit_learner(_slr(method, cfg, dataset, n_states, n_threads), data)

@@ -13,9 +13,13 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["main", "build_parser", "run_experiments"]
+__all__ = ["UsageError", "main", "build_parser", "run_experiments"]
 
 EXPERIMENTS = ("denoising", "baselines", "bound")
+
+
+class UsageError(ValueError):
+    """A bad argument, found before any work starts (``slr`` exits with status 2)."""
 
 
 def _threads(text: str) -> int:
@@ -115,14 +119,6 @@ def _thread_limits(threads: int | None):
                 os.environ[name] = value
 
 
-@contextlib.contextmanager
-def _closing(close):
-    try:
-        yield
-    finally:
-        close()
-
-
 def run_experiments(names, profile_name: str, out: Path, *, threads: int | None = None,
                     quiet: bool = False, argv: list[str] | None = None, cells: str | None = None,
                     datasets: str | None = None, cache_dir: Path | None = None, read_cache: bool = True,
@@ -144,38 +140,44 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
 
     Raises
     ------
-    ValueError
+    UsageError
         For a bad argument (profile, cells, data sets, thread count, unusable directory),
         before any work starts.
+    ValueError
+        When the Dask cluster cannot be used (not installed, scheduler unreachable).
     """
     from slr_suite import baselines, bound, denoising, get_profile
     from slr_suite import render_baselines, render_bound, render_denoising
     from slr_suite.common import Logger, RunContext
     from slr_suite.index import write_index
     from slr_suite.provenance import RunInfo
+    from slr.validation import check_int
     from slr_suite.store import DirLock, default_cache_dir
 
-    profile = get_profile(profile_name)
-    denoising_cells = denoising.parse_cells(cells, profile.denoise["classes"]) if cells is not None else None
-    baseline_datasets = baselines.parse_datasets(datasets) if datasets is not None else None
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"--threads: must be a positive integer, got {threads!r}")
-    out = _writable_dir(out, "--out")
-    cache_dir = _writable_dir(cache_dir if cache_dir is not None else default_cache_dir(), "--cache-dir")
+    try:
+        profile = get_profile(profile_name)
+        denoising_cells = denoising.parse_cells(cells, profile.denoise["classes"]) if cells is not None else None
+        baseline_datasets = baselines.parse_datasets(datasets) if datasets is not None else None
+        if threads is not None:
+            check_int(threads, "--threads", 1)
+        out = _writable_dir(out, "--out")
+        cache_dir = _writable_dir(cache_dir if cache_dir is not None else default_cache_dir(), "--cache-dir")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     log = Logger(quiet=quiet)
     info = RunInfo.collect(profile.name, argv)
-    engine, close_engine = (None, lambda: None)
+    engine = None
     if (workers is not None or scheduler is not None) and not render_only:
         from slr_suite.engine import connect
 
-        engine, close_engine = connect(workers, scheduler, threads)
+        engine = connect(workers, scheduler, threads)
     ctx = RunContext(log=log, info=info, cache_dir=cache_dir, read_cache=read_cache, n_threads=threads,
                      engine=engine)
     log(f"computing cells {ctx.engine.describe()}")
     renderers = {"denoising": render_denoising, "baselines": render_baselines, "bound": render_bound}
     summaries = {}
     t0 = time.perf_counter()
-    with DirLock(out, log), DirLock(cache_dir, log), _thread_limits(threads), _closing(close_engine):
+    with contextlib.closing(ctx.engine), DirLock(out, log), DirLock(cache_dir, log), _thread_limits(threads):
         for name in names:
             log(f"== {name} ({profile.name} profile) -> {out}")
             if render_only:
@@ -211,11 +213,9 @@ def main(argv: list[str] | None = None) -> int:
                   datasets=getattr(args, "datasets", None), cache_dir=args.cache_dir, read_cache=not args.no_cache,
                   render_only=args.render_only, workers=args.workers, scheduler=args.scheduler)
     try:
-        _check_arguments(args)
-    except ValueError as exc:
-        parser.error(str(exc))
-    try:
         run_experiments(names, args.profile, args.out, **kwargs)
+    except UsageError as exc:
+        parser.error(str(exc))
     except KeyboardInterrupt:
         print("slr: interrupted; finished cells are cached, a rerun resumes", file=sys.stderr)
         return 130
@@ -226,21 +226,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slr: error: {type(exc).__name__}: {message} (SLR_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 1
     return 0
-
-
-def _check_arguments(args: argparse.Namespace) -> None:
-    """Everything checkable before work starts; a ValueError names the option."""
-    from slr_suite.baselines import parse_datasets
-    from slr_suite.denoising import parse_cells
-    from slr_suite.profiles import FUNCTION_CLASSES
-    from slr_suite.store import default_cache_dir
-
-    if getattr(args, "cells", None) is not None:
-        parse_cells(args.cells, FUNCTION_CLASSES)
-    if getattr(args, "datasets", None) is not None:
-        parse_datasets(args.datasets)
-    _writable_dir(args.out, "--out")
-    _writable_dir(args.cache_dir if args.cache_dir is not None else default_cache_dir(), "--cache-dir")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,7 @@ from typing import Any
 
 from slr_suite.provenance import RunInfo
 
-__all__ = ["Logger", "RunContext", "plt", "save_fig", "unique"]
+__all__ = ["Logger", "RunContext", "plt", "reuse_data", "save_fig", "unique"]
 
 
 class Logger:
@@ -68,6 +68,18 @@ class RunContext:
                                        f"this run's is {self.info.code}): install the same version of slr on "
                                        "every worker")
             yield task, records
+
+
+_LAST_DATA: dict[str, Any] = {}
+
+
+def reuse_data(key: str, make: Callable[[], Any]) -> Any:
+    """``make()``, kept for the next cell asking with the same ``key`` in this process (a worker
+    computes many cells of one data set in a row; one data set is kept at a time)."""
+    if key not in _LAST_DATA:
+        _LAST_DATA.clear()
+        _LAST_DATA[key] = make()
+    return _LAST_DATA[key]
 
 
 def unique(items):

@@ -9,14 +9,13 @@ draws the report from them.
 """
 from __future__ import annotations
 
-import functools
 import json
 import time
 from pathlib import Path
 
 import numpy as np
 
-from slr_suite.common import RunContext, unique
+from slr_suite.common import RunContext, reuse_data, unique
 from slr_suite.engine import Task
 from slr_suite.oracles import fitted_oracle, make_oracle
 from slr_suite.profiles import Profile
@@ -81,16 +80,11 @@ def _energies(model, unary_given, pairwise_given, eps: float) -> dict[str, np.nd
     return out
 
 
-@functools.lru_cache(maxsize=2)
-def _cached_data(cfg_json: str):
-    return load_data(json.loads(cfg_json))
-
-
 def compute_cell(cfg: dict, u: str, p: str, info: RunInfo, *, n_threads: int | None) -> list[CellRecord]:
     """Fit the ``u``/``p`` cell of a profile's ``denoise`` settings (a task; data made here)."""
     from slr.learner import StructuredLogisticRegression
 
-    Xtr, Ytr, Xte, Yte = _cached_data(json.dumps(cfg, sort_keys=True))
+    Xtr, Ytr, Xte, Yte = reuse_data("denoising " + json.dumps(cfg, sort_keys=True), lambda: load_data(cfg))
     unary = make_oracle(u, "unary", cfg, SEED)
     pairwise = make_oracle(p, "pairwise", cfg, SEED)
     model = StructuredLogisticRegression(

@@ -60,6 +60,9 @@ class SerialEngine:
     def describe(self) -> str:
         return "in this process"
 
+    def close(self) -> None:
+        """Nothing to release."""
+
 
 class DaskEngine:
     """Run the tasks on a Dask cluster, ``threads_per_task`` threads each.
@@ -67,6 +70,8 @@ class DaskEngine:
     Parameters
     ----------
     client : distributed.Client
+    cluster : distributed.LocalCluster or None
+        A local cluster started for this run, shut down with the client by :meth:`close`.
     threads_per_task : int or None
         Threads for the message passing and BLAS of one task, chosen so that the tasks running
         at once on a worker machine do not oversubscribe its cores. None: each worker divides
@@ -74,8 +79,9 @@ class DaskEngine:
         each machine runs one ``dask worker``.
     """
 
-    def __init__(self, client: Any, threads_per_task: int | None) -> None:
+    def __init__(self, client: Any, threads_per_task: int | None, cluster: Any = None) -> None:
         self.client = client
+        self.cluster = cluster
         self.threads_per_task = threads_per_task
 
     def map(self, tasks: Sequence[Task], log: Callable[[str], None]) -> Iterator[tuple[Task, list[CellRecord]]]:
@@ -103,6 +109,12 @@ class DaskEngine:
     def describe(self) -> str:
         workers = self.client.scheduler_info().get("workers", {})
         return f"on a Dask cluster at {self.client.scheduler.address} ({len(workers)} workers)"
+
+    def close(self) -> None:
+        """Close the client, and the local cluster if this run started one."""
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
 
 def _processing_keys(client: Any) -> set:
@@ -133,8 +145,8 @@ def connect(workers: int | None, scheduler: str | None, threads: int | None = No
 
     Returns
     -------
-    (DaskEngine, callable)
-        The engine and a function that shuts the client (and a local cluster) down.
+    DaskEngine
+        Its :meth:`DaskEngine.close` shuts the client (and a local cluster) down.
 
     Raises
     ------
@@ -153,13 +165,7 @@ def connect(workers: int | None, scheduler: str | None, threads: int | None = No
         except (OSError, TimeoutError) as exc:
             raise ValueError(f"--scheduler: cannot reach a Dask scheduler at {scheduler!r} within "
                              f"{timeout:.0f} s ({type(exc).__name__})") from None
-        return DaskEngine(client, threads), client.close
+        return DaskEngine(client, threads)
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                            silence_logs=40)
-    client = Client(cluster)
-
-    def close() -> None:
-        client.close()
-        cluster.close()
-
-    return DaskEngine(client, threads or max(1, cores // workers)), close
+    return DaskEngine(Client(cluster), threads or max(1, cores // workers), cluster)
