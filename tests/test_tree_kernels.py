@@ -262,9 +262,48 @@ def test_add_tree_and_predict_ensemble_walk_like_python():
     offsets = np.array([t[5] for t in trees] + [offset], dtype=np.intp)
     out = np.zeros((300, 2))
     _trees.predict_ensemble(
-        x, offsets, np.concatenate([t[0] for t in trees]), np.concatenate([t[1] for t in trees]),
+        x, offsets, np.full(3, -1, dtype=np.intp), np.concatenate([t[0] for t in trees]),
+        np.concatenate([t[1] for t in trees]),
         np.concatenate([absolute_ids(t[2], t[5]) for t in trees]),
         np.concatenate([absolute_ids(t[3], t[5]) for t in trees]),
         np.concatenate([t[4] for t in trees]), out, 2,
     )
     np.testing.assert_array_equal(out, expected)
+
+
+def test_scalar_trees_add_to_their_class_only():
+    """``add_tree(column=c)`` and ``predict_ensemble`` with ``tree_class >= 0``."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(200, 2))
+    trees, offset = [], 0
+    expected = np.zeros((200, 3))
+    for c in (2, 0, 2):
+        g = rng.normal(size=(200, 1)) + x[:, :1]
+        (feature, threshold, left, right), *_ = grow_kernel(x, g, 10, 20, 5)
+        value = rng.normal(size=(len(feature), 1))
+        one = np.zeros((200, 3))
+        _trees.add_tree(x, feature, threshold, left, right, value, one, 1, c)
+        walked = np.array([value[walk_reference(row, feature, threshold, left, right, 0), 0]
+                           for row in x])
+        np.testing.assert_array_equal(one[:, c], walked)
+        assert not np.any(np.delete(one, c, axis=1))
+        expected[:, c] += walked
+        trees.append((feature, threshold, absolute_ids(left, offset),
+                      absolute_ids(right, offset), value))
+        offset += len(feature)
+    offsets = np.cumsum([0] + [len(t[0]) for t in trees]).astype(np.intp)
+    out = np.zeros((200, 3))
+    _trees.predict_ensemble(x, offsets, np.array([2, 0, 2], dtype=np.intp),
+                            *(np.concatenate([t[i] for t in trees]) for i in range(5)), out, 2)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("scale", [1.0, 300.0])
+def test_class_margins_against_logsumexp(scale):
+    z = np.random.default_rng(7).normal(size=(500, 5)) * scale
+    z[0] = [1e3, 0.0, -1e3, 5.0, 1e3 - 1e-9]  # a near-tie for the largest class
+    u = np.empty_like(z)
+    _trees.class_margins(z, u)
+    expected = np.column_stack([z[:, c] - logsumexp(np.delete(z, c, axis=1), axis=1)
+                                for c in range(5)])
+    np.testing.assert_allclose(u, expected, rtol=1e-12, atol=1e-12 * scale)

@@ -300,3 +300,132 @@ def test_bad_parameters_raise_value_error(param, value):
     features, bias, labels = make_problem(100, 3)
     with pytest.raises(ValueError, match=param):
         BoostedTrees(**({"n_rounds": 2} | {param: value})).fit(features, bias, labels)
+
+
+# ------------------------------------------------------------------ per-class trees (NIPS)
+def class_tree(model, t):
+    """Tree ``t`` of a fitted model as local node arrays (feature, threshold, left, right, value)."""
+    lo, hi = model.tree_offsets_[t], model.tree_offsets_[t + 1]
+    local = [np.where(a[lo:hi] >= 0, a[lo:hi] - lo, -1).astype(np.intp)
+             for a in (model.node_left_, model.node_right_)]
+    return (model.node_feature_[lo:hi], model.node_threshold_[lo:hi], *local,
+            model.node_value_[lo:hi])
+
+
+def leaf_ids(x, tree):
+    """The node each row of ``x`` reaches (add_tree with the node id as the value)."""
+    feature, threshold, left, right, _ = tree
+    ids = np.zeros((x.shape[0], 1))
+    _trees.add_tree(x, feature, threshold, left, right,
+                    np.arange(feature.shape[0], dtype=np.float64)[:, None], ids)
+    return ids[:, 0].astype(np.intp)
+
+
+def first_round_gradient(bias, labels):
+    return -biased_logistic_loss(np.zeros_like(bias), bias, labels)[1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_per_class_root_split_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n, k = 300, 3
+    features = np.round(rng.normal(size=(n, 3)), 1)  # ties on purpose
+    labels = rng.integers(0, k, n)
+    features[:, 1] += labels
+    bias = rng.normal(size=(n, k))
+    model = BoostedTrees(tree="per_class", n_rounds=1, subsample=1.0, random_state=0)
+    model.fit(features, bias, labels)
+    assert model.n_trees_ == k and list(model.tree_class_) == [0, 1, 2]
+    grad = first_round_gradient(bias, labels)
+    for c in range(k):
+        feature, threshold, *_ = class_tree(model, c)
+        bf_feature, _, bf_gain = brute_force_split(features, grad[:, c:c + 1], 15)  # 5% of 300
+        assert bf_feature >= 0 and feature[0] >= 0
+        left = features[:, feature[0]] <= threshold[0]
+        assert min(left.sum(), (~left).sum()) >= 15
+        g = grad[:, c]
+        realised = (((g - g.mean()) ** 2).sum() - ((g[left] - g[left].mean()) ** 2).sum()
+                    - ((g[~left] - g[~left].mean()) ** 2).sum())
+        assert realised == pytest.approx(bf_gain, rel=1e-9)
+
+
+def test_per_class_trees_equal_sklearn_and_leaves_minimise_class_loss():
+    """Each class's tree partitions the rows as scikit-learn's tree on that gradient column
+    (5% leaves, 10% splits); each leaf value is the 1-D minimiser of the biased loss."""
+    from scipy.optimize import minimize_scalar
+
+    rng = np.random.default_rng(4)
+    n, k = 2000, 3
+    features = rng.integers(0, 256, size=(n, 3)) / 8.0  # exact in float32, as sklearn uses
+    signal = rng.integers(0, k, n)
+    features[:, 0] += 4 * signal
+    # half the labels random, so that no leaf is pure (a pure leaf's loss has no minimiser)
+    labels = np.where(rng.random(n) < 0.5, signal, rng.integers(0, k, n))
+    bias = rng.normal(size=(n, k))
+    step = 0.5
+    model = BoostedTrees(tree="per_class", n_rounds=1, subsample=1.0, step=step, l2_leaf=0.0,
+                         newton_steps=30, random_state=0).fit(features, bias, labels)
+    grad = first_round_gradient(bias, labels)
+    for c in range(k):
+        tree = class_tree(model, c)
+        ours = leaf_ids(features, tree)
+        sk = DecisionTreeRegressor(min_samples_leaf=100, min_samples_split=200,
+                                   random_state=0).fit(features, grad[:, c])
+        theirs = sk.apply(features)
+        pairs = np.unique(np.column_stack([ours, theirs]), axis=0)
+        assert len(pairs) == len(np.unique(ours)) == len(np.unique(theirs)) == sk.get_n_leaves()
+        for leaf in np.unique(ours):
+            rows = ours == leaf
+            z, y = bias[rows], labels[rows]
+
+            def leaf_loss(v):
+                shifted = z.copy()
+                shifted[:, c] += v
+                return float(np.sum(logsumexp(shifted, axis=1) - shifted[np.arange(len(y)), y]))
+
+            best = minimize_scalar(leaf_loss, bracket=(-1.0, 1.0), tol=1e-12)
+            # Newton stops once its decrement is below 1e-9 per row
+            assert leaf_loss(tree[4][leaf, 0] / step) == pytest.approx(best.fun, rel=1e-9)
+            assert tree[4][leaf, 0] / step == pytest.approx(best.x, abs=1e-4)
+
+
+def test_per_class_training_loss_decreases_every_round():
+    # each class's re-fitted tree lowers the loss alone; with step * K <= 1 their sum does
+    # too (convexity), so on a fixed subset the loss falls every round
+    features, bias, labels = make_problem(1500, 3, d=3, seed=1)
+    model = BoostedTrees(tree="per_class", n_rounds=25, subsample=1.0, random_state=0)
+    history = model.fit(features, bias, labels).subset_loss_
+    assert history.shape == (25,) and model.n_trees_ == 75
+    assert history[0] == pytest.approx(
+        biased_logistic_loss(np.zeros_like(bias), bias, labels)[0] / 1500)
+    assert np.all(np.diff(history) < 0)
+    assert model.loss(features, bias, labels) / 1500 < history[-1]
+    # leaves hold at least 5% of the rows: at most 20 per tree
+    assert np.all(model.n_leaves_ <= 20) and np.all(model.n_leaves_ >= 2)
+
+
+def test_per_class_params_pickle_warm_start_and_prediction():
+    features, bias, labels = make_problem(3000, 4, d=3, seed=6)
+    model = BoostedTrees(tree="per_class", n_rounds=5, subsample=1000, random_state=3)
+    assert model.get_params()["tree"] == "per_class"
+    model.fit(features, bias, labels)
+    assert model.node_value_.shape[1] == 1 and model.tree_class_.shape == (20,)
+    test = np.random.default_rng(0).uniform(size=(300, 3))
+    clone = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(clone.decision_function(test), model.decision_function(test))
+    # the cached training scores equal a walk of the trees
+    np.testing.assert_array_equal(model.decision_function(features),
+                                  model.decision_function(features[::-1])[::-1])
+    # same protocol: warm start continues; switching protocol starts over
+    model.set_params(warm_start=True)
+    model.fit(features, bias, labels)
+    assert model.n_trees_ == 40
+    model.set_params(tree="vector").fit(features, bias, labels)
+    assert model.n_trees_ == 5 and np.all(model.tree_class_ == -1)
+
+
+@pytest.mark.parametrize("value", ["nips", None, 1, "Vector"])
+def test_bad_tree_protocol_raises_value_error(value):
+    features, bias, labels = make_problem(100, 3)
+    with pytest.raises(ValueError, match="tree"):
+        BoostedTrees(n_rounds=2, tree=value).fit(features, bias, labels)

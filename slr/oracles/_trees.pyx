@@ -25,7 +25,7 @@ The code is laid out as scikit-learn's tree module: split search (:func:`_scan_f
 (:func:`_refit_leaf`); one tree walk (:func:`_leaf_reached`).
 """
 from cython.parallel cimport prange
-from libc.math cimport log, sqrt, INFINITY
+from libc.math cimport exp, fabs, log, log1p, sqrt, INFINITY
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -674,6 +674,136 @@ def refit_leaves(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[::1]
 
 
 # --------------------------------------------------------------------------------------
+# per-class trees (the NIPS protocol)
+# --------------------------------------------------------------------------------------
+def class_margins(const double[:, ::1] Z, double[:, ::1] U):
+    """``U[j, k] = Z[j, k] - logsumexp_{a != k} Z[j, a]``: each class against the rest.
+
+    With these, the biased loss of a row as a function of a shift ``v`` of class ``k``
+    alone is ``softplus(U[j, k] + v)`` minus ``U[j, k] + v`` if the row's label is ``k``,
+    plus a constant. Relative to the row's largest score, the others of a class sum to
+    the total minus its own term (at least 1, since the largest's term is 1: no
+    cancellation); those of the largest class are summed relative to the second largest
+    (whose term is then 1: no underflow however far ahead the largest is).
+    """
+    cdef intp_t n = Z.shape[0], K = Z.shape[1], j, k, top
+    cdef double largest, second, total, rest
+    with nogil:
+        for j in range(n):
+            top = 0
+            for k in range(1, K):
+                if Z[j, k] > Z[j, top]:
+                    top = k
+            largest = Z[j, top]
+            second = -INFINITY
+            total = 0.0
+            for k in range(K):
+                U[j, k] = exp(Z[j, k] - largest)
+                total += U[j, k]
+                if k != top and Z[j, k] > second:
+                    second = Z[j, k]
+            for k in range(K):
+                if k != top:
+                    U[j, k] = Z[j, k] - largest - log(total - U[j, k])
+            rest = 0.0
+            for k in range(K):
+                if k != top:
+                    rest += exp(Z[j, k] - second)
+            U[j, top] = largest - second - log(rest)
+
+
+cdef double _class_leaf_objective(const double[:, ::1] U, const int64_t[::1] y,
+                                  const intp_t[::1] rows, intp_t start, intp_t end,
+                                  intp_t k, double v, double l2, double* grad,
+                                  double* hess) noexcept nogil:
+    """Biased loss of one leaf when class ``k`` is shifted by ``v`` (plus ``l2/2 v^2``,
+    minus a constant), with its derivative and curvature (the latter without the ridge)."""
+    cdef intp_t r, i
+    cdef double x, s, objective = 0.5 * l2 * v * v
+    grad[0] = l2 * v
+    hess[0] = 0.0
+    for r in range(start, end):
+        i = rows[r]
+        x = U[i, k] + v
+        # softplus(x) and sigmoid(x) from one exponential of -|x|
+        s = exp(-fabs(x))
+        objective += (x if x > 0.0 else 0.0) + log1p(s)
+        s = 1.0 / (1.0 + s) if x >= 0.0 else s / (1.0 + s)
+        grad[0] += s
+        hess[0] += s * (1.0 - s)
+        if y[i] == k:
+            objective -= x
+            grad[0] -= 1.0
+    return objective
+
+
+cdef double _refit_class_leaf(const double[:, ::1] U, const int64_t[::1] y,
+                              const intp_t[::1] rows, intp_t start, intp_t end, intp_t k,
+                              double v, double l2, int max_steps) noexcept nogil:
+    """Newton's method on one leaf's value for class ``k``, from the better of ``v`` and 0."""
+    cdef intp_t step, halvings
+    cdef double n_rows = end - start, objective, grad, hess, trial, trial_objective
+    cdef double trial_grad, trial_hess, direction, decrement, t, ridge
+    objective = _class_leaf_objective(U, y, rows, start, end, k, v, l2, &grad, &hess)
+    trial_objective = _class_leaf_objective(U, y, rows, start, end, k, 0.0, l2, &trial_grad,
+                                            &trial_hess)
+    if trial_objective <= objective:
+        v, objective, grad, hess = 0.0, trial_objective, trial_grad, trial_hess
+    ridge = l2 if l2 > 1e-9 * n_rows else 1e-9 * n_rows
+    for step in range(max_steps):
+        direction = -grad / (hess + ridge)
+        decrement = -grad * direction
+        if not (decrement > 1e-9 * n_rows):
+            break
+        t = 1.0
+        for halvings in range(MAX_BACKTRACKS):
+            trial = v + t * direction
+            trial_objective = _class_leaf_objective(U, y, rows, start, end, k, trial, l2,
+                                                    &trial_grad, &trial_hess)
+            if trial_objective <= objective - 1e-4 * t * decrement:
+                break
+            t *= 0.5
+        else:
+            break
+        v, objective, grad, hess = trial, trial_objective, trial_grad, trial_hess
+    return v
+
+
+def refit_class_leaves(const double[:, ::1] U, const int64_t[::1] y, const intp_t[::1] rows,
+                       const intp_t[::1] leaf_start, const intp_t[::1] leaf_end,
+                       double[::1] values, intp_t k, double l2, int max_steps):
+    """Re-fit the scalar leaves of a tree for class ``k`` to the biased logistic loss.
+
+    For each leaf ``l`` minimises, over ``v``, the loss of its rows when ``v`` is added to
+    class ``k``'s score and the other classes' scores stay as they are,
+    ``sum_{j in leaf} [softplus(U[j, k] + v) - [y[j] == k] (U[j, k] + v)] + l2/2 v^2``,
+    by Newton steps with a backtracking (Armijo) line search, starting from whichever
+    of ``values[l]`` and zero is lower.
+
+    Parameters
+    ----------
+    U : ndarray (n, K) float64
+        Class-against-rest margins of the subset (:func:`class_margins`).
+    y : ndarray (n,) int64
+    rows, leaf_start, leaf_end : intp arrays, as returned by :func:`grow_tree`.
+    values : ndarray (n_leaves,) float64
+        In: starting values; out: re-fitted values.
+    k : int
+        The class of the tree.
+    l2 : float
+        Ridge on the leaf values.
+    max_steps : int
+        Newton steps per leaf (fewer once the Newton decrement is below 1e-9 per row).
+    """
+    cdef intp_t leaf
+    with nogil:
+        for leaf in range(leaf_start.shape[0]):
+            if leaf_end[leaf] > leaf_start[leaf]:
+                values[leaf] = _refit_class_leaf(U, y, rows, leaf_start[leaf], leaf_end[leaf],
+                                                 k, values[leaf], l2, max_steps)
+
+
+# --------------------------------------------------------------------------------------
 # prediction
 # --------------------------------------------------------------------------------------
 cdef inline intp_t _leaf_reached(const double[:, ::1] X, intp_t i, intp_t node,
@@ -692,24 +822,36 @@ cdef inline intp_t _leaf_reached(const double[:, ::1] X, intp_t i, intp_t node,
 # taking the memoryviews as arguments measured 10-20% slower.
 def add_tree(const double[:, ::1] X, const intp_t[::1] feature, const double[::1] threshold,
              const intp_t[::1] left, const intp_t[::1] right, const double[:, ::1] value,
-             double[:, ::1] out, int n_jobs=1):
-    """``out[i] += value[leaf(i)]`` for one tree (node ids local to the tree)."""
+             double[:, ::1] out, int n_jobs=1, intp_t column=-1):
+    """``out[i] += value[leaf(i)]`` for one tree (node ids local to the tree).
+
+    With ``column >= 0`` the tree is scalar (``value`` of shape (n_nodes, 1)) and adds
+    to ``out[i, column]`` only.
+    """
     cdef intp_t n = X.shape[0], K = out.shape[1], i, node, k
     with nogil:
-        for i in prange(n, num_threads=max(n_jobs, 1), schedule="static"):
-            node = _leaf_reached(X, i, 0, feature, threshold, left, right)
-            for k in range(K):
-                out[i, k] += value[node, k]
+        if column >= 0:
+            for i in prange(n, num_threads=max(n_jobs, 1), schedule="static"):
+                node = _leaf_reached(X, i, 0, feature, threshold, left, right)
+                out[i, column] += value[node, 0]
+        else:
+            for i in prange(n, num_threads=max(n_jobs, 1), schedule="static"):
+                node = _leaf_reached(X, i, 0, feature, threshold, left, right)
+                for k in range(K):
+                    out[i, k] += value[node, k]
 
 
 def predict_ensemble(const double[:, ::1] X, const intp_t[::1] tree_offsets,
-                     const intp_t[::1] feature, const double[::1] threshold,
-                     const intp_t[::1] left, const intp_t[::1] right, const double[:, ::1] value,
+                     const intp_t[::1] tree_class, const intp_t[::1] feature,
+                     const double[::1] threshold, const intp_t[::1] left,
+                     const intp_t[::1] right, const double[:, ::1] value,
                      double[:, ::1] out, int n_jobs=1):
     """``out[i] += sum_t value[leaf_t(i)]`` over all trees.
 
     Node arrays are concatenated over trees; tree ``t`` owns nodes
-    ``tree_offsets[t]:tree_offsets[t+1]`` and its child ids are absolute.
+    ``tree_offsets[t]:tree_offsets[t+1]`` and its child ids are absolute. A tree with
+    ``tree_class[t] = -1`` adds the vector ``value[node]`` to all classes; one with
+    ``tree_class[t] = k >= 0`` adds the scalar ``value[node, 0]`` to class ``k``.
     """
     cdef intp_t n = X.shape[0], K = out.shape[1], n_trees = tree_offsets.shape[0] - 1
     cdef intp_t i, t, node, k
@@ -717,5 +859,8 @@ def predict_ensemble(const double[:, ::1] X, const intp_t[::1] tree_offsets,
         for i in prange(n, num_threads=max(n_jobs, 1), schedule="static"):
             for t in range(n_trees):
                 node = _leaf_reached(X, i, tree_offsets[t], feature, threshold, left, right)
-                for k in range(K):
-                    out[i, k] += value[node, k]
+                if tree_class[t] >= 0:
+                    out[i, tree_class[t]] += value[node, 0]
+                else:
+                    for k in range(K):
+                        out[i, k] += value[node, k]
