@@ -139,8 +139,8 @@ def _slr(name: str, cfg: dict, dataset: str, n_states: int, n_threads: int | Non
 
 def _slr_cell(spec: dict, cfg: dict, n_states: int, n_threads: int | None):
     """slr with the function classes of one profile entry: ``unary`` and ``pairwise`` are
-    ``(class name in slr.oracles, keywords)``; ``max_iter`` and ``epsilon`` default to the
-    profile's ``slr_iter`` and ``EPSILON``."""
+    ``(class name in slr.oracles, keywords)``; ``max_iter``, ``mp_sweeps`` and ``epsilon`` default
+    to the profile's ``slr_iter`` and ``mp_sweeps`` and to ``EPSILON``."""
     from slr import oracles
     from slr.learner import StructuredLogisticRegression
 
@@ -153,7 +153,8 @@ def _slr_cell(spec: dict, cfg: dict, n_states: int, n_threads: int | None):
 
     return StructuredLogisticRegression(
         unary=oracle(spec["unary"]), pairwise=oracle(spec["pairwise"]), epsilon=spec.get("epsilon", EPSILON),
-        max_iter=spec.get("max_iter", cfg["slr_iter"]), mp_sweeps=cfg["mp_sweeps"], n_states=n_states,
+        max_iter=spec.get("max_iter", cfg["slr_iter"]), mp_sweeps=spec.get("mp_sweeps", cfg["mp_sweeps"]),
+        n_states=n_states,
         random_state=SEED, n_threads=n_threads)
 
 

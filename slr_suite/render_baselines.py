@@ -83,7 +83,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         ax.set_xlabel("seconds")
         ax.set_ylabel("test error")
         ax.set_title(dataset)
-        ax.legend(fontsize=6)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
         text += [f"\n## {dataset}\n\nTarget test error: {target:.3f}\n\n",
                  table(["group", "method", "train error", "test error", "seconds", "time to target (s)",
                         "iterations", "status"], rows)]
@@ -123,7 +124,7 @@ def _slr_cells_text(profile: Profile) -> str:
             (u, up), (p, pp) = spec["unary"], spec["pairwise"]
             parts.append(f"`{method}` on {dataset}: unary {u}({_kw(up)}), pairwise {p}({_kw(pp)}), "
                          f"eps = {spec.get('epsilon', EPSILON)}, {spec.get('max_iter', profile.baselines['slr_iter'])} "
-                         "iterations")
+                         f"iterations of {spec.get('mp_sweeps', profile.baselines['mp_sweeps'])} sweeps")
     if not parts:
         return ""
     return ("\n*Nonlinear slr rows* (settings chosen on a validation split of the training words only, "

@@ -87,3 +87,59 @@ def test_bad_input_raises_value_error(fitted):
         CRFsuiteChain().fit([(feats, edges, 2 * np.ones((len(edges), 1)))], [Y[k]])
     with pytest.raises(ValueError, match="not fitted"):
         CRFsuiteChain().predict(X)
+
+
+# ------------------------------------------------------------------ the row in the baselines report
+def _crfsuite_only(n_train=30, n_test=60):
+    """The tiny profile with letters cut to the crfsuite row (every other method skipped)."""
+    from slr_suite import baselines
+    from slr_suite.profiles import get_profile
+
+    tiny = get_profile("tiny")
+    cfg = {**tiny.baselines, "letters": dict(n_train=n_train, n_test=n_test)}
+    others = tuple(m for _, m in baselines._methods("letters", cfg) if m != baselines.CRFSUITE_METHOD)
+    return replace(tiny, baselines={**cfg, "skip": {"letters": others}})
+
+
+def _run_and_render(profile, out):
+    from slr_suite import baselines, render_baselines
+    from slr_suite.common import Logger, RunContext
+    from slr_suite.provenance import RunInfo
+
+    log = Logger(quiet=True)
+    info = RunInfo.collect("tiny", ["baselines"])
+    baselines.run(profile, out, RunContext(log=log, info=info, cache_dir=out / "cache"), datasets=["letters"])
+    render_baselines.write_report(profile, out, info, log)
+    return (out / "baselines.md").read_text()
+
+
+def test_crfsuite_row_parsed_from_the_report_matches_our_viterbi_on_its_weights(tmp_path):
+    """The report's test error for CRFsuite equals the error of our Viterbi on the weights of an
+    independent CRFsuite fit on the same words with c2 = 1 / (2 * 0.1)."""
+    from slr_suite import baselines
+
+    profile = _crfsuite_only()
+    text = _run_and_render(profile, tmp_path)
+    rows = re.findall(r"^\| crfsuite \| crfsuite:lbfgs \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| .* \| (\d+) \| ok \|$",
+                      text, re.M)
+    assert len(rows) == 1, text
+    train_error, test_error, seconds, iterations = map(float, rows[0])
+    assert "c2 = 5 on letters" in text
+    Xtr, Ytr, Xte, Yte, n_states = baselines.load_dataset("letters", profile)
+    assert (len(Xtr), len(Xte)) == (30, 60)
+    model = CRFsuiteChain(c2=5.0, n_states=n_states).fit(Xtr, Ytr)
+    for X, Y, reported in ((Xte, Yte, test_error), (Xtr, Ytr, train_error)):
+        pred = np.concatenate([viterbi(*model.potentials(x)) for x in X])
+        assert reported == pytest.approx(np.mean(pred != np.concatenate(Y)), abs=5e-4)
+    assert iterations == model.n_iter_ and seconds > 0
+
+
+def test_crfsuite_row_is_skipped_with_its_reason_where_absent(tmp_path, monkeypatch):
+    import baselines.crfsuite_peer as peer
+
+    monkeypatch.setattr(peer, "crfsuite_missing", lambda: "python-crfsuite is not installed (a test)")
+    text = _run_and_render(_crfsuite_only(n_train=3, n_test=3), tmp_path)
+    assert re.search(r"^\| crfsuite \| crfsuite:lbfgs \| — \| — \| — \| — \| — \| skipped: python-crfsuite is not "
+                     r"installed \(a test\) \|$", text, re.M), text
+    assert "*Not run on the machine that computed them*: crfsuite:lbfgs (python-crfsuite is not installed (a test))" \
+        in text
