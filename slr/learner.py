@@ -24,7 +24,8 @@ never increases (``A`` is the smoothed dual, :func:`slr.inference.batch_dual_val
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -51,6 +52,12 @@ _SWEEP_TOL = 1e-9
 # mp_sweeps and predict_sweeps count forward + backward passes: twice as many kernel sweeps,
 # which the kernel counts in a C int
 _MAX_MP_ITERATIONS = C_INT_MAX // 2
+
+_UNTIMED = nullcontext()
+
+
+def _untimed(phase: str) -> AbstractContextManager:
+    return _UNTIMED
 
 
 # ----------------------------------------------------------------------------------------
@@ -189,6 +196,10 @@ class StructuredLogisticRegression(StructuredEstimator):
     ['iteration', 'objective', 'train_error', 'val_error', 'seconds', 'eval_seconds']
     """
 
+    #: Profiling hook (``asv_benchmarks/profile_learner.py``): when set, ``fit`` and prediction
+    #: run each phase inside ``_phase_timer(name)``, a context manager that times it.
+    _phase_timer: Callable[[str], AbstractContextManager] | None = None
+
     def __init__(
         self,
         unary: LogisticOracle | None = None,
@@ -282,6 +293,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         threads = resolve_threads(self.n_threads)
         model = PairwiseModel(eps)
 
+        timed = self._phase_timer or _untimed
         batch, labels = train.batch, train.labels
         delta = hamming_margin(labels, L)
         lam = np.zeros((batch.n_edges, 2, L))
@@ -291,13 +303,15 @@ class StructuredLogisticRegression(StructuredEstimator):
         self._fitted_pairwise = False
 
         def objective() -> float:
-            return structured_objective(batch, theta_nodes, theta_edges, lam, labels, eps, n_threads=threads)
+            with timed("objective R"):
+                return structured_objective(batch, theta_nodes, theta_edges, lam, labels, eps, n_threads=threads)
 
         def sweep() -> None:
-            batch_sweeps(
-                batch, theta_nodes, theta_edges, eps, max_sweeps=2 * mp, tol=_SWEEP_TOL,
-                n_threads=threads, out=lam, check_input=False,
-            )
+            with timed("message passing"):
+                batch_sweeps(
+                    batch, theta_nodes, theta_edges, eps, max_sweeps=2 * mp, tol=_SWEEP_TOL,
+                    n_threads=threads, out=lam, check_input=False,
+                )
 
         trace = [(0, "start", objective())]
         self._record(0, trace[-1][2])
@@ -308,19 +322,28 @@ class StructuredLogisticRegression(StructuredEstimator):
             progress = tqdm(total=max_iter, desc="SLR", unit="iter")
         decode = self._predict_flat if self.monitor else None
         for it in range(1, max_iter + 1):
-            unary.fit(train.node_features, unary_bias(batch, lam, labels, eps), labels)
-            theta_nodes = model.unary_potentials(train, unary) + delta
+            with timed("unary bias"):
+                bias = unary_bias(batch, lam, labels, eps)
+            with timed("unary fit"):
+                unary.fit(train.node_features, bias, labels)
+            with timed("unary potentials"):
+                theta_nodes = model.unary_potentials(train, unary) + delta
             trace.append((it, "unary_fit", objective()))
             sweep()
             trace.append((it, "unary_mp", objective()))
             if train.has_edges:
-                pairwise.fit(train.edge_features, pairwise_bias(lam, eps), train.pair_labels)
+                with timed("pairwise bias"):
+                    bias = pairwise_bias(lam, eps)
+                with timed("pairwise fit"):
+                    pairwise.fit(train.edge_features, bias, train.pair_labels)
                 self._fitted_pairwise = True
-                theta_edges = model.pairwise_potentials(train, pairwise)
+                with timed("pairwise potentials"):
+                    theta_edges = model.pairwise_potentials(train, pairwise)
             trace.append((it, "pairwise_fit", objective()))
             sweep()
             trace.append((it, "pairwise_mp", objective()))
-            row = self._record(it, trace[-1][2], decode=decode, monitor_train=True)
+            with timed("monitor"):
+                row = self._record(it, trace[-1][2], decode=decode, monitor_train=True)
             if progress is not None:
                 progress.update(1)
                 progress.set_postfix(R=f"{trace[-1][2]:.4g}", train_err=f"{row['train_error']:.4f}")
@@ -337,7 +360,10 @@ class StructuredLogisticRegression(StructuredEstimator):
         return data
 
     def _predict_flat(self, data: FlatData) -> np.ndarray:
+        timed = self._phase_timer or _untimed
         model = self._model()
-        theta_nodes = model.unary_potentials(data, self.unary_)
-        theta_edges = model.pairwise_potentials(data, self.pairwise_ if self._fitted_pairwise else None)
-        return model.decode(data, theta_nodes, theta_edges)
+        with timed("predict: potentials"):
+            theta_nodes = model.unary_potentials(data, self.unary_)
+            theta_edges = model.pairwise_potentials(data, self.pairwise_ if self._fitted_pairwise else None)
+        with timed("predict: MAP"):
+            return model.decode(data, theta_nodes, theta_edges)
