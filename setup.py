@@ -30,8 +30,9 @@ KERNELS = (
     "slr/inference/_star.pyx",
     "slr/oracles/_trees.pyx",
 )
-#: Declarations shared by the kernels; each kernel is rebuilt when one changes.
-DECLARATIONS = ("slr/_kernel_utils.pxd",)
+#: Declarations (``.pxd``) and C headers the kernels include; each kernel is rebuilt when one
+#: changes.
+DECLARATIONS = ("slr/_kernel_utils.pxd", "slr/inference/_star_simd.h")
 SOURCE_ROOTS = ("slr", "baselines")
 COMPILE_ARGS = ["-O3", "-fno-math-errno"]
 CYTHON_DIRECTIVES = {

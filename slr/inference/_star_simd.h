@@ -1,0 +1,349 @@
+/* Vectorised max-marginals of a star update (AVX2 + FMA, 4 doubles per vector).
+ *
+ * A star update at node v needs, for each incident edge k and each state a of v, the smoothed
+ * max-marginal  mt[k L + a] = eps * logsumexp_b(x_k(a, b) / eps),  x_k(a, b) the edge's
+ * potential plus the message on the other side (see _star.pyx). The functions here compute all
+ * of them for one star: they gather the operands, evaluate exp and log a whole vector at a time,
+ * and leave the (cheap, order-dependent) rest of the update to the caller, so the order of the
+ * star updates is that of the scalar kernels.
+ *
+ * exp and log are polynomials written here, with FMA and no -ffast-math; their errors against
+ * the correctly rounded results are stated at each function. They are compiled for AVX2 + FMA by
+ * a function attribute, so the module still builds for the x86-64 baseline: the caller runs them
+ * only when slr_simd_supported() says the CPU has both. Elsewhere (other architectures or
+ * compilers) slr_simd_supported() is 0 and the kernels stay scalar.
+ */
+#ifndef SLR_STAR_SIMD_H
+#define SLR_STAR_SIMD_H
+
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define SLR_AVX2 __attribute__((target("avx2,fma"))) static inline
+
+static int slr_simd_supported(void)
+{
+    __builtin_cpu_init();
+    /* libgcc and compiler-rt report AVX2 only when the OS saves the YMM registers */
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* exp(x) for x <= 0 (0 below -708, where exp is subnormal or 0: absolute error < 4e-308).
+ *
+ * x = k ln2 + r with |r| <= ln2 / 2 (Cody-Waite, ln2 in two parts), exp(r) by its Taylor
+ * polynomial of degree 13 (truncation below 6e-18 relative, 0.06 ulp), 2^k through the exponent
+ * bits. Measured against correctly rounded values: below 1 ulp. */
+SLR_AVX2 __m256d slr_exp_nonpos_v4(__m256d x)
+{
+    const __m256d shift = _mm256_set1_pd(0x1.8p52);   /* adding it rounds to an integer */
+    const __m256d lowest = _mm256_set1_pd(-708.0);
+    /* below -708 the exponent bits wrap (or x is -inf): those lanes are cleared at the end */
+    const __m256d underflow = _mm256_cmp_pd(x, lowest, _CMP_LT_OQ);
+    __m256d kd = _mm256_fmadd_pd(x, _mm256_set1_pd(0x1.71547652b82fep0), shift);  /* 1/ln2 */
+    const __m256i kbits = _mm256_castpd_si256(kd);     /* k in the low mantissa bits */
+    kd = _mm256_sub_pd(kd, shift);
+    __m256d r = _mm256_fnmadd_pd(kd, _mm256_set1_pd(0x1.62e42fefa39efp-1), x);
+    r = _mm256_fnmadd_pd(kd, _mm256_set1_pd(0x1.abc9e3b39803fp-56), r);
+    /* exp(r) = 1 + r + r^2 q(r), q(r) = sum_{n=2}^{13} r^(n-2) / n!, by Estrin's scheme */
+    const __m256d r2 = _mm256_mul_pd(r, r);
+    const __m256d r4 = _mm256_mul_pd(r2, r2);
+    const __m256d r8 = _mm256_mul_pd(r4, r4);
+    const __m256d q01 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 6), _mm256_set1_pd(1.0 / 2));
+    const __m256d q23 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 120), _mm256_set1_pd(1.0 / 24));
+    const __m256d q45 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 5040), _mm256_set1_pd(1.0 / 720));
+    const __m256d q67 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 362880),
+                                        _mm256_set1_pd(1.0 / 40320));
+    const __m256d q89 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 39916800),
+                                        _mm256_set1_pd(1.0 / 3628800));
+    const __m256d q1011 = _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 6227020800.0),
+                                          _mm256_set1_pd(1.0 / 479001600));
+    const __m256d q03 = _mm256_fmadd_pd(r2, q23, q01);
+    const __m256d q47 = _mm256_fmadd_pd(r2, q67, q45);
+    const __m256d q811 = _mm256_fmadd_pd(r2, q1011, q89);
+    const __m256d q = _mm256_fmadd_pd(r8, q811, _mm256_fmadd_pd(r4, q47, q03));
+    const __m256d p = _mm256_add_pd(_mm256_fmadd_pd(r2, q, r), _mm256_set1_pd(1.0));
+    /* 2^k for -1021 <= k <= 0: (k + 1023) in the exponent field */
+    const __m256i scale = _mm256_add_epi64(_mm256_slli_epi64(kbits, 52),
+                                           _mm256_set1_epi64x(INT64_C(1023) << 52));
+    return _mm256_andnot_pd(underflow, _mm256_mul_pd(p, _mm256_castsi256_pd(scale)));
+}
+
+/* log(x + c) for x in [1, 2^1023] and a correction |c| <= ulp(x) / 2 (0 for plain log(x)).
+ *
+ * x = 2^k m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), s = (f + c 2^-k) / (2 + f),
+ * log(m) = 2 atanh(s) by its Taylor series to s^19 (|s| <= 0.172: truncation below 3e-17
+ * relative, 0.2 ulp), plus k ln2 with ln2 in two parts. Measured: below 1 ulp. */
+SLR_AVX2 __m256d slr_log_v4(__m256d x, __m256d c)
+{
+    const __m256i one = _mm256_set1_epi64x(INT64_C(0x3ff0000000000000));
+    const __m256i bits = _mm256_castpd_si256(x);
+    /* k = floor(log2(x / sqrt(1/2))) >= 0, so a logical shift does */
+    const __m256i k = _mm256_srli_epi64(
+        _mm256_sub_epi64(bits, _mm256_set1_epi64x(INT64_C(0x3fe6a09e667f3bcd))), 52);
+    const __m256i kshift = _mm256_slli_epi64(k, 52);
+    const __m256d m = _mm256_castsi256_pd(_mm256_sub_epi64(bits, kshift));
+    const __m256d down = _mm256_castsi256_pd(_mm256_sub_epi64(one, kshift));    /* 2^-k */
+    const __m256d two52 = _mm256_set1_pd(0x1p52);
+    const __m256d kd = _mm256_sub_pd(
+        _mm256_castsi256_pd(_mm256_or_si256(k, _mm256_castpd_si256(two52))), two52);
+    const __m256d f = _mm256_sub_pd(m, _mm256_set1_pd(1.0));
+    const __m256d s = _mm256_div_pd(_mm256_fmadd_pd(c, down, f),
+                                    _mm256_add_pd(f, _mm256_set1_pd(2.0)));
+    /* log(m) = 2 s + s z p(z), z = s^2, p(z) = sum_{n=1}^{9} 2 z^(n-1) / (2 n + 1) */
+    const __m256d z = _mm256_mul_pd(s, s);
+    const __m256d z2 = _mm256_mul_pd(z, z);
+    const __m256d z4 = _mm256_mul_pd(z2, z2);
+    const __m256d p01 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 5), _mm256_set1_pd(2.0 / 3));
+    const __m256d p23 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 9), _mm256_set1_pd(2.0 / 7));
+    const __m256d p45 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 13), _mm256_set1_pd(2.0 / 11));
+    const __m256d p67 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 17), _mm256_set1_pd(2.0 / 15));
+    const __m256d p03 = _mm256_fmadd_pd(z2, p23, p01);
+    const __m256d p47 = _mm256_fmadd_pd(z2, p67, p45);
+    const __m256d p = _mm256_fmadd_pd(z4, _mm256_fmadd_pd(z4, _mm256_set1_pd(2.0 / 19), p47),
+                                      p03);
+    const __m256d low = _mm256_fmadd_pd(kd, _mm256_set1_pd(0x1.abc9e3b39803fp-56),
+                                        _mm256_mul_pd(_mm256_mul_pd(s, z), p));
+    return _mm256_fmadd_pd(kd, _mm256_set1_pd(0x1.62e42fefa39efp-1),
+                           _mm256_fmadd_pd(_mm256_set1_pd(2.0), s, low));
+}
+
+/* log(1 + exp(x)) for x <= 0: u = exp(x), w = 1 + u rounded, and log(w + c) with the rounding
+ * error c = u - (w - 1) (exact), so small u keep their digits as in log1p. */
+SLR_AVX2 __m256d slr_softplus_nonpos_v4(__m256d x)
+{
+    const __m256d u = slr_exp_nonpos_v4(x);
+    const __m256d w = _mm256_add_pd(u, _mm256_set1_pd(1.0));
+    const __m256d c = _mm256_sub_pd(u, _mm256_sub_pd(w, _mm256_set1_pd(1.0)));
+    return slr_log_v4(w, c);
+}
+
+/* Lanes i < n of a vector (0 <= n <= 4), as a mask for maskload/maskstore and blends. */
+SLR_AVX2 __m256i slr_first_lanes(int64_t n)
+{
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+
+/* The operands of edge e's two-state max-marginals at its side `side`: lanes (a = 0, a = 1) of
+ * first and second are x(a, 0) and x(a, 1), x(a, b) = theta[a, b] + other[b] at side 0 and
+ * theta[b, a] + other[b] at side 1, other the message on the edge's far side. */
+SLR_AVX2 void slr_binary_operands(const double *theta_edges, const double *lam, int64_t e,
+                                  int64_t side, __m128d *first, __m128d *second)
+{
+    const __m128d row0 = _mm_loadu_pd(theta_edges + 4 * e);       /* theta[0, 0], theta[0, 1] */
+    const __m128d row1 = _mm_loadu_pd(theta_edges + 4 * e + 2);   /* theta[1, 0], theta[1, 1] */
+    const double *other = lam + 4 * e + 2 * (1 - side);
+    const __m128d flip = _mm_castsi128_pd(_mm_set1_epi64x(-(int64_t)side));
+    *first = _mm_add_pd(_mm_blendv_pd(_mm_unpacklo_pd(row0, row1), row0, flip),
+                        _mm_set1_pd(other[0]));
+    *second = _mm_add_pd(_mm_blendv_pd(_mm_unpackhi_pd(row0, row1), row1, flip),
+                         _mm_set1_pd(other[1]));
+}
+
+/* Max-marginals of two edges at a node, as lanes (edge 0: a = 0, 1; edge 1: a = 0, 1) from
+ * their operands, with eps log(exp(hi / eps) + exp(lo / eps)) = hi + eps log(1 + exp((lo - hi)
+ * / eps)). */
+SLR_AVX2 __m256d slr_binary_pair(__m128d first0, __m128d second0, __m128d first1,
+                                 __m128d second1, __m256d veps, __m256d vinv)
+{
+    const __m256d first = _mm256_set_m128d(first1, first0);
+    const __m256d second = _mm256_set_m128d(second1, second0);
+    const __m256d hi = _mm256_max_pd(first, second);
+    const __m256d gap = _mm256_mul_pd(_mm256_sub_pd(_mm256_min_pd(first, second), hi), vinv);
+    return _mm256_fmadd_pd(veps, slr_softplus_nonpos_v4(gap), hi);
+}
+
+/* The two-state star update at node v (see _update_binary_node in _star.pyx, which it replaces
+ * for eps > 0), two edges per vector. Returns the largest message change beyond a constant
+ * shift and raises *size to the largest magnitude computed. mt holds max(2 deg + 2, 8)
+ * doubles.
+ *
+ * Up to four edges (grids, chains) take a path with one copy of the code per edge: the message
+ * the previous star update wrote is then always read by the same load instruction, which the
+ * CPU learns to make wait for that store while the loads of the other edges go ahead. */
+__attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
+    int64_t v, const double *theta_nodes, const double *theta_edges, double *lam,
+    const int64_t *inc_ptr, const int64_t *inc_edge, const int64_t *inc_side, double eps,
+    double inv_eps, double *mt, double *size)
+{
+    const int64_t start = inc_ptr[v], deg = inc_ptr[v + 1] - start;
+    const int64_t *edge = inc_edge + start, *side = inc_side + start;
+    const __m256d veps = _mm256_set1_pd(eps), vinv = _mm256_set1_pd(inv_eps);
+    const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX));
+    const __m128d zero = _mm_setzero_pd();
+    __m256d sum = _mm256_setzero_pd(), big = _mm256_setzero_pd();
+    if (deg == 0)
+        return 0.0;
+    if (deg <= 4) {
+        __m128d f0, s0, f1 = zero, s1 = zero, f2 = zero, s2 = zero, f3 = zero, s3 = zero;
+        slr_binary_operands(theta_edges, lam, edge[0], side[0], &f0, &s0);
+        if (deg > 1)
+            slr_binary_operands(theta_edges, lam, edge[1], side[1], &f1, &s1);
+        if (deg > 2)
+            slr_binary_operands(theta_edges, lam, edge[2], side[2], &f2, &s2);
+        if (deg > 3)
+            slr_binary_operands(theta_edges, lam, edge[3], side[3], &f3, &s3);
+        /* lanes of absent edges are 0 */
+        const __m256d low = _mm256_and_pd(slr_binary_pair(f0, s0, f1, s1, veps, vinv),
+                                          _mm256_castsi256_pd(slr_first_lanes(2 * deg)));
+        const __m256d high = deg > 2 ? _mm256_and_pd(
+            slr_binary_pair(f2, s2, f3, s3, veps, vinv),
+            _mm256_castsi256_pd(slr_first_lanes(2 * deg - 4))) : _mm256_setzero_pd();
+        _mm256_storeu_pd(mt, low);
+        _mm256_storeu_pd(mt + 4, high);
+        sum = _mm256_add_pd(low, high);
+        big = _mm256_max_pd(_mm256_and_pd(low, magnitude), _mm256_and_pd(high, magnitude));
+    } else {
+        for (int64_t k = 0; k < deg; k += 2) {
+            __m128d first0, second0, first1 = zero, second1 = zero;
+            slr_binary_operands(theta_edges, lam, edge[k], side[k], &first0, &second0);
+            if (k + 1 < deg)
+                slr_binary_operands(theta_edges, lam, edge[k + 1], side[k + 1], &first1,
+                                    &second1);
+            const __m256d m = _mm256_and_pd(
+                slr_binary_pair(first0, second0, first1, second1, veps, vinv),
+                _mm256_castsi256_pd(slr_first_lanes(2 * (deg - k))));
+            _mm256_storeu_pd(mt + 2 * k, m);
+            sum = _mm256_add_pd(sum, m);
+            big = _mm256_max_pd(big, _mm256_and_pd(m, magnitude));
+        }
+    }
+    const __m128d scale = _mm_set1_pd(1.0 / (1 + deg));
+    const __m128d t = _mm_mul_pd(
+        _mm_add_pd(_mm_loadu_pd(theta_nodes + 2 * v),
+                   _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1))),
+        scale);
+    const __m128d big2 = _mm_max_pd(
+        _mm_max_pd(_mm256_castpd256_pd128(big), _mm256_extractf128_pd(big, 1)),
+        _mm_and_pd(t, _mm256_castpd256_pd128(magnitude)));
+    const double largest = _mm_cvtsd_f64(_mm_max_sd(big2, _mm_unpackhi_pd(big2, big2)));
+    *size = largest > *size ? largest : *size;
+    __m128d change = zero;
+    for (int64_t k = 0; k < deg; k++) {
+        double *mine = lam + 4 * edge[k] + 2 * side[k];
+        const __m128d updated = _mm_sub_pd(t, _mm_loadu_pd(mt + 2 * k));
+        const __m128d d = _mm_sub_pd(updated, _mm_loadu_pd(mine));
+        _mm_storeu_pd(mine, updated);
+        /* the change beyond a constant shift: |d0 - d1| */
+        change = _mm_max_sd(change, _mm_and_pd(_mm_sub_sd(d, _mm_unpackhi_pd(d, d)),
+                                               _mm256_castpd256_pd128(magnitude)));
+    }
+    return _mm_cvtsd_f64(change);
+}
+
+/* Maximum of the four lanes. */
+SLR_AVX2 double slr_hmax(__m256d x)
+{
+    const __m128d half = _mm_max_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
+    return _mm_cvtsd_f64(_mm_max_sd(half, _mm_unpackhi_pd(half, half)));
+}
+
+/* Sum of the four lanes. */
+SLR_AVX2 double slr_hsum(__m256d x)
+{
+    const __m128d half = _mm_add_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(half, _mm_unpackhi_pd(half, half)));
+}
+
+/* max_b x_b and sum_b exp((x_b - max) / eps) of x_b = row[b] + other[b], b < L (a side-0 row). */
+SLR_AVX2 void slr_row_reduce(const double *row, const double *other, int64_t L,
+                             __m256d vinv, double *largest, double *total)
+{
+    const int64_t full = L & ~INT64_C(3);
+    const __m256i tail = slr_first_lanes(L - full);
+    const __m256d minus_inf = _mm256_set1_pd(-INFINITY);
+    __m256d hi = minus_inf, sum = _mm256_setzero_pd();
+    for (int64_t b = 0; b < full; b += 4)
+        hi = _mm256_max_pd(hi, _mm256_add_pd(_mm256_loadu_pd(row + b),
+                                             _mm256_loadu_pd(other + b)));
+    /* masked-off lanes load 0 and become -inf, whose exp is 0 */
+    const __m256d last = _mm256_blendv_pd(
+        minus_inf, _mm256_add_pd(_mm256_maskload_pd(row + full, tail),
+                                 _mm256_maskload_pd(other + full, tail)),
+        _mm256_castsi256_pd(tail));
+    const double top = slr_hmax(_mm256_max_pd(hi, last));
+    const __m256d vtop = _mm256_set1_pd(top);
+    for (int64_t b = 0; b < full; b += 4) {
+        const __m256d x = _mm256_add_pd(_mm256_loadu_pd(row + b), _mm256_loadu_pd(other + b));
+        sum = _mm256_add_pd(sum, slr_exp_nonpos_v4(_mm256_mul_pd(_mm256_sub_pd(x, vtop), vinv)));
+    }
+    sum = _mm256_add_pd(sum, slr_exp_nonpos_v4(_mm256_mul_pd(_mm256_sub_pd(last, vtop), vinv)));
+    *largest = top;
+    *total = slr_hsum(sum);
+}
+
+/* The same for the L rows a of a side-1 edge, x_a(b) = theta[b, a] + other[b], four values of a
+ * at a time (a column of theta is contiguous across a). */
+SLR_AVX2 void slr_column_reduce(const double *theta, const double *other, int64_t L,
+                                __m256d vinv, double *largest, double *total)
+{
+    for (int64_t a = 0; a < L; a += 4) {
+        const __m256i lanes = slr_first_lanes(L - a < 4 ? L - a : 4);
+        __m256d hi = _mm256_set1_pd(-INFINITY), sum = _mm256_setzero_pd();
+        for (int64_t b = 0; b < L; b++)
+            hi = _mm256_max_pd(hi, _mm256_add_pd(_mm256_maskload_pd(theta + b * L + a, lanes),
+                                                 _mm256_set1_pd(other[b])));
+        for (int64_t b = 0; b < L; b++) {
+            const __m256d x = _mm256_add_pd(_mm256_maskload_pd(theta + b * L + a, lanes),
+                                            _mm256_set1_pd(other[b]));
+            sum = _mm256_add_pd(sum, slr_exp_nonpos_v4(_mm256_mul_pd(_mm256_sub_pd(x, hi), vinv)));
+        }
+        _mm256_maskstore_pd(largest + a, lanes, hi);
+        _mm256_maskstore_pd(total + a, lanes, sum);
+    }
+}
+
+/* L states: mt[k L + a] for the deg edges edge[k] at a node on side side[k]. mt and scratch
+ * hold deg L rounded up to a multiple of 4 doubles. */
+__attribute__((target("avx2,fma"))) static void slr_general_marginals_avx2(
+    const double *theta_edges, const double *lam, const int64_t *edge, const int64_t *side,
+    int64_t deg, int64_t L, double eps, double inv_eps, double *mt, double *scratch)
+{
+    const int64_t n = deg * L, padded = (n + 3) & ~INT64_C(3);
+    const __m256d vinv = _mm256_set1_pd(inv_eps);
+    double *total = scratch;
+    for (int64_t k = 0; k < deg; k++) {
+        const double *theta = theta_edges + L * L * edge[k];
+        const double *other = lam + L * (2 * edge[k] + 1 - side[k]);
+        if (side[k] == 0) {
+            for (int64_t a = 0; a < L; a++)
+                slr_row_reduce(theta + a * L, other, L, vinv, mt + k * L + a, total + k * L + a);
+        } else {
+            slr_column_reduce(theta, other, L, vinv, mt + k * L, total + k * L);
+        }
+    }
+    for (int64_t i = n; i < padded; i++) {
+        mt[i] = 0.0;
+        total[i] = 1.0;
+    }
+    const __m256d veps = _mm256_set1_pd(eps), zero = _mm256_setzero_pd();
+    for (int64_t i = 0; i < padded; i += 4)
+        _mm256_storeu_pd(mt + i, _mm256_fmadd_pd(
+            veps, slr_log_v4(_mm256_loadu_pd(total + i), zero), _mm256_loadu_pd(mt + i)));
+}
+
+#else  /* no x86-64 or no GCC-compatible compiler: the kernels stay scalar */
+
+static int slr_simd_supported(void) { return 0; }
+
+/* never called: slr_simd_supported() is 0 */
+static double slr_binary_star_avx2(int64_t v, const double *theta_nodes,
+                                   const double *theta_edges, double *lam,
+                                   const int64_t *inc_ptr, const int64_t *inc_edge,
+                                   const int64_t *inc_side, double eps, double inv_eps,
+                                   double *mt, double *size)
+{
+    return 0.0;
+}
+
+static void slr_general_marginals_avx2(const double *theta_edges, const double *lam,
+                                       const int64_t *edge, const int64_t *side, int64_t deg,
+                                       int64_t L, double eps, double inv_eps, double *mt,
+                                       double *scratch)
+{
+}
+
+#endif
+#endif
