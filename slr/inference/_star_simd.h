@@ -135,11 +135,16 @@ SLR_AVX2 void slr_binary_operands(const double *theta_edges, const double *lam, 
     const __m128d row0 = _mm_loadu_pd(theta_edges + 4 * e);       /* theta[0, 0], theta[0, 1] */
     const __m128d row1 = _mm_loadu_pd(theta_edges + 4 * e + 2);   /* theta[1, 0], theta[1, 1] */
     const double *other = lam + 4 * e + 2 * (1 - side);
-    const __m128d flip = _mm_castsi128_pd(_mm_set1_epi64x(-(int64_t)side));
-    *first = _mm_add_pd(_mm_blendv_pd(_mm_unpacklo_pd(row0, row1), row0, flip),
-                        _mm_set1_pd(other[0]));
-    *second = _mm_add_pd(_mm_blendv_pd(_mm_unpackhi_pd(row0, row1), row1, flip),
-                         _mm_set1_pd(other[1]));
+    /* a branch, not a blend: each call site sees the same side at nearly every node */
+    if (side == 0) {
+        *first = _mm_unpacklo_pd(row0, row1);
+        *second = _mm_unpackhi_pd(row0, row1);
+    } else {
+        *first = row0;
+        *second = row1;
+    }
+    *first = _mm_add_pd(*first, _mm_set1_pd(other[0]));
+    *second = _mm_add_pd(*second, _mm_set1_pd(other[1]));
 }
 
 /* Max-marginals of two edges at a node, as lanes (edge 0: a = 0, 1; edge 1: a = 0, 1) from
@@ -153,6 +158,18 @@ SLR_AVX2 __m256d slr_binary_pair(__m128d first0, __m128d second0, __m128d first1
     const __m256d hi = _mm256_max_pd(first, second);
     const __m256d gap = _mm256_mul_pd(_mm256_sub_pd(_mm256_min_pd(first, second), hi), vinv);
     return _mm256_fmadd_pd(veps, slr_softplus_nonpos_v4(gap), hi);
+}
+
+/* lam[e, side, :] = t - m; raises *change to the change's |d0 - d1| (beyond a constant shift). */
+SLR_AVX2 void slr_binary_store(double *lam, int64_t e, int64_t side, __m128d t, __m128d m,
+                               __m128d *change)
+{
+    double *mine = lam + 4 * e + 2 * side;
+    const __m128d updated = _mm_sub_pd(t, m);
+    const __m128d d = _mm_sub_pd(updated, _mm_loadu_pd(mine));
+    _mm_storeu_pd(mine, updated);
+    *change = _mm_max_sd(*change, _mm_andnot_pd(_mm_set_sd(-0.0),
+                                                _mm_sub_sd(d, _mm_unpackhi_pd(d, d))));
 }
 
 /* The two-state star update at node v (see _update_binary_node in _star.pyx, which it replaces
@@ -174,6 +191,8 @@ __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
     const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX));
     const __m128d zero = _mm_setzero_pd();
     __m256d sum = _mm256_setzero_pd(), big = _mm256_setzero_pd();
+    __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+    __m128d change = zero;
     if (deg == 0)
         return 0.0;
     if (deg <= 4) {
@@ -186,11 +205,11 @@ __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
         if (deg > 3)
             slr_binary_operands(theta_edges, lam, edge[3], side[3], &f3, &s3);
         /* lanes of absent edges are 0 */
-        const __m256d low = _mm256_and_pd(slr_binary_pair(f0, s0, f1, s1, veps, vinv),
-                                          _mm256_castsi256_pd(slr_first_lanes(2 * deg)));
-        const __m256d high = deg > 2 ? _mm256_and_pd(
-            slr_binary_pair(f2, s2, f3, s3, veps, vinv),
-            _mm256_castsi256_pd(slr_first_lanes(2 * deg - 4))) : _mm256_setzero_pd();
+        low = _mm256_and_pd(slr_binary_pair(f0, s0, f1, s1, veps, vinv),
+                            _mm256_castsi256_pd(slr_first_lanes(2 * deg)));
+        if (deg > 2)
+            high = _mm256_and_pd(slr_binary_pair(f2, s2, f3, s3, veps, vinv),
+                                 _mm256_castsi256_pd(slr_first_lanes(2 * deg - 4)));
         _mm256_storeu_pd(mt, low);
         _mm256_storeu_pd(mt + 4, high);
         sum = _mm256_add_pd(low, high);
@@ -220,16 +239,8 @@ __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
         _mm_and_pd(t, _mm256_castpd256_pd128(magnitude)));
     const double largest = _mm_cvtsd_f64(_mm_max_sd(big2, _mm_unpackhi_pd(big2, big2)));
     *size = largest > *size ? largest : *size;
-    __m128d change = zero;
-    for (int64_t k = 0; k < deg; k++) {
-        double *mine = lam + 4 * edge[k] + 2 * side[k];
-        const __m128d updated = _mm_sub_pd(t, _mm_loadu_pd(mt + 2 * k));
-        const __m128d d = _mm_sub_pd(updated, _mm_loadu_pd(mine));
-        _mm_storeu_pd(mine, updated);
-        /* the change beyond a constant shift: |d0 - d1| */
-        change = _mm_max_sd(change, _mm_and_pd(_mm_sub_sd(d, _mm_unpackhi_pd(d, d)),
-                                               _mm256_castpd256_pd128(magnitude)));
-    }
+    for (int64_t k = 0; k < deg; k++)
+        slr_binary_store(lam, edge[k], side[k], t, _mm_loadu_pd(mt + 2 * k), &change);
     return _mm_cvtsd_f64(change);
 }
 
