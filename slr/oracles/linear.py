@@ -103,8 +103,15 @@ class _ClassMajorLoss:
             np.exp(z, out=z)
             z /= z.sum(axis=0)
             z *= 1.0 - z
-            for a in range(cols):
-                blocks[:, a, :] += z @ (x_t * x_t[a]).T
+            # one matrix product per class or per column, whichever are fewer
+            if k < cols:
+                np.sqrt(z, out=z)
+                for c in range(k):
+                    weighted = x_t * z[c]
+                    blocks[c] += weighted @ weighted.T
+            else:
+                for a in range(cols):
+                    blocks[:, a, :] += z @ (x_t * x_t[a]).T
         return blocks
 
 
@@ -272,4 +279,6 @@ class Linear(LogisticOracle):
         """Scores ``W x + c`` of shape (N, K)."""
         features = self._check_features(features)
         with _single_threaded_blas():
-            return features @ self.coef_.T + self.intercept_
+            scores = features @ self.coef_.T
+        scores += self.intercept_
+        return scores
