@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -10,6 +13,7 @@ from hypothesis import strategies as st
 
 from slr.graph import GraphBatch, chain_edges, grid_edges
 from slr.inference import (
+    _star,
     batch_dual_values,
     batch_marginals,
     batch_node_beliefs,
@@ -327,3 +331,87 @@ def test_node_beliefs_match_definition():
     np.subtract.at(expected, edges[:, 0], lam[:, 0])
     np.subtract.at(expected, edges[:, 1], lam[:, 1])
     np.testing.assert_allclose(batch_node_beliefs(batch, theta_nodes, lam), expected)
+
+
+# --- the vector (AVX2) star updates against the scalar ones and the exact optimum -------------
+
+needs_simd = pytest.mark.skipif(not _star.simd_supported(), reason="no AVX2 and FMA here")
+
+
+@pytest.fixture
+def scalar_only():
+    """The scalar kernels only, as on a CPU without AVX2 (restored afterwards)."""
+    previous = _star.use_simd(False)
+    yield
+    _star.use_simd(previous)
+
+
+def _sweep_both_ways(batch, theta_nodes, theta_edges, eps, sweeps):
+    """Messages after ``sweeps`` sweeps from zero, by the vector and by the scalar kernels."""
+    runs = {}
+    for simd in (True, False):
+        previous = _star.use_simd(simd)
+        try:
+            runs[simd] = batch_sweeps(batch, theta_nodes, theta_edges, eps, max_sweeps=sweeps,
+                                      tol=0.0, n_threads=1).messages
+        finally:
+            _star.use_simd(previous)
+    return runs[True], runs[False]
+
+
+@needs_simd
+@pytest.mark.parametrize("n_states", [2, 3, 5, 26])
+@pytest.mark.parametrize("eps", [0.01, 0.1, 1.0])
+def test_vector_and_scalar_sweeps_agree_to_rounding(n_states, eps):
+    # degrees 1 to 5 (chain ends, grid borders and inside, a complete graph) and both sides
+    rng = np.random.default_rng(n_states)
+    graphs = [grid_edges(4, 5), chain_edges(7), complete_edges(6), random_tree_edges(9, rng)]
+    batch = GraphBatch.from_graphs([(int(e.max()) + 1, e) for e in graphs], n_states)
+    theta_nodes = 3.0 * rng.normal(size=(batch.n_nodes, n_states))
+    theta_edges = 3.0 * rng.normal(size=(batch.n_edges, n_states, n_states))
+    vector, scalar = _sweep_both_ways(batch, theta_nodes, theta_edges, eps, 40)
+    assert np.abs(scalar).max() > 1.0
+    np.testing.assert_allclose(vector, scalar, rtol=0, atol=1e-12 * np.abs(scalar).max())
+
+
+@needs_simd
+def test_vector_sweeps_agree_where_exp_underflows():
+    # eps small against the gaps: exp of arguments below -708 (and -inf-free) must give 0
+    rng = np.random.default_rng(3)
+    batch = GraphBatch.from_graphs([(12, grid_edges(3, 4))], 3)
+    theta_nodes = 50.0 * rng.normal(size=(12, 3))
+    theta_edges = 50.0 * rng.normal(size=(batch.n_edges, 3, 3))
+    vector, scalar = _sweep_both_ways(batch, theta_nodes, theta_edges, 1e-3, 20)
+    assert np.isfinite(vector).all()
+    np.testing.assert_allclose(vector, scalar, rtol=0, atol=1e-12 * np.abs(scalar).max())
+
+
+@pytest.mark.parametrize("kind,n_states,eps", [("grid", 2, 0.1), ("complete", 3, 0.03),
+                                               ("tree", 4, 1.0), ("cycle", 2, 0.03)])
+def test_scalar_fallback_matches_exact_smoothed_optimum(scalar_only, kind, n_states, eps):
+    theta_nodes, theta_edges, edges = random_problem(kind, n_states, seed=11)
+    ours = smoothed_lp(theta_nodes, theta_edges, edges, eps, max_sweeps=50_000, tol=1e-13)
+    exact = exact_smoothed(theta_nodes, theta_edges, edges, eps)
+    assert ours.value == pytest.approx(exact.value, rel=1e-5)
+    np.testing.assert_allclose(ours.node_marginals, exact.node_marginals, atol=1e-4)
+
+
+@pytest.mark.parametrize("n_states", [2, 3])
+def test_high_degree_star_matches_exact_smoothed_optimum(n_states):
+    # complete graph on 7 nodes: degree 6, beyond the two-state kernel's unrolled four edges
+    rng = np.random.default_rng(n_states)
+    edges = complete_edges(7)
+    theta_nodes = rng.normal(size=(7, n_states))
+    theta_edges = rng.normal(size=(len(edges), n_states, n_states))
+    ours = smoothed_lp(theta_nodes, theta_edges, edges, 0.1, max_sweeps=50_000, tol=1e-13)
+    exact = exact_smoothed(theta_nodes, theta_edges, edges, 0.1)
+    assert ours.value == pytest.approx(exact.value, rel=1e-5)
+    np.testing.assert_allclose(ours.node_marginals, exact.node_marginals, atol=1e-4)
+
+
+def test_disable_simd_environment_variable_forces_the_scalar_kernels():
+    code = "from slr.inference import _star; print(_star.use_simd(True))"
+    env = {**os.environ, "SLR_DISABLE_SIMD": "1"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.strip() == "False"
