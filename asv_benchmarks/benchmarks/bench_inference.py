@@ -1,7 +1,9 @@
 """Star-update kernel benchmarks: one sweep against the exp/log arithmetic floor, parallel batches.
 
 Run side by side with ``python asv_benchmarks/benchmarks/bench_inference.py`` to print the
-ratios (ours / floor, 1 thread / 2 threads) measured in one process.
+ratios (ours / floor, vector / scalar kernels, 1 thread / 2 threads) measured in one process.
+The ``*_scalar`` timings run the same sweeps with the vector (AVX2) code switched off
+(``slr.inference._star.use_simd(False)``), as on a CPU without AVX2.
 
 The scalar floor is a C loop (``scalar_floor.c`` beside this file) that the benchmark
 compiles on first use with the C compiler that builds slr's kernels (``$CC``, default
@@ -22,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from slr.graph import GraphBatch, chain_edges, grid_edges
-from slr.inference import batch_sweeps
+from slr.inference import _star, batch_sweeps
 
 try:                                    # asv imports the package; the script runs the file
     from . import common
@@ -72,11 +74,20 @@ def _grid_problem(n_images, size, n_states, seed=0):
     return batch, theta_nodes, theta_edges
 
 
-def _sweep(batch, theta_nodes, theta_edges, lam, eps, threads):
+def _sweep(batch, theta_nodes, theta_edges, lam, eps, threads, max_sweeps=1):
     batch_sweeps(
-        batch, theta_nodes, theta_edges, eps, out=lam, max_sweeps=1, tol=0.0,
+        batch, theta_nodes, theta_edges, eps, out=lam, max_sweeps=max_sweeps, tol=0.0,
         n_threads=threads, check_input=False,
     )
+
+
+def _scalar(fn):
+    """Run ``fn`` with the vector kernels switched off."""
+    previous = _star.use_simd(False)
+    try:
+        fn()
+    finally:
+        _star.use_simd(previous)
 
 
 def _floor_inputs(batch, n_states):
@@ -100,6 +111,9 @@ class GridSweep(common.Benchmark):
 
     def time_smoothed_sweep(self):
         _sweep(self.batch, self.theta_nodes, self.theta_edges, self.lam, 0.1, 1)
+
+    def time_smoothed_sweep_scalar(self):
+        _scalar(self.time_smoothed_sweep)
 
     def time_max_sweep(self):
         _sweep(self.batch, self.theta_nodes, self.theta_edges, self.lam, 0.0, 1)
@@ -149,10 +163,10 @@ class OCRChain(common.Benchmark):
         self.lam = np.zeros((9, 2, 26))
 
     def time_chain_sweeps(self):
-        batch_sweeps(
-            self.batch, self.theta_nodes, self.theta_edges, 0.1, out=self.lam, max_sweeps=10,
-            tol=0.0, n_threads=1, check_input=False,
-        )
+        _sweep(self.batch, self.theta_nodes, self.theta_edges, self.lam, 0.1, 1, max_sweeps=10)
+
+    def time_chain_sweeps_scalar(self):
+        _scalar(self.time_chain_sweeps)
 
 
 def _best(fn, number, repeat=7):
@@ -163,16 +177,20 @@ def main():
     grid = GridSweep()
     grid.setup()
     ours = _best(grid.time_smoothed_sweep, 20)
+    ours_scalar = _best(grid.time_smoothed_sweep_scalar, 20)
     ours_max = _best(grid.time_max_sweep, 20)
     floor = _best(grid.time_numpy_exp_log_floor, 20)
     scalar = ScalarFloor()
     scalar.setup()
     scalar_floor = _best(scalar.time_scalar_exp_log_floor, 20)
+    print(f"vector code (AVX2): {'on' if _star.simd_supported() else 'not supported here'}")
     print(f"100x100 binary grid, one smoothed sweep: {ours * 1e3:.3f} ms")
+    print(f"  the same, scalar kernels:              {ours_scalar * 1e3:.3f} ms")
     print(f"  max (eps = 0) sweep:                   {ours_max * 1e3:.3f} ms")
     print(f"  numpy exp+log floor (2m(L^2+L) calls): {floor * 1e3:.3f} ms")
     print(f"  scalar libm floor (same calls, C loop): {scalar_floor * 1e3:.3f} ms")
     print(f"  ratio smoothed sweep / numpy floor:    {ours / floor:.2f}x (goal <= 3x)")
+    print(f"  ratio scalar kernels / numpy floor:    {ours_scalar / floor:.2f}x")
     print(f"  ratio smoothed sweep / scalar floor:   {ours / scalar_floor:.2f}x")
     timings = {}
     for threads in (1, 2):
@@ -184,7 +202,9 @@ def main():
     chain = OCRChain()
     chain.setup()
     per = _best(chain.time_chain_sweeps, 50)
+    per_scalar = _best(chain.time_chain_sweeps_scalar, 50)
     print(f"26-state chain of 10, 10 sweeps:         {per * 1e6:.1f} us per example")
+    print(f"  the same, scalar kernels:              {per_scalar * 1e6:.1f} us per example")
 
 
 if __name__ == "__main__":
