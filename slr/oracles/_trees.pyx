@@ -46,6 +46,7 @@ cdef struct Split:
     intp_t n_left       # rows that go left (x <= threshold)
     double threshold
     double gain         # decrease of the squared loss
+    intp_t bin          # histogram search: the last bin that goes left
 
 cdef struct SplitScan:
     # the best candidate of a split search so far
@@ -277,12 +278,16 @@ cdef FrontierEntry _frontier_pop(FrontierEntry* heap, intp_t* size) noexcept nog
 # --------------------------------------------------------------------------------------
 # tree induction
 # --------------------------------------------------------------------------------------
-cdef class _TreeGrower:
-    """The state of one best-first tree growth (see :func:`grow_tree`)."""
+cdef class _Growth:
+    """Best-first growth of one tree, whatever the split search (see :func:`grow_tree`).
 
-    cdef const double[:, ::1] X
+    Subclasses find and apply splits: ``_open_root`` queues the root's split,
+    ``_partition`` reorders a leaf's rows for its split and returns the row array in
+    which both children's rows are then contiguous, ``_open_children`` queues the
+    children's splits.
+    """
+
     cdef const double[:, ::1] G
-    cdef intp_t[:, ::1] order
     cdef intp_t min_leaf, min_split, leaf_cap
     # the tree, one entry per node (capacity 2 * leaf_cap - 1)
     cdef object feature_array, threshold_array, left_array, right_array, start_array
@@ -291,17 +296,14 @@ cdef class _TreeGrower:
     cdef double[::1] threshold
     cdef double[:, ::1] sums        # gradient sum of each node's rows
     cdef intp_t n_nodes, n_leaves
-    # scratch
-    cdef double[::1] left_sum
-    cdef intp_t[::1] spill
-    cdef unsigned char[::1] goes_left
+    cdef double[::1] left_sum       # scratch of the split searches
     cdef FrontierEntry* frontier
     cdef intp_t frontier_size
 
-    def __cinit__(self, const double[:, ::1] X, const double[:, ::1] G, intp_t[:, ::1] order,
-                  intp_t min_leaf, intp_t min_split, intp_t max_leaves):
-        cdef intp_t n = X.shape[0], K = G.shape[1], capacity
-        self.X, self.G, self.order = X, G, order
+    cdef _allocate(self, const double[:, ::1] G, intp_t min_leaf, intp_t min_split,
+                   intp_t max_leaves):
+        cdef intp_t n = G.shape[0], K = G.shape[1], capacity
+        self.G = G
         self.min_leaf = max(min_leaf, 1)
         self.min_split = max(min_split, 2)
         self.leaf_cap = min(max(n // self.min_leaf, 1), max(max_leaves, 1))
@@ -318,8 +320,6 @@ cdef class _TreeGrower:
         self.start, self.end, self.sums = self.start_array, self.end_array, self.sums_array
         self.rank = np.zeros(capacity, dtype=np.intp)
         self.left_sum = np.zeros(K)
-        self.spill = np.empty(max(n, 1), dtype=np.intp)
-        self.goes_left = np.zeros(max(n, 1), dtype=np.uint8)
         self.frontier = <FrontierEntry*> malloc(self.leaf_cap * sizeof(FrontierEntry))
         if self.frontier == NULL:
             raise MemoryError()
@@ -331,48 +331,58 @@ cdef class _TreeGrower:
         """Split the leaf of largest gain until ``leaf_cap`` leaves or none can be split."""
         _add_column_sums(self.G, &self.sums[0, 0])
         self.start[0] = 0
-        self.end[0] = self.X.shape[0]
+        self.end[0] = self.G.shape[0]
         self.n_nodes = 1
         self.n_leaves = 1
         self.frontier_size = 0
-        self._enqueue(0)
+        self._open_root()
         while self.n_leaves < self.leaf_cap and self.frontier_size > 0:
             self._split(_frontier_pop(self.frontier, &self.frontier_size))
 
-    cdef void _enqueue(self, intp_t node) noexcept nogil:
-        """Queue the node's best split, if it has one and another split can still happen."""
+    cdef bint _splittable(self, intp_t node) noexcept nogil:
+        """Whether the node may be split: it is large enough and the tree not yet full."""
+        return (self.end[node] - self.start[node] >= self.min_split
+                and self.n_leaves < self.leaf_cap)
+
+    cdef void _push(self, intp_t node, const Split* split) noexcept nogil:
+        """Queue the node's best split, if it has one."""
         cdef FrontierEntry entry
-        if self.end[node] - self.start[node] < self.min_split or self.n_leaves >= self.leaf_cap:
-            return
-        _best_split(self.X, self.G, self.order, self.start[node], self.end[node],
-                    self.min_leaf, &self.sums[node, 0], &self.left_sum[0], &entry.split)
-        if entry.split.feature >= 0:
+        if split.feature >= 0:
+            entry.split = split[0]
             entry.node = node
             entry.rank = self.rank[node]
             _frontier_push(self.frontier, &self.frontier_size, entry)
 
+    cdef void _open_root(self) noexcept nogil:
+        pass
+
+    cdef const intp_t* _partition(self, intp_t node, const Split* split) noexcept nogil:
+        return NULL
+
+    cdef void _open_children(self, intp_t node, intp_t left, intp_t right) noexcept nogil:
+        pass
+
     cdef void _split(self, FrontierEntry entry) noexcept nogil:
         """Apply the queued split of a leaf: partition its rows, open and queue its children."""
-        cdef intp_t node = entry.node, split_feature = entry.split.feature
+        cdef intp_t node = entry.node
         cdef intp_t lo = self.start[node], hi = self.end[node], mid = lo + entry.split.n_left
         cdef intp_t left = self.n_nodes, right = self.n_nodes + 1, p, k
-        self.feature[node] = split_feature
+        cdef const intp_t* rows
+        self.feature[node] = entry.split.feature
         self.threshold[node] = entry.split.threshold
-        _partition(self.order, split_feature, lo, hi, entry.split.n_left, self.goes_left,
-                   self.spill)
+        rows = self._partition(node, &entry.split)
         self.left[node] = left
         self.right[node] = right
         self.start[left], self.end[left], self.rank[left] = lo, mid, self.rank[node]
         self.start[right], self.end[right], self.rank[right] = mid, hi, self.n_leaves
         for p in range(lo, mid):
             for k in range(self.G.shape[1]):
-                self.sums[left, k] += self.G[self.order[split_feature, p], k]
+                self.sums[left, k] += self.G[rows[p], k]
         for k in range(self.G.shape[1]):
             self.sums[right, k] = self.sums[node, k] - self.sums[left, k]
         self.n_nodes += 2
         self.n_leaves += 1
-        self._enqueue(left)
-        self._enqueue(right)
+        self._open_children(node, left, right)
 
     def arrays(self):
         """The grown tree in :func:`grow_tree`'s output layout."""
@@ -388,6 +398,326 @@ cdef class _TreeGrower:
         return (feature, self.threshold_array[:n_nodes].copy(),
                 self.left_array[:n_nodes].copy(), self.right_array[:n_nodes].copy(),
                 leaf_of_node, leaf_start, leaf_end, raw_values)
+
+
+cdef class _TreeGrower(_Growth):
+    """Growth with the exact split search on every feature's sorted rows."""
+
+    cdef const double[:, ::1] X
+    cdef intp_t[:, ::1] order
+    cdef intp_t[::1] spill
+    cdef unsigned char[::1] goes_left
+
+    def __cinit__(self, const double[:, ::1] X, const double[:, ::1] G, intp_t[:, ::1] order,
+                  intp_t min_leaf, intp_t min_split, intp_t max_leaves):
+        cdef intp_t n = X.shape[0]
+        self._allocate(G, min_leaf, min_split, max_leaves)
+        self.X, self.order = X, order
+        self.spill = np.empty(max(n, 1), dtype=np.intp)
+        self.goes_left = np.zeros(max(n, 1), dtype=np.uint8)
+
+    cdef void _enqueue(self, intp_t node) noexcept nogil:
+        """Queue the node's best split, if it has one and another split can still happen."""
+        cdef Split split
+        if not self._splittable(node):
+            return
+        _best_split(self.X, self.G, self.order, self.start[node], self.end[node],
+                    self.min_leaf, &self.sums[node, 0], &self.left_sum[0], &split)
+        self._push(node, &split)
+
+    cdef void _open_root(self) noexcept nogil:
+        self._enqueue(0)
+
+    cdef const intp_t* _partition(self, intp_t node, const Split* split) noexcept nogil:
+        _partition(self.order, split.feature, self.start[node], self.end[node], split.n_left,
+                   self.goes_left, self.spill)
+        return &self.order[split.feature, 0]
+
+    cdef void _open_children(self, intp_t node, intp_t left, intp_t right) noexcept nogil:
+        self._enqueue(left)
+        self._enqueue(right)
+
+
+# Histograms of one tree's growth take at most this much memory (beyond it, nodes are
+# searched from a scratch histogram and their children's built without subtraction).
+DEF HIST_POOL_BYTES = 128 * 1024 * 1024
+
+
+cdef class _HistGrower(_Growth):
+    """Growth with the histogram split search on binned features.
+
+    Every node that may be split gets a histogram: per feature and bin, the gradient sum
+    of its rows and their count (``K + 1`` doubles). A split builds the smaller child's
+    histogram from its rows and obtains the larger child's by subtracting it from the
+    parent's, in the parent's slot of a fixed pool.
+    """
+
+    cdef const unsigned char[:, ::1] codes     # (d, n) bin of every row
+    cdef const intp_t[::1] n_bins, bin_offset
+    cdef const double[:, ::1] bin_low, bin_high
+    cdef intp_t[::1] rows
+    cdef intp_t[::1] slot                      # pool slot of each node's histogram, or -1
+    cdef intp_t[::1] free_slots
+    cdef intp_t n_free, n_slots, hist_size     # the scratch slot is number n_slots
+    cdef double* pool
+    cdef double[:, ::1] ordered                # the gradients of a node's rows, in order
+    cdef intp_t[::1] spill
+
+    def __cinit__(self, const unsigned char[:, ::1] codes, const double[:, ::1] G,
+                  const intp_t[::1] n_bins, const double[:, ::1] bin_low,
+                  const double[:, ::1] bin_high, intp_t[::1] rows, intp_t min_leaf,
+                  intp_t min_split, intp_t max_leaves):
+        cdef intp_t n = G.shape[0], K = G.shape[1], f
+        self._allocate(G, min_leaf, min_split, max_leaves)
+        self.codes, self.n_bins, self.bin_low, self.bin_high = codes, n_bins, bin_low, bin_high
+        self.rows = rows
+        offsets = np.zeros(codes.shape[0] + 1, dtype=np.intp)
+        np.cumsum(n_bins, out=offsets[1:])
+        self.bin_offset = offsets
+        self.hist_size = max(offsets[codes.shape[0]] * (K + 1), 1)
+        # at most one histogram per leaf (plus the one being split) is alive at a time
+        self.n_slots = min(self.leaf_cap + 1,
+                           max(2, HIST_POOL_BYTES // (self.hist_size * sizeof(double))))
+        self.free_slots = np.arange(self.n_slots - 1, -1, -1, dtype=np.intp)
+        self.n_free = self.n_slots
+        self.slot = np.full(2 * self.leaf_cap - 1, -1, dtype=np.intp)
+        self.ordered = np.empty((max(n, 1), K))
+        self.spill = np.empty(max(n, 1), dtype=np.intp)
+        self.pool = <double*> malloc((self.n_slots + 1) * self.hist_size * sizeof(double))
+        if self.pool == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.pool)
+
+    cdef inline double* _hist(self, intp_t slot) noexcept nogil:
+        return self.pool + slot * self.hist_size
+
+    cdef intp_t _acquire(self) noexcept nogil:
+        """A free slot, or the scratch slot when the pool is exhausted."""
+        if self.n_free == 0:
+            return self.n_slots
+        self.n_free -= 1
+        return self.free_slots[self.n_free]
+
+    cdef void _release(self, intp_t slot) noexcept nogil:
+        if slot < self.n_slots:
+            self.free_slots[self.n_free] = slot
+            self.n_free += 1
+
+    cdef void _build(self, intp_t node, intp_t slot) noexcept nogil:
+        """The histogram of the node's rows, in ``slot``."""
+        cdef intp_t lo = self.start[node], hi = self.end[node], K = self.G.shape[1]
+        cdef intp_t width = K + 1, f, r, k
+        cdef double* hist = self._hist(slot)
+        cdef double* entry
+        cdef const unsigned char* column
+        memset(hist, 0, self.hist_size * sizeof(double))
+        for r in range(lo, hi):
+            for k in range(K):
+                self.ordered[r - lo, k] = self.G[self.rows[r], k]
+        for f in range(self.codes.shape[0]):
+            column = &self.codes[f, 0]
+            if K == 1:
+                for r in range(lo, hi):
+                    entry = hist + (self.bin_offset[f] + column[self.rows[r]]) * 2
+                    entry[0] += self.ordered[r - lo, 0]
+                    entry[1] += 1.0
+            else:
+                for r in range(lo, hi):
+                    entry = hist + (self.bin_offset[f] + column[self.rows[r]]) * width
+                    for k in range(K):
+                        entry[k] += self.ordered[r - lo, k]
+                    entry[K] += 1.0
+
+    cdef void _best_hist_split(self, intp_t node, const double* hist, Split* out) noexcept nogil:
+        """:func:`_best_split` on the node's histogram: the candidates lie between
+        consecutive bins that hold rows of the node; the threshold is the midpoint of the
+        largest value of the left bin and the smallest of the right one (their values
+        over all rows of the fit)."""
+        cdef intp_t n = self.end[node] - self.start[node], K = self.G.shape[1]
+        cdef intp_t width = K + 1, f, b, k, previous, n_left
+        cdef double count, score, parent = 0.0, gain
+        cdef const double* total = &self.sums[node, 0]
+        cdef double* left_sum = &self.left_sum[0]
+        cdef const double* entry
+        cdef SplitScan best
+        out.feature = -1
+        if n < 2 * self.min_leaf:
+            return
+        best.score = -INFINITY
+        best.feature = -1
+        if K == 1:
+            self._scan_scalar(hist, n, total[0], &best, out)
+        for f in range(self.codes.shape[0] if K > 1 else 0):
+            memset(left_sum, 0, K * sizeof(double))
+            n_left = 0
+            previous = -1
+            for b in range(self.n_bins[f]):
+                entry = hist + (self.bin_offset[f] + b) * width
+                count = entry[K]
+                if count == 0.0:
+                    continue
+                if previous >= 0 and n_left >= self.min_leaf:
+                    score = _children_score(left_sum, total, K, n_left, n - n_left)
+                    if score > best.score:
+                        best.score = score
+                        best.feature = f
+                        best.n_left = n_left
+                        best.below = self.bin_high[f, previous]
+                        best.above = self.bin_low[f, b]
+                        out.bin = previous
+                for k in range(K):
+                    left_sum[k] += entry[k]
+                n_left += <intp_t> count
+                previous = b
+                if n - n_left < self.min_leaf:
+                    break  # no later candidate leaves enough rows on the right
+        if best.feature < 0:
+            return
+        for k in range(K):
+            parent += total[k] * total[k]
+        gain = best.score - parent / n
+        if not (gain > 0.0):
+            return
+        out.feature = best.feature
+        out.n_left = best.n_left
+        out.threshold = _midpoint(best.below, best.above)
+        out.gain = gain
+
+    cdef void _scan_scalar(self, const double* hist, intp_t n, double total, SplitScan* best,
+                           Split* out) noexcept nogil:
+        """The candidates of :meth:`_best_hist_split` for scalar targets (``K == 1``), with
+        the running sums in registers: the scan of every bin of every feature is most of
+        the time of a per-class tree."""
+        cdef intp_t f, b, previous
+        cdef double n_rows = n, min_leaf = self.min_leaf, count, n_left, left, right, score
+        cdef const double* entry
+        for f in range(self.codes.shape[0]):
+            entry = hist + 2 * self.bin_offset[f]
+            left = 0.0
+            n_left = 0.0
+            previous = -1
+            for b in range(self.n_bins[f]):
+                count = entry[2 * b + 1]
+                if count == 0.0:
+                    continue
+                if previous >= 0 and n_left >= min_leaf:
+                    right = total - left
+                    score = left * left / n_left + right * right / (n_rows - n_left)
+                    if score > best.score:
+                        best.score = score
+                        best.feature = f
+                        best.n_left = <intp_t> n_left
+                        best.below = self.bin_high[f, previous]
+                        best.above = self.bin_low[f, b]
+                        out.bin = previous
+                left += entry[2 * b]
+                n_left += count
+                previous = b
+                if n_rows - n_left < min_leaf:
+                    break
+
+    cdef void _keep(self, intp_t node, intp_t slot) noexcept nogil:
+        """Queue the node's split from the histogram in ``slot``; keep the histogram for
+        the split (unless it is the scratch slot) or release it."""
+        cdef Split split
+        self._best_hist_split(node, self._hist(slot), &split)
+        self._push(node, &split)
+        if split.feature >= 0 and slot < self.n_slots:
+            self.slot[node] = slot
+        else:
+            self._release(slot)
+
+    cdef void _open_root(self) noexcept nogil:
+        cdef intp_t slot
+        if self._splittable(0):
+            slot = self._acquire()
+            self._build(0, slot)
+            self._keep(0, slot)
+
+    cdef const intp_t* _partition(self, intp_t node, const Split* split) noexcept nogil:
+        """Stable partition of the node's rows: those with ``bin <= split.bin`` first."""
+        cdef intp_t p, row, kept = self.start[node], spilled = 0
+        cdef const unsigned char* column = &self.codes[split.feature, 0]
+        cdef unsigned char last_left = <unsigned char> split.bin
+        for p in range(self.start[node], self.end[node]):
+            row = self.rows[p]
+            if column[row] <= last_left:
+                self.rows[kept] = row
+                kept += 1
+            else:
+                self.spill[spilled] = row
+                spilled += 1
+        memcpy(&self.rows[kept], &self.spill[0], spilled * sizeof(intp_t))
+        return &self.rows[0]
+
+    cdef void _open_children(self, intp_t node, intp_t left, intp_t right) noexcept nogil:
+        cdef intp_t parent = self.slot[node], small = left, large = right, small_slot, slot, i
+        cdef double* parent_hist
+        cdef double* small_hist
+        self.slot[node] = -1
+        if self.end[left] - self.start[left] > self.end[right] - self.start[right]:
+            small, large = right, left
+        if parent >= 0 and self._splittable(large):
+            small_slot = self._acquire()
+            self._build(small, small_slot)
+            parent_hist = self._hist(parent)
+            small_hist = self._hist(small_slot)
+            for i in range(self.hist_size):
+                parent_hist[i] -= small_hist[i]
+            self._keep(large, parent)
+            if self._splittable(small):
+                self._keep(small, small_slot)
+            else:
+                self._release(small_slot)
+            return
+        if parent >= 0:
+            self._release(parent)
+        if self._splittable(small):
+            slot = self._acquire()
+            self._build(small, slot)
+            self._keep(small, slot)
+        if self._splittable(large):
+            slot = self._acquire()
+            self._build(large, slot)
+            self._keep(large, slot)
+
+
+def grow_tree_hist(const unsigned char[:, ::1] codes, const double[:, ::1] G,
+                   const intp_t[::1] n_bins, const double[:, ::1] bin_low,
+                   const double[:, ::1] bin_high, intp_t[::1] rows, intp_t min_leaf,
+                   intp_t min_split, intp_t max_leaves):
+    """:func:`grow_tree` with the histogram split search on binned features.
+
+    Parameters
+    ----------
+    codes : ndarray of shape (d, n), uint8
+        ``codes[f, i]``: the bin of row ``i`` in feature ``f`` (bins ordered by value).
+    G : ndarray of shape (n, K), float64
+        Targets (the gradient vectors).
+    n_bins : ndarray of shape (d,), intp
+        Bins of each feature (at most 256).
+    bin_low, bin_high : ndarray of shape (d, max(n_bins)), float64
+        Smallest and largest value of each bin; a split between the bins ``b`` and
+        ``b' > b`` (the next bin holding rows of the node) has the threshold halfway
+        between ``bin_high[f, b]`` and ``bin_low[f, b']``. With one bin per distinct
+        value the splits are those of :func:`grow_tree`.
+    rows : ndarray of shape (n,), intp
+        A permutation of ``range(n)``. Overwritten: on return every leaf's rows are
+        contiguous in it.
+    min_leaf, min_split, max_leaves : int
+        As in :func:`grow_tree`.
+
+    Returns
+    -------
+    The tuple of :func:`grow_tree`; leaf ``l`` owns ``rows[leaf_start[l]:leaf_end[l]]``.
+    """
+    cdef _HistGrower grower = _HistGrower(codes, G, n_bins, bin_low, bin_high, rows, min_leaf,
+                                          min_split, max_leaves)
+    with nogil:
+        grower.grow()
+    return grower.arrays()
 
 
 def grow_tree(const double[:, ::1] X, const double[:, ::1] G, intp_t[:, ::1] order,
