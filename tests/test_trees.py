@@ -363,8 +363,8 @@ def test_per_class_trees_equal_sklearn_and_leaves_minimise_class_loss():
     labels = np.where(rng.random(n) < 0.5, signal, rng.integers(0, k, n))
     bias = rng.normal(size=(n, k))
     step = 0.5
-    model = BoostedTrees(tree="per_class", n_rounds=1, subsample=1.0, step=step, l2_leaf=0.0,
-                         newton_steps=30, random_state=0).fit(features, bias, labels)
+    model = BoostedTrees(tree="per_class", splitter="exact", n_rounds=1, subsample=1.0, step=step,
+                         l2_leaf=0.0, newton_steps=30, random_state=0).fit(features, bias, labels)
     grad = first_round_gradient(bias, labels)
     for c in range(k):
         tree = class_tree(model, c)
