@@ -85,15 +85,14 @@ def wrapped(clock: PhaseClock, targets: list[tuple[object, str, str]]):
             setattr(owner, attr, original)
 
 
-def monitor_wrapper(clock: PhaseClock):
+def monitor_wrapper(clock: PhaseClock, learner):
     """``slr.estimator._error`` split into the training and the validation half."""
     import slr.estimator as estimator
 
     original = estimator._error
 
     def timed(decode, data):
-        model = decode.__self__
-        with clock.phase("train" if data is model._train else "validation"):
+        with clock.phase("train" if data is learner._train else "validation"):
             return original(decode, data)
 
     return estimator, "_error", timed, original
@@ -147,7 +146,7 @@ def profile_case(case: str, iterations: int) -> tuple[dict[str, float], dict[str
             sweeps.append(float(result.n_sweeps.mean()))
         return result
 
-    owner, attr, monitor, original_error = monitor_wrapper(clock)
+    owner, attr, monitor, original_error = monitor_wrapper(clock, learner)
     targets = [
         (base, "check_logistic_problem", "check input"),
         (linear, "_ClassMajorLoss", "set-up (transposed copies)"),
