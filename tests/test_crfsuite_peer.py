@@ -120,8 +120,8 @@ def test_crfsuite_row_parsed_from_the_report_matches_our_viterbi_on_its_weights(
 
     profile = _crfsuite_only()
     text = _run_and_render(profile, tmp_path)
-    rows = re.findall(r"^\| crfsuite \| crfsuite:lbfgs \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| .* \| (\d+) \| ok \|$",
-                      text, re.M)
+    number = r" \| ([0-9.]+)"
+    rows = re.findall(rf"^\| crfsuite \| crfsuite:lbfgs{number * 3} \| .* \| (\d+) \| ok \|$", text, re.M)
     assert len(rows) == 1, text
     train_error, test_error, seconds, iterations = map(float, rows[0])
     assert "c2 = 5 on letters" in text
@@ -139,7 +139,7 @@ def test_crfsuite_row_is_skipped_with_its_reason_where_absent(tmp_path, monkeypa
 
     monkeypatch.setattr(peer, "crfsuite_missing", lambda: "python-crfsuite is not installed (a test)")
     text = _run_and_render(_crfsuite_only(n_train=3, n_test=3), tmp_path)
-    assert re.search(r"^\| crfsuite \| crfsuite:lbfgs \| — \| — \| — \| — \| — \| skipped: python-crfsuite is not "
+    assert re.search(r"^\| crfsuite \| crfsuite:lbfgs( \| —){5} \| skipped: python-crfsuite is not "
                      r"installed \(a test\) \|$", text, re.M), text
     assert "*Not run on the machine that computed them*: crfsuite:lbfgs (python-crfsuite is not installed (a test))" \
         in text
