@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 1800  # seconds for one build or install (cold caches download ~200 MB)
-KERNEL_SUFFIXES = (".pyx", ".pxd")
+KERNEL_SUFFIXES = (".pyx", ".pxd", ".h")  # sources and the declarations or C headers they include
 # What a fresh clone does not have (build products) or the sdist does not take (large).
 _TOP_LEVEL_NOT_COPIED = {".git", ".venv", ".cache", ".hypothesis", ".pytest_cache", "build",
                          "dist", "reports", "asv_benchmarks"}

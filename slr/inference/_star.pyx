@@ -379,8 +379,9 @@ def use_simd(enabled: bool) -> bool:
     """Run the star sweeps' vector code (``True``, where the CPU has AVX2 and FMA) or the scalar
     code only (``False``); returns the previous setting.
 
-    Both compute the same updates in the same order; their exp and log round differently (each
-    below 1 ulp), so messages agree to rounding level, not bit for bit.
+    Both compute the same updates in the same order; their exp and log round differently (the
+    vector ones within 3 ulps, see ``_star_simd.h``), so messages agree to rounding level, not
+    bit for bit.
     """
     global simd_enabled
     previous = simd_enabled
