@@ -231,8 +231,10 @@ def write_markdown(path: Path, results: dict, command: str, before: dict | None,
              "Seconds per learning iteration (mean over the iterations run), phases timed with "
              "`time.perf_counter` through the learner's `_phase_timer` hook; indented rows are parts "
              "of the row above. \"monitor\" is the train and validation MAP predictions behind "
-             "`history_`'s errors (50 max-product iterations each). \"set-up\" is the start of `fit` "
-             "(flat data, R at the start) spread over the iterations.", ""]
+             "`history_`'s errors (Viterbi on chains, else 50 max-product iterations). \"set-up\" is the "
+             "start of `fit` (flat data, R at the start) spread over the iterations. On a shared machine "
+             "whole-iteration times move with the load: read a phase's ratio against the ratios of "
+             "phases whose code did not change.", ""]
     for case, (seconds, calls, summary) in results.items():
         n = summary["iterations"]
         lines += [f"## {case}", "",
