@@ -15,6 +15,16 @@ after the other in this process and alternating over repeats:
 It prints the time per round (whole fit / rounds; the LightGBM Dataset construction
 is included, and shown separately), the mean training loss after the last round and
 the ratios BoostedTrees / LightGBM. Goals: time ratio <= 1.5, loss ratio <= 1.02.
+
+``--grid`` runs the wide-data grid of issue 14 instead (``bench_trees.GRID``: features
+in {2, 12, 128}, classes in {2, 4, 26}, rows in {20k, 200k}; see ``grid_cell``)::
+
+    .venv/bin/python asv_benchmarks/compare_trees.py --grid [--rounds 100] [--tree per_class]
+
+For each cell LightGBM runs ``--rounds`` rounds and reaches training loss L in time T
+(Dataset construction included); ours then boosts until its training loss is at most L
+(or for ``--max-factor`` times LightGBM's rounds), and the cell reports the time ours
+needed to reach L over T. Goal: <= 1.5.
 """
 from __future__ import annotations
 
@@ -26,7 +36,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
-from bench_trees import PROBLEMS, make_oracle, make_problem, mean_loss  # noqa: E402
+from bench_trees import (  # noqa: E402
+    GRID, PROBLEMS, grid_cell, make_oracle, make_problem, mean_loss,
+)
 
 
 def timed_fit(oracle, data) -> tuple[float, float]:
@@ -83,14 +95,47 @@ def compare(problem: str, rounds: int, threads: int, leaves: int, repeats: int) 
     return rows
 
 
+def print_grid(args: argparse.Namespace) -> None:
+    """Run every cell of the grid and print one row each."""
+    print(f"grid: LightGBM rounds={args.rounds}, ours tree={args.tree} max_leaves={args.leaves} "
+          f"min_leaf_fraction={args.min_leaf} splitter={args.splitter}, threads={args.threads}, "
+          "subsample=10000, step=learning_rate=0.25")
+    print(f"{'rows':>7s} {'d':>4s} {'K':>3s} {'LGBM s':>8s} {'LGBM loss':>9s} {'ours rounds':>11s} "
+          f"{'ours s':>8s} {'ours loss':>9s} {'ratio':>7s}")
+    for n, d, k in GRID:
+        if args.cells and f"{n}x{d}x{k}" not in args.cells:
+            continue
+        r = grid_cell(n, d, k, rounds=args.rounds, threads=args.threads, tree=args.tree,
+                      leaves=args.leaves, min_leaf=args.min_leaf, splitter=args.splitter,
+                      max_factor=args.max_factor)
+        reached = "" if r["reached"] else " (not reached: > )"
+        print(f"{n:7d} {d:4d} {k:3d} {r['lgbm_seconds']:8.2f} {r['lgbm_loss']:9.5f} "
+              f"{r['ours_rounds']:11d} {r['ours_seconds']:8.2f} {r['ours_loss']:9.5f} "
+              f"{r['ratio']:7.3f}{reached}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds (default 200; 100 LightGBM rounds with --grid)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--leaves", type=int, default=31)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--problems", nargs="*", default=list(PROBLEMS), choices=list(PROBLEMS))
+    parser.add_argument("--grid", action="store_true", help="the wide-data grid (see above)")
+    parser.add_argument("--cells", nargs="*", default=None,
+                        help="with --grid: only these cells, as ROWSxFEATURESxCLASSES")
+    parser.add_argument("--tree", default="per_class", choices=["vector", "per_class"])
+    parser.add_argument("--min-leaf", type=float, default=0.01)
+    parser.add_argument("--splitter", default="auto", choices=["auto", "exact", "hist"])
+    parser.add_argument("--max-factor", type=float, default=3.0,
+                        help="with --grid: ours runs at most this many times LightGBM's rounds")
     args = parser.parse_args(argv)
+    if args.grid:
+        args.rounds = 100 if args.rounds is None else args.rounds
+        print_grid(args)
+        return
+    args.rounds = 200 if args.rounds is None else args.rounds
     print(f"rounds={args.rounds} threads={args.threads} subsample=10000 repeats={args.repeats} "
           "(time per round = whole fit / rounds, best of repeats)")
     header = (f"{'problem':18s} {'trees':26s} {'ours ms/rd':>10s} {'LGBM ms/rd':>10s} "

@@ -410,6 +410,7 @@ def test_per_class_params_pickle_warm_start_and_prediction():
     assert model.get_params()["tree"] == "per_class"
     model.fit(features, bias, labels)
     assert model.node_value_.shape[1] == 1 and model.tree_class_.shape == (20,)
+    assert model.round_seconds_.shape == (5,) and np.all(np.diff(model.round_seconds_) >= 0)
     test = np.random.default_rng(0).uniform(size=(300, 3))
     clone = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(clone.decision_function(test), model.decision_function(test))

@@ -53,6 +53,109 @@ def make_problem(name: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.n
     return features, bias, labels
 
 
+GRID = [(n, d, k) for n in (20_000, 200_000) for d in (2, 12, 128) for k in (2, 4, 26)]
+
+
+def make_grid_problem(n: int, d: int, k: int, seed: int = 0):
+    """Features, biases and labels of a wide biased problem of the grid (issue 14).
+
+    Labels are uniform over the ``k`` classes; each class has a centre whose coordinates
+    are normal on about 30% of the features (always on the first; standard deviation
+    ``3 / sqrt(m)`` for ``m`` such features, so that classes are as far apart whatever
+    ``d``) and zero on the others, and a row's features are its class's centre plus
+    normal noise of standard deviation 2. Biases are standard normal, as in
+    :func:`make_problem`.
+    """
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, k, n)
+    informative = rng.random(d) < 0.3
+    informative[0] = True
+    centres = rng.normal(scale=3.0 / np.sqrt(informative.sum()), size=(k, d)) * informative
+    features = centres[labels] + 2.0 * rng.normal(size=(n, d))
+    bias = rng.normal(size=(n, k))
+    return features, bias, labels
+
+
+def first_round_reaching(model, features, bias, labels, target: float) -> tuple[int, float]:
+    """The first round after which the fitted ``BoostedTrees``' mean training loss is at
+    most ``target`` (-1 if none) and that loss (the last round's if none).
+
+    Adds the trees round by round to the training rows' scores, as the fit did.
+    """
+    from slr.oracles import _trees
+
+    n, k = bias.shape
+    n_rounds = model.subset_loss_.shape[0]
+    per_round = model.n_trees_ // max(n_rounds, 1)
+    scores = np.zeros((n, k))
+    offsets = model.tree_offsets_
+    loss = mean_loss_of_scores(scores, bias, labels)
+    for r in range(n_rounds):
+        for t in range(r * per_round, (r + 1) * per_round):
+            lo, hi = offsets[t], offsets[t + 1]
+            left, right = (np.where(a[lo:hi] >= 0, a[lo:hi] - lo, -1).astype(np.intp)
+                           for a in (model.node_left_, model.node_right_))
+            _trees.add_tree(features, model.node_feature_[lo:hi], model.node_threshold_[lo:hi],
+                            left, right, model.node_value_[lo:hi], scores, 1,
+                            int(model.tree_class_[t]))
+        loss = mean_loss_of_scores(scores, bias, labels)
+        if loss <= target:
+            return r, loss
+    return -1, loss
+
+
+def mean_loss_of_scores(scores, bias, labels) -> float:
+    from slr.oracles.base import biased_logistic_loss
+
+    return biased_logistic_loss(scores, bias, labels)[0] / labels.shape[0]
+
+
+def grid_cell(n: int, d: int, k: int, rounds: int, threads: int = THREADS,
+              tree: str = "per_class", leaves: int | None = LEAVES, min_leaf: float = 0.01,
+              splitter: str = "auto", max_factor: float = 3.0, seed: int = 0) -> dict:
+    """Time ours needs to reach LightGBM's training loss after ``rounds`` rounds, over
+    LightGBM's time (one process, one after the other, same subsample and threads).
+
+    Ours boosts in fits of ``rounds`` rounds (warm-started: each repeats the binning,
+    which counts against ours) until it reaches the loss or has run ``max_factor``
+    times LightGBM's rounds; the time of the round that reaches it is the time of the
+    earlier fits plus that round's ``round_seconds_``. If it never does, the ratio is
+    that of the whole time, and ``reached`` is False.
+    """
+    from slr.oracles.lightgbm_adapter import LightGBM
+    from slr.oracles.trees import BoostedTrees
+
+    data = make_grid_problem(n, d, k, seed)
+    lgbm = LightGBM(n_rounds=rounds, subsample=SUBSAMPLE, num_leaves=leaves or 10**6,
+                    min_leaf_fraction=min_leaf, n_jobs=threads, random_state=seed)
+    start = time.perf_counter()
+    lgbm.fit(*data)
+    lgbm_seconds = time.perf_counter() - start
+    target = mean_loss(lgbm, *data)
+    ours = BoostedTrees(n_rounds=rounds, subsample=SUBSAMPLE, tree=tree, splitter=splitter,
+                        max_leaves=leaves, min_leaf_fraction=min_leaf,
+                        min_split_fraction=2 * min_leaf, warm_start=True, n_jobs=threads,
+                        random_state=seed)
+    earlier = 0.0
+    while True:
+        start = time.perf_counter()
+        ours.fit(*data)
+        seconds = time.perf_counter() - start
+        reached, loss = first_round_reaching(ours, *data, target)
+        done = ours.subset_loss_.shape[0]
+        if reached >= 0 or done >= max_factor * rounds:
+            break
+        earlier += seconds
+    if reached >= 0:
+        ours_seconds = earlier + ours.round_seconds_[reached]
+    else:
+        ours_seconds = earlier + seconds
+    return {"lgbm_seconds": lgbm_seconds, "lgbm_loss": target, "reached": reached >= 0,
+            "ours_rounds": (reached if reached >= 0 else done - 1) + 1,
+            "ours_seconds": float(ours_seconds), "ours_loss": loss,
+            "ratio": float(ours_seconds / lgbm_seconds)}
+
+
 def make_oracle(kind: str, n_rounds: int, leaves: int | None = LEAVES, threads: int = THREADS,
                 seed: int = 0):
     """``BoostedTrees`` or ``LightGBM`` with matched subsample, leaf count and threads."""

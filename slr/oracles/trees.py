@@ -11,6 +11,7 @@ is in :mod:`slr.oracles._trees` (Cython, ``nogil``); docs/design.md section 6.
 from __future__ import annotations
 
 import math
+import time
 from numbers import Integral, Real
 from typing import Any
 
@@ -148,6 +149,9 @@ class BoostedTrees(LogisticOracle):
         ``step`` (zero at internal nodes).
     subset_loss_ : ndarray of shape (n_rounds_total,)
         Mean biased loss on each round's subset *before* that round's trees were added.
+    round_seconds_ : ndarray of shape (n_rounds_total,)
+        Seconds from the start of the :meth:`fit` that ran each round to the round's end
+        (binning and sorting included): the time the ensemble's first ``r`` rounds took.
     n_leaves_ : ndarray of shape (n_trees,), intp
         Leaves of every tree.
     n_classes_, n_features_in_ : int
@@ -222,6 +226,7 @@ class BoostedTrees(LogisticOracle):
         return params
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+        fit_start = time.perf_counter()
         n, k = bias.shape
         if n < 2:
             raise ValueError(f"BoostedTrees needs at least 2 rows in features, got {n}")
@@ -235,15 +240,17 @@ class BoostedTrees(LogisticOracle):
         if keep:
             scores = self.decision_function(features)
             trees = self._unpack_trees()
-            subset_loss = list(self.subset_loss_)
+            subset_loss, round_seconds = list(self.subset_loss_), list(self.round_seconds_)
         else:
             scores = np.zeros((n, k))
-            trees, subset_loss = [], []
+            trees, subset_loss, round_seconds = [], [], []
 
         if k > 1:
-            self._boost(features, bias, labels, scores, p, rng, trees, subset_loss)
+            self._boost(features, bias, labels, scores, p, rng, trees, subset_loss,
+                        round_seconds, fit_start)
         self._pack_trees(trees, k if not per_class else 1)
         self.subset_loss_ = np.asarray(subset_loss, dtype=np.float64)
+        self.round_seconds_ = np.asarray(round_seconds, dtype=np.float64)
         # The scores of the training rows were accumulated tree by tree in the same
         # order as predict_ensemble adds them, so they are bitwise what
         # decision_function would return; keep them for the learner's next call.
@@ -259,6 +266,8 @@ class BoostedTrees(LogisticOracle):
         rng: np.random.Generator,
         trees: list,
         subset_loss: list,
+        round_seconds: list,
+        fit_start: float,
     ) -> None:
         """Run the boosting rounds, appending ``(feature, threshold, left, right, value, class)``."""
         n, k = bias.shape
@@ -325,6 +334,7 @@ class BoostedTrees(LogisticOracle):
                 _trees.add_tree(features, feature, threshold, left, right, node_value, scores,
                                 p["n_jobs"], c)
                 trees.append((feature, threshold, left, right, node_value, c))
+            round_seconds.append(time.perf_counter() - fit_start)
 
     def _pack_trees(self, trees: list, k: int) -> None:
         """Concatenate per-tree node arrays into the flat fitted attributes."""
