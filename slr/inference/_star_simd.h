@@ -3,9 +3,9 @@
  * A star update at node v needs, for each incident edge k and each state a of v, the smoothed
  * max-marginal  mt[k L + a] = eps * logsumexp_b(x_k(a, b) / eps),  x_k(a, b) the edge's
  * potential plus the message on the other side (see _star.pyx). The functions here compute all
- * of them for one star: they gather the operands, evaluate exp and log a whole vector at a time,
- * and leave the (cheap, order-dependent) rest of the update to the caller, so the order of the
- * star updates is that of the scalar kernels.
+ * of them for one star: they gather the operands and evaluate exp and log a whole vector at a
+ * time. With two states the whole star update is done here, with L states the rest of it is
+ * left to the caller; either way the star updates run in the scalar kernels' order.
  *
  * exp and log are polynomials written here, with FMA and no -ffast-math; their errors against
  * the correctly rounded results are stated at each function. They are compiled for AVX2 + FMA by
