@@ -146,16 +146,15 @@ def _slr_cell(spec: dict, cfg: dict, n_states: int, n_threads: int | None):
 
     def oracle(entry):
         kind, params = entry
-        params = dict(params)
-        if "random_state" in oracles.__dict__[kind]().get_params():
-            params.setdefault("random_state", SEED)
-        return getattr(oracles, kind)(**params)
+        made = getattr(oracles, kind)(**params)
+        if "random_state" in made.get_params() and "random_state" not in params:
+            made.set_params(random_state=SEED)
+        return made
 
     return StructuredLogisticRegression(
         unary=oracle(spec["unary"]), pairwise=oracle(spec["pairwise"]), epsilon=spec.get("epsilon", EPSILON),
         max_iter=spec.get("max_iter", cfg["slr_iter"]), mp_sweeps=spec.get("mp_sweeps", cfg["mp_sweeps"]),
-        n_states=n_states,
-        random_state=SEED, n_threads=n_threads)
+        n_states=n_states, random_state=SEED, n_threads=n_threads)
 
 
 def _fit_crfsuite(dataset: str, data, settings: dict) -> tuple[dict, np.ndarray, np.ndarray]:

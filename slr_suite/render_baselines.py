@@ -30,7 +30,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     text = [
         "# Baselines: slr against structured SVMs, perceptron, piecewise training, pystruct and CRFsuite\n\n",
         provenance_block(df, info),
-        "\nPer-node error rates of MAP predictions. Our baselines and slr share the same linear "
+        "\nPer-node error rates of MAP predictions. Our baselines and slr:Linear share the same linear "
         "joint feature map (unary: node features x states; pairwise: edge features x state pairs) "
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
