@@ -385,13 +385,15 @@ def test_per_class_trees_equal_sklearn_and_leaves_minimise_class_loss():
 
             best = minimize_scalar(leaf_loss, bracket=(-1.0, 1.0), tol=1e-12)
             # Newton stops once its decrement is below 1e-9 per row
-            assert leaf_loss(tree[4][leaf, 0] / step) == pytest.approx(best.fun, rel=1e-9)
-            assert tree[4][leaf, 0] / step == pytest.approx(best.x, abs=1e-4)
+            fitted = tree[4][leaf, 0] / (step * (k - 1) / k)  # Friedman's (K - 1) / K
+            assert leaf_loss(fitted) == pytest.approx(best.fun, rel=1e-9)
+            assert fitted == pytest.approx(best.x, abs=1e-4)
 
 
 def test_per_class_training_loss_decreases_every_round():
-    # each class's re-fitted tree lowers the loss alone; with step * K <= 1 their sum does
-    # too (convexity), so on a fixed subset the loss falls every round
+    # each class's re-fitted tree lowers the loss alone; with step * (K - 1) <= 1 their
+    # sum, scaled by step * (K - 1) / K, does too (convexity), so on a fixed subset the loss
+    # falls every round
     features, bias, labels = make_problem(1500, 3, d=3, seed=1)
     model = BoostedTrees(tree="per_class", n_rounds=25, subsample=1.0, random_state=0)
     history = model.fit(features, bias, labels).subset_loss_

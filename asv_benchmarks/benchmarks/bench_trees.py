@@ -135,7 +135,7 @@ def grid_cell(n: int, d: int, k: int, rounds: int, threads: int = THREADS,
     ours = BoostedTrees(n_rounds=rounds, subsample=SUBSAMPLE, tree=tree, splitter=splitter,
                         max_leaves=leaves, min_leaf_fraction=min_leaf,
                         min_split_fraction=2 * min_leaf, warm_start=True, n_jobs=threads,
-                        random_state=seed)
+                        random_state=np.random.default_rng(seed))  # new subsets every fit
     earlier = 0.0
     while True:
         start = time.perf_counter()
@@ -249,3 +249,23 @@ class Ratios(Rounds200):
 
     track_time_ratio.unit = "ratio"
     track_loss_ratio.unit = "ratio"
+
+
+class GridRatios(common.Benchmark):
+    """A few cells of issue 14's grid (``compare_trees.py --grid`` runs all 18).
+
+    Each tracks the time ``BoostedTrees`` (one tree per class, at most 31 leaves of at
+    least 1% of the subsample) needs to reach the training loss ``LightGBM`` reaches in
+    the given rounds, over LightGBM's time. Cells are ``ROWSxFEATURESxCLASSES:ROUNDS``,
+    small enough for a few seconds each. Goal: <= 1.5.
+    """
+
+    params = ["20000x2x2:30", "20000x12x4:20", "20000x128x4:10", "20000x12x26:5"]
+    param_names = ["cell"]
+
+    def track_time_to_lightgbm_loss_ratio(self, cell):
+        shape, rounds = cell.split(":")
+        n, d, k = (int(part) for part in shape.split("x"))
+        return grid_cell(n, d, k, rounds=int(rounds))["ratio"]
+
+    track_time_to_lightgbm_loss_ratio.unit = "ratio"

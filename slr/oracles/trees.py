@@ -6,7 +6,7 @@ Stochastic gradient boosting of the biased logistic loss
 
 where every round fits either **one** regression tree with vector-valued leaves for all
 classes (the chapter) or one scalar tree per class (the NIPS paper). The heavy lifting
-is in :mod:`slr.oracles._trees` (Cython, ``nogil``); docs/design.md section 6.
+is in :mod:`slr.oracles._trees` (Cython, ``nogil``); docs/design.md section 7.
 """
 from __future__ import annotations
 
@@ -92,7 +92,9 @@ class BoostedTrees(LogisticOracle):
        squared-loss leaf and zero, so the loss never exceeds either): a vector tree's
        leaf vectors jointly; a class ``c`` tree's scalar leaves on the loss with only
        class ``c``'s score shifted, the others held at the round's start;
-    5. adds ``step * t`` (every ``step * t_c`` to class ``c``) to the ensemble.
+    5. adds ``step * t`` (every ``step * (K - 1) / K * t_c`` to class ``c``: the K
+       steps are taken at once, and Friedman's K-class boosting scales them so) to the
+       ensemble.
 
     Parameters
     ----------
@@ -146,7 +148,7 @@ class BoostedTrees(LogisticOracle):
         Absolute node ids of the children, -1 at leaves.
     node_value_ : ndarray of shape (n_nodes, K) or (n_nodes, 1), float64
         Leaf vectors (vector trees) or values (per-class trees), already multiplied by
-        ``step`` (zero at internal nodes).
+        ``step`` (and ``(K - 1) / K`` per class; zero at internal nodes).
     subset_loss_ : ndarray of shape (n_rounds_total,)
         Mean biased loss on each round's subset *before* that round's trees were added.
     round_seconds_ : ndarray of shape (n_rounds_total,)
@@ -275,6 +277,9 @@ class BoostedTrees(LogisticOracle):
         per_class = p["tree"] == "per_class"
         hist = p["splitter"] == "hist"
         class_margin = np.empty((n_sub, k)) if per_class else None
+        # the K per-class steps are taken at once; Friedman's K-class boosting scales each
+        # by (K - 1) / K (with K = 2 the two trees would otherwise move the margin twice)
+        shrink = p["step"] * ((k - 1) / k if per_class else 1.0)
         full = n_sub == n
         margins = np.empty((n_sub, k))
         grad = np.empty((n_sub, k))
@@ -330,7 +335,7 @@ class BoostedTrees(LogisticOracle):
                     values = values[:, None]
                 node_value = np.zeros((feature.shape[0], values.shape[1]))
                 is_leaf = leaf_of_node >= 0
-                node_value[is_leaf] = p["step"] * values[leaf_of_node[is_leaf]]
+                node_value[is_leaf] = shrink * values[leaf_of_node[is_leaf]]
                 _trees.add_tree(features, feature, threshold, left, right, node_value, scores,
                                 p["n_jobs"], c)
                 trees.append((feature, threshold, left, right, node_value, c))
