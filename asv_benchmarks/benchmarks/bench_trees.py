@@ -112,7 +112,8 @@ def mean_loss_of_scores(scores, bias, labels) -> float:
 
 def grid_cell(n: int, d: int, k: int, rounds: int, threads: int = THREADS,
               tree: str = "per_class", leaves: int | None = LEAVES, min_leaf: float = 0.01,
-              splitter: str = "auto", max_factor: float = 3.0, seed: int = 0) -> dict:
+              splitter: str = "auto", max_factor: float = 3.0, seed: int = 0,
+              newton_steps: int = 8, ours_leaves: int | None = -1) -> dict:
     """Time ours needs to reach LightGBM's training loss after ``rounds`` rounds, over
     LightGBM's time (one process, one after the other, same subsample and threads).
 
@@ -120,7 +121,8 @@ def grid_cell(n: int, d: int, k: int, rounds: int, threads: int = THREADS,
     which counts against ours) until it reaches the loss or has run ``max_factor``
     times LightGBM's rounds; the time of the round that reaches it is the time of the
     earlier fits plus that round's ``round_seconds_``. If it never does, the ratio is
-    that of the whole time, and ``reached`` is False.
+    that of the whole time, and ``reached`` is False. ``leaves`` caps both oracles'
+    trees unless ``ours_leaves`` (-1: the same) caps ours.
     """
     from slr.oracles.lightgbm_adapter import LightGBM
     from slr.oracles.trees import BoostedTrees
@@ -133,8 +135,10 @@ def grid_cell(n: int, d: int, k: int, rounds: int, threads: int = THREADS,
     lgbm_seconds = time.perf_counter() - start
     target = mean_loss(lgbm, *data)
     ours = BoostedTrees(n_rounds=rounds, subsample=SUBSAMPLE, tree=tree, splitter=splitter,
-                        max_leaves=leaves, min_leaf_fraction=min_leaf,
-                        min_split_fraction=2 * min_leaf, warm_start=True, n_jobs=threads,
+                        max_leaves=leaves if ours_leaves == -1 else ours_leaves,
+                        min_leaf_fraction=min_leaf,
+                        min_split_fraction=2 * min_leaf, newton_steps=newton_steps,
+                        warm_start=True, n_jobs=threads,
                         random_state=np.random.default_rng(seed))  # new subsets every fit
     earlier = 0.0
     while True:
