@@ -156,7 +156,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
 
     try:
         profile = get_profile(profile_name)
-        denoising_cells = denoising.parse_cells(cells, profile.denoise["classes"]) if cells is not None else None
+        denoising_cells = denoising.parse_cells(cells, profile.denoise) if cells is not None else None
         baseline_datasets = baselines.parse_datasets(datasets) if datasets is not None else None
         if threads is not None:
             check_int(threads, "--threads", 1)

@@ -23,7 +23,7 @@ from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord
 
-__all__ = ["run", "parse_cells", "load_data", "tables", "COLUMNS", "HISTORY_COLUMNS", "ENERGY_COLUMNS",
+__all__ = ["run", "parse_cells", "all_cells", "load_data", "tables", "COLUMNS", "HISTORY_COLUMNS", "ENERGY_COLUMNS",
            "SHOWCASE", "SEED"]
 
 COLUMNS = ["config", "unary", "pairwise", "train_error", "test_error", "objective", "n_iter", "seconds",
@@ -54,14 +54,21 @@ def tables(out: Path, log) -> tuple[ResultsTable, ResultsTable, ResultsTable]:
                          ["config", "unary", "pairwise", "role", "state", "phi"], log))
 
 
-def parse_cells(text: str, classes) -> list[tuple[str, str]]:
-    """``"Boost/Boost,Linear/Zero"`` -> ``[("Boost", "Boost"), ("Linear", "Zero")]``, checked,
-    repeats dropped."""
+def all_cells(cfg: dict) -> list[tuple[str, str]]:
+    """Table 1's cells (every unary x pairwise class) followed by the cells computed beside it."""
+    return [(u, p) for u in cfg["classes"] for p in cfg["classes"]] + [tuple(c) for c in cfg.get("beside", ())]
+
+
+def parse_cells(text: str, cfg: dict) -> list[tuple[str, str]]:
+    """``"Boost/Boost,Linear/Zero"`` -> ``[("Boost", "Boost"), ("Linear", "Zero")]``, checked
+    against the cells of the profile's ``denoise`` settings ``cfg``, repeats dropped."""
+    known = all_cells(cfg)
     cells = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         u, sep, p = item.partition("/")
-        if not sep or u not in classes or p not in classes:
-            raise ValueError(f"--cells: {item!r} is not UNARY/PAIRWISE with classes from {list(classes)}")
+        if not sep or (u, p) not in known:
+            raise ValueError(f"--cells: {item!r} is not UNARY/PAIRWISE with classes from "
+                             f"{list(cfg['classes'])} (or one of {[f'{a}/{b}' for a, b in cfg.get('beside', ())]})")
         cells.append((u, p))
     if not cells:
         raise ValueError("--cells: no cell given")
@@ -144,7 +151,7 @@ def run(profile: Profile, out: Path, ctx: RunContext,
     log = ctx.log
     cache = CellCache(ctx.cache_dir, "denoising", log, read=ctx.read_cache)
     results, history, energies = tables(out, log)
-    wanted = unique(cells if cells is not None else [(u, p) for u in cfg["classes"] for p in cfg["classes"]])
+    wanted = unique(cells if cells is not None else all_cells(cfg))
     keys = {cell: cache_key("denoising", dict(unary=cell[0], pairwise=cell[1]), cfg, SEED) for cell in wanted}
     records = {cell: cache.load(keys[cell]) for cell in wanted}
     todo = [cell for cell in wanted if records[cell] is None]

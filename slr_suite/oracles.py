@@ -10,8 +10,9 @@ def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
     """A fresh oracle of class ``name`` for the ``"unary"`` or ``"pairwise"`` factor.
 
     ``cfg`` is a profile's ``denoise`` dict (its ``trees`` and ``mlp`` entries, and ``l2``, the
-    ridge of ``Linear``, 0 if absent). The MLP uses the paper's steps: .25 for unary and .05
-    for pairwise factors.
+    ridge of ``Linear``, 0 if absent). ``Boost`` boosts with ``cfg["trees"]`` and ``ChapterBoost``
+    with ``cfg["chapter_trees"]`` (the chapter's protocol, computed beside Table 1). The MLP uses
+    the paper's steps: .25 for unary and .05 for pairwise factors.
     """
     from slr import oracles
 
@@ -23,6 +24,8 @@ def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
         return oracles.Linear(l2=cfg.get("l2", 0.0))
     if name == "Boost":
         return oracles.BoostedTrees(step=0.25, random_state=seed, **cfg.get("trees", {}))
+    if name == "ChapterBoost":
+        return oracles.BoostedTrees(step=0.25, random_state=seed, **cfg.get("chapter_trees", {}))
     if name == "MLP":
         rate = 0.25 if role == "unary" else 0.05
         return oracles.MLP(learning_rate=rate, random_state=seed, **cfg.get("mlp", {}))

@@ -47,8 +47,10 @@ def test_every_report_file_written(tiny_report):
 
 def test_denoising_table_is_complete_and_sane(tiny_report):
     df = pd.read_csv(tiny_report / "denoising_results.csv")
-    assert len(df) == len(FUNCTION_CLASSES) ** 2
-    assert set(zip(df.unary, df.pairwise)) == {(u, p) for u in FUNCTION_CLASSES for p in FUNCTION_CLASSES}
+    beside = set(get_profile("tiny").denoise["beside"])
+    assert beside == {("ChapterBoost", "ChapterBoost")}
+    assert len(df) == len(FUNCTION_CLASSES) ** 2 + len(beside)
+    assert set(zip(df.unary, df.pairwise)) == {(u, p) for u in FUNCTION_CLASSES for p in FUNCTION_CLASSES} | beside
     for col in ("train_error", "test_error"):
         assert df[col].between(0.0, 1.0).all()
     # An error rate on 2 tiny test images is a multiple of 1 / (number of test pixels).
@@ -60,6 +62,11 @@ def test_denoising_table_is_complete_and_sane(tiny_report):
     # every cell of the markdown table holds a number (ours) and the paper's in parentheses
     rows = [line for line in text.splitlines() if line.startswith("| Linear ")]
     assert rows and len(re.findall(r"\d\.\d{3} \(\d\.\d{3}\)", rows[0])) == len(FUNCTION_CLASSES)
+    # the chapter's protocol in its own section, not in Table 1
+    assert "## Boosting: the chapter's protocol beside the NIPS paper's" in text
+    chapter = df[df.unary == "ChapterBoost"].iloc[0]
+    assert re.search(rf"\| ChapterBoost/ChapterBoost \| {chapter.test_error:.3f} \|", text)
+    assert not any(line.startswith("| ChapterBoost |") for line in text.splitlines())
 
 
 def test_baselines_table_is_sane(tiny_report):
