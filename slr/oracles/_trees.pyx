@@ -115,29 +115,13 @@ cdef void _scan_feature(const double[:, ::1] X, const double[:, ::1] G,
             best.above = next_value
 
 
-cdef void _best_split(const double[:, ::1] X, const double[:, ::1] G,
-                      const intp_t[:, ::1] order, intp_t start, intp_t end, intp_t min_leaf,
-                      const double* total, double* left_sum, Split* out) noexcept nogil:
-    """Best split of the node whose rows are ``order[f, start:end]`` for every f.
-
-    Minimising the summed squared distance to the child means is maximising
-    ``|S_L|^2 / n_L + |S_R|^2 / n_R`` (S = sum of gradient vectors, ``total`` the node's).
-    Ties keep the first candidate (lowest feature, lowest threshold). ``out.feature`` is
-    -1 when no split leaves ``min_leaf >= 1`` rows on each side and lowers the loss.
-    """
-    cdef intp_t n = end - start, K = G.shape[1], f, k
+cdef inline void _take_best(const SplitScan* best, const double* total, intp_t K, intp_t n,
+                            Split* out) noexcept nogil:
+    """Make the search's best candidate the node's split if it lowers the squared loss:
+    its gain over the unsplit node, ``score - |S|^2 / n``, must be positive. Otherwise
+    ``out.feature`` stays -1."""
+    cdef intp_t k
     cdef double parent = 0.0, gain
-    cdef SplitScan best
-    out.feature = -1
-    out.n_left = 0
-    out.threshold = 0.0
-    out.gain = 0.0
-    if n < 2 * min_leaf:
-        return
-    best.score = -INFINITY
-    best.feature = -1
-    for f in range(X.shape[1]):
-        _scan_feature(X, G, order, f, start, end, min_leaf, total, left_sum, &best)
     if best.feature < 0:
         return
     for k in range(K):
@@ -149,6 +133,31 @@ cdef void _best_split(const double[:, ::1] X, const double[:, ::1] G,
     out.n_left = best.n_left
     out.threshold = _midpoint(best.below, best.above)
     out.gain = gain
+
+
+cdef void _best_split(const double[:, ::1] X, const double[:, ::1] G,
+                      const intp_t[:, ::1] order, intp_t start, intp_t end, intp_t min_leaf,
+                      const double* total, double* left_sum, Split* out) noexcept nogil:
+    """Best split of the node whose rows are ``order[f, start:end]`` for every f.
+
+    Minimising the summed squared distance to the child means is maximising
+    ``|S_L|^2 / n_L + |S_R|^2 / n_R`` (S = sum of gradient vectors, ``total`` the node's).
+    Ties keep the first candidate (lowest feature, lowest threshold). ``out.feature`` is
+    -1 when no split leaves ``min_leaf >= 1`` rows on each side and lowers the loss.
+    """
+    cdef intp_t n = end - start, K = G.shape[1], f
+    cdef SplitScan best
+    out.feature = -1
+    out.n_left = 0
+    out.threshold = 0.0
+    out.gain = 0.0
+    if n < 2 * min_leaf:
+        return
+    best.score = -INFINITY
+    best.feature = -1
+    for f in range(X.shape[1]):
+        _scan_feature(X, G, order, f, start, end, min_leaf, total, left_sum, &best)
+    _take_best(&best, total, K, n, out)
 
 
 cdef void _add_column_sums(const double[:, ::1] G, double* total) noexcept nogil:
@@ -539,7 +548,7 @@ cdef class _HistGrower(_Growth):
         over all rows of the fit)."""
         cdef intp_t n = self.end[node] - self.start[node], K = self.G.shape[1]
         cdef intp_t width = K + 1, f, b, k, previous, n_left
-        cdef double count, score, parent = 0.0, gain
+        cdef double count, score
         cdef const double* total = &self.sums[node, 0]
         cdef double* left_sum = &self.left_sum[0]
         cdef const double* entry
@@ -575,17 +584,7 @@ cdef class _HistGrower(_Growth):
                 previous = b
                 if n - n_left < self.min_leaf:
                     break  # no later candidate leaves enough rows on the right
-        if best.feature < 0:
-            return
-        for k in range(K):
-            parent += total[k] * total[k]
-        gain = best.score - parent / n
-        if not (gain > 0.0):
-            return
-        out.feature = best.feature
-        out.n_left = best.n_left
-        out.threshold = _midpoint(best.below, best.above)
-        out.gain = gain
+        _take_best(&best, total, K, n, out)
 
     cdef void _scan_scalar(self, const double* hist, intp_t n, double total, SplitScan* best,
                            Split* out) noexcept nogil:
