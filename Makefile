@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python setup.py pyproject.toml $(shell find slr baselines -name '*.pyx' -o -name '*.pxd')
+$(STAMP): $(BIN)/python setup.py pyproject.toml $(shell find slr baselines -name '*.pyx' -o -name '*.pxd' -o -name '*.h')
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	touch $(STAMP)
 

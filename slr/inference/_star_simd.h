@@ -72,6 +72,21 @@ SLR_AVX2 __m256d slr_exp_nonpos_v4(__m256d x)
                             _mm256_fmadd_pd(_mm256_fmadd_pd(r2, q, r), scale, scale));
 }
 
+/* p(z) = sum_{n=1}^{9} 2 z^(n-1) / (2 n + 1) by Estrin's scheme: with z = s^2,
+ * log((1 + s) / (1 - s)) = 2 atanh(s) = 2 s + s z p(z) to s^19, the series of both logs below. */
+SLR_AVX2 __m256d slr_atanh_series_v4(__m256d z)
+{
+    const __m256d z2 = _mm256_mul_pd(z, z);
+    const __m256d z4 = _mm256_mul_pd(z2, z2);
+    const __m256d p01 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 5), _mm256_set1_pd(2.0 / 3));
+    const __m256d p23 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 9), _mm256_set1_pd(2.0 / 7));
+    const __m256d p45 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 13), _mm256_set1_pd(2.0 / 11));
+    const __m256d p67 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 17), _mm256_set1_pd(2.0 / 15));
+    const __m256d p03 = _mm256_fmadd_pd(z2, p23, p01);
+    const __m256d p47 = _mm256_fmadd_pd(z2, p67, p45);
+    return _mm256_fmadd_pd(z4, _mm256_fmadd_pd(z4, _mm256_set1_pd(2.0 / 19), p47), p03);
+}
+
 /* log(x + c) for x in [1, 2^1023] and a correction |c| <= ulp(x) / 2 (0 for plain log(x)).
  *
  * x = 2^k m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), s = (f + c 2^-k) / (2 + f),
@@ -94,18 +109,9 @@ SLR_AVX2 __m256d slr_log_v4(__m256d x, __m256d c)
     const __m256d f = _mm256_sub_pd(m, _mm256_set1_pd(1.0));
     const __m256d s = _mm256_div_pd(_mm256_fmadd_pd(c, down, f),
                                     _mm256_add_pd(f, _mm256_set1_pd(2.0)));
-    /* log(m) = 2 s + s z p(z), z = s^2, p(z) = sum_{n=1}^{9} 2 z^(n-1) / (2 n + 1) */
+    /* log(m) = 2 s + s z p(z), z = s^2 */
     const __m256d z = _mm256_mul_pd(s, s);
-    const __m256d z2 = _mm256_mul_pd(z, z);
-    const __m256d z4 = _mm256_mul_pd(z2, z2);
-    const __m256d p01 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 5), _mm256_set1_pd(2.0 / 3));
-    const __m256d p23 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 9), _mm256_set1_pd(2.0 / 7));
-    const __m256d p45 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 13), _mm256_set1_pd(2.0 / 11));
-    const __m256d p67 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 17), _mm256_set1_pd(2.0 / 15));
-    const __m256d p03 = _mm256_fmadd_pd(z2, p23, p01);
-    const __m256d p47 = _mm256_fmadd_pd(z2, p67, p45);
-    const __m256d p = _mm256_fmadd_pd(z4, _mm256_fmadd_pd(z4, _mm256_set1_pd(2.0 / 19), p47),
-                                      p03);
+    const __m256d p = slr_atanh_series_v4(z);
     const __m256d low = _mm256_fmadd_pd(kd, _mm256_set1_pd(0x1.abc9e3b39803fp-56),
                                         _mm256_mul_pd(_mm256_mul_pd(s, z), p));
     return _mm256_fmadd_pd(kd, _mm256_set1_pd(0x1.62e42fefa39efp-1),
@@ -124,16 +130,7 @@ SLR_AVX2 __m256d slr_log1p_unit_v4(__m256d u)
     const __m256d kd = _mm256_and_pd(halve, _mm256_set1_pd(1.0));
     const __m256d s = _mm256_div_pd(f, _mm256_add_pd(f, _mm256_set1_pd(2.0)));
     const __m256d z = _mm256_mul_pd(s, s);
-    const __m256d z2 = _mm256_mul_pd(z, z);
-    const __m256d z4 = _mm256_mul_pd(z2, z2);
-    const __m256d p01 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 5), _mm256_set1_pd(2.0 / 3));
-    const __m256d p23 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 9), _mm256_set1_pd(2.0 / 7));
-    const __m256d p45 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 13), _mm256_set1_pd(2.0 / 11));
-    const __m256d p67 = _mm256_fmadd_pd(z, _mm256_set1_pd(2.0 / 17), _mm256_set1_pd(2.0 / 15));
-    const __m256d p03 = _mm256_fmadd_pd(z2, p23, p01);
-    const __m256d p47 = _mm256_fmadd_pd(z2, p67, p45);
-    const __m256d p = _mm256_fmadd_pd(z4, _mm256_fmadd_pd(z4, _mm256_set1_pd(2.0 / 19), p47),
-                                      p03);
+    const __m256d p = slr_atanh_series_v4(z);
     /* k ln2 + 2 s, ready while p is evaluated */
     const __m256d lead = _mm256_fmadd_pd(
         kd, _mm256_set1_pd(0x1.62e42fefa39efp-1),
