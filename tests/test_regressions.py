@@ -24,8 +24,8 @@ ENV = "virtualenv-py3.11"
 MACHINE = "ci"
 COLUMNS = ["result", "params", "version", "started_at", "duration"]
 BENCHMARKS = {
-    "bench_inference.GridSweep.time_smoothed_sweep": ("seconds", []),
-    "bench_inference.GridSweep.time_numpy_exp_log_floor": ("seconds", []),
+    "bench_inference.OCRChain.time_chain_sweeps_scalar": ("seconds", []),
+    "bench_inference.ScalarFloor.time_scalar_exp_log_floor": ("seconds", []),
     "bench_inference.OCRChain.time_chain_sweeps": ("seconds", []),
     "bench_trees.BoostingRound.time_fit": (
         "seconds", [["'unary'"], ["'BoostedTrees'", "'LightGBM'"]]),
@@ -33,8 +33,8 @@ BENCHMARKS = {
     "bench_learner.Learner.time_fit": ("seconds", []),
 }
 BASE_VALUES = {
-    "bench_inference.GridSweep.time_smoothed_sweep": [1e-3],
-    "bench_inference.GridSweep.time_numpy_exp_log_floor": [4e-4],
+    "bench_inference.OCRChain.time_chain_sweeps_scalar": [1e-3],
+    "bench_inference.ScalarFloor.time_scalar_exp_log_floor": [4e-4],
     "bench_inference.OCRChain.time_chain_sweeps": [1e-3],
     "bench_trees.BoostingRound.time_fit": [3.0, 2.5],
     "bench_trees.Ratios.track_time_ratio": [1.2],
@@ -110,12 +110,12 @@ def test_ratio_benchmarks_are_judged_on_their_ratio(tmp_path):
 
 
 def test_floor_and_peer_are_reported_but_never_fail(tmp_path):
-    head = scaled("bench_inference.GridSweep.time_numpy_exp_log_floor", 2.0)
+    head = scaled("bench_inference.ScalarFloor.time_scalar_exp_log_floor", 2.0)
     head["bench_trees.BoostingRound.time_fit"] = [3.0, 5.0]     # LightGBM twice slower
     bad, calls, findings = run_check(tmp_path, head)
     assert bad == [] and calls == []
     kinds = {f.label: f.kind for f in findings}
-    assert kinds["bench_inference.GridSweep.time_numpy_exp_log_floor"] == "reference"
+    assert kinds["bench_inference.ScalarFloor.time_scalar_exp_log_floor"] == "reference"
     assert kinds["bench_trees.BoostingRound.time_fit('unary', 'LightGBM')"] == "reference"
     assert kinds["bench_trees.BoostingRound.time_fit('unary', 'BoostedTrees')"] == "value"
 
@@ -189,5 +189,7 @@ def test_default_selection_judges_times_and_ratios_not_scores():
     assert selected.search("bench_trees.BoostingRound.time_fit")
     assert selected.search("bench_trees.Ratios.track_time_ratio")
     assert selected.search("bench_inference.OCRChain.time_chain_sweeps")
+    assert selected.search("bench_inference.SweepRatios.track_smoothed_sweep_ratio")
+    assert not selected.search("bench_inference.GridSweep.time_max_sweep")   # judged by its ratio
     assert not selected.search("bench_trees.BoostingRound.track_test_score")
     assert not selected.search("bench_trees.TrainingLoss.track_loss_200_rounds")

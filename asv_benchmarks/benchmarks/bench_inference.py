@@ -124,6 +124,29 @@ class GridSweep(common.Benchmark):
         np.log(self.log_input, out=self.log_output)
 
 
+class SweepRatios(common.Benchmark):
+    """``GridSweep``'s sweeps over its numpy exp/log floor, timed in turn in one process on the
+    thread's CPU time (``_best_interleaved``): ``make bench-compare`` judges these ratios
+    instead of the sweeps' microseconds, which move with the load of a shared machine.
+    Goal (issue 15): the smoothed sweep within 3x of the floor."""
+
+    def setup_cache(self):
+        grid = GridSweep()
+        grid.setup()
+        smoothed, maximum, floor = _best_interleaved(
+            [grid.time_smoothed_sweep, grid.time_max_sweep, grid.time_numpy_exp_log_floor], 10)
+        return {"smoothed": smoothed / floor, "max": maximum / floor}
+
+    def track_smoothed_sweep_ratio(self, ratios):
+        return ratios["smoothed"]
+
+    def track_max_sweep_ratio(self, ratios):
+        return ratios["max"]
+
+    track_smoothed_sweep_ratio.unit = "ratio"
+    track_max_sweep_ratio.unit = "ratio"
+
+
 class ScalarFloor(common.Benchmark):
     """The same exp and log evaluations as ``GridSweep``, one at a time in a C loop."""
 
