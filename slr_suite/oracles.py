@@ -12,7 +12,8 @@ def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
     ``cfg`` is a profile's ``denoise`` dict (its ``trees`` and ``mlp`` entries, and ``l2``, the
     ridge of ``Linear``, 0 if absent). ``Boost`` boosts with ``cfg["trees"]`` and ``ChapterBoost``
     with ``cfg["chapter_trees"]`` (the chapter's protocol, computed beside Table 1). The MLP uses
-    the paper's steps: .25 for unary and .05 for pairwise factors.
+    the paper's steps, .25 for unary and .05 for pairwise factors, and ``cfg["mlp"]``, updated by
+    ``cfg["mlp_pairwise"]`` for pairwise factors.
     """
     from slr import oracles
 
@@ -28,7 +29,8 @@ def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
         return oracles.BoostedTrees(step=0.25, random_state=seed, **cfg.get("chapter_trees", {}))
     if name == "MLP":
         rate = 0.25 if role == "unary" else 0.05
-        return oracles.MLP(learning_rate=rate, random_state=seed, **cfg.get("mlp", {}))
+        settings = {**cfg.get("mlp", {}), **(cfg.get("mlp_pairwise", {}) if role == "pairwise" else {})}
+        return oracles.MLP(learning_rate=rate, random_state=seed, **settings)
     if name == "LightGBM":
         return oracles.LightGBM()
     raise ValueError(f"unknown function class {name!r}")

