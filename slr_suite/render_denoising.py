@@ -189,8 +189,8 @@ def _beside_section(cfg: dict, lookup: dict, beside: pd.DataFrame) -> list[str]:
     if not len(beside):
         return []
     rows = []
+    ours = lookup.get(("Boost", "Boost"))
     for r in beside.itertuples():
-        ours = lookup.get(("Boost", "Boost"))
         rows.append([f"{r.unary}/{r.pairwise}", fmt(r.test_error, 3), fmt(r.train_error, 3), fmt(r.seconds, 1),
                      fmt(ours.test_error, 3) if ours is not None else "—",
                      fmt(ours.seconds, 1) if ours is not None else "—", f"{PAPER_TEST_ERROR['Boost']['Boost']:.3f}"])
