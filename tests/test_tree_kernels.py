@@ -298,6 +298,43 @@ def test_scalar_trees_add_to_their_class_only():
     np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("depth", [3, 40])
+def test_lopsided_trees_walk_like_python(depth):
+    """A caterpillar tree (every right child split again) beside a single leaf: the
+    lock-step walk for shallow trees, the row-at-a-time walk beyond 32 levels."""
+    rng = np.random.default_rng(depth)
+    x = rng.normal(size=(101, 2))
+    x[:5] = 0.0  # rows exactly at a threshold go left
+    x[5] = 100.0  # this row walks down to the last leaf
+    feature, threshold, left, right = [], [], [], []
+    for level in range(depth):
+        node = len(feature)
+        feature.append(level % 2)
+        threshold.append([0.0, -1.0, 1.0][level % 3] + 0.01 * level)
+        left.append(node + 1)
+        right.append(node + 2)
+        feature.append(-1)
+        threshold.append(0.0)
+        left.append(-1)
+        right.append(-1)
+    feature.append(-1), threshold.append(0.0), left.append(-1), right.append(-1)
+    arrays = [np.array(a, dtype=np.intp) for a in (feature, left, right)]
+    feature, left, right = arrays
+    threshold = np.array(threshold)
+    value = rng.normal(size=(len(feature), 1))
+    walked = np.array([value[walk_reference(row, feature, threshold, left, right, 0), 0]
+                       for row in x])
+    n_nodes = len(feature)
+    out = np.zeros((101, 2))
+    _trees.predict_ensemble(
+        x, np.array([0, n_nodes, n_nodes + 1], dtype=np.intp), np.array([1, 0], dtype=np.intp),
+        np.append(feature, -1), np.append(threshold, 0.0), np.append(left, -1),
+        np.append(right, -1), np.vstack([value, [[7.0]]]), out, 2,
+    )
+    np.testing.assert_array_equal(out[:, 1], walked)
+    np.testing.assert_array_equal(out[:, 0], 7.0)
+
+
 @pytest.mark.parametrize("scale", [1.0, 300.0])
 def test_class_margins_against_logsumexp(scale):
     z = np.random.default_rng(7).normal(size=(500, 5)) * scale
