@@ -103,7 +103,9 @@ def print_grid(args: argparse.Namespace) -> None:
     print(f"grid: LightGBM rounds={args.rounds} num_leaves={args.leaves}, ours tree={args.tree} "
           f"max_leaves={ours_leaves} "
           f"min_leaf_fraction={args.min_leaf} splitter={args.splitter} "
-          f"newton_steps={args.newton_steps}, threads={args.threads}, "
+          f"newton_steps={args.newton_steps}, LightGBM min_sum_hessian_in_leaf="
+          f"{'default' if args.lgbm_min_hessian is None else args.lgbm_min_hessian}, "
+          f"threads={args.threads}, "
           "subsample=10000, step=learning_rate=0.25")
     print(f"{'rows':>7s} {'d':>4s} {'K':>3s} {'LGBM s':>8s} {'LGBM loss':>9s} {'ours rounds':>11s} "
           f"{'ours s':>8s} {'ours loss':>9s} {'ratio':>7s}")
@@ -113,7 +115,7 @@ def print_grid(args: argparse.Namespace) -> None:
         r = grid_cell(n, d, k, rounds=args.rounds, threads=args.threads, tree=args.tree,
                       leaves=args.leaves, min_leaf=args.min_leaf, splitter=args.splitter,
                       max_factor=args.max_factor, newton_steps=args.newton_steps,
-                      ours_leaves=args.ours_leaves)
+                      ours_leaves=args.ours_leaves, lgbm_min_hessian=args.lgbm_min_hessian)
         reached = "" if r["reached"] else " (not reached: > )"
         print(f"{n:7d} {d:4d} {k:3d} {r['lgbm_seconds']:8.2f} {r['lgbm_loss']:9.5f} "
               f"{r['ours_rounds']:11d} {r['ours_seconds']:8.2f} {r['ours_loss']:9.5f} "
@@ -137,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--newton-steps", type=int, default=8, help="ours' Newton steps per leaf")
     parser.add_argument("--ours-leaves", type=int, default=-1,
                         help="with --grid: ours' leaf cap if not --leaves (0: no cap)")
+    parser.add_argument("--lgbm-min-hessian", type=float, default=None,
+                        help="with --grid: LightGBM's min_sum_hessian_in_leaf (default: its own)")
     parser.add_argument("--max-factor", type=float, default=3.0,
                         help="with --grid: ours runs at most this many times LightGBM's rounds")
     args = parser.parse_args(argv)
