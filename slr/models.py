@@ -190,15 +190,19 @@ class PairwiseModel:
         scores = np.ascontiguousarray(scores, dtype=np.float64)
         if scores.shape != shape:
             raise ValueError(f"the {name} oracle returned scores of shape {scores.shape}, expected {shape}")
-        if not np.all(np.isfinite(scores)):
-            raise ValueError(f"the {name} oracle returned NaN or infinite scores")
-        theta = self.scale * scores
-        if theta.size and np.abs(theta).max() > MAX_MAGNITUDE:
-            raise ValueError(
-                f"the {name} oracle returned scores of magnitude {np.abs(scores).max():.3g}: epsilon * scores "
-                "exceeds 2**960 (about 9.7e288), and sums of such potentials overflow float64"
-            )
-        return theta
+        if scores.size:
+            # the extremes show any NaN (it propagates) or infinity, without a temporary array
+            # the size of the scores (676 pair classes per edge make these large)
+            low, high = float(scores.min()), float(scores.max())
+            if not (np.isfinite(low) and np.isfinite(high)):
+                raise ValueError(f"the {name} oracle returned NaN or infinite scores")
+            largest = max(-low, high)
+            if abs(self.scale) * largest > MAX_MAGNITUDE:
+                raise ValueError(
+                    f"the {name} oracle returned scores of magnitude {largest:.3g}: epsilon * scores "
+                    "exceeds 2**960 (about 9.7e288), and sums of such potentials overflow float64"
+                )
+        return self.scale * scores
 
     def unary_potentials(self, data: FlatData, unary: Any) -> np.ndarray:
         """``scale * g_u(x_i)`` of every node, shape ``(n_nodes, L)`` (no margin)."""
