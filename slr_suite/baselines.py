@@ -38,7 +38,7 @@ EPSILON = 0.1
 #: The CRFsuite peer's row (group ``crfsuite``): CRFsuite's L-BFGS on the same linear chain model.
 CRFSUITE_METHOD = "crfsuite:lbfgs"
 #: Profile entries that configure single cells: they enter those cells' cache keys only.
-_PER_CELL = ("slr_cells", "crfsuite")
+_PER_CELL = ("slr_cells", "slr_linear", "crfsuite")
 #: Baselines in this package: (name, class name in ``baselines``).
 OUR_BASELINES = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPerceptron",
                  "PiecewiseTraining", "GradientAlternation")
@@ -129,12 +129,18 @@ def _slr(name: str, cfg: dict, dataset: str, n_states: int, n_threads: int | Non
     if spec is not None:
         return _slr_cell(spec, cfg, n_states, n_threads)
     kind = name.split(":", 1)[1]
+    solver = _slr_linear_settings(cfg, dataset) if kind == "Linear" else {}
     oracle_cfg = dict(trees=dict(n_rounds=20, subsample=5000), mlp=dict(n_epochs=1, batch_size=1000),
-                      l2=EPSILON / C_VALUE[dataset])
+                      l2=EPSILON / C_VALUE[dataset], linear=solver.get("linear", {}))
     return StructuredLogisticRegression(
         unary=make_oracle(kind, "unary", oracle_cfg, 0), pairwise=make_oracle(kind, "pairwise", oracle_cfg, 0),
-        epsilon=EPSILON, max_iter=cfg["slr_iter"], mp_sweeps=cfg["mp_sweeps"], n_states=n_states,
-        random_state=SEED, n_threads=n_threads)
+        epsilon=EPSILON, max_iter=cfg["slr_iter"], mp_sweeps=solver.get("mp_sweeps", cfg["mp_sweeps"]),
+        n_states=n_states, random_state=SEED, n_threads=n_threads)
+
+
+def _slr_linear_settings(cfg: dict, dataset: str) -> dict:
+    """The profile's solver settings of the slr:Linear row on a data set (``slr_linear``), or {}."""
+    return dict(dict(cfg.get("slr_linear", {})).get(dataset, {}))
 
 
 def _slr_cell(spec: dict, cfg: dict, n_states: int, n_threads: int | None):
@@ -336,6 +342,8 @@ def _cell_config(cfg: dict, dataset: str, method: str) -> dict:
     own = dict(cfg.get("slr_cells", {}).get(dataset, {})).get(method)
     if method == CRFSUITE_METHOD:
         own = dict(cfg["crfsuite"][dataset], c2=crfsuite_c2(dataset))
+    if method == "slr:Linear":
+        own = _slr_linear_settings(cfg, dataset) or None
     return dict(shared, C=C_VALUE[dataset], epsilon=EPSILON, **({} if own is None else {"cell": own}))
 
 

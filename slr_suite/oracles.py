@@ -10,7 +10,7 @@ def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
     """A fresh oracle of class ``name`` for the ``"unary"`` or ``"pairwise"`` factor.
 
     ``cfg`` is a profile's ``denoise`` dict (its ``trees`` and ``mlp`` entries, and ``l2``, the
-    ridge of ``Linear``, 0 if absent). ``Boost`` boosts with ``cfg["trees"]`` and ``ChapterBoost``
+    ridge of ``Linear``, 0 if absent, and ``linear``, further ``Linear`` keywords). ``Boost`` boosts with ``cfg["trees"]`` and ``ChapterBoost``
     with ``cfg["chapter_trees"]`` (the chapter's protocol, computed beside Table 1). The MLP uses
     the paper's steps, .25 for unary and .05 for pairwise factors, and ``cfg["mlp"]``, updated by
     ``cfg["mlp_pairwise"]`` for pairwise factors.
@@ -22,7 +22,7 @@ def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
     if name == "Constant":
         return oracles.Constant()
     if name == "Linear":
-        return oracles.Linear(l2=cfg.get("l2", 0.0))
+        return oracles.Linear(l2=cfg.get("l2", 0.0), **cfg.get("linear", {}))
     if name == "Boost":
         return oracles.BoostedTrees(step=0.25, random_state=seed, **cfg.get("trees", {}))
     if name == "ChapterBoost":

@@ -43,7 +43,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         "oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
         f"GradientAlternation and for PiecewiseTraining's Linear oracles; eps = {EPSILON}. "
         "SubgradientSSVM takes online steps (batch size 1).\n"
-        f"{_crfsuite_text(profile)}{_slr_cells_text(profile)}\n"
+        f"{_slr_linear_text(profile)}{_crfsuite_text(profile)}{_slr_cells_text(profile)}\n"
         f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
         f"(train words from fold 1, test words from the other folds); iterations per baseline "
         f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.{_skipped(profile)}\n",
@@ -115,6 +115,19 @@ def _crfsuite_text(profile: Profile) -> str:
             "negative log-likelihood "
             "plus `c2 ||w||^2`; the same ridge as the SSVMs' `0.5 ||w||^2 + C sum slack` divided by C "
             f"is `c2 = 1 / (2 C)`: {c2}. Its seconds are CRFsuite's training call (1 thread).\n")
+
+
+def _slr_linear_text(profile: Profile) -> str:
+    """The solver settings of the slr:Linear row where a data set has its own."""
+    parts = []
+    for dataset, settings in profile.baselines.get("slr_linear", {}).items():
+        sweeps = settings.get("mp_sweeps", profile.baselines["mp_sweeps"])
+        parts.append(f"on {dataset}, {sweeps} message-passing iterations per half step and Linear "
+                     f"oracles with {_kw(settings.get('linear', {})) or 'their defaults'}")
+    if not parts:
+        return ""
+    return ("*slr:Linear's solver* (the model and ridge as above): " + "; ".join(parts)
+            + " (warm-started L-BFGS stopped early each iteration; docs/design.md, section 6).\n")
 
 
 def _slr_cells_text(profile: Profile) -> str:
