@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# worker processes of `make report` (a local Dask cluster; each cell runs on one of them)
+WORKERS ?= 2
 
 .PHONY: test report bench bench-history bench-compare clean venv
 
@@ -22,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 report: $(STAMP)
-	$(BIN)/slr report --quick --out reports
+	$(BIN)/slr report --quick --workers $(WORKERS) --out reports
 
 bench: $(STAMP)
 	cd asv_benchmarks && ../$(BIN)/asv machine --yes && ../$(BIN)/asv run --python=same --quick --show-stderr
