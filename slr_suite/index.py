@@ -26,7 +26,7 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
         parts = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in fitted.items())
         lines.append(f"- fit time of the cells shown (when they were computed): {parts}\n")
     if info.profile == "quick":
-        lines.append("\nRegenerate with `make report` (`slr report --quick --out reports`); "
+        lines.append("\nRegenerate with `make report` (`slr report --quick --workers 2 --out reports`); "
                      "`slr report --full` runs the paper's configuration. ")
     else:
         lines.append(f"\nThe `{info.profile}` profile; `slr report --{info.profile}` runs every experiment. ")
