@@ -107,15 +107,11 @@ def load_case(case: str):
 
     if case.startswith("letters"):
         from slr.datasets import load_letters
-        from slr.oracles import Linear
-        from slr_suite.baselines import C_VALUE, EPSILON
+        from slr_suite.baselines import _slr
 
         X, Y, folds = load_letters()
         train, val = np.flatnonzero(folds == 1), np.flatnonzero(folds != 1)
-        cfg = get_profile("full").baselines
-        learner = StructuredLogisticRegression(
-            Linear(l2=EPSILON / C_VALUE["letters"]), Linear(l2=EPSILON / C_VALUE["letters"]), epsilon=EPSILON,
-            mp_sweeps=cfg["mp_sweeps"], n_states=26, random_state=SEED, n_threads=1)
+        learner = _slr("slr:Linear", get_profile("full").baselines, "letters", 26, 1)
         return (learner, [X[i] for i in train], [Y[i] for i in train], [X[i] for i in val], [Y[i] for i in val])
     cfg = get_profile("full").denoise
     u, p = case.split("/")
