@@ -9,9 +9,10 @@ __all__ = ["make_oracle", "fitted_oracle"]
 def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
     """A fresh oracle of class ``name`` for the ``"unary"`` or ``"pairwise"`` factor.
 
-    ``cfg`` is a profile's ``denoise`` dict (its ``trees`` and ``mlp`` entries, and ``l2``, the
-    ridge of ``Linear``, 0 if absent, and ``linear``, further ``Linear`` keywords). ``Boost`` boosts with ``cfg["trees"]`` and ``ChapterBoost``
-    with ``cfg["chapter_trees"]`` (the chapter's protocol, computed beside Table 1). The MLP uses
+    ``cfg`` is a profile's ``denoise`` dict (its ``trees`` and ``mlp`` entries; ``l2``, the
+    ridge of ``Linear``, 0 if absent; ``linear``, further ``Linear`` keywords). ``Boost`` boosts
+    with ``cfg["trees"]`` and ``ChapterBoost`` with ``cfg["chapter_trees"]`` (the chapter's
+    protocol, computed beside Table 1). The MLP uses
     the paper's steps, .25 for unary and .05 for pairwise factors, and ``cfg["mlp"]``, updated by
     ``cfg["mlp_pairwise"]`` for pairwise factors.
     """
