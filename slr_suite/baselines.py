@@ -135,7 +135,7 @@ def _slr(name: str, cfg: dict, dataset: str, n_states: int, n_threads: int | Non
     return StructuredLogisticRegression(
         unary=make_oracle(kind, "unary", oracle_cfg, 0), pairwise=make_oracle(kind, "pairwise", oracle_cfg, 0),
         epsilon=EPSILON, max_iter=cfg["slr_iter"], mp_sweeps=solver.get("mp_sweeps", cfg["mp_sweeps"]),
-        n_states=n_states, random_state=SEED, n_threads=n_threads)
+        relaxation=solver.get("relaxation", 1.0), n_states=n_states, random_state=SEED, n_threads=n_threads)
 
 
 def _slr_linear_settings(cfg: dict, dataset: str) -> dict:

@@ -122,12 +122,13 @@ def _slr_linear_text(profile: Profile) -> str:
     parts = []
     for dataset, settings in profile.baselines.get("slr_linear", {}).items():
         sweeps = settings.get("mp_sweeps", profile.baselines["mp_sweeps"])
-        parts.append(f"on {dataset}, {sweeps} message-passing iterations per half step and Linear "
-                     f"oracles with {_kw(settings.get('linear', {})) or 'their defaults'}")
+        parts.append(f"on {dataset}, {sweeps} message-passing iterations per half step, Linear "
+                     f"oracles with {_kw(settings.get('linear', {})) or 'their defaults'} and "
+                     f"over-relaxed steps, omega = {settings.get('relaxation', 1.0)}")
     if not parts:
         return ""
-    return ("*slr:Linear's solver* (the model and ridge as above): " + "; ".join(parts)
-            + " (warm-started L-BFGS stopped early each iteration; docs/design.md, section 6).\n")
+    return ("*slr:Linear's solver* (the model, ridge and objective as above): " + "; ".join(parts)
+            + " (warm-started L-BFGS stopped early each iteration; docs/design.md, sections 1 and 6).\n")
 
 
 def _slr_cells_text(profile: Profile) -> str:

@@ -165,6 +165,55 @@ def test_objective_never_increases(tiny, unary, pairwise):
     np.testing.assert_allclose(model.history_["objective"].to_numpy(), R[::4][: len(model.history_)])
 
 
+@pytest.mark.parametrize("unary, pairwise", [(Linear(), Linear()), (Constant(), Constant())],
+                         ids=["linear", "constant"])
+def test_over_relaxed_steps_keep_R_monotone_and_get_further(unary, pairwise):
+    """relaxation = 1.9: R never increases (a relaxed step that would raise it falls back to the
+    exact fit) and after the same iterations it is lower than with exact steps; the first
+    iteration (nothing to relax from) is the same."""
+    X, Y = make_denoising(n_images=4, size=20, sigma=4.0, random_state=1)
+    traces = {}
+    for omega in (1.0, 1.9):
+        model = StructuredLogisticRegression(copy.deepcopy(unary), copy.deepcopy(pairwise), max_iter=8,
+                                             n_threads=1, relaxation=omega).fit(X, Y)
+        R = model.objective_trace_["objective"].to_numpy()
+        assert np.all(np.diff(R) <= 1e-9 * np.abs(R[:-1]))
+        traces[omega] = R
+    np.testing.assert_allclose(traces[1.9][:5], traces[1.0][:5], rtol=1e-12)
+    assert traces[1.9][-1] < traces[1.0][-1] - 1e-6 * abs(traces[1.0][-1])
+
+
+@pytest.mark.parametrize("steep, expected_w", [(1.0, 1.9), (100.0, 1.0)])
+def test_relaxed_step_keeps_the_exact_fit_when_R_would_rise(steep, expected_w):
+    """R(w) = (w - 1)^2 left of the fitted w = 1 and steep * (w - 1)^2 right of it; from w = 0
+    (R = 1) the step to 1.9 gives .81 (kept) or 81 (the exact fit w = 1 is restored)."""
+    from slr.learner import _relaxed_step
+
+    class Oracle:
+        _linear_parameters = ("w",)
+        w = np.array([1.0])
+
+    oracle = Oracle()
+    calls = []
+
+    def objective():
+        d = float(oracle.w[0]) - 1.0
+        return (steep if d > 0 else 1.0) * d * d
+
+    value = _relaxed_step(oracle, {"w": np.array([0.0])}, 1.9, lambda: calls.append(1), objective, 1.0)
+    assert float(oracle.w[0]) == pytest.approx(expected_w)
+    assert value == pytest.approx(objective()) and value <= 1.0
+    assert len(calls) == (1 if expected_w != 1.0 else 2)   # potentials set again after the fallback
+
+
+def test_relaxation_leaves_other_oracles_exact(tiny):
+    """Trees and MLPs are not linear in stored parameters: they take exact steps whatever omega."""
+    X, Y = tiny
+    fits = [StructuredLogisticRegression(BoostedTrees(n_rounds=3), MLP(n_epochs=1), max_iter=3, n_threads=1,
+                                         random_state=0, relaxation=omega).fit(X, Y) for omega in (1.0, 1.5)]
+    np.testing.assert_array_equal(fits[0].objective_trace_["objective"], fits[1].objective_trace_["objective"])
+
+
 def test_objective_matches_independent_recomputation(tiny):
     """history_'s final R equals R recomputed from the fitted oracles after replaying the messages."""
     X, Y = tiny
@@ -335,7 +384,7 @@ def test_input_errors(tiny, mutate, message):
 def test_parameter_and_predict_errors(tiny):
     X, Y = tiny
     for kw in [{"epsilon": 0.0}, {"epsilon": -1}, {"max_iter": 0}, {"mp_sweeps": 1.5}, {"n_threads": 0},
-               {"predict_epsilon": -0.1}, {"unary": "linear"}]:
+               {"predict_epsilon": -0.1}, {"unary": "linear"}, {"relaxation": 2.0}, {"relaxation": 0.9}]:
         with pytest.raises(ValueError):
             StructuredLogisticRegression(**kw).fit(X, Y)
     with pytest.raises(ValueError, match="not fitted"):

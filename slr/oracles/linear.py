@@ -175,6 +175,9 @@ class Linear(LogisticOracle):
     ``[-1, 1]`` are used as given.
     """
 
+    #: the fitted arrays the scores are linear in (the learner's over-relaxed steps)
+    _linear_parameters = ("coef_", "intercept_")
+
     def __init__(
         self,
         l2: float = 0.0,

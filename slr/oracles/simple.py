@@ -60,6 +60,9 @@ class Constant(LogisticOracle):
         L-BFGS iterations of the last fit (0 for the closed form).
     """
 
+    #: the fitted arrays the scores are linear in (the learner's over-relaxed steps)
+    _linear_parameters = ("table_",)
+
     def __init__(self, l2: float = 0.0, tol: float = 1e-8, max_iter: int = 1000) -> None:
         self.l2 = l2
         self.tol = tol
