@@ -127,7 +127,7 @@ def _slr_linear_text(profile: Profile) -> str:
                      f"over-relaxed steps, omega = {settings.get('relaxation', 1.0)}")
     if not parts:
         return ""
-    return ("*slr:Linear's solver* (the model, ridge and objective as above): " + "; ".join(parts)
+    return ("\n*slr:Linear's solver* (the model, ridge and objective as above): " + "; ".join(parts)
             + " (warm-started L-BFGS stopped early each iteration; docs/design.md, sections 1 and 6).\n")
 
 
