@@ -24,6 +24,7 @@ never increases (``A`` is the smoothed dual, :func:`slr.inference.batch_dual_val
 from __future__ import annotations
 
 import copy
+import math
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Callable, Sequence
 
@@ -130,14 +131,21 @@ def _relaxed_step(oracle: Any, before: dict[str, np.ndarray] | None, omega: floa
                   set_potentials: Callable[[], None], objective: Callable[[], float],
                   previous: float) -> float:
     """Move a just-fitted oracle to ``before + omega * (fitted - before)``; keep the exact fit
-    if that raises R above ``previous`` (R before the fit). Sets the potentials; returns R."""
+    if that raises R above ``previous`` (R before the fit) or gives potentials out of range.
+    Sets the potentials; returns R."""
     fitted = _linear_parameters(oracle) if before is not None else None
     relaxed = fitted is not None and all(fitted[n].shape == before[n].shape for n in before)
     if relaxed:
         for name, old in before.items():
             setattr(oracle, name, old + omega * (fitted[name] - old))
-    set_potentials()
-    value = objective()
+        try:
+            set_potentials()
+            value = objective()
+        except ValueError:   # scores too large for the potentials' range
+            value = math.inf
+    else:
+        set_potentials()
+        value = objective()
     if relaxed and not value <= previous:
         for name, exact in fitted.items():
             setattr(oracle, name, exact)

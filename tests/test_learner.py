@@ -206,6 +206,25 @@ def test_relaxed_step_keeps_the_exact_fit_when_R_would_rise(steep, expected_w):
     assert len(calls) == (1 if expected_w != 1.0 else 2)   # potentials set again after the fallback
 
 
+def test_relaxed_step_out_of_range_falls_back_to_the_exact_fit():
+    """Potentials that cannot be formed at the relaxed point (ValueError) mean the exact fit."""
+    from slr.learner import _relaxed_step
+
+    class Oracle:
+        _linear_parameters = ("w",)
+        w = np.array([1.0])
+
+    oracle = Oracle()
+
+    def set_potentials():
+        if oracle.w[0] > 1.5:
+            raise ValueError("scores too large")
+
+    value = _relaxed_step(oracle, {"w": np.array([0.0])}, 1.9, set_potentials,
+                          lambda: float(oracle.w[0] - 1.0) ** 2, 1.0)
+    assert float(oracle.w[0]) == 1.0 and value == 0.0
+
+
 def test_relaxation_leaves_other_oracles_exact(tiny):
     """Trees and MLPs are not linear in stored parameters: they take exact steps whatever omega."""
     X, Y = tiny
