@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from slr.learner import StructuredLogisticRegression
-from slr.oracles import Linear
 from slr_suite.oracles import make_oracle
 
 from . import common
@@ -52,11 +51,8 @@ class Relaxation(common.Benchmark):
     MAX_EXACT_ITERATIONS = 36
 
     def _objective(self, relaxation: float, max_iter: int) -> np.ndarray:
-        X, Y = common.denoising(8, 32, seed=1)
-        model = StructuredLogisticRegression(Linear(), Linear(), epsilon=0.1, max_iter=max_iter, n_states=2,
-                                             monitor=False, n_threads=1, random_state=0,
-                                             relaxation=relaxation).fit(X, Y)
-        return model.history_["objective"].to_numpy()
+        model = learner("Linear", max_iter).set_params(relaxation=relaxation, n_threads=1)
+        return model.fit(*common.denoising(8, 32, seed=1)).history_["objective"].to_numpy()
 
     def track_exact_over_relaxed_iterations(self):
         target = self._objective(1.9, self.RELAXED_ITERATIONS)[-1]
