@@ -12,9 +12,8 @@ def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
     ``cfg`` is a profile's ``denoise`` dict (its ``trees`` and ``mlp`` entries; ``l2``, the
     ridge of ``Linear``, 0 if absent; ``linear``, further ``Linear`` keywords). ``Boost`` boosts
     with ``cfg["trees"]`` and ``ChapterBoost`` with ``cfg["chapter_trees"]`` (the chapter's
-    protocol, computed beside Table 1). The MLP uses
-    the paper's steps, .25 for unary and .05 for pairwise factors, and ``cfg["mlp"]``, updated by
-    ``cfg["mlp_pairwise"]`` for pairwise factors.
+    protocol, computed beside Table 1). The MLP uses the paper's steps, .25 for unary and .05 for
+    pairwise factors, and ``cfg["mlp"]``, updated by ``cfg["mlp_pairwise"]`` for pairwise factors.
     """
     from slr import oracles
 

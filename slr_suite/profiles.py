@@ -49,9 +49,9 @@ class Profile:
         ``(class in slr.oracles, keywords)``, ``epsilon``, ``max_iter``, ``mp_sweeps``; chosen on a validation
         split of the training words, docs/design.md section 6), ``slr_linear`` (per data set,
         solver settings of the ``slr:Linear`` row: ``mp_sweeps``, ``relaxation`` and ``linear``,
-        keywords of its two ``Linear`` oracles besides the converted ridge) and ``crfsuite`` (data sets that get
-        CRFsuite's row, with :class:`baselines.crfsuite_peer.CRFsuiteChain` keywords) enter only
-        their own cells' cache keys.
+        keywords of its two ``Linear`` oracles besides the converted ridge) and ``crfsuite``
+        (data sets that get CRFsuite's row, with :class:`baselines.crfsuite_peer.CRFsuiteChain`
+        keywords) enter only their own cells' cache keys.
     bound : dict
         ``n_graphs``, ``max_nodes``, ``states``, ``epsilons``.
     """
