@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -178,7 +179,8 @@ class Browser:
              "--disable-extensions", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
              f"--user-data-dir={self._profile.name}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
              "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)   # its helper processes share the group: close() ends them all
         try:
             port = self._devtools_port()
             deadline = time.monotonic() + timeout
@@ -254,13 +256,27 @@ class Browser:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._ws.close()
-        self._proc.terminate()
+        self._signal_group(signal.SIGTERM)
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
+            self._signal_group(signal.SIGKILL)
             self._proc.wait()
-        self._profile.cleanup()
+        # a helper may still be writing its last files into the profile for a moment after the
+        # browser exits ("Directory not empty" from the removal, seen in CI): retry briefly
+        for attempt in range(20):
+            try:
+                self._profile.cleanup()
+                break
+            except OSError:
+                if attempt == 19:
+                    raise
+                time.sleep(0.1)
+
+    def _signal_group(self, sig: int) -> None:
+        """Send ``sig`` to Chromium and every helper process it started."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, sig)
 
     def __enter__(self):
         return self
