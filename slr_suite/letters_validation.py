@@ -19,16 +19,15 @@ __all__ = ["validation_split", "validate"]
 
 
 def validation_split(n_train: int | None = None, seed: int = 0):
-    """``(X_fit, Y_fit, X_val, Y_val)``: fold 1's words (the first ``n_train``), a random fifth held out."""
+    """``(X_fit, Y_fit, X_val, Y_val)``: fold 1's words (the first ``n_train``), a random fifth
+    held out (the split of :func:`slr_suite.tuning.validation_split`)."""
     from slr.datasets import load_letters
+    from slr_suite.tuning import validation_split as hold_out
 
     X, Y, folds = load_letters()
     train = np.flatnonzero(folds == 1)
     train = train[:n_train] if n_train else train
-    order = np.random.default_rng(seed).permutation(train)
-    n_val = len(train) // 5
-    fit, val = order[:-n_val], order[-n_val:]
-    return [X[i] for i in fit], [Y[i] for i in fit], [X[i] for i in val], [Y[i] for i in val]
+    return hold_out([X[i] for i in train], [Y[i] for i in train], seed)
 
 
 def validate(spec: dict, split) -> "object":

@@ -51,7 +51,9 @@ class Profile:
         solver settings of the ``slr:Linear`` row: ``mp_sweeps``, ``relaxation`` and ``linear``,
         keywords of its two ``Linear`` oracles besides the converted ridge) and ``crfsuite``
         (data sets that get CRFsuite's row, with :class:`baselines.crfsuite_peer.CRFsuiteChain`
-        keywords) enter only their own cells' cache keys.
+        keywords) enter only their own cells' cache keys. ``tune`` (per data set: grids ``C`` and
+        ``epsilon``) has each method's regularisation chosen on a validation split of the
+        training data (:mod:`slr_suite.tuning`); data sets not in it keep ``C_VALUE``.
     bound : dict
         ``n_graphs``, ``max_nodes``, ``states``, ``epsilons``.
     """
@@ -88,6 +90,9 @@ _LETTERS_TREES = dict(n_rounds=10, subsample=5000, warm_start=True)
 _LETTERS_LINEAR = dict(mp_sweeps=5, relaxation=1.9, linear=dict(max_iter=10))
 #: quick's 100 words make too few mini-batches of 100 for the MLP to fit in a few iterations
 _LETTERS_MLP_QUICK = dict(n_hidden=100, learning_rate=0.25, n_epochs=5, batch_size=20)
+#: Each method's C (and the smoothed methods' eps) is chosen on a validation split of the
+#: letters training words from these grids (slr_suite/tuning.py); denoising keeps the converted C.
+_TUNE = dict(letters=dict(C=(0.01, 0.1, 1.0, 10.0), epsilon=(0.1, 1.0)))
 #: Table 1 compares its Boost (the NIPS protocol) with the chapter's protocol on this cell.
 _BESIDE = (("ChapterBoost", "ChapterBoost"),)
 
@@ -109,7 +114,8 @@ PROFILES: dict[str, Profile] = {
                        slr_iter=2, mp_sweeps=5, peer={}, peer_timeout=60.0,
                        slr_cells=dict(letters=_letters_cells(dict(n_hidden=8, n_epochs=1), 2,
                                                              dict(n_rounds=2, subsample=1000), 2)),
-                       slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={})),
+                       slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}),
+                       tune=dict(letters=dict(C=(0.1, 1.0), epsilon=(0.1, 1.0)))),
         bound=dict(n_graphs=3, max_nodes=4, states=(2, 3), epsilons=(0.1, 1.0)),
     ),
     "quick": Profile(
@@ -123,7 +129,7 @@ PROFILES: dict[str, Profile] = {
                                                                  denoising=("OneSlackSSVM", "NSlackSSVM")),
                        peer_timeout=600.0,
                        slr_cells=dict(letters=_letters_cells(_LETTERS_MLP_QUICK, 3, _LETTERS_TREES, 4)),
-                       slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={})),
+                       slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE),
         bound=dict(n_graphs=12, max_nodes=6, states=(2, 3), epsilons=(0.03, 0.1, 0.3, 1.0)),
     ),
     "full": Profile(
@@ -137,7 +143,7 @@ PROFILES: dict[str, Profile] = {
                        slr_iter=50, mp_sweeps=25, peer=dict(letters=PEER_LEARNERS, denoising=PEER_LEARNERS),
                        peer_timeout=3600.0, skip=dict(letters=("NSlackSSVM", "pystruct:NSlackSSVM")),
                        slr_cells=dict(letters=_letters_cells(_LETTERS_MLP, 12, _LETTERS_TREES, 7)),
-                       slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}),
+                       slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE,
                        skip_reason="the n-slack dual QP over thousands of dense constraints takes hours "
                                    "at this size"),
         bound=dict(n_graphs=50, max_nodes=8, states=(2, 3, 4), epsilons=(0.03, 0.1, 0.3, 1.0)),

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from slr_suite.baselines import C_VALUE, DATASETS, EPSILON, config_key, crfsuite_c2, tables
+from slr_suite import tuning
+from slr_suite.baselines import DATASETS, EPSILON, config_key, crfsuite_c2, default_regularisation, tables
 from slr_suite.common import plt, save_fig
 from slr_suite.markdown import fmt, provenance_block, table
 from slr_suite.profiles import Profile
@@ -27,6 +28,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     config = config_key(profile.baselines)
     df = results.frame(config=config)
     curves = curves_table.frame(config=config)
+    tuning_rows = tuning.tuning_table(out, log).frame(config=config)
+    used = _regularisation_used(profile, tuning_rows)
     text = [
         "# Baselines: slr against structured SVMs, perceptron, piecewise training, pystruct and CRFsuite\n\n",
         provenance_block(df, info),
@@ -34,16 +37,15 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         "joint feature map (unary: node features x states; pairwise: edge features x state pairs) "
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
-        "EdgeFeatureGraphCRF for denoising) with the same C and iteration budget as ours "
-        "(FrankWolfeSSVM gets SubgradientSSVM's); the iterations column shows max_iter for them, "
+        "EdgeFeatureGraphCRF for denoising) with the iteration budget of our learner of the same "
+        "name (FrankWolfeSSVM gets SubgradientSSVM's) and C chosen as ours; the iterations column shows max_iter for them, "
         "their own stopping rules may end earlier.\n\n"
-        f"*Regularisation*: C = {C_VALUE['denoising']} on denoising and {C_VALUE['letters']} on letters "
-        "(pystruct's OCR example) for every method, as the same ridge on the weights of the "
-        "potentials: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's Linear "
-        "oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
-        f"GradientAlternation and for PiecewiseTraining's Linear oracles; eps = {EPSILON}. "
+        f"*Regularisation*: {_regularisation_text(profile)} A C is the same ridge on the weights of the "
+        "potentials for every method: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's "
+        "Linear oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
+        "GradientAlternation and for PiecewiseTraining's Linear oracles, `c2 = 1 / (2 C)` for CRFsuite. "
         "SubgradientSSVM takes online steps (batch size 1).\n"
-        f"{_slr_linear_text(profile)}{_crfsuite_text(profile)}{_slr_cells_text(profile)}\n"
+        f"{_slr_linear_text(profile)}{_crfsuite_text(profile, used)}{_slr_cells_text(profile)}\n"
         f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
         f"(train words from fold 1, test words from the other folds); iterations per baseline "
         f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.{_skipped(profile)}\n",
@@ -76,8 +78,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
                 ax.plot(curve["seconds"], curve["test_error"], "o-" if len(curve) > 1 else "s",
                         label=r.method, ms=4)
             reached = "not reached" if r.status == "ok" and np.isnan(ttt) else fmt(ttt, 2)
-            rows.append([r.group, r.method, _num(r.train_error), _num(r.test_error), fmt(_num(r.seconds), 2),
-                         reached, r.iterations, r.status])
+            rows.append([r.group, r.method, _reg_text(r.method, used.get((dataset, r.method))), _num(r.train_error),
+                         _num(r.test_error), fmt(_num(r.seconds), 2), reached, r.iterations, r.status])
         ax.axhline(target, color="k", ls=":", lw=1)
         ax.set_xscale("log")
         ax.set_xlabel("seconds")
@@ -86,8 +88,9 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6)
         text += [f"\n## {dataset}\n\nTarget test error: {target:.3f}\n\n",
-                 table(["group", "method", "train error", "test error", "seconds", "time to target (s)",
-                        "iterations", "status"], rows)]
+                 table(["group", "method", "regularisation", "train error", "test error", "seconds",
+                        "time to target (s)", "iterations", "status"], rows)]
+        text += _tuning_section(profile, dataset, tuning_rows, used, out)
         if len(ok):
             best = ok.sort_values("test_error").iloc[0]
             summary[dataset] = dict(best=best["method"], best_test=float(best["test_error"]))
@@ -101,13 +104,16 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     return summary
 
 
-def _crfsuite_text(profile: Profile) -> str:
+def _crfsuite_text(profile: Profile, used: dict) -> str:
     """What the ``crfsuite:`` rows are and how their L2 follows from C."""
+    from slr_suite.baselines import CRFSUITE_METHOD
+
     crfsuite = profile.baselines.get("crfsuite", {})
     if not crfsuite:
         return ""
     settings = "".join(f", {_kw(kw)} on {d}" for d, kw in crfsuite.items() if kw)
-    c2 = ", ".join(f"c2 = {crfsuite_c2(d):g} on {d}" for d in crfsuite)
+    c2 = ", ".join(f"c2 = {crfsuite_c2(used.get((d, CRFSUITE_METHOD), default_regularisation(d))['C']):g} on {d}"
+                   for d in crfsuite)
     return ("\n*CRFsuite*: the `crfsuite:lbfgs` row is python-crfsuite's linear-chain CRF trained by "
             "CRFsuite's L-BFGS on the same pixel features and split, every (feature, state) and "
             "(state, state) weight generated (our linear model exactly), to CRFsuite's own stopping rule "
@@ -115,6 +121,82 @@ def _crfsuite_text(profile: Profile) -> str:
             "negative log-likelihood "
             "plus `c2 ||w||^2`; the same ridge as the SSVMs' `0.5 ||w||^2 + C sum slack` divided by C "
             f"is `c2 = 1 / (2 C)`: {c2}. Its seconds are CRFsuite's training call (1 thread).\n")
+
+
+def _regularisation_used(profile: Profile, tuning_rows) -> dict:
+    """``{(data set, method): {"C", "epsilon"}}`` of every tuned method whose choice the tuning
+    rows hold (the rule of :func:`slr_suite.tuning.choose`)."""
+    used = {}
+    for (dataset, method), rows in tuning_rows.groupby(["dataset", "method"]):
+        if not tuning.tuned(profile, dataset, method):
+            continue
+        chosen = tuning.choose(tuning.grid(profile, dataset, method), rows.to_dict("records"))
+        if chosen is not None:
+            used[dataset, method] = chosen
+    return used
+
+
+def _regularisation_text(profile: Profile) -> str:
+    """Where C was chosen by validation and where it is the converted default."""
+    tuned = dict(profile.baselines.get("tune", {}))
+    parts = []
+    for dataset in DATASETS:
+        spec = tuned.get(dataset)
+        if spec:
+            parts.append(f"on {dataset} each method's C is chosen on a validation split of the training "
+                         f"examples (a seeded random fifth held out) from C in {_values(spec['C'])}, and the "
+                         f"eps of slr:Linear and GradientAlternation from {_values(spec['epsilon'])}, each fit "
+                         "with the method's own iteration budget; the lowest final validation error wins "
+                         "(section below)")
+        else:
+            parts.append(f"on {dataset} every method takes C = {default_regularisation(dataset)['C']:g}, "
+                         f"eps = {EPSILON:g} (not tuned)")
+    text = "; ".join(parts)
+    return text[:1].upper() + text[1:] + "."
+
+
+def _values(values) -> str:
+    return "{" + ", ".join(f"{v:g}" for v in values) + "}"
+
+
+def _reg_text(method: str, reg: dict | None) -> str:
+    if reg is None:
+        return ""
+    return f"C={reg['C']:g}" + (f", eps={reg['epsilon']:g}" if method in tuning.SMOOTHED else "")
+
+
+def _tuning_section(profile: Profile, dataset: str, tuning_rows, used: dict, out: Path) -> list[str]:
+    """The validation errors of every grid value, the values chosen, and their plot."""
+    rows_here = tuning_rows[tuning_rows["dataset"] == dataset]
+    if not len(rows_here):
+        return []
+    Cs = list(profile.baselines["tune"][dataset]["C"])
+    header = ["method", "eps"] + [f"C={C:g}" for C in Cs] + ["chosen", "validation fits (s)"]
+    body = []
+    fig, ax = plt().subplots(figsize=(6.5, 4))
+    for method, rows in rows_here.groupby("method", sort=False):
+        for eps, sub in rows.groupby("epsilon", sort=True):
+            sub = sub[sub["status"] == "ok"]
+            errors = {float(C): float(e) for C, e in zip(sub["C"], sub["val_error"])}
+            smoothed = method in tuning.SMOOTHED
+            label = f"{method} (eps {float(eps):g})" if smoothed else method
+            body.append([method, f"{float(eps):g}" if smoothed else "",
+                         *[errors.get(float(C), float("nan")) for C in Cs],
+                         _reg_text(method, used.get((dataset, method))), fmt(_num(sub["seconds"].astype(float).sum()), 1)])
+            xs = [C for C in Cs if float(C) in errors]
+            ax.plot(xs, [errors[float(C)] for C in xs], "o-", ms=3, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("C")
+    ax.set_ylabel("validation error")
+    ax.set_title(f"{dataset}: validation error against C")
+    ax.legend(fontsize=6)
+    name = f"baselines_tuning_{dataset}.png"
+    save_fig(fig, out / name)
+    return [f"\n### {dataset}: regularisation chosen on a validation split\n\n"
+            "Validation error (per node, MAP) after each method's full iteration budget on four fifths of "
+            "the training examples, for every value of the grid; the test row above uses the chosen value. "
+            "Raw rows: [tuning_results.csv](tuning_results.csv).\n\n",
+            table(header, body), f"\n![validation error against C]({name})\n"]
 
 
 def _slr_linear_text(profile: Profile) -> str:

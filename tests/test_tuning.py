@@ -1,0 +1,114 @@
+"""Regularisation chosen on a validation split (slr_suite/tuning.py): the split, the choice, and a
+tuned baselines run whose rows are checked against fits made here, outside the suite."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slr_suite import get_profile, tuning
+
+
+def test_validation_split_holds_out_a_seeded_fifth():
+    X = [np.full((2, 1), i) for i in range(23)]
+    Y = [np.array([i, i]) for i in range(23)]
+    X_fit, Y_fit, X_val, Y_val = tuning.validation_split(X, Y, seed=0)
+    fit = [int(x[0, 0]) for x in X_fit]
+    val = [int(x[0, 0]) for x in X_val]
+    assert len(val) == 23 // 5 and sorted(fit + val) == list(range(23))
+    assert [int(y[0]) for y in Y_fit] == fit and [int(y[0]) for y in Y_val] == val
+    assert val == [int(i) for i in np.random.default_rng(0).permutation(23)[-4:]]
+    assert [int(x[0, 0]) for x in tuning.validation_split(X, Y, seed=0)[2]] == val
+    assert [int(x[0, 0]) for x in tuning.validation_split(X, Y, seed=1)[2]] != val
+    with pytest.raises(ValueError, match="too few"):
+        tuning.validation_split(X[:4], Y[:4])
+
+
+def test_choose_takes_the_lowest_error_and_the_first_of_ties():
+    grid = [dict(C=c, epsilon=e) for c in (0.1, 1.0, 10.0) for e in (0.1, 1.0)]
+
+    def row(C, eps, err, status="ok"):
+        return dict(C=C, epsilon=eps, val_error=err, status=status)
+
+    rows = [row(0.1, 0.1, 0.3), row(0.1, 1.0, 0.2), row(1.0, 0.1, 0.2), row(1.0, 1.0, 0.25),
+            row(10.0, 0.1, 0.05, status="failed: boom"), row(10.0, 1.0, 0.4)]
+    assert tuning.choose(grid, rows) == dict(C=0.1, epsilon=1.0)      # tie with (1, .1): grid order
+    assert tuning.choose(list(reversed(grid)), rows) == dict(C=1.0, epsilon=0.1)
+    assert tuning.choose(grid, [row(10.0, 0.1, 0.05, status="failed: boom")]) is None
+    assert tuning.choose(grid, [row(0.1, 0.1, float("nan"))]) is None
+
+
+@pytest.fixture(scope="module")
+def tuned_run(tmp_path_factory):
+    """Tiny denoising (5 training images: 4 to fit, 1 to validate) with C tuned from {0.1, 10}
+    and eps from {0.1, 1}."""
+    from slr_suite import baselines, render_baselines
+    from slr_suite.common import Logger, RunContext
+    from slr_suite.provenance import RunInfo
+
+    tiny = get_profile("tiny")
+    profile = replace(tiny, baselines={**tiny.baselines, "denoise": {**tiny.baselines["denoise"], "n_train": 5},
+                                       "tune": {"denoising": dict(C=(0.1, 10.0), epsilon=(0.1, 1.0))}})
+    out = tmp_path_factory.mktemp("tuned")
+    log, info = Logger(quiet=True), RunInfo.collect("tiny", ["slr"])
+    baselines.run(profile, out, RunContext(log=log, info=info, cache_dir=out / "cache", n_threads=1),
+                  datasets=["denoising"])
+    render_baselines.write_report(profile, out, info, log)
+    return profile, out
+
+
+def test_every_ridged_method_is_fitted_on_the_whole_grid(tuned_run):
+    profile, out = tuned_run
+    rows = pd.read_csv(out / "tuning_results.csv")
+    assert (rows.status == "ok").all()
+    counts = rows.groupby("method").size().to_dict()
+    assert counts == {"slr:Linear": 4, "GradientAlternation": 4, "OneSlackSSVM": 2, "NSlackSSVM": 2,
+                      "SubgradientSSVM": 2, "PiecewiseTraining": 2}
+    # the perceptron has no ridge and slr:Boost no C: not tuned
+    assert not {"StructuredPerceptron", "slr:Boost"} & set(rows.method)
+    assert rows.val_error.between(0, 1).all()
+
+
+@pytest.mark.parametrize("method, extra", [("OneSlackSSVM", {}), ("SubgradientSSVM", dict(batch_size=1))])
+def test_validation_errors_and_test_rows_match_fits_made_here(tuned_run, method, extra):
+    """The SSVM refitted here on an independently drawn split gives the CSV's validation errors;
+    refitted on all training images with the C of lowest validation error, the test row's error."""
+    import baselines
+    from slr_suite.denoising import load_data
+
+    profile, out = tuned_run
+    cfg = profile.baselines
+    Xtr, Ytr, Xte, Yte = load_data(cfg["denoise"])
+    order = np.random.default_rng(0).permutation(len(Xtr))
+    n_val = len(Xtr) // 5
+    fit, val = order[:-n_val], order[-n_val:]
+    rows = pd.read_csv(out / "tuning_results.csv")
+    ours = rows[rows.method == method].set_index("C")["val_error"]
+
+    def model(C):
+        return getattr(baselines, method)(C=C, max_iter=cfg["max_iter"][method], n_states=2, random_state=0, **extra)
+
+    errors = {}
+    for C in (0.1, 10.0):
+        fitted = model(C).fit([Xtr[i] for i in fit], [Ytr[i] for i in fit])
+        errors[C] = 1.0 - fitted.score([Xtr[i] for i in val], [Ytr[i] for i in val])
+        assert ours[C] == pytest.approx(errors[C], abs=1e-12)
+    best = min(errors, key=lambda C: (errors[C], C))
+    test = pd.read_csv(out / "baselines_results.csv").set_index("method")
+    assert test.loc[method, "test_error"] == pytest.approx(1.0 - model(best).fit(Xtr, Ytr).score(Xte, Yte), abs=1e-12)
+
+
+def test_report_shows_the_chosen_values_and_the_validation_curves(tuned_run):
+    profile, out = tuned_run
+    rows = pd.read_csv(out / "tuning_results.csv")
+    text = (out / "baselines.md").read_text()
+    assert "### denoising: regularisation chosen on a validation split" in text
+    assert (out / "baselines_tuning_denoising.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for method, sub in rows.groupby("method"):
+        # the lowest error, ties to the smaller C then the smaller eps (the grid's order)
+        best = sub.sort_values(["val_error", "C", "epsilon"]).iloc[0]
+        chosen = f"C={best.C:g}" + (f", eps={best.epsilon:g}" if method in tuning.SMOOTHED else "")
+        assert f"| {method} | {chosen} |" in text, method
+    assert "On denoising each method's C is chosen on a validation split" in text
