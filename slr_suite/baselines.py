@@ -300,65 +300,98 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
 
     Where the profile tunes a data set (``tune``), each method's regularisation is first chosen
     on a validation split of its training data (:mod:`slr_suite.tuning`, ``tuning_results.csv``),
-    and the test cells use the chosen values. ``datasets`` restricts the run to those data sets (default: all of ``DATASETS``). pystruct's
-    rows need its Python 3.6 environment, built here on first use, and the crfsuite row needs
-    python-crfsuite; where they cannot run, they are written with a ``skipped`` status that
-    says why.
+    and the test cells use the chosen values; the test cells of data sets not tuned are computed
+    alongside the tuning fits. ``datasets`` restricts the run to those data sets (default: all
+    of ``DATASETS``). pystruct's rows need its Python 3.6 environment, built here on first use,
+    and the crfsuite row needs python-crfsuite; where they cannot run, they are written with a
+    ``skipped`` status that says why.
     """
     from baselines.crfsuite_peer import crfsuite_missing
     from slr_suite import tuning
 
     cfg = profile.baselines
-    log = ctx.log
-    config = config_key(cfg)
-    cache = CellCache(ctx.cache_dir, "baselines", log, read=ctx.read_cache)
-    results, curves = tables(out, log)
+    cache = CellCache(ctx.cache_dir, "baselines", ctx.log, read=ctx.read_cache)
+    results, curves = tables(out, ctx.log)
     peer_reason: list[str | None] = []
     crfsuite_reason = crfsuite_missing()
+    first, tuned_later, handlers = [], [], {}
     for dataset in DATASETS if datasets is None else datasets:
         methods = _methods(dataset, cfg)
         if any(g == "pystruct" for g, _ in methods) and not peer_reason:
-            peer_reason.append(_peer_missing(log))
+            peer_reason.append(_peer_missing(ctx.log))
         if crfsuite_reason and any(g == "crfsuite" for g, _ in methods):
-            log(f"baselines: crfsuite rows skipped: {crfsuite_reason}")
+            ctx.log(f"baselines: crfsuite rows skipped: {crfsuite_reason}")
         unavailable = {"pystruct": peer_reason[0] if peer_reason else None, "crfsuite": crfsuite_reason}
-        regs = tuning.regularisation(profile, dataset, [(g, m) for g, m in methods if not unavailable.get(g)],
-                                     out, ctx, cache)
-        keys = {m: cache_key("baselines", dict(dataset=dataset, method=m), _cell_config(cfg, dataset, m, regs[m]),
-                             SEED)
-                for _, m in methods}
-        records = {m: cache.load(keys[m]) for _, m in methods}
-        # pystruct's rows first: its LP inference makes them the longest cells by far (quick
-        # denoising: 95 s and 35 s against seconds for ours), and started last they would run
-        # on one worker while the others idle
-        todo = sorted(((g, m) for g, m in methods if records[m] is None), key=lambda gm: gm[0] != "pystruct")
-        log(f"baselines/{dataset}: {len(methods) - len(todo)} of {len(methods)} methods cached")
-        tasks = []
-        for group, method in todo:
-            reason = unavailable.get(group)
-            if reason:
-                records[method] = CellRecord(row=dict(
-                    config=config, dataset=dataset, group=group, method=method,
-                    status=f"skipped: {reason}", **ctx.info.row_fields()))
+        tuner = tuning.Tuning(profile, dataset, [(g, m) for g, m in methods if not unavailable.get(g)], out, ctx,
+                              cache)
+        cells = _TestCells(profile, dataset, methods, unavailable, ctx, cache, results, curves)
+        if tuner.tasks:
+            first += tuner.tasks
+            handlers.update(dict.fromkeys((t.name for t in tuner.tasks), tuner))
+            tuned_later.append((tuner, cells))
+        else:
+            first += cells.tasks(tuner.choices())
+            handlers.update(dict.fromkeys((t.name for t in cells.pending), cells))
+    _compute(ctx, first, handlers)
+    later = []
+    for tuner, cells in tuned_later:
+        later += cells.tasks(tuner.choices())
+        handlers.update(dict.fromkeys((t.name for t in cells.pending), cells))
+    _compute(ctx, later, handlers)
+
+
+def _compute(ctx: RunContext, tasks: list[Task], handlers: dict) -> None:
+    """Run ``tasks`` on the engine, pystruct's first: its LP inference makes them the longest
+    cells by far (quick denoising: 95 s and 35 s against seconds for ours), and started last
+    they would run on one worker while the others idle. Each record goes to its task's handler."""
+    for task, (record,) in ctx.computed(sorted(tasks, key=lambda task: ":pystruct:" not in task.name)):
+        ctx.log.computed.append(task.name)
+        handlers[task.name].receive(task, record)
+
+
+class _TestCells:
+    """The test cells of one data set: answered from the cache, or tasks for the engine whose
+    records :meth:`receive` stores; every cell's row and curve go to the CSVs."""
+
+    def __init__(self, profile: Profile, dataset: str, methods: list[tuple[str, str]], unavailable: dict,
+                 ctx: RunContext, cache: CellCache, results: ResultsTable, curves: ResultsTable) -> None:
+        self.profile, self.dataset, self.methods, self.unavailable = profile, dataset, methods, unavailable
+        self.ctx, self.cache, self.results, self.curves = ctx, cache, results, curves
+        self.pending: list[Task] = []
+
+    def tasks(self, regs: dict[str, dict]) -> list[Task]:
+        """The tasks of the cells not cached, with each method's regularisation ``regs``; the
+        cached and the skipped cells are written at once."""
+        cfg, dataset, ctx = self.profile.baselines, self.dataset, self.ctx
+        done = []
+        for group, method in self.methods:
+            key = cache_key("baselines", dict(dataset=dataset, method=method),
+                            _cell_config(cfg, dataset, method, regs[method]), SEED)
+            record = self.cache.load(key)
+            reason = self.unavailable.get(group)
+            if record is None and reason:
+                record = CellRecord(row=dict(config=config_key(cfg), dataset=dataset, group=group, method=method,
+                                             status=f"skipped: {reason}", **ctx.info.row_fields()))
+            if record is None:
+                self.pending.append(Task(f"baselines:{dataset}:{method}", (key,), compute_cell,
+                                         (self.profile, dataset, group, method, ctx.info, regs[method])))
             else:
-                tasks.append(Task(f"baselines:{dataset}:{method}", (keys[method],), compute_cell,
-                                  (profile, dataset, group, method, ctx.info, regs[method])))
-        for task, (record,) in ctx.computed(tasks):
-            row = record.row
-            method = row["method"]
-            records[method] = record
-            log.computed.append(task.name)
-            if row["status"] == "ok":
-                cache.save(task.keys[0], record)   # failures are not cached: a rerun tries again
-                log(f"baselines/{dataset}: {method}: train={row['train_error']:.3f} "
-                    f"test={row['test_error']:.3f} ({row['seconds']:.1f}s)")
-            else:
-                log(f"baselines/{dataset}: {method}: {row['status']}")
-            results.upsert([row])
-            curves.upsert(_curve_rows(row, record.arrays))
-        done = [r for r in records.values() if r is not None]
-        results.upsert(r.row for r in done)
-        curves.upsert(c for r in done for c in _curve_rows(r.row, r.arrays))
+                done.append(record)
+        ctx.log(f"baselines/{dataset}: {len(self.methods) - len(self.pending)} of {len(self.methods)} methods cached")
+        self.results.upsert(r.row for r in done)
+        self.curves.upsert(c for r in done for c in _curve_rows(r.row, r.arrays))
+        return self.pending
+
+    def receive(self, task: Task, record: CellRecord) -> None:
+        row = record.row
+        if row["status"] == "ok":
+            self.cache.save(task.keys[0], record)   # failures are not cached: a rerun tries again
+            self.ctx.log(f"baselines/{self.dataset}: {row['method']}: train={row['train_error']:.3f} "
+                         f"test={row['test_error']:.3f} ({row['seconds']:.1f}s)")
+        else:
+            self.ctx.log(f"baselines/{self.dataset}: {row['method']}: {row['status']}")
+        self.results.upsert([row])
+        self.curves.upsert(_curve_rows(row, record.arrays))
 
 
 def config_key(cfg: dict) -> str:

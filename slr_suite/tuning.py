@@ -21,15 +21,14 @@ import numpy as np
 
 from slr_suite.baselines import (CRFSUITE_METHOD, EPSILON, SEED, _cell_config, default_regularisation,
                                  failure_status, fit_method, load_dataset)
-from slr_suite.common import RunContext, reuse_data
+from slr_suite.common import RunContext, reuse_data, unique
 from slr_suite.engine import Task
 from slr_suite.profiles import Profile
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord
 
-__all__ = ["TUNING_COLUMNS", "SMOOTHED", "choose", "grid", "regularisation", "tuned", "tuning_table",
-           "validation_split"]
+__all__ = ["TUNING_COLUMNS", "SMOOTHED", "Tuning", "choose", "grid", "tuned", "tuning_table", "validation_split"]
 
 TUNING_COLUMNS = ["config", "dataset", "method", "C", "epsilon", "val_error", "train_error", "seconds",
                   "iterations", "status", *PROVENANCE_COLUMNS]
@@ -108,46 +107,57 @@ def _split(data: tuple) -> tuple:
     return (*validation_split(X_train, Y_train, SEED), n_states)
 
 
-def regularisation(profile: Profile, dataset: str, methods: list[tuple[str, str]], out: Path, ctx: RunContext,
-                   cache: CellCache) -> dict[str, dict[str, float]]:
-    """``{method: {"C", "epsilon"}}`` for the test cells of ``methods`` (``(group, method)``
-    pairs) on ``dataset``: chosen on the validation split where the profile tunes the data set
-    (fitting the grid's cells that are not cached), the data set's default otherwise."""
-    cfg = profile.baselines
-    regs = {method: default_regularisation(dataset) for _, method in methods}
-    todo_methods = [(g, m) for g, m in methods if tuned(profile, dataset, m)]
-    if not todo_methods:
-        return regs
-    table = tuning_table(out, ctx.log)
-    cells = [(g, m, reg) for g, m in todo_methods for reg in grid(profile, dataset, m)]
-    keys = [cache_key("baselines-tuning", dict(dataset=dataset, method=m, **reg),
-                      dict(_cell_config(cfg, dataset, m, reg), hold_out=_HOLD_OUT), SEED) for _, m, reg in cells]
-    records = [cache.load(key) for key in keys]
-    # pystruct's cells first, as in the test cells: they are the longest
-    tasks = sorted((Task(f"tuning:{dataset}:{m}:C={reg['C']:g},eps={reg['epsilon']:g}", (key,), compute_tuning_cell,
-                         (profile, dataset, g, m, ctx.info, reg))
-                    for (g, m, reg), key, record in zip(cells, keys, records) if record is None),
-                   key=lambda task: task.args[2] != "pystruct")
-    ctx.log(f"tuning/{dataset}: {len(cells) - len(tasks)} of {len(cells)} validation fits cached")
-    for task, (record,) in ctx.computed(tasks):
-        records[keys.index(task.keys[0])] = record
-        ctx.log.computed.append(task.name)
+class Tuning:
+    """The validation fits of one data set and the values they choose.
+
+    ``tasks`` are the fits not cached (empty when the profile does not tune the data set or
+    every fit is cached); the engine's records come back through :meth:`receive`, and
+    :meth:`choices` gives ``{method: {"C", "epsilon"}}`` for the test cells of ``methods``
+    (``(group, method)`` pairs): the chosen values where the data set is tuned, the data set's
+    default otherwise.
+    """
+
+    def __init__(self, profile: Profile, dataset: str, methods: list[tuple[str, str]], out: Path,
+                 ctx: RunContext, cache: CellCache) -> None:
+        cfg = profile.baselines
+        self.profile, self.dataset, self.ctx, self.cache = profile, dataset, ctx, cache
+        self.methods = [m for _, m in methods]
+        self.cells = [(g, m, reg) for g, m in methods if tuned(profile, dataset, m)
+                      for reg in grid(profile, dataset, m)]
+        self.keys = [cache_key("baselines-tuning", dict(dataset=dataset, method=m, **reg),
+                               dict(_cell_config(cfg, dataset, m, reg), hold_out=_HOLD_OUT), SEED)
+                     for _, m, reg in self.cells]
+        self.records = [cache.load(key) for key in self.keys]
+        self.table = tuning_table(out, ctx.log) if self.cells else None
+        self.tasks = [Task(f"tuning:{dataset}:{m}:C={reg['C']:g},eps={reg['epsilon']:g}", (key,), compute_tuning_cell,
+                           (profile, dataset, g, m, ctx.info, reg))
+                      for (g, m, reg), key, record in zip(self.cells, self.keys, self.records) if record is None]
+        if self.cells:
+            ctx.log(f"tuning/{dataset}: {len(self.cells) - len(self.tasks)} of {len(self.cells)} validation fits cached")
+
+    def receive(self, task: Task, record: CellRecord) -> None:
+        self.records[self.keys.index(task.keys[0])] = record
         row = record.row
         if row["status"] == "ok":
-            cache.save(task.keys[0], record)
-            ctx.log(f"tuning/{dataset}: {row['method']} C={row['C']:g} eps={row['epsilon']:g}: "
-                    f"validation error {row['val_error']:.3f} ({row['seconds']:.1f}s)")
+            self.cache.save(task.keys[0], record)
+            self.ctx.log(f"tuning/{self.dataset}: {row['method']} C={row['C']:g} eps={row['epsilon']:g}: "
+                         f"validation error {row['val_error']:.3f} ({row['seconds']:.1f}s)")
         else:
-            ctx.log(f"tuning/{dataset}: {row['method']} C={row['C']:g}: {row['status']}")
-        table.upsert([row])
-    table.upsert(record.row for record in records if record is not None)
-    for _, method in todo_methods:
-        rows = [r.row for (_, m, _), r in zip(cells, records) if m == method and r is not None]
-        chosen = choose(grid(profile, dataset, method), rows)
-        if chosen is None:
-            ctx.log(f"tuning/{dataset}: {method}: no validation fit succeeded; the default C is kept")
-        else:
-            regs[method] = chosen
-            ctx.log(f"tuning/{dataset}: {method}: chose C={chosen['C']:g}"
-                    + (f", eps={chosen['epsilon']:g}" if method in SMOOTHED else ""))
-    return regs
+            self.ctx.log(f"tuning/{self.dataset}: {row['method']} C={row['C']:g}: {row['status']}")
+        self.table.upsert([row])
+
+    def choices(self) -> dict[str, dict[str, float]]:
+        regs = {method: default_regularisation(self.dataset) for method in self.methods}
+        if not self.cells:
+            return regs
+        self.table.upsert(record.row for record in self.records if record is not None)
+        for method in unique(m for _, m, _ in self.cells):
+            rows = [r.row for (_, m, _), r in zip(self.cells, self.records) if m == method and r is not None]
+            chosen = choose(grid(self.profile, self.dataset, method), rows)
+            if chosen is None:
+                self.ctx.log(f"tuning/{self.dataset}: {method}: no validation fit succeeded; the default C is kept")
+            else:
+                regs[method] = chosen
+                self.ctx.log(f"tuning/{self.dataset}: {method}: chose C={chosen['C']:g}"
+                             + (f", eps={chosen['epsilon']:g}" if method in SMOOTHED else ""))
+        return regs
