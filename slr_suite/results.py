@@ -133,5 +133,7 @@ class ResultsTable:
         writer.writeheader()
         writer.writerows(rows)
         buffer.seek(0)
+        # a float NaN is written as repr(nan) = "nan": it must read back as a number, or the
+        # whole column turns into text (and a plot of it into a categorical axis)
         return pd.read_csv(buffer, dtype={c: str for c in ("config", "commit", "code", *where)},
-                           keep_default_na=False, na_values=[""])
+                           keep_default_na=False, na_values=["", "nan"])

@@ -54,6 +54,19 @@ def _check_after_damage(path: Path, damaged: bytes, reference: bytes) -> None:
     assert path.read_bytes() == reference
 
 
+def test_frame_reads_back_missing_numbers_as_nan(tmp_path):
+    """A NaN written by a cell (repr "nan") or an empty field reads back as a float NaN, so the
+    column stays numeric; text columns keep their text."""
+    table = _table(tmp_path / "t.csv")
+    table.upsert([dict(config="c1", cell="A", error=float("nan"), note="x"),
+                  dict(config="c1", cell="B", error=0.25, note="y"),
+                  dict(config="c1", cell="C", error="", note="z")])
+    frame = table.frame(config="c1")
+    assert frame["error"].dtype == float
+    assert frame["error"].isna().tolist() == [True, False, True] and frame["error"][1] == 0.25
+    assert frame["note"].tolist() == ["x", "y", "z"]
+
+
 def test_truncation_at_every_byte_offset(tmp_path):
     reference = _undamaged(tmp_path)
     for offset in range(len(reference)):
