@@ -115,11 +115,13 @@ class _ClassMajorLoss:
         return blocks
 
 
-def _inverse_sqrt(blocks: np.ndarray, floor: float) -> np.ndarray:
-    """``(B + floor I)^(-1/2)`` for a stack of symmetric positive semidefinite blocks."""
+def _inverse_sqrt(blocks: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
+    """``(B + floor I)^(-1/2)`` for a stack of symmetric positive semidefinite blocks, and the
+    largest eigenvalue of the blocks."""
     values, vectors = np.linalg.eigh(blocks)
+    largest = float(values.max()) if values.size else 0.0
     values = np.maximum(values, 0.0) + floor
-    return np.einsum("kab,kb,kcb->kac", vectors, values**-0.5, vectors)
+    return np.einsum("kab,kb,kcb->kac", vectors, values**-0.5, vectors), largest
 
 
 class Linear(LogisticOracle):
@@ -252,7 +254,7 @@ class Linear(LogisticOracle):
             hessian = problem.hessian_blocks(coef) / problem.n
             hessian += penalty[:, None] * np.eye(cols) / problem.n
             # the floor keeps steps finite for classes whose probability has vanished
-            scale = _inverse_sqrt(hessian, 1e-10 * max(1.0, float(np.max(hessian))))
+            scale, largest = _inverse_sqrt(hessian, 1e-10 * max(1.0, float(np.max(hessian))))
             start = np.linalg.solve(scale, coef[:, :, None])[:, :, 0]
 
             def objective(u: np.ndarray) -> tuple[float, np.ndarray]:
@@ -261,7 +263,6 @@ class Linear(LogisticOracle):
                 return f, np.einsum("kab,kb->ka", scale, g).ravel()
 
             # inner tolerance such that |scale g| <= inner implies |g| <~ tol
-            largest = float(np.max(np.linalg.eigvalsh(hessian)))
             inner = tol / max(1.0, np.sqrt(max(largest, 0.0)))
             res = minimize(
                 objective, start.ravel(), jac=True, method="L-BFGS-B",
@@ -270,7 +271,10 @@ class Linear(LogisticOracle):
             )
             self.n_iter_ += int(res.nit)
             candidate = np.einsum("kab,kb->ka", scale, res.x.reshape(k, cols))
-            new_value, new_grad = self._objective(candidate, problem, penalty)
+            # L-BFGS-B returns the objective and gradient of its final point (res.x): the
+            # rescaled gradient is scale g, so g = scale^-1 (scale g)
+            new_value = float(res.fun)
+            new_grad = np.linalg.solve(scale, res.jac.reshape(k, cols, 1))[:, :, 0]
             if not new_value < value:
                 # no progress in a whole cycle: numerically converged as far as possible
                 self.converged_ = bool(np.max(np.abs(grad)) <= tol)
