@@ -148,7 +148,7 @@ def profile_case(case: str, iterations: int) -> tuple[dict[str, float], dict[str
         (linear, "_ClassMajorLoss", "set-up (transposed copies)"),
         (linear._ClassMajorLoss, "hessian_blocks", "preconditioner (Hessian blocks)"),
         (learner_module, "node_message_sums", "message sums"),
-        (learner_module, "batch_dual_values", "dual values A"),
+        (learner_module, "batch_dual_parts", "dual values A"),
     ]
     with threadpool_limits(1), wrapped(clock, targets):
         setattr(owner, attr, monitor)

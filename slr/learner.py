@@ -33,7 +33,7 @@ import pandas as pd
 
 from slr.estimator import StructuredEstimator
 from slr.graph import GraphBatch, check_epsilon
-from slr.inference.batch import batch_dual_values, batch_node_beliefs, batch_sweeps, resolve_threads
+from slr.inference.batch import batch_dual_parts, batch_node_beliefs, batch_sweeps, resolve_threads
 from slr.models import FlatData, PairwiseModel, hamming_margin
 from slr.oracles.base import LogisticOracle
 from slr.oracles.linear import Linear
@@ -112,11 +112,31 @@ def structured_objective(
     -------
     float
     """
-    duals = batch_dual_values(batch, theta_nodes, theta_edges, messages, epsilon, n_threads=n_threads)
-    truth = theta_nodes[np.arange(labels.shape[0]), labels].sum()
-    if batch.n_edges:
-        truth += theta_edges[np.arange(batch.n_edges), labels[batch.edges[:, 0]], labels[batch.edges[:, 1]]].sum()
-    return float(duals.sum() - truth)
+    objective = _SplitObjective(batch, labels, epsilon, n_threads, check_input=True)
+    return objective.nodes(theta_nodes, messages) + objective.edges(theta_edges, messages)
+
+
+class _SplitObjective:
+    """R as its node part (node terms of ``A`` minus the truth's node potentials) plus its edge
+    part: a unary fit changes only the first, a pairwise fit only the second."""
+
+    def __init__(self, batch: GraphBatch, labels: np.ndarray, epsilon: float, n_threads: int | None,
+                 check_input: bool) -> None:
+        self.batch, self.labels, self.epsilon = batch, labels, epsilon
+        self.n_threads, self.check_input = n_threads, check_input
+        self.sources = labels[batch.edges[:, 0]]
+        self.targets = labels[batch.edges[:, 1]]
+
+    def nodes(self, theta_nodes: np.ndarray, messages: np.ndarray) -> float:
+        duals, _ = batch_dual_parts(self.batch, theta_nodes, None, messages, self.epsilon, edge_terms=False,
+                                    n_threads=self.n_threads, check_input=self.check_input)
+        return float(duals.sum() - theta_nodes[np.arange(self.labels.shape[0]), self.labels].sum())
+
+    def edges(self, theta_edges: np.ndarray, messages: np.ndarray) -> float:
+        _, duals = batch_dual_parts(self.batch, None, theta_edges, messages, self.epsilon, node_terms=False,
+                                    n_threads=self.n_threads, check_input=self.check_input)
+        truth = theta_edges[np.arange(self.batch.n_edges), self.sources, self.targets].sum()
+        return float(duals.sum() - truth)
 
 
 def _linear_parameters(oracle: Any) -> dict[str, np.ndarray] | None:
@@ -355,9 +375,17 @@ class StructuredLogisticRegression(StructuredEstimator):
         self.unary_, self.pairwise_ = unary, pairwise
         self._fitted_pairwise = False
 
-        def objective() -> float:
+        split = _SplitObjective(batch, labels, eps, threads, check_input=False)
+        parts = [0.0, 0.0]   # R's node and edge parts at the current potentials and messages
+
+        def objective(nodes: bool = True, edges: bool = True) -> float:
+            """R, recomputing the parts whose inputs changed since the last call."""
             with timed("objective R"):
-                return structured_objective(batch, theta_nodes, theta_edges, lam, labels, eps, n_threads=threads)
+                if nodes:
+                    parts[0] = split.nodes(theta_nodes, lam)
+                if edges:
+                    parts[1] = split.edges(theta_edges, lam)
+                return parts[0] + parts[1]
 
         def sweep() -> None:
             with timed("message passing"):
@@ -402,8 +430,8 @@ class StructuredLogisticRegression(StructuredEstimator):
             before = _linear_parameters(unary) if omega != 1.0 else None
             with timed("unary fit"):
                 unary.fit(train.node_features, bias, labels)
-            trace.append((it, "unary_fit", _relaxed_step(unary, before, omega, set_unary, objective,
-                                                         trace[-1][2])))
+            trace.append((it, "unary_fit", _relaxed_step(unary, before, omega, set_unary,
+                                                         lambda: objective(edges=False), trace[-1][2])))
             sweep()
             trace.append((it, "unary_mp", objective()))
             if train.has_edges:
@@ -414,7 +442,7 @@ class StructuredLogisticRegression(StructuredEstimator):
                     pairwise.fit(train.edge_features, bias, train.pair_labels)
                 self._fitted_pairwise = True
                 trace.append((it, "pairwise_fit", _relaxed_step(pairwise, before, omega, set_pairwise,
-                                                                objective, trace[-1][2])))
+                                                                lambda: objective(nodes=False), trace[-1][2])))
             else:
                 trace.append((it, "pairwise_fit", objective()))
             sweep()

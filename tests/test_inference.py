@@ -322,6 +322,39 @@ def test_out_of_range_edges_never_crash(n, bad_row, offset):
         map_lp(np.zeros((n, 2)), np.zeros((6, 2, 2)), edges)
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1, 1.0])
+def test_dual_parts_are_the_node_and_edge_terms_of_the_definition(eps):
+    """``A = sum_i eps lse(b_i / eps) + sum_e eps lse(b_e / eps)`` computed here with scipy, node
+    terms and edge terms apart; a part not asked for is zeros and its potentials are not read."""
+    from scipy.special import logsumexp
+
+    from slr.inference import batch_dual_parts
+
+    theta_nodes, theta_edges, edges = random_problem("cycle", 3, seed=4)
+    rng = np.random.default_rng(1)
+    lam = rng.normal(size=(len(edges), 2, 3))
+    batch = GraphBatch.from_graphs([(theta_nodes.shape[0], edges)], 3)
+    node_beliefs = theta_nodes.copy()
+    np.subtract.at(node_beliefs, edges[:, 0], lam[:, 0])
+    np.subtract.at(node_beliefs, edges[:, 1], lam[:, 1])
+    edge_beliefs = (theta_edges + lam[:, 0, :, None] + lam[:, 1, None, :]).reshape(len(edges), -1)
+
+    def smoothed(b):
+        return b.max(axis=1).sum() if eps == 0 else eps * logsumexp(b / eps, axis=1).sum()
+
+    nodes, edge_part = batch_dual_parts(batch, theta_nodes, theta_edges, lam, eps)
+    assert nodes[0] == pytest.approx(smoothed(node_beliefs), rel=1e-12)
+    assert edge_part[0] == pytest.approx(smoothed(edge_beliefs), rel=1e-12)
+    assert batch_dual_values(batch, theta_nodes, theta_edges, lam, eps)[0] == pytest.approx(
+        nodes[0] + edge_part[0], rel=1e-14)
+    only_nodes = batch_dual_parts(batch, theta_nodes, None, lam, eps, edge_terms=False)
+    only_edges = batch_dual_parts(batch, None, theta_edges, lam, eps, node_terms=False)
+    assert only_nodes[0][0] == nodes[0] and only_nodes[1][0] == 0.0
+    assert only_edges[1][0] == edge_part[0] and only_edges[0][0] == 0.0
+    with pytest.raises(ValueError, match="theta_edges"):
+        batch_dual_parts(batch, theta_nodes, None, lam, eps)
+
+
 def test_node_beliefs_match_definition():
     theta_nodes, theta_edges, edges = random_problem("cycle", 3, seed=2)
     rng = np.random.default_rng(0)

@@ -1,12 +1,13 @@
 """Inference on pairwise graphs: entropy-smoothed LP and plain LP by star-update message passing.
 
 Single graphs: :func:`smoothed_lp`, :func:`map_lp`. Many graphs at once (flat batches,
-parallel over examples): :func:`batch_sweeps`, :func:`batch_dual_values`,
-:func:`batch_marginals`. Exact MAP on chains: :func:`viterbi`, :func:`batch_viterbi`. Exact references with cvxpy live in :mod:`slr.inference.exact`
+parallel over examples): :func:`batch_sweeps`, :func:`batch_dual_values` (and its node and
+edge parts, :func:`batch_dual_parts`), :func:`batch_marginals`. Exact MAP on chains: :func:`viterbi`, :func:`batch_viterbi`. Exact references with cvxpy live in :mod:`slr.inference.exact`
 (cvxpy itself is imported lazily, as it is slow to import).
 """
 from slr.inference.batch import (
     BatchSweepResult,
+    batch_dual_parts,
     batch_dual_values,
     batch_edge_beliefs,
     batch_marginals,
@@ -22,6 +23,7 @@ __all__ = [
     "BatchSweepResult",
     "MapResult",
     "SmoothedResult",
+    "batch_dual_parts",
     "batch_dual_values",
     "batch_edge_beliefs",
     "batch_marginals",

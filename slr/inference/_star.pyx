@@ -314,12 +314,18 @@ def dual_values(
     const int64_t[::1] inc_side,
     double eps,
     int n_threads,
-    double[::1] out,
+    double[::1] out_nodes,
+    double[::1] out_edges,
+    bint node_terms=True,
+    bint edge_terms=True,
 ):
-    """The dual objective ``A(lam, theta)`` of every example, written to ``out`` (B,).
+    """The dual objective ``A(lam, theta)`` of every example, split into its node terms (written
+    to ``out_nodes``, (B,)) and its edge terms (``out_edges``).
 
     ``A = eps * sum_alpha logsumexp(b_alpha / eps)`` over nodes and edges, with the
     reparametrised beliefs ``b`` of docs/design.md section 1; with ``eps = 0`` each term is a max.
+    ``node_terms`` / ``edge_terms`` False skip one part (its output is left as it is): the node
+    terms do not depend on ``theta_edges``, the edge terms not on ``theta_nodes``.
     """
     cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1
     cdef Py_ssize_t L = theta_nodes.shape[1]
@@ -337,20 +343,24 @@ def dual_values(
             if row == NULL:
                 failed[ex] = 1  # this thread could not allocate: reported below
                 continue
-            total = 0.0
-            for v in range(node_ptr[ex], node_ptr[ex + 1]):
-                for a in range(L):
-                    row[a] = theta_nodes[v, a]
-                for k in range(inc_ptr[v], inc_ptr[v + 1]):
+            if node_terms:
+                total = 0.0
+                for v in range(node_ptr[ex], node_ptr[ex + 1]):
                     for a in range(L):
-                        row[a] -= lam[inc_edge[k], inc_side[k], a]
-                total = total + smoothed_max(row, L, eps, inv_eps)
-            for e in range(edge_ptr[ex], edge_ptr[ex + 1]):
-                for a in range(L):
-                    for b in range(L):
-                        row[a * L + b] = theta_edges[e, a, b] + lam[e, 0, a] + lam[e, 1, b]
-                total = total + smoothed_max(row, L * L, eps, inv_eps)
-            out[ex] = total
+                        row[a] = theta_nodes[v, a]
+                    for k in range(inc_ptr[v], inc_ptr[v + 1]):
+                        for a in range(L):
+                            row[a] -= lam[inc_edge[k], inc_side[k], a]
+                    total = total + smoothed_max(row, L, eps, inv_eps)
+                out_nodes[ex] = total
+            if edge_terms:
+                total = 0.0
+                for e in range(edge_ptr[ex], edge_ptr[ex + 1]):
+                    for a in range(L):
+                        for b in range(L):
+                            row[a * L + b] = theta_edges[e, a, b] + lam[e, 0, a] + lam[e, 1, b]
+                    total = total + smoothed_max(row, L * L, eps, inv_eps)
+                out_edges[ex] = total
         free(row)
     if np.any(failed_arr):
         raise MemoryError("could not allocate the dual-value scratch buffer")

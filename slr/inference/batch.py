@@ -29,6 +29,7 @@ from slr.validation import check_int, check_real
 
 __all__ = [
     "BatchSweepResult",
+    "batch_dual_parts",
     "batch_dual_values",
     "batch_edge_beliefs",
     "batch_marginals",
@@ -189,12 +190,22 @@ def _run_sweeps(
 def _dual_values(
     batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarray, lam: np.ndarray, eps: float, threads: int
 ) -> np.ndarray:
-    out = np.zeros(batch.n_examples)
+    nodes, edges = _dual_parts(batch, theta_nodes, theta_edges, lam, eps, threads)
+    return nodes + edges
+
+
+def _dual_parts(
+    batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarray, lam: np.ndarray, eps: float, threads: int,
+    node_terms: bool = True, edge_terms: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The node and the edge terms of ``A`` per example (a part not asked for is zeros)."""
+    nodes, edges = np.zeros(batch.n_examples), np.zeros(batch.n_examples)
     _star.dual_values(
         theta_nodes, theta_edges, lam, batch.edges, batch.node_ptr, batch.edge_ptr,
-        batch.inc_ptr, batch.inc_edge, batch.inc_side, eps, _kernel_threads(threads, batch), out,
+        batch.inc_ptr, batch.inc_edge, batch.inc_side, eps, _kernel_threads(threads, batch), nodes, edges,
+        node_terms, edge_terms,
     )
-    return out
+    return nodes, edges
 
 
 def _node_beliefs(batch: GraphBatch, theta_nodes: np.ndarray, lam: np.ndarray) -> np.ndarray:
@@ -354,14 +365,63 @@ def batch_dual_values(
     -------
     ndarray of shape (B,)
     """
-    batch = _check_batch(batch)
-    eps = check_epsilon(epsilon)
-    threads = resolve_threads(n_threads)
-    theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input)
-    lam = _messages(batch, messages, check_input)
+    batch, eps, threads, theta_nodes, theta_edges, lam = _dual_inputs(
+        batch, theta_nodes, theta_edges, messages, epsilon, n_threads, check_input)
     if check_input:
         lam = _shift_out_constants(lam)  # A does not depend on the shift
     return _dual_values(batch, theta_nodes, theta_edges, lam, eps, threads)
+
+
+def batch_dual_parts(
+    batch: GraphBatch,
+    theta_nodes: Any,
+    theta_edges: Any,
+    messages: Any,
+    epsilon: float,
+    *,
+    node_terms: bool = True,
+    edge_terms: bool = True,
+    n_threads: int | None = None,
+    check_input: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The node terms and the edge terms of ``A(lambda, theta)`` per example.
+
+    ``A`` (:func:`batch_dual_values`) is a sum of one term per node, which depends on
+    ``theta_nodes`` and the messages only, and one per edge, which depends on ``theta_edges``
+    and the messages only; a learner that changes one kind of potential recomputes one part.
+    Unlike their sum, the parts change when a constant is added to a message (they are
+    computed at the messages as given).
+
+    Parameters
+    ----------
+    batch, theta_nodes, theta_edges, messages, epsilon, n_threads, check_input
+        As for :func:`batch_dual_values`.
+    node_terms, edge_terms : bool, default=True
+        Which parts to compute; a part not computed is returned as zeros, and its potentials
+        are not read (they may be None).
+
+    Returns
+    -------
+    node_values, edge_values : ndarray of shape (B,)
+    """
+    node_terms, edge_terms = bool(node_terms), bool(edge_terms)
+    batch, eps, threads, theta_nodes, theta_edges, lam = _dual_inputs(
+        batch, theta_nodes, theta_edges, messages, epsilon, n_threads, check_input, node_terms, edge_terms)
+    return _dual_parts(batch, theta_nodes, theta_edges, lam, eps, threads, node_terms, edge_terms)
+
+
+def _dual_inputs(batch, theta_nodes, theta_edges, messages, epsilon, n_threads, check_input,
+                 node_terms: bool = True, edge_terms: bool = True):
+    """The checked arguments of the dual values; potentials of a part not computed are not read."""
+    batch = _check_batch(batch)
+    eps = check_epsilon(epsilon)
+    threads = resolve_threads(n_threads)
+    L = batch.n_states
+    theta_nodes = (_array(theta_nodes, "theta_nodes", (batch.n_nodes, L), check_input) if node_terms
+                   else np.zeros((0, L)))
+    theta_edges = (_array(theta_edges, "theta_edges", (batch.n_edges, L, L), check_input) if edge_terms
+                   else np.zeros((0, L, L)))
+    return batch, eps, threads, theta_nodes, theta_edges, _messages(batch, messages, check_input)
 
 
 def batch_node_beliefs(batch: GraphBatch, theta_nodes: Any, messages: Any) -> np.ndarray:
