@@ -37,6 +37,7 @@ from slr.inference.batch import batch_dual_parts, batch_node_beliefs, batch_swee
 from slr.models import FlatData, PairwiseModel, hamming_margin
 from slr.oracles.base import LogisticOracle
 from slr.oracles.linear import Linear
+from slr.oracles.pair_bias import PairBias
 from slr.validation import C_INT_MAX, check_bool, check_int, check_random_state, check_real
 
 __all__ = [
@@ -75,11 +76,11 @@ def unary_bias(batch: GraphBatch, messages: np.ndarray, labels: np.ndarray, epsi
     return (delta - node_message_sums(batch, messages)) / epsilon
 
 
-def pairwise_bias(messages: np.ndarray, epsilon: float) -> np.ndarray:
-    """Bias of the pairwise problem, ``(lambda_e(a) + lambda_e(b)) / eps`` at column ``a L + b``."""
-    n_edges, _, L = messages.shape
-    pair = messages[:, 0, :, None] + messages[:, 1, None, :]
-    return pair.reshape(n_edges, L * L) / epsilon
+def pairwise_bias(messages: np.ndarray, epsilon: float, *, factored: bool = False) -> np.ndarray | PairBias:
+    """Bias of the pairwise problem, ``(lambda_e(a) + lambda_e(b)) / eps`` at column ``a L + b``:
+    the dense ``(n_edges, L^2)`` array, or with ``factored`` its two factors as a PairBias."""
+    bias = PairBias(messages[:, 0] / epsilon, messages[:, 1] / epsilon)
+    return bias if factored else np.asarray(bias)
 
 
 def structured_objective(
@@ -436,7 +437,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             trace.append((it, "unary_mp", objective()))
             if train.has_edges:
                 with timed("pairwise bias"):
-                    bias = pairwise_bias(lam, eps)
+                    bias = pairwise_bias(lam, eps, factored=True)
                 before = _linear_parameters(pairwise) if omega != 1.0 else None
                 with timed("pairwise fit"):
                     pairwise.fit(train.edge_features, bias, train.pair_labels)

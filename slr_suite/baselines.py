@@ -365,8 +365,9 @@ class _TestCells:
         cfg, dataset, ctx = self.profile.baselines, self.dataset, self.ctx
         done = []
         for group, method in self.methods:
-            key = cache_key("baselines", dict(dataset=dataset, method=method),
-                            _cell_config(cfg, dataset, method, regs[method]), SEED)
+            reg = regs.get(method, default_regularisation(dataset))   # methods that cannot run are not tuned
+            key = cache_key("baselines", dict(dataset=dataset, method=method), _cell_config(cfg, dataset, method, reg),
+                            SEED)
             record = self.cache.load(key)
             reason = self.unavailable.get(group)
             if record is None and reason:
@@ -374,7 +375,7 @@ class _TestCells:
                                              status=f"skipped: {reason}", **ctx.info.row_fields()))
             if record is None:
                 self.pending.append(Task(f"baselines:{dataset}:{method}", (key,), compute_cell,
-                                         (self.profile, dataset, group, method, ctx.info, regs[method])))
+                                         (self.profile, dataset, group, method, ctx.info, reg)))
             else:
                 done.append(record)
         ctx.log(f"baselines/{dataset}: {len(self.methods) - len(self.pending)} of {len(self.methods)} methods cached")

@@ -78,7 +78,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
                 ax.plot(curve["seconds"], curve["test_error"], "o-" if len(curve) > 1 else "s",
                         label=r.method, ms=4)
             reached = "not reached" if r.status == "ok" and np.isnan(ttt) else fmt(ttt, 2)
-            rows.append([r.group, r.method, _reg_text(r.method, used.get((dataset, r.method))), _num(r.train_error),
+            reg = used.get((dataset, r.method), default_regularisation(dataset)) if r.status == "ok" else None
+            rows.append([r.group, r.method, _reg_text(r.method, reg), _num(r.train_error),
                          _num(r.test_error), fmt(_num(r.seconds), 2), reached, r.iterations, r.status])
         ax.axhline(target, color="k", ls=":", lw=1)
         ax.set_xscale("log")
@@ -160,7 +161,11 @@ def _values(values) -> str:
 
 
 def _reg_text(method: str, reg: dict | None) -> str:
+    """``C=..`` (and ``eps=..`` for the smoothed methods) of a method with a ridge; "" for the
+    others, "—" for a row that did not run."""
     if reg is None:
+        return "—"
+    if method not in tuning.RIDGED:
         return ""
     return f"C={reg['C']:g}" + (f", eps={reg['epsilon']:g}" if method in tuning.SMOOTHED else "")
 

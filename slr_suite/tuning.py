@@ -28,7 +28,7 @@ from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord
 
-__all__ = ["TUNING_COLUMNS", "SMOOTHED", "Tuning", "choose", "grid", "tuned", "tuning_table", "validation_split"]
+__all__ = ["TUNING_COLUMNS", "RIDGED", "SMOOTHED", "Tuning", "choose", "grid", "tuned", "tuning_table", "validation_split"]
 
 TUNING_COLUMNS = ["config", "dataset", "method", "C", "epsilon", "val_error", "train_error", "seconds",
                   "iterations", "status", *PROVENANCE_COLUMNS]
@@ -36,7 +36,7 @@ TUNING_COLUMNS = ["config", "dataset", "method", "C", "epsilon", "val_error", "t
 SMOOTHED = ("slr:Linear", "GradientAlternation")
 #: Methods whose ridge comes from C (the perceptrons have none; the nonlinear slr rows' settings
 #: were chosen on the same split by hand, docs/design.md section 6).
-_RIDGED = ("slr:Linear", "OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "PiecewiseTraining",
+RIDGED = ("slr:Linear", "OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "PiecewiseTraining",
            "GradientAlternation", CRFSUITE_METHOD, "pystruct:OneSlackSSVM", "pystruct:NSlackSSVM",
            "pystruct:SubgradientSSVM", "pystruct:FrankWolfeSSVM")
 #: One example in this many is held out for validation.
@@ -55,7 +55,7 @@ def validation_split(X: list, Y: list, seed: int = 0) -> tuple[list, list, list,
 
 def tuned(profile: Profile, dataset: str, method: str) -> bool:
     """Whether the profile chooses ``method``'s regularisation on ``dataset`` by validation."""
-    return bool(dict(profile.baselines.get("tune", {})).get(dataset)) and method in _RIDGED
+    return bool(dict(profile.baselines.get("tune", {})).get(dataset)) and method in RIDGED
 
 
 def grid(profile: Profile, dataset: str, method: str) -> list[dict[str, float]]:

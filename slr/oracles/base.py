@@ -19,6 +19,8 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from slr.oracles.pair_bias import PairBias
+
 __all__ = [
     "LogisticOracle",
     "biased_logistic_loss",
@@ -48,20 +50,24 @@ def binary_exponents(features: np.ndarray) -> np.ndarray:
 
 
 def check_logistic_problem(
-    features: Any, bias: Any, labels: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    features: Any, bias: Any, labels: Any, *, pair_bias: bool = False
+) -> tuple[np.ndarray, Any, np.ndarray]:
     """Validate and convert the three arrays of a biased logistic problem.
 
     Parameters
     ----------
     features : array-like of shape (N, d)
-    bias : array-like of shape (N, K)
+    bias : array-like of shape (N, K), or PairBias
     labels : array-like of shape (N,), integers in ``[0, K)``
+    pair_bias : bool, default=False
+        Return a :class:`~slr.oracles.pair_bias.PairBias` as it is (checked) instead of as its
+        dense array.
 
     Returns
     -------
     features, bias, labels : ndarray
-        C-contiguous float64, float64 and int64 arrays.
+        C-contiguous float64, float64 and int64 arrays (``bias`` a PairBias where one was
+        given and ``pair_bias`` is True).
 
     Raises
     ------
@@ -71,7 +77,10 @@ def check_logistic_problem(
         labels outside ``[0, K)``.
     """
     features = np.ascontiguousarray(features, dtype=np.float64)
-    bias = np.ascontiguousarray(bias, dtype=np.float64)
+    if isinstance(bias, PairBias) and not pair_bias:
+        bias = np.asarray(bias)
+    if not isinstance(bias, PairBias):
+        bias = np.ascontiguousarray(bias, dtype=np.float64)
     labels_arr = np.asarray(labels)
     if features.ndim != 2:
         raise ValueError(f"features must be 2-D (N, d), got shape {features.shape}")
@@ -91,10 +100,10 @@ def check_logistic_problem(
         raise ValueError("bias must have at least one column (class)")
     if not np.all(np.isfinite(features)):
         raise ValueError("features contain NaN or infinite values")
-    if not np.all(np.isfinite(bias)):
-        raise ValueError("bias contains NaN or infinite values")
+    if not isinstance(bias, PairBias) and not np.all(np.isfinite(bias)):
+        raise ValueError("bias contains NaN or infinite values")   # a PairBias checked its factors
     with np.errstate(over="ignore"):
-        spans = np.ptp(bias, axis=1)
+        spans = bias.row_spans() if isinstance(bias, PairBias) else np.ptp(bias, axis=1)
     if not np.all(np.isfinite(spans)):
         raise ValueError(
             "bias values of one row differ by more than float64 can represent; the "
@@ -160,13 +169,17 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
         Number of input features ``d`` seen by the last :meth:`fit`.
     """
 
+    #: Whether :meth:`_fit` takes a :class:`~slr.oracles.pair_bias.PairBias` as it is (the
+    #: pairwise problem's factored bias); other oracles receive its dense array.
+    _pair_bias = False
+
     def fit(self, features: Any, bias: Any, labels: Any) -> "LogisticOracle":
         """Maximise the biased logistic likelihood over the function class.
 
         Parameters
         ----------
         features : array-like of shape (N, d)
-        bias : array-like of shape (N, K)
+        bias : array-like of shape (N, K), or PairBias
             Per-example offsets added to the scores before the softmax.
         labels : array-like of shape (N,)
             True classes in ``[0, K)``.
@@ -175,7 +188,7 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
         -------
         self
         """
-        features, bias, labels = check_logistic_problem(features, bias, labels)
+        features, bias, labels = check_logistic_problem(features, bias, labels, pair_bias=self._pair_bias)
         if getattr(self, "n_classes_", None) not in (None, bias.shape[1]) or getattr(
             self, "n_features_in_", None
         ) not in (None, features.shape[1]):
@@ -187,7 +200,8 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
 
     @abc.abstractmethod
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
-        """Fit on validated arrays, warm-starting from the current state if any."""
+        """Fit on validated arrays, warm-starting from the current state if any (``bias`` may be
+        a PairBias in subclasses that set ``_pair_bias``)."""
 
     @abc.abstractmethod
     def decision_function(self, features: Any) -> np.ndarray:

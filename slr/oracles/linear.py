@@ -8,6 +8,7 @@ from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
 from slr.oracles.base import LogisticOracle, binary_exponents
+from slr.oracles.pair_bias import PairBias, PairLoss
 from slr.validation import check_bool, check_int, check_real
 
 __all__ = ["Linear"]
@@ -115,6 +116,18 @@ class _ClassMajorLoss:
         return blocks
 
 
+def _loss(features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray, fit_intercept: bool):
+    """The loss of a fit: factored (:class:`PairLoss`) for a pair bias on rows that all have the
+    same features, else the dense class-major loss."""
+    def dense() -> _ClassMajorLoss:
+        return _ClassMajorLoss(features, np.asarray(bias), labels, fit_intercept)
+
+    if isinstance(bias, PairBias) and np.all(features == features[0]):
+        row = np.append(features[0], 1.0) if fit_intercept else features[0].copy()
+        return PairLoss(row, bias, labels, dense)
+    return dense()
+
+
 def _inverse_sqrt(blocks: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
     """``(B + floor I)^(-1/2)`` for a stack of symmetric positive semidefinite blocks, and the
     largest eigenvalue of the blocks."""
@@ -140,6 +153,11 @@ class Linear(LogisticOracle):
     diagonal Hessian blocks at the cycle's start point (a block-Jacobi preconditioner;
     ``D x D`` per class, cheap for small ``D``). Every cycle is a descent run, so the
     objective still never increases.
+
+    Given the pairwise problem's factored bias (:class:`~slr.oracles.pair_bias.PairBias`) on
+    rows whose features are all the same (a constant edge feature, as on chains), the loss is
+    evaluated in factored form: matrix products of ``N x L`` factors instead of ``N L^2``
+    exponentials (the same function, to rounding).
 
     Parameters
     ----------
@@ -179,6 +197,7 @@ class Linear(LogisticOracle):
 
     #: the fitted arrays the scores are linear in (the learner's over-relaxed steps)
     _linear_parameters = ("coef_", "intercept_")
+    _pair_bias = True
 
     def __init__(
         self,
@@ -236,7 +255,7 @@ class Linear(LogisticOracle):
         penalty: np.ndarray, fit_intercept: bool, tol: float, max_iter: int, refresh: int,
     ) -> np.ndarray:
         k, cols = coef.shape
-        problem = _ClassMajorLoss(features, bias, labels, fit_intercept)
+        problem = _loss(features, bias, labels, fit_intercept)
         value, grad = self._objective(coef, problem, penalty)
         if not np.isfinite(value) and np.any(coef):
             # a warm start fitted to differently scaled data: start from zero instead
@@ -245,7 +264,7 @@ class Linear(LogisticOracle):
         if not np.isfinite(value):
             raise ValueError(
                 "bias is too large in magnitude: the logistic loss overflows float64 "
-                f"(largest |bias| = {np.max(np.abs(bias)):.3g})"
+                f"(largest |bias| = {np.max(np.abs(np.asarray(bias))):.3g})"
             )
         while np.max(np.abs(grad)) > tol:
             if self.n_iter_ >= max_iter:

@@ -7,6 +7,7 @@ import numpy as np
 
 from slr.oracles.base import LogisticOracle
 from slr.oracles.linear import Linear
+from slr.oracles.pair_bias import PairBias
 from slr.validation import check_int, check_real
 
 __all__ = ["Zero", "Constant"]
@@ -62,6 +63,7 @@ class Constant(LogisticOracle):
 
     #: the fitted arrays the scores are linear in (the learner's over-relaxed steps)
     _linear_parameters = ("table_",)
+    _pair_bias = True   # handed on to Linear's factored loss
 
     def __init__(self, l2: float = 0.0, tol: float = 1e-8, max_iter: int = 1000) -> None:
         self.l2 = l2
@@ -74,8 +76,9 @@ class Constant(LogisticOracle):
         max_iter = check_int(self.max_iter, "max_iter", 1, None)
         n, k = bias.shape
         counts = np.bincount(labels, minlength=k).astype(np.float64)
-        if l2 == 0 and np.all(counts > 0) and np.all(bias == bias[0]):
-            table = np.log(counts) - bias[0]
+        pair = isinstance(bias, PairBias)
+        if l2 == 0 and np.all(counts > 0) and (bias.rows_equal() if pair else np.all(bias == bias[0])):
+            table = np.log(counts) - (bias.row(0) if pair else bias[0])
             self.table_ = table - table.mean()
             self.n_iter_ = 0
             return

@@ -1,0 +1,160 @@
+"""The bias of a pairwise logistic problem in factored form, and its loss evaluated factor-wise.
+
+The structured learner's pairwise problem has ``L^2`` pair classes and the bias
+``b_e(a L + b) = left_e(a) + right_e(b)`` with ``left_e = lambda_e(y_i) / eps`` and
+``right_e = lambda_e(y_j) / eps`` (docs/design.md section 1). :class:`PairBias` carries the two
+``(N, L)`` factors; any oracle can use it as the dense ``(N, L^2)`` array (``np.asarray``).
+
+When the function's scores ``s`` are the same for every edge (a constant table, or a linear
+function of features that are the same on every edge, as on chains with a constant edge
+feature), the partition function factors:
+
+    Z_e = sum_{a,b} exp(s_ab + left_e(a) + right_e(b)) = sum_a U_ea (V S^T)_ea,
+    S = exp(s), U = exp(left), V = exp(right)
+
+(each with its maximum taken out), so the loss and its gradient cost two ``(N, L) x (L, L)``
+matrix products and ``2 N L`` exponentials instead of ``N L^2`` exponentials.
+:class:`PairLoss` does this, and falls back to the dense evaluation when the spread of the
+scores and factors could let the largest term of some ``Z_e`` underflow.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PairBias", "PairLoss"]
+
+# The factored sums are used while range(s) + range(left_e) + range(right_e) stays below this
+# (in nats) for every edge: then every Z_e >= exp(-_FACTOR_RANGE) and the Hessian's 1 / Z_e^2
+# stays below exp(2 * _FACTOR_RANGE), both far inside float64.
+_FACTOR_RANGE = 300.0
+
+
+class PairBias:
+    """Bias of shape ``(N, L * L)`` whose column ``a * L + b`` is ``left[:, a] + right[:, b]``.
+
+    Parameters
+    ----------
+    left, right : array-like of shape (N, L)
+        Finite factors.
+
+    Raises
+    ------
+    ValueError
+        If the factors are not 2-D of one shape, or hold NaN or infinite values.
+    """
+
+    def __init__(self, left: Any, right: Any) -> None:
+        left = np.ascontiguousarray(left, dtype=np.float64)
+        right = np.ascontiguousarray(right, dtype=np.float64)
+        if left.ndim != 2 or left.shape != right.shape:
+            raise ValueError(f"left and right must be 2-D of one shape (N, L), got {left.shape} and {right.shape}")
+        if not (np.all(np.isfinite(left)) and np.all(np.isfinite(right))):
+            raise ValueError("bias contains NaN or infinite values")
+        self.left, self.right = left, right
+
+    @property
+    def n_states(self) -> int:
+        return self.left.shape[1]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.left.shape[0], self.n_states**2
+
+    @property
+    def ndim(self) -> int:
+        return 2
+
+    def row_spans(self) -> np.ndarray:
+        """``max - min`` of every row of the dense bias, shape (N,)."""
+        return np.ptp(self.left, axis=1) + np.ptp(self.right, axis=1) if self.left.size else np.zeros(len(self.left))
+
+    def rows_equal(self) -> bool:
+        """Whether every row of the dense bias is the same."""
+        return bool(np.all(self.left == self.left[0]) and np.all(self.right == self.right[0]))
+
+    def row(self, n: int) -> np.ndarray:
+        """Row ``n`` of the dense bias, shape (L * L,)."""
+        return (self.left[n][:, None] + self.right[n][None, :]).ravel()
+
+    def at(self, labels: np.ndarray) -> np.ndarray:
+        """The dense bias at column ``labels[n]`` of each row ``n``, shape (N,)."""
+        rows = np.arange(labels.shape[0])
+        L = self.n_states
+        return self.left[rows, labels // L] + self.right[rows, labels % L]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        dense = (self.left[:, :, None] + self.right[:, None, :]).reshape(self.shape)
+        return dense if dtype is None else dense.astype(dtype, copy=False)
+
+
+class PairLoss:
+    """The summed biased logistic loss of scores shared by every row, ``s = coef @ x``.
+
+    The same interface as the Linear oracle's dense loss: ``__call__(coef)`` returns the loss
+    and its gradient with respect to ``coef`` (K, D), ``hessian_blocks(coef)`` the per-class
+    diagonal Hessian blocks (K, D, D).
+
+    Parameters
+    ----------
+    row : ndarray of shape (D,)
+        The features of every row (with a trailing 1 for an intercept).
+    bias : PairBias
+    labels : ndarray of shape (N,)
+    dense : callable
+        Builds the dense loss (the fallback), called at most once.
+    """
+
+    def __init__(self, row: np.ndarray, bias: PairBias, labels: np.ndarray, dense) -> None:
+        self.n, self.k = bias.shape
+        self.L = bias.n_states
+        self.row = row
+        self.n_columns = row.shape[0]
+        self.counts = np.bincount(labels, minlength=self.k).astype(np.float64)
+        self.truth_bias = float(bias.at(labels).sum())
+        left_top = bias.left.max(axis=1)
+        right_top = bias.right.max(axis=1)
+        self.U = np.exp(bias.left - left_top[:, None])
+        self.V = np.exp(bias.right - right_top[:, None])
+        self.offset = left_top + right_top            # log Z_e = log(sum ...) + offset_e + max(s)
+        self.spread = float(bias.row_spans().max())
+        self._make_dense, self._dense = dense, None
+
+    def _dense_loss(self):
+        if self._dense is None:
+            self._dense = self._make_dense()
+        return self._dense
+
+    def _factors(self, coef: np.ndarray):
+        """``S = exp(s - max s)`` as (L, L), ``max s``, and ``Z_e`` without its offsets, or None
+        when the spread is too wide for the factored sums."""
+        scores = coef @ self.row
+        top = float(scores.max())
+        if top - float(scores.min()) + self.spread > _FACTOR_RANGE:
+            return None
+        S = np.exp(scores - top).reshape(self.L, self.L)
+        Z = np.einsum("na,na->n", self.U, self.V @ S.T)
+        return scores, S, top, Z
+
+    def __call__(self, coef: np.ndarray) -> tuple[float, np.ndarray]:
+        factors = self._factors(coef)
+        if factors is None:
+            return self._dense_loss()(coef)
+        scores, S, top, Z = factors
+        loss = float(np.sum(np.log(Z) + self.offset)) + self.n * top - float(self.counts @ scores) - self.truth_bias
+        # sum_e p_e(ab) = S_ab sum_e U_ea V_eb / Z_e
+        expected = (S * (self.U.T @ (self.V / Z[:, None]))).ravel()
+        return loss, np.outer(expected - self.counts, self.row)
+
+    def hessian_blocks(self, coef: np.ndarray) -> np.ndarray:
+        """``sum_e p_e(k)(1 - p_e(k)) x x^T`` per class ``k``, shape (K, D, D)."""
+        factors = self._factors(coef)
+        if factors is None:
+            return self._dense_loss().hessian_blocks(coef)
+        _, S, _, Z = factors
+        inv = 1.0 / Z[:, None]
+        expected = S * (self.U.T @ (self.V * inv))
+        squares = S * S * ((self.U * self.U).T @ (self.V * self.V * (inv * inv)))
+        weights = (expected - squares).ravel()
+        return weights[:, None, None] * np.outer(self.row, self.row)[None]
