@@ -108,3 +108,29 @@ def test_bad_factored_bias_raises_value_error():
         check_logistic_problem(np.ones((5, 1)), bias, np.full(5, 4), pair_bias=True)
     with pytest.raises(ValueError, match="differ by more than float64"):
         Linear().fit(np.ones((1, 1)), PairBias(np.array([[-1e308, 1e308]]), np.zeros((1, 2))), [0])
+
+
+def test_learner_on_chains_takes_the_same_steps_as_with_the_dense_bias(monkeypatch):
+    """slr on chains with one constant edge feature (the factored pairwise loss) against the same
+    fit handed the dense pairwise bias: the same objective after every half step."""
+    import slr.learner as learner
+    from slr import StructuredLogisticRegression
+
+    rng = np.random.default_rng(3)
+    X, Y = [], []
+    for n in rng.integers(3, 7, size=12):
+        labels = rng.integers(0, 4, n)
+        nodes = np.eye(4)[labels] + rng.normal(scale=1.5, size=(n, 4))
+        edges = np.stack([np.arange(n - 1), np.arange(1, n)], axis=1)
+        X.append((nodes, edges, np.ones((n - 1, 1))))
+        Y.append(labels)
+
+    def fit():
+        model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), max_iter=4, mp_sweeps=5,
+                                             n_threads=1, relaxation=1.5)
+        return model.fit(X, Y).objective_trace_["objective"].to_numpy()
+
+    factored = fit()
+    real = learner.pairwise_bias
+    monkeypatch.setattr(learner, "pairwise_bias", lambda messages, eps, factored=False: real(messages, eps))
+    np.testing.assert_allclose(factored, fit(), rtol=1e-9)
