@@ -437,7 +437,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             trace.append((it, "unary_mp", objective()))
             if train.has_edges:
                 with timed("pairwise bias"):
-                    bias = pairwise_bias(lam, eps, factored=True)
+                    bias = pairwise_bias(lam, eps, factored=getattr(pairwise, "_pair_bias", False))
                 before = _linear_parameters(pairwise) if omega != 1.0 else None
                 with timed("pairwise fit"):
                     pairwise.fit(train.edge_features, bias, train.pair_labels)

@@ -22,10 +22,12 @@ from slr_suite.store import CellCache, CellRecord
 
 __all__ = ["run", "parse_datasets", "tables", "config_key", "COLUMNS", "CURVE_COLUMNS", "DATASETS",
            "C_VALUE", "EPSILON", "CRFSUITE_METHOD", "crfsuite_c2", "load_dataset", "fit_method",
-           "default_regularisation"]
+           "default_regularisation", "cell_config", "failure_status"]
 
+#: ``C`` and ``epsilon`` are the regularisation the cell was fitted with (empty in rows written
+#: before they were recorded: those used ``C_VALUE`` and ``EPSILON``).
 COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status",
-           *PROVENANCE_COLUMNS]
+           "C", "epsilon", *PROVENANCE_COLUMNS]
 CURVE_COLUMNS = ["config", "dataset", "method", "point", "seconds", "test_error"]
 SEED = 0
 DATASETS = ("denoising", "letters")
@@ -284,7 +286,8 @@ def compute_cell(profile: Profile, dataset: str, group: str, method: str, info: 
     except Exception as exc:
         row = dict(train_error="", test_error="", seconds="", iterations="", status=failure_status(exc))
         cs, ce = np.zeros(0), np.zeros(0)
-    row = dict(config=config_key(cfg), dataset=dataset, group=group, method=method, **row, **info.row_fields())
+    row = dict(config=config_key(cfg), dataset=dataset, group=group, method=method, **row, C=reg["C"],
+               epsilon=reg["epsilon"], **info.row_fields())
     return [CellRecord(row=row, arrays=dict(seconds=np.asarray(cs, dtype=float),
                                             test_error=np.asarray(ce, dtype=float)))]
 
@@ -300,8 +303,8 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
 
     Where the profile tunes a data set (``tune``), each method's regularisation is first chosen
     on a validation split of its training data (:mod:`slr_suite.tuning`, ``tuning_results.csv``),
-    and the test cells use the chosen values; the test cells of data sets not tuned are computed
-    alongside the tuning fits. ``datasets`` restricts the run to those data sets (default: all
+    and the test cells use the chosen values; the test cells that do not wait for a choice are
+    computed alongside the tuning fits. ``datasets`` restricts the run to those data sets (default: all
     of ``DATASETS``). pystruct's rows need its Python 3.6 environment, built here on first use,
     and the crfsuite row needs python-crfsuite; where they cannot run, they are written with a
     ``skipped`` status that says why.
@@ -324,19 +327,20 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
         unavailable = {"pystruct": peer_reason[0] if peer_reason else None, "crfsuite": crfsuite_reason}
         tuner = tuning.Tuning(profile, dataset, [(g, m) for g, m in methods if not unavailable.get(g)], out, ctx,
                               cache)
-        cells = _TestCells(profile, dataset, methods, unavailable, ctx, cache, results, curves)
-        if tuner.tasks:
-            first += tuner.tasks
-            handlers.update(dict.fromkeys((t.name for t in tuner.tasks), tuner))
-            tuned_later.append((tuner, cells))
-        else:
-            first += cells.tasks(tuner.choices())
-            handlers.update(dict.fromkeys((t.name for t in cells.pending), cells))
+        cells = _TestCells(profile, dataset, unavailable, ctx, cache, results, curves)
+        # the test cells whose regularisation the fits still running will choose wait for them
+        waiting = {m for _, m, _ in tuner.cells} if tuner.tasks else set()
+        tasks = cells.tasks([gm for gm in methods if gm[1] not in waiting], {} if waiting else tuner.choices())
+        first += tasks + tuner.tasks
+        handlers.update({t.name: cells for t in tasks} | {t.name: tuner for t in tuner.tasks})
+        if waiting:
+            tuned_later.append((tuner, cells, [gm for gm in methods if gm[1] in waiting]))
     _compute(ctx, first, handlers)
     later = []
-    for tuner, cells in tuned_later:
-        later += cells.tasks(tuner.choices())
-        handlers.update(dict.fromkeys((t.name for t in cells.pending), cells))
+    for tuner, cells, pairs in tuned_later:
+        tasks = cells.tasks(pairs, tuner.choices())
+        later += tasks
+        handlers.update({t.name: cells for t in tasks})
     _compute(ctx, later, handlers)
 
 
@@ -353,35 +357,36 @@ class _TestCells:
     """The test cells of one data set: answered from the cache, or tasks for the engine whose
     records :meth:`receive` stores; every cell's row and curve go to the CSVs."""
 
-    def __init__(self, profile: Profile, dataset: str, methods: list[tuple[str, str]], unavailable: dict,
-                 ctx: RunContext, cache: CellCache, results: ResultsTable, curves: ResultsTable) -> None:
-        self.profile, self.dataset, self.methods, self.unavailable = profile, dataset, methods, unavailable
+    def __init__(self, profile: Profile, dataset: str, unavailable: dict, ctx: RunContext, cache: CellCache,
+                 results: ResultsTable, curves: ResultsTable) -> None:
+        self.profile, self.dataset, self.unavailable = profile, dataset, unavailable
         self.ctx, self.cache, self.results, self.curves = ctx, cache, results, curves
-        self.pending: list[Task] = []
 
-    def tasks(self, regs: dict[str, dict]) -> list[Task]:
-        """The tasks of the cells not cached, with each method's regularisation ``regs``; the
-        cached and the skipped cells are written at once."""
+    def tasks(self, methods: list[tuple[str, str]], regs: dict[str, dict]) -> list[Task]:
+        """The tasks of the cells of ``methods`` (``(group, method)`` pairs) not cached, with each
+        method's regularisation ``regs``; the cached and the skipped cells are written at once."""
         cfg, dataset, ctx = self.profile.baselines, self.dataset, self.ctx
-        done = []
-        for group, method in self.methods:
+        done, tasks, cached = [], [], 0
+        for group, method in methods:
             reg = regs.get(method, default_regularisation(dataset))   # methods that cannot run are not tuned
-            key = cache_key("baselines", dict(dataset=dataset, method=method), _cell_config(cfg, dataset, method, reg),
+            key = cache_key("baselines", dict(dataset=dataset, method=method), cell_config(cfg, dataset, method, reg),
                             SEED)
             record = self.cache.load(key)
             reason = self.unavailable.get(group)
             if record is None and reason:
-                record = CellRecord(row=dict(config=config_key(cfg), dataset=dataset, group=group, method=method,
-                                             status=f"skipped: {reason}", **ctx.info.row_fields()))
-            if record is None:
-                self.pending.append(Task(f"baselines:{dataset}:{method}", (key,), compute_cell,
-                                         (self.profile, dataset, group, method, ctx.info, reg)))
+                done.append(CellRecord(row=dict(config=config_key(cfg), dataset=dataset, group=group, method=method,
+                                                status=f"skipped: {reason}", **ctx.info.row_fields())))
+            elif record is None:
+                tasks.append(Task(f"baselines:{dataset}:{method}", (key,), compute_cell,
+                                  (self.profile, dataset, group, method, ctx.info, reg)))
             else:
                 done.append(record)
-        ctx.log(f"baselines/{dataset}: {len(self.methods) - len(self.pending)} of {len(self.methods)} methods cached")
+                cached += 1
+        if methods:
+            ctx.log(f"baselines/{dataset}: {cached} of {len(methods)} methods cached")
         self.results.upsert(r.row for r in done)
         self.curves.upsert(c for r in done for c in _curve_rows(r.row, r.arrays))
-        return self.pending
+        return tasks
 
     def receive(self, task: Task, record: CellRecord) -> None:
         row = record.row
@@ -402,7 +407,7 @@ def config_key(cfg: dict) -> str:
     return config_hash({key: value for key, value in cfg.items() if key not in ("skip", "skip_reason", *_PER_CELL)})
 
 
-def _cell_config(cfg: dict, dataset: str, method: str, reg: dict | None = None) -> dict:
+def cell_config(cfg: dict, dataset: str, method: str, reg: dict | None = None) -> dict:
     """What one cell's result depends on (its data set's size, budgets, regularisation ``reg``
     (the default when None), and the cell's own entry in ``slr_cells`` or ``crfsuite`` if it
     has one)."""

@@ -91,7 +91,7 @@ def cache_key(experiment: str, cell: Mapping[str, Any], config: Mapping[str, Any
     Parameters
     ----------
     experiment : str
-        ``"denoising"``, ``"baselines"`` or ``"bound"``.
+        ``"denoising"``, ``"baselines"``, ``"baselines-tuning"`` (the validation fits) or ``"bound"``.
     cell : mapping
         What names the cell in the experiment (e.g. ``{"unary": "Boost", "pairwise": "MLP"}``).
     config : mapping

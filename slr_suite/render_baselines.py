@@ -28,8 +28,9 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     config = config_key(profile.baselines)
     df = results.frame(config=config)
     curves = curves_table.frame(config=config)
-    tuning_rows = tuning.tuning_table(out, log).frame(config=config)
-    used = _regularisation_used(profile, tuning_rows)
+    tuning_rows = _current_tuning_rows(profile, tuning.tuning_table(out, log).frame(config=config))
+    chosen = _chosen(profile, tuning_rows)
+    used = _regularisation_used(df, chosen)
     text = [
         "# Baselines: slr against structured SVMs, perceptron, piecewise training, pystruct and CRFsuite\n\n",
         provenance_block(df, info),
@@ -38,7 +39,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
         "EdgeFeatureGraphCRF for denoising) with the iteration budget of our learner of the same "
-        "name (FrankWolfeSSVM gets SubgradientSSVM's) and C chosen as ours; the iterations column shows max_iter for them, "
+        "name (FrankWolfeSSVM gets SubgradientSSVM's) and their own C, chosen the same way as ours; the iterations column shows max_iter for them, "
         "their own stopping rules may end earlier.\n\n"
         f"*Regularisation*: {_regularisation_text(profile)} A C is the same ridge on the weights of the "
         "potentials for every method: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's "
@@ -78,7 +79,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
                 ax.plot(curve["seconds"], curve["test_error"], "o-" if len(curve) > 1 else "s",
                         label=r.method, ms=4)
             reached = "not reached" if r.status == "ok" and np.isnan(ttt) else fmt(ttt, 2)
-            reg = used.get((dataset, r.method), default_regularisation(dataset)) if r.status == "ok" else None
+            reg = used.get((dataset, r.method)) if r.status == "ok" else None
             rows.append([r.group, r.method, _reg_text(r.method, reg), _num(r.train_error),
                          _num(r.test_error), fmt(_num(r.seconds), 2), reached, r.iterations, r.status])
         ax.axhline(target, color="k", ls=":", lw=1)
@@ -91,7 +92,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         text += [f"\n## {dataset}\n\nTarget test error: {target:.3f}\n\n",
                  table(["group", "method", "regularisation", "train error", "test error", "seconds",
                         "time to target (s)", "iterations", "status"], rows)]
-        text += _tuning_section(profile, dataset, tuning_rows, used, out)
+        text += _tuning_section(profile, dataset, tuning_rows, chosen, out)
         if len(ok):
             best = ok.sort_values("test_error").iloc[0]
             summary[dataset] = dict(best=best["method"], best_test=float(best["test_error"]))
@@ -124,16 +125,37 @@ def _crfsuite_text(profile: Profile, used: dict) -> str:
             f"is `c2 = 1 / (2 C)`: {c2}. Its seconds are CRFsuite's training call (1 thread).\n")
 
 
-def _regularisation_used(profile: Profile, tuning_rows) -> dict:
-    """``{(data set, method): {"C", "epsilon"}}`` of every tuned method whose choice the tuning
-    rows hold (the rule of :func:`slr_suite.tuning.choose`)."""
-    used = {}
+def _current_tuning_rows(profile: Profile, rows):
+    """The tuning rows of the profile's current grids (a report directory may hold rows of
+    earlier grids under the same config: the grids are not part of it)."""
+    keep = [any(float(r.C) == reg["C"] and float(r.epsilon) == reg["epsilon"]
+                for reg in tuning.grid(profile, r.dataset, r.method))
+            if tuning.tuned(profile, r.dataset, r.method) else False for r in rows.itertuples()]
+    return rows[np.asarray(keep, dtype=bool)] if len(rows) else rows
+
+
+def _chosen(profile: Profile, tuning_rows) -> dict:
+    """``{(data set, method): {"C", "epsilon"}}`` that the tuning rows choose (the rule of
+    :func:`slr_suite.tuning.choose`); methods whose every fit failed are left out."""
+    chosen = {}
     for (dataset, method), rows in tuning_rows.groupby(["dataset", "method"]):
-        if not tuning.tuned(profile, dataset, method):
-            continue
-        chosen = tuning.choose(tuning.grid(profile, dataset, method), rows.to_dict("records"))
-        if chosen is not None:
-            used[dataset, method] = chosen
+        reg = tuning.choose(tuning.grid(profile, dataset, method), rows.to_dict("records"))
+        if reg is not None:
+            chosen[dataset, method] = reg
+    return chosen
+
+
+def _regularisation_used(df, chosen: dict) -> dict:
+    """``{(data set, method): {"C", "epsilon"}}`` each test row was fitted with: its own ``C`` and
+    ``epsilon`` columns; for rows written before those were recorded, the tuning's choice where
+    the data set was tuned (same run), else the data set's default."""
+    used = {}
+    for r in df.itertuples():
+        C, eps = _num(getattr(r, "C", "")), _num(getattr(r, "epsilon", ""))
+        if np.isfinite(C) and np.isfinite(eps):
+            used[r.dataset, r.method] = dict(C=C, epsilon=eps)
+        else:
+            used[r.dataset, r.method] = chosen.get((r.dataset, r.method), default_regularisation(r.dataset))
     return used
 
 
@@ -144,7 +166,7 @@ def _regularisation_text(profile: Profile) -> str:
     for dataset in DATASETS:
         spec = tuned.get(dataset)
         if spec:
-            parts.append(f"on {dataset} each method's C is chosen on a validation split of the training "
+            parts.append(f"on {dataset} the C of each method with a ridge is chosen on a validation split of the training "
                          f"examples (a seeded random fifth held out) from C in {_values(spec['C'])}, and the "
                          f"eps of slr:Linear and GradientAlternation from {_values(spec['epsilon'])}, each fit "
                          "with the method's own iteration budget; the lowest final validation error wins "
@@ -170,7 +192,7 @@ def _reg_text(method: str, reg: dict | None) -> str:
     return f"C={reg['C']:g}" + (f", eps={reg['epsilon']:g}" if method in tuning.SMOOTHED else "")
 
 
-def _tuning_section(profile: Profile, dataset: str, tuning_rows, used: dict, out: Path) -> list[str]:
+def _tuning_section(profile: Profile, dataset: str, tuning_rows, chosen: dict, out: Path) -> list[str]:
     """The validation errors of every grid value, the values chosen, and their plot."""
     rows_here = tuning_rows[tuning_rows["dataset"] == dataset]
     if not len(rows_here):
@@ -180,6 +202,12 @@ def _tuning_section(profile: Profile, dataset: str, tuning_rows, used: dict, out
     body = []
     fig, ax = plt().subplots(figsize=(6.5, 4))
     for method, rows in rows_here.groupby("method", sort=False):
+        n_grid = len(tuning.grid(profile, dataset, method))
+        failed = n_grid - int((rows["status"] == "ok").sum())
+        reg = chosen.get((dataset, method))
+        verdict = "none: the default C is kept" if reg is None else _reg_text(method, reg)
+        if failed:
+            verdict += f" ({failed} of {n_grid} fits failed or missing)"
         for eps, sub in rows.groupby("epsilon", sort=True):
             sub = sub[sub["status"] == "ok"]
             errors = {float(C): float(e) for C, e in zip(sub["C"], sub["val_error"])}
@@ -187,7 +215,7 @@ def _tuning_section(profile: Profile, dataset: str, tuning_rows, used: dict, out
             label = f"{method} (eps {float(eps):g})" if smoothed else method
             body.append([method, f"{float(eps):g}" if smoothed else "",
                          *[errors.get(float(C), float("nan")) for C in Cs],
-                         _reg_text(method, used.get((dataset, method))), fmt(_num(sub["seconds"].astype(float).sum()), 1)])
+                         verdict, fmt(_num(sub["seconds"].astype(float).sum()), 1)])
             xs = [C for C in Cs if float(C) in errors]
             ax.plot(xs, [errors[float(C)] for C in xs], "o-", ms=3, label=label)
     ax.set_xscale("log")

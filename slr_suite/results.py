@@ -70,8 +70,10 @@ class ResultsTable:
     def rows(self) -> list[dict[str, str]]:
         """The intact rows of the file, in file order, the last of each key kept.
 
-        A file that is not UTF-8 text, or whose header is not :attr:`columns` and the check
-        column, is set aside whole; a file with damaged lines (wrong number of fields, a check
+        A file that is not UTF-8 text, or whose header (before the check column) names a column
+        not in :attr:`columns` or lacks a key column, is set aside whole; a header of an earlier
+        version that lacks columns added since is read with those columns empty (the next write
+        adds them). A file with damaged lines (wrong number of fields, a check
         that does not match, or a last line cut before its newline) keeps its intact rows and
         the original is set aside.
         """
@@ -84,12 +86,15 @@ class ResultsTable:
             set_aside(self.path, self.log, "not a text file")
             return []
         lines = list(csv.reader(io.StringIO(text, newline="")))
-        if not lines or lines[0] != [*self.columns, CHECK_COLUMN]:
+        header = lines[0][:-1] if lines and lines[0][-1:] == [CHECK_COLUMN] else None
+        # a file of an earlier version that lacks columns added since is read with those empty
+        if header is None or len(set(header)) != len(header) or not set(header) <= set(self.columns) \
+                or not set(self.key) <= set(header):
             set_aside(self.path, self.log, "its columns are not those of this version of the suite")
             return []
         body = lines[1:]
         damaged = [i for i, fields in enumerate(body)
-                   if len(fields) != len(self.columns) + 1 or _check(fields[:-1]) != fields[-1]]
+                   if len(fields) != len(header) + 1 or _check(fields[:-1]) != fields[-1]]
         if body and not text.endswith("\n") and (len(body) - 1) not in damaged:
             damaged.append(len(body) - 1)   # a last line cut before its newline may hold a cut number
         if damaged:
@@ -98,7 +103,7 @@ class ResultsTable:
         by_key: dict[tuple[str, ...], dict[str, str]] = {}
         for i, fields in enumerate(body):
             if i not in damaged:
-                row = dict(zip(self.columns, fields[:-1]))
+                row = dict.fromkeys(self.columns, "") | dict(zip(header, fields[:-1]))
                 by_key.pop(self._key_of(row), None)
                 by_key[self._key_of(row)] = row
         return list(by_key.values())

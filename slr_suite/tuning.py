@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slr_suite.baselines import (CRFSUITE_METHOD, EPSILON, SEED, _cell_config, default_regularisation,
+from slr_suite.baselines import (CRFSUITE_METHOD, EPSILON, SEED, cell_config, config_key, default_regularisation,
                                  failure_status, fit_method, load_dataset)
 from slr_suite.common import RunContext, reuse_data, unique
 from slr_suite.engine import Task
@@ -47,7 +47,7 @@ def validation_split(X: list, Y: list, seed: int = 0) -> tuple[list, list, list,
     """``(X_fit, Y_fit, X_val, Y_val)``: a random fifth of the examples (seed ``seed``) held out."""
     order = np.random.default_rng(seed).permutation(len(X))
     n_val = len(X) // _HOLD_OUT
-    if n_val < 1 or n_val == len(X):
+    if n_val < 1:
         raise ValueError(f"X: {len(X)} examples are too few to hold out a fifth for validation")
     fit, val = order[:-n_val], order[-n_val:]
     return [X[i] for i in fit], [Y[i] for i in fit], [X[i] for i in val], [Y[i] for i in val]
@@ -59,8 +59,19 @@ def tuned(profile: Profile, dataset: str, method: str) -> bool:
 
 
 def grid(profile: Profile, dataset: str, method: str) -> list[dict[str, float]]:
-    """The ``{"C", "epsilon"}`` values tried for a tuned method, in grid order (C, then eps)."""
+    """The ``{"C", "epsilon"}`` values tried for a tuned method, in grid order (C, then eps).
+
+    Raises
+    ------
+    ValueError
+        If the profile's ``tune`` grids are not positive and strictly increasing (grid order
+        breaks ties: the first is the strongest ridge).
+    """
     spec = profile.baselines["tune"][dataset]
+    for name in ("C", "epsilon"):
+        values = np.asarray(spec[name], dtype=float)
+        if not (values.ndim == 1 and values.size and np.all(values > 0) and np.all(np.diff(values) > 0)):
+            raise ValueError(f"tune[{dataset!r}][{name!r}] must be positive and strictly increasing, got {spec[name]}")
     epsilons = spec["epsilon"] if method in SMOOTHED else (EPSILON,)
     return [dict(C=float(C), epsilon=float(eps)) for C in spec["C"] for eps in epsilons]
 
@@ -87,8 +98,6 @@ def compute_tuning_cell(profile: Profile, dataset: str, group: str, method: str,
                         n_threads: int | None) -> list[CellRecord]:
     """Fit one method with one grid value on the fit part of the training data; the row holds
     its error on the held-out part (a task, like :func:`slr_suite.baselines.compute_cell`)."""
-    from slr_suite.baselines import config_key
-
     cfg = profile.baselines
     try:
         data = reuse_data(f"baselines-validation/{dataset} " + json.dumps(cfg, sort_keys=True, default=str),
@@ -125,7 +134,7 @@ class Tuning:
         self.cells = [(g, m, reg) for g, m in methods if tuned(profile, dataset, m)
                       for reg in grid(profile, dataset, m)]
         self.keys = [cache_key("baselines-tuning", dict(dataset=dataset, method=m, **reg),
-                               dict(_cell_config(cfg, dataset, m, reg), hold_out=_HOLD_OUT), SEED)
+                               dict(cell_config(cfg, dataset, m, reg), hold_out=_HOLD_OUT), SEED)
                      for _, m, reg in self.cells]
         self.records = [cache.load(key) for key in self.keys]
         self.table = tuning_table(out, ctx.log) if self.cells else None
@@ -143,7 +152,8 @@ class Tuning:
             self.ctx.log(f"tuning/{self.dataset}: {row['method']} C={row['C']:g} eps={row['epsilon']:g}: "
                          f"validation error {row['val_error']:.3f} ({row['seconds']:.1f}s)")
         else:
-            self.ctx.log(f"tuning/{self.dataset}: {row['method']} C={row['C']:g}: {row['status']}")
+            self.ctx.log(f"tuning/{self.dataset}: {row['method']} C={row['C']:g} eps={row['epsilon']:g}: "
+                         f"{row['status']}")
         self.table.upsert([row])
 
     def choices(self) -> dict[str, dict[str, float]]:

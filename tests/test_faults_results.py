@@ -67,6 +67,22 @@ def test_frame_reads_back_missing_numbers_as_nan(tmp_path):
     assert frame["note"].tolist() == ["x", "y", "z"]
 
 
+def test_file_of_an_earlier_version_keeps_its_rows_and_gains_the_new_columns(tmp_path):
+    """Rows written before a column was added read back with it empty and are rewritten with the
+    new header; a file with a column this version does not know is set aside whole."""
+    old = ResultsTable(tmp_path / "t.csv", ["config", "cell", "error"], ["config", "cell"], lambda m: None)
+    old.upsert([dict(config="c1", cell="A", error=0.5), dict(config="c1", cell="B", error=0.25)])
+    messages = []
+    new = _table(tmp_path / "t.csv", messages.append)
+    assert new.rows() == [dict(config="c1", cell="A", error="0.5", note=""),
+                          dict(config="c1", cell="B", error="0.25", note="")]
+    new.upsert([dict(config="c1", cell="B", error=0.125, note="new")])
+    assert (tmp_path / "t.csv").read_text().splitlines()[0] == "config,cell,error,note,check"
+    assert [r["note"] for r in new.rows()] == ["", "new"] and not messages
+    renamed = ResultsTable(tmp_path / "t.csv", ["config", "cell", "err"], ["config", "cell"], messages.append)
+    assert renamed.rows() == [] and messages and "not those of this version" in messages[-1]
+
+
 def test_truncation_at_every_byte_offset(tmp_path):
     reference = _undamaged(tmp_path)
     for offset in range(len(reference)):

@@ -36,7 +36,7 @@ def test_factored_loss_gradient_and_hessian_match_the_dense_definition(scale):
     dense = np.asarray(bias)
     scores = np.tile(coef @ row, (len(labels), 1))
     loss, dscores = biased_logistic_loss(scores, dense, labels)       # scipy's logsumexp
-    factored = PairLoss(row, bias, labels, dense=lambda: pytest.fail("fell back"))
+    factored = PairLoss(row, bias, labels)
     value, grad = factored(coef)
     assert value == pytest.approx(loss, rel=1e-12)
     np.testing.assert_allclose(grad, np.outer(dscores.sum(axis=0), row), atol=1e-9 * len(labels))
@@ -47,21 +47,23 @@ def test_factored_loss_gradient_and_hessian_match_the_dense_definition(scale):
                                rtol=1e-10, atol=1e-12)
 
 
-def test_wide_spread_falls_back_to_the_dense_loss():
-    bias, labels, rng = problem(scale=200.0)       # spans of hundreds of nats
-    row = np.array([1.0])
-    coef = rng.normal(size=(16, 1))
-    calls = []
+def test_factored_loss_only_where_no_partition_function_can_underflow():
+    """The factored loss is used on equal rows whose factors span at most 300 nats, however wide
+    the scores; elsewhere the dense loss, and the fit is the same either way."""
+    from slr.oracles.pair_bias import factorable
 
-    def dense():
-        from slr.oracles.linear import _ClassMajorLoss
-
-        calls.append(1)
-        return _ClassMajorLoss(row[None, :].repeat(len(labels), 0), np.asarray(bias), labels, False)
-
-    value, _ = PairLoss(row, bias, labels, dense)(coef)
-    assert calls == [1] and np.isfinite(value)
-    assert value == pytest.approx(biased_logistic_loss(np.tile(coef @ row, (len(labels), 1)), np.asarray(bias),
+    bias, labels, rng = problem(scale=3.0)
+    ones = np.ones((len(labels), 1))
+    assert factorable(ones, bias)
+    assert not factorable(ones, np.asarray(bias)) and not factorable(rng.normal(size=(len(labels), 1)), bias)
+    wide = PairBias(bias.left * 100.0, bias.right * 100.0)          # spans of hundreds of nats
+    assert not factorable(ones, wide)
+    np.testing.assert_allclose(Linear(l2=0.5, tol=1e-9).fit(ones, wide, labels).coef_,
+                               Linear(l2=0.5, tol=1e-9).fit(ones, np.asarray(wide), labels).coef_, atol=1e-6)
+    # scores spread over thousands of nats: the factored loss stays exact
+    coef = np.linspace(-2000.0, 0.0, 16)[:, None]
+    value, _ = PairLoss(np.array([1.0]), bias, labels)(coef)
+    assert value == pytest.approx(biased_logistic_loss(np.tile(coef[:, 0], (len(labels), 1)), np.asarray(bias),
                                                        labels)[0], rel=1e-12)
 
 
@@ -101,6 +103,8 @@ def test_bad_factored_bias_raises_value_error():
         PairBias(np.array([[0.0, np.nan]]), np.zeros((1, 2)))
     with pytest.raises(ValueError, match="same shape|one shape"):
         PairBias(np.zeros((3, 2)), np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="overflows"):
+        PairBias(np.full((4, 2), 1e308), np.full((4, 2), 1e308))
     bias, labels, _ = problem(n=5, L=2)
     with pytest.raises(ValueError, match="same number of rows"):
         check_logistic_problem(np.ones((4, 1)), bias, labels[:4], pair_bias=True)

@@ -111,4 +111,29 @@ def test_report_shows_the_chosen_values_and_the_validation_curves(tuned_run):
         best = sub.sort_values(["val_error", "C", "epsilon"]).iloc[0]
         chosen = f"C={best.C:g}" + (f", eps={best.epsilon:g}" if method in tuning.SMOOTHED else "")
         assert f"| {method} | {chosen} |" in text, method
-    assert "On denoising each method's C is chosen on a validation split" in text
+    assert "On denoising the C of each method with a ridge is chosen on a validation split" in text
+    # the test rows record the values they were fitted with
+    test = pd.read_csv(out / "baselines_results.csv").set_index("method")
+    for method, sub in rows.groupby("method"):
+        best = sub.sort_values(["val_error", "C", "epsilon"]).iloc[0]
+        assert (test.loc[method, "C"], test.loc[method, "epsilon"]) == (best.C, best.epsilon), method
+
+
+def test_report_ignores_tuning_rows_of_another_grid(tuned_run, tmp_path):
+    """A row of a grid value the profile no longer tries (left in the directory by an earlier
+    run) neither wins the choice nor shows up."""
+    import shutil
+
+    from slr_suite import render_baselines
+    from slr_suite.common import Logger
+    from slr_suite.provenance import RunInfo
+
+    profile, out = tuned_run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    table = tuning.tuning_table(copy, lambda m: None)
+    stale = dict(table.rows()[0], C=0.5, val_error=0.0)
+    table.upsert([stale])
+    render_baselines.write_report(profile, copy, RunInfo.collect("tiny", ["slr"]), Logger(quiet=True))
+    text = (copy / "baselines.md").read_text()
+    assert "C=0.5" not in text and text.count("| C=0.1 | C=10 |") == 1

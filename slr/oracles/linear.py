@@ -8,7 +8,7 @@ from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
 from slr.oracles.base import LogisticOracle, binary_exponents
-from slr.oracles.pair_bias import PairBias, PairLoss
+from slr.oracles.pair_bias import PairBias, PairLoss, factorable
 from slr.validation import check_bool, check_int, check_real
 
 __all__ = ["Linear"]
@@ -116,16 +116,14 @@ class _ClassMajorLoss:
         return blocks
 
 
-def _loss(features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray, fit_intercept: bool):
+def _loss(features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
+          fit_intercept: bool) -> _ClassMajorLoss | PairLoss:
     """The loss of a fit: factored (:class:`PairLoss`) for a pair bias on rows that all have the
-    same features, else the dense class-major loss."""
-    def dense() -> _ClassMajorLoss:
-        return _ClassMajorLoss(features, np.asarray(bias), labels, fit_intercept)
-
-    if isinstance(bias, PairBias) and np.all(features == features[0]):
+    same features (:func:`factorable`), else the dense class-major loss."""
+    if factorable(features, bias):
         row = np.append(features[0], 1.0) if fit_intercept else features[0].copy()
-        return PairLoss(row, bias, labels, dense)
-    return dense()
+        return PairLoss(row, bias, labels)
+    return _ClassMajorLoss(features, np.asarray(bias), labels, fit_intercept)
 
 
 def _inverse_sqrt(blocks: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
@@ -214,7 +212,7 @@ class Linear(LogisticOracle):
         self.refresh = refresh
 
     def _objective(
-        self, coef: np.ndarray, problem: _ClassMajorLoss, penalty: np.ndarray
+        self, coef: np.ndarray, problem: _ClassMajorLoss | PairLoss, penalty: np.ndarray
     ) -> tuple[float, np.ndarray]:
         """Mean penalised loss and its gradient, both in the (K, D) coefficient layout."""
         loss, grad = problem(coef)
@@ -222,7 +220,7 @@ class Linear(LogisticOracle):
         grad += penalty * coef
         return loss / problem.n, grad / problem.n
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+    def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray) -> None:
         l2 = check_real(self.l2, "l2", 0.0)
         tol = check_real(self.tol, "tol", 0.0, low_open=True)
         fit_intercept = check_bool(self.fit_intercept, "fit_intercept")
@@ -251,7 +249,7 @@ class Linear(LogisticOracle):
         self.intercept_ = coef[:, d].copy() if fit_intercept else np.zeros(k)
 
     def _minimise(
-        self, coef: np.ndarray, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
+        self, coef: np.ndarray, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
         penalty: np.ndarray, fit_intercept: bool, tol: float, max_iter: int, refresh: int,
     ) -> np.ndarray:
         k, cols = coef.shape
@@ -290,10 +288,14 @@ class Linear(LogisticOracle):
             )
             self.n_iter_ += int(res.nit)
             candidate = np.einsum("kab,kb->ka", scale, res.x.reshape(k, cols))
-            # L-BFGS-B returns the objective and gradient of its final point (res.x): the
-            # rescaled gradient is scale g, so g = scale^-1 (scale g)
-            new_value = float(res.fun)
-            new_grad = np.linalg.solve(scale, res.jac.reshape(k, cols, 1))[:, :, 0]
+            if res.status in (0, 1):
+                # converged or out of iterations: res.fun and res.jac are those of res.x; the
+                # rescaled gradient is scale g, so g = scale^-1 (scale g)
+                new_value = float(res.fun)
+                new_grad = np.linalg.solve(scale, res.jac.reshape(k, cols, 1))[:, :, 0]
+            else:
+                # after a failed line search res.x is the last good point but res.fun may be a trial's
+                new_value, new_grad = self._objective(candidate, problem, penalty)
             if not new_value < value:
                 # no progress in a whole cycle: numerically converged as far as possible
                 self.converged_ = bool(np.max(np.abs(grad)) <= tol)

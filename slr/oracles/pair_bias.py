@@ -14,8 +14,8 @@ feature), the partition function factors:
 
 (each with its maximum taken out), so the loss and its gradient cost two ``(N, L) x (L, L)``
 matrix products and ``2 N L`` exponentials instead of ``N L^2`` exponentials.
-:class:`PairLoss` does this, and falls back to the dense evaluation when the spread of the
-scores and factors could let the largest term of some ``Z_e`` underflow.
+:class:`PairLoss` does this where :func:`factorable` holds (the factors of no row spread so
+widely that ``Z_e`` could underflow); elsewhere the dense loss is used.
 """
 from __future__ import annotations
 
@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PairBias", "PairLoss"]
+__all__ = ["PairBias", "PairLoss", "factorable"]
 
-# The factored sums are used while range(s) + range(left_e) + range(right_e) stays below this
-# (in nats) for every edge: then every Z_e >= exp(-_FACTOR_RANGE) and the Hessian's 1 / Z_e^2
-# stays below exp(2 * _FACTOR_RANGE), both far inside float64.
+# The factored sums are used when every row's factors span at most this many nats
+# (range(left_e) + range(right_e)): the term of Z_e at the largest score is then at least
+# exp(-_FACTOR_RANGE) whatever the scores, so no Z_e underflows (terms that do are smaller than
+# it by exp(400) or more), and the Hessian's 1 / Z_e^2 stays below exp(2 * _FACTOR_RANGE).
 _FACTOR_RANGE = 300.0
 
 
@@ -52,6 +53,11 @@ class PairBias:
             raise ValueError(f"left and right must be 2-D of one shape (N, L), got {left.shape} and {right.shape}")
         if not (np.all(np.isfinite(left)) and np.all(np.isfinite(right))):
             raise ValueError("bias contains NaN or infinite values")
+        if left.size:
+            with np.errstate(over="ignore"):
+                extremes = (left.max(axis=1) + right.max(axis=1), left.min(axis=1) + right.min(axis=1))
+            if not all(np.all(np.isfinite(e)) for e in extremes):
+                raise ValueError("bias contains NaN or infinite values (left + right overflows float64)")
         self.left, self.right = left, right
 
     @property
@@ -71,7 +77,8 @@ class PairBias:
         return np.ptp(self.left, axis=1) + np.ptp(self.right, axis=1) if self.left.size else np.zeros(len(self.left))
 
     def rows_equal(self) -> bool:
-        """Whether every row of the dense bias is the same."""
+        """Whether every row's factors are those of the first row (then the dense rows are equal;
+        dense rows can also be equal with factors shifted by opposite constants)."""
         return bool(np.all(self.left == self.left[0]) and np.all(self.right == self.right[0]))
 
     def row(self, n: int) -> np.ndarray:
@@ -94,7 +101,7 @@ class PairLoss:
 
     The same interface as the Linear oracle's dense loss: ``__call__(coef)`` returns the loss
     and its gradient with respect to ``coef`` (K, D), ``hessian_blocks(coef)`` the per-class
-    diagonal Hessian blocks (K, D, D).
+    diagonal Hessian blocks (K, D, D). Use it where :func:`factorable` holds.
 
     Parameters
     ----------
@@ -102,59 +109,47 @@ class PairLoss:
         The features of every row (with a trailing 1 for an intercept).
     bias : PairBias
     labels : ndarray of shape (N,)
-    dense : callable
-        Builds the dense loss (the fallback), called at most once.
     """
 
-    def __init__(self, row: np.ndarray, bias: PairBias, labels: np.ndarray, dense) -> None:
+    def __init__(self, row: np.ndarray, bias: PairBias, labels: np.ndarray) -> None:
         self.n, self.k = bias.shape
         self.L = bias.n_states
         self.row = row
-        self.n_columns = row.shape[0]
         self.counts = np.bincount(labels, minlength=self.k).astype(np.float64)
         self.truth_bias = float(bias.at(labels).sum())
         left_top = bias.left.max(axis=1)
         right_top = bias.right.max(axis=1)
         self.U = np.exp(bias.left - left_top[:, None])
         self.V = np.exp(bias.right - right_top[:, None])
-        self.offset = left_top + right_top            # log Z_e = log(sum ...) + offset_e + max(s)
-        self.spread = float(bias.row_spans().max())
-        self._make_dense, self._dense = dense, None
-
-    def _dense_loss(self):
-        if self._dense is None:
-            self._dense = self._make_dense()
-        return self._dense
+        self.offset = float(np.sum(left_top + right_top))   # log Z_e = log(sum ...) + tops + max(s)
 
     def _factors(self, coef: np.ndarray):
-        """``S = exp(s - max s)`` as (L, L), ``max s``, and ``Z_e`` without its offsets, or None
-        when the spread is too wide for the factored sums."""
+        """The scores, ``S = exp(s - max s)`` as (L, L), ``max s`` and ``Z_e`` without its offsets."""
         scores = coef @ self.row
         top = float(scores.max())
-        if top - float(scores.min()) + self.spread > _FACTOR_RANGE:
-            return None
         S = np.exp(scores - top).reshape(self.L, self.L)
         Z = np.einsum("na,na->n", self.U, self.V @ S.T)
         return scores, S, top, Z
 
     def __call__(self, coef: np.ndarray) -> tuple[float, np.ndarray]:
-        factors = self._factors(coef)
-        if factors is None:
-            return self._dense_loss()(coef)
-        scores, S, top, Z = factors
-        loss = float(np.sum(np.log(Z) + self.offset)) + self.n * top - float(self.counts @ scores) - self.truth_bias
+        scores, S, top, Z = self._factors(coef)
+        loss = float(np.sum(np.log(Z))) + self.offset + self.n * top - float(self.counts @ scores) - self.truth_bias
         # sum_e p_e(ab) = S_ab sum_e U_ea V_eb / Z_e
         expected = (S * (self.U.T @ (self.V / Z[:, None]))).ravel()
         return loss, np.outer(expected - self.counts, self.row)
 
     def hessian_blocks(self, coef: np.ndarray) -> np.ndarray:
         """``sum_e p_e(k)(1 - p_e(k)) x x^T`` per class ``k``, shape (K, D, D)."""
-        factors = self._factors(coef)
-        if factors is None:
-            return self._dense_loss().hessian_blocks(coef)
-        _, S, _, Z = factors
+        _, S, _, Z = self._factors(coef)
         inv = 1.0 / Z[:, None]
         expected = S * (self.U.T @ (self.V * inv))
         squares = S * S * ((self.U * self.U).T @ (self.V * self.V * (inv * inv)))
         weights = (expected - squares).ravel()
         return weights[:, None, None] * np.outer(self.row, self.row)[None]
+
+
+def factorable(features: np.ndarray, bias: Any) -> bool:
+    """Whether :class:`PairLoss` applies: a PairBias whose rows' factors span at most
+    ``_FACTOR_RANGE`` nats, on rows that all have the same features."""
+    return (isinstance(bias, PairBias) and float(bias.row_spans().max(initial=0.0)) <= _FACTOR_RANGE
+            and bool(np.all(features == features[0])))
