@@ -22,7 +22,7 @@ from slr_suite.store import CellCache, CellRecord
 
 __all__ = ["run", "parse_datasets", "tables", "config_key", "COLUMNS", "CURVE_COLUMNS", "DATASETS",
            "C_VALUE", "EPSILON", "CRFSUITE_METHOD", "crfsuite_c2", "load_dataset", "fit_method",
-           "default_regularisation", "cell_config", "failure_status"]
+           "default_regularisation", "cell_config", "failure_status", "methods_of"]
 
 #: ``C`` and ``epsilon`` are the regularisation the cell was fitted with (empty in rows written
 #: before they were recorded: those used ``C_VALUE`` and ``EPSILON``).
@@ -204,7 +204,7 @@ def _fit_peer(learner, dataset, data, C, max_iter, timeout) -> tuple[dict, np.nd
     return row, np.asarray([seconds]), np.asarray([test_err])
 
 
-def _methods(dataset: str, cfg: dict) -> list[tuple[str, str]]:
+def methods_of(dataset: str, cfg: dict) -> list[tuple[str, str]]:
     """``(group, method)`` pairs the profile runs on a data set (pystruct's included)."""
     import baselines
 
@@ -319,7 +319,7 @@ def run(profile: Profile, out: Path, ctx: RunContext, datasets: list[str] | None
     crfsuite_reason = crfsuite_missing()
     first, tuned_later, handlers = [], [], {}
     for dataset in DATASETS if datasets is None else datasets:
-        methods = _methods(dataset, cfg)
+        methods = methods_of(dataset, cfg)
         if any(g == "pystruct" for g, _ in methods) and not peer_reason:
             peer_reason.append(_peer_missing(ctx.log))
         if crfsuite_reason and any(g == "crfsuite" for g, _ in methods):

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 
 from slr_suite import tuning
-from slr_suite.baselines import DATASETS, EPSILON, config_key, crfsuite_c2, default_regularisation, tables
+from slr_suite.baselines import (DATASETS, EPSILON, config_key, crfsuite_c2, default_regularisation, methods_of,
+                                 tables)
 from slr_suite.common import plt, save_fig
 from slr_suite.markdown import fmt, provenance_block, table
 from slr_suite.profiles import Profile
@@ -39,7 +40,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
         "EdgeFeatureGraphCRF for denoising) with the iteration budget of our learner of the same "
-        "name (FrankWolfeSSVM gets SubgradientSSVM's) and their own C, chosen the same way as ours; the iterations column shows max_iter for them, "
+        "name (FrankWolfeSSVM gets SubgradientSSVM's) and their own C, chosen the same way as ours; "
+        "the iterations column shows max_iter for them, "
         "their own stopping rules may end earlier.\n\n"
         f"*Regularisation*: {_regularisation_text(profile)} A C is the same ridge on the weights of the "
         "potentials for every method: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's "
@@ -64,7 +66,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     present = [d for d in DATASETS if (df["dataset"] == d).any()] or list(DATASETS[:1])
     fig, axes = plt().subplots(1, len(present), figsize=(5.5 * len(present), 4), squeeze=False)
     for ax, dataset in zip(axes[0], present):
-        sub = df[df["dataset"] == dataset]
+        sub = _in_method_order(df[df["dataset"] == dataset], profile, dataset)
         if not len(sub):
             continue
         ok = sub[sub["status"] == "ok"].copy()
@@ -104,6 +106,14 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     summary["cells"] = len(df)
     summary["fit_seconds"] = float(np.nansum([_num(v) for v in df["seconds"]]))
     return summary
+
+
+def _in_method_order(rows, profile: Profile, dataset: str):
+    """``rows`` in the order the profile lists the methods (slr, our baselines, pystruct,
+    CRFsuite), whatever order the cells finished in; methods it no longer runs last."""
+    order = {method: i for i, (_, method) in enumerate(methods_of(dataset, profile.baselines))}
+    rank = rows["method"].map(lambda m: order.get(m, len(order)))
+    return rows.iloc[np.argsort(rank.to_numpy(), kind="stable")]
 
 
 def _crfsuite_text(profile: Profile, used: dict) -> str:
@@ -166,14 +176,15 @@ def _regularisation_text(profile: Profile) -> str:
     for dataset in DATASETS:
         spec = tuned.get(dataset)
         if spec:
-            parts.append(f"on {dataset} the C of each method with a ridge is chosen on a validation split of the training "
-                         f"examples (a seeded random fifth held out) from C in {_values(spec['C'])}, and the "
-                         f"eps of slr:Linear and GradientAlternation from {_values(spec['epsilon'])}, each fit "
+            parts.append(f"on {dataset} the C of each method with a ridge is chosen on a validation split of "
+                         "the training examples (a seeded random fifth held out) from C in "
+                         f"{_values(spec['C'])}, and the eps of slr:Linear and GradientAlternation from "
+                         f"{_values(spec['epsilon'])}, each fit "
                          "with the method's own iteration budget; the lowest final validation error wins "
                          "(section below)")
         else:
             parts.append(f"on {dataset} every method takes C = {default_regularisation(dataset)['C']:g}, "
-                         f"eps = {EPSILON:g} (not tuned)")
+                         f"eps = {EPSILON:g} (not tuned; docs/design.md section 6 says why)")
     text = "; ".join(parts)
     return text[:1].upper() + text[1:] + "."
 

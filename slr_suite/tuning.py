@@ -28,7 +28,8 @@ from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord
 
-__all__ = ["TUNING_COLUMNS", "RIDGED", "SMOOTHED", "Tuning", "choose", "grid", "tuned", "tuning_table", "validation_split"]
+__all__ = ["TUNING_COLUMNS", "RIDGED", "SMOOTHED", "Tuning", "choose", "grid", "tuned", "tuning_table",
+           "validation_split"]
 
 TUNING_COLUMNS = ["config", "dataset", "method", "C", "epsilon", "val_error", "train_error", "seconds",
                   "iterations", "status", *PROVENANCE_COLUMNS]
@@ -142,7 +143,8 @@ class Tuning:
                            (profile, dataset, g, m, ctx.info, reg))
                       for (g, m, reg), key, record in zip(self.cells, self.keys, self.records) if record is None]
         if self.cells:
-            ctx.log(f"tuning/{dataset}: {len(self.cells) - len(self.tasks)} of {len(self.cells)} validation fits cached")
+            ctx.log(f"tuning/{dataset}: {len(self.cells) - len(self.tasks)} of {len(self.cells)} "
+                    "validation fits cached")
 
     def receive(self, task: Task, record: CellRecord) -> None:
         self.records[self.keys.index(task.keys[0])] = record

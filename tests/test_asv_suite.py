@@ -4,7 +4,8 @@ Every benchmark class derives from ``common.Benchmark``; estimator benchmarks fi
 ``setup_cache`` and no ``track_`` method fits. Each benchmark runs its ``setup`` and body once
 on the first value of every parameter (the smallest problem), as asv would, without timing.
 Classes listed in ``IMPORT_ONLY`` are too expensive for the test suite (hundreds of boosting
-rounds on 300k rows) and are only checked for discoverability; estimator benchmarks (a fit per
+rounds on 300k rows; slr and CRFsuite on all letters words) and are only checked for
+discoverability; estimator benchmarks (a fit per
 parameter combination in ``setup_cache``) are run through one cheap combination below.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "asv_benchmarks"
 PREFIXES = ("time_", "peakmem_", "mem_", "track_", "timeraw_")
-IMPORT_ONLY = {("bench_trees", "Ratios"), ("bench_trees", "TrainingLoss")}
+IMPORT_ONLY = {("bench_trees", "Ratios"), ("bench_trees", "TrainingLoss"),
+               ("bench_learner", "LettersAgainstCRFsuite")}
 ESTIMATOR_SMOKE = {"bench_learner": ("Learner", ("Linear",)),
                    "bench_baselines": ("Baseline", ("denoising", "PiecewiseTraining")),
                    "bench_oracles": ("OracleFit", ("unary_20k_K2", "Linear")),

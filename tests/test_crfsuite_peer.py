@@ -98,7 +98,7 @@ def _crfsuite_only(n_train=30, n_test=60):
 
     tiny = get_profile("tiny")
     cfg = {**tiny.baselines, "letters": dict(n_train=n_train, n_test=n_test)}
-    others = tuple(m for _, m in baselines._methods("letters", cfg) if m != baselines.CRFSUITE_METHOD)
+    others = tuple(m for _, m in baselines.methods_of("letters", cfg) if m != baselines.CRFSUITE_METHOD)
     return replace(tiny, baselines={**cfg, "skip": {"letters": others}, "tune": {}})
 
 

