@@ -322,6 +322,21 @@ def test_out_of_range_edges_never_crash(n, bad_row, offset):
         map_lp(np.zeros((n, 2)), np.zeros((6, 2, 2)), edges)
 
 
+def _cycle_with_messages(problem_seed: int, message_seed: int):
+    """A random 3-state cycle and random messages: ``theta_nodes, theta_edges, edges, lam, batch``."""
+    theta_nodes, theta_edges, edges = random_problem("cycle", 3, seed=problem_seed)
+    lam = np.random.default_rng(message_seed).normal(size=(len(edges), 2, 3))
+    return theta_nodes, theta_edges, edges, lam, GraphBatch.from_graphs([(theta_nodes.shape[0], edges)], 3)
+
+
+def _node_beliefs_by_hand(theta_nodes, edges, lam):
+    """``theta_i - sum_{e at i} lambda_e(y_i)`` with numpy's unbuffered subtraction."""
+    beliefs = theta_nodes.copy()
+    np.subtract.at(beliefs, edges[:, 0], lam[:, 0])
+    np.subtract.at(beliefs, edges[:, 1], lam[:, 1])
+    return beliefs
+
+
 @pytest.mark.parametrize("eps", [0.0, 0.1, 1.0])
 def test_dual_parts_are_the_node_and_edge_terms_of_the_definition(eps):
     """``A = sum_i eps lse(b_i / eps) + sum_e eps lse(b_e / eps)`` computed here with scipy, node
@@ -330,13 +345,8 @@ def test_dual_parts_are_the_node_and_edge_terms_of_the_definition(eps):
 
     from slr.inference import batch_dual_parts
 
-    theta_nodes, theta_edges, edges = random_problem("cycle", 3, seed=4)
-    rng = np.random.default_rng(1)
-    lam = rng.normal(size=(len(edges), 2, 3))
-    batch = GraphBatch.from_graphs([(theta_nodes.shape[0], edges)], 3)
-    node_beliefs = theta_nodes.copy()
-    np.subtract.at(node_beliefs, edges[:, 0], lam[:, 0])
-    np.subtract.at(node_beliefs, edges[:, 1], lam[:, 1])
+    theta_nodes, theta_edges, edges, lam, batch = _cycle_with_messages(problem_seed=4, message_seed=1)
+    node_beliefs = _node_beliefs_by_hand(theta_nodes, edges, lam)
     edge_beliefs = (theta_edges + lam[:, 0, :, None] + lam[:, 1, None, :]).reshape(len(edges), -1)
 
     def smoothed(b):
@@ -356,14 +366,9 @@ def test_dual_parts_are_the_node_and_edge_terms_of_the_definition(eps):
 
 
 def test_node_beliefs_match_definition():
-    theta_nodes, theta_edges, edges = random_problem("cycle", 3, seed=2)
-    rng = np.random.default_rng(0)
-    lam = rng.normal(size=(len(edges), 2, 3))
-    batch = GraphBatch.from_graphs([(theta_nodes.shape[0], edges)], 3)
-    expected = theta_nodes.copy()
-    np.subtract.at(expected, edges[:, 0], lam[:, 0])
-    np.subtract.at(expected, edges[:, 1], lam[:, 1])
-    np.testing.assert_allclose(batch_node_beliefs(batch, theta_nodes, lam), expected)
+    theta_nodes, _, edges, lam, batch = _cycle_with_messages(problem_seed=2, message_seed=0)
+    np.testing.assert_allclose(batch_node_beliefs(batch, theta_nodes, lam),
+                               _node_beliefs_by_hand(theta_nodes, edges, lam))
 
 
 # --- the vector (AVX2) star updates against the scalar ones and the exact optimum -------------
