@@ -272,13 +272,12 @@ def failure_status(exc: Exception) -> str:
     return "failed: " + f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
 
 
-def compute_cell(profile: Profile, dataset: str, group: str, method: str, info: RunInfo,
-                 reg: dict | None = None, *, n_threads: int | None) -> list[CellRecord]:
+def compute_cell(profile: Profile, dataset: str, group: str, method: str, info: RunInfo, reg: dict, *,
+                 n_threads: int | None) -> list[CellRecord]:
     """Fit one (data set, method) cell (a task; the data are made or loaded here) with the
-    regularisation ``reg`` (the data set's default when None). A failure, e.g. a data set that
-    cannot be downloaded, becomes a row whose status says why."""
+    regularisation ``reg`` (``C``, ``epsilon``). A failure, e.g. a data set that cannot be
+    downloaded, becomes a row whose status says why."""
     cfg = profile.baselines
-    reg = default_regularisation(dataset) if reg is None else reg
     try:
         data = reuse_data(f"baselines/{dataset} " + json.dumps(cfg, sort_keys=True, default=str),
                           lambda: load_dataset(dataset, profile))

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 
 from slr_suite import tuning
-from slr_suite.baselines import (DATASETS, EPSILON, config_key, crfsuite_c2, default_regularisation, methods_of,
-                                 tables)
+from slr_suite.baselines import (CRFSUITE_METHOD, DATASETS, EPSILON, config_key, crfsuite_c2, default_regularisation,
+                                 methods_of, tables)
 from slr_suite.common import plt, save_fig
 from slr_suite.markdown import fmt, provenance_block, table
 from slr_suite.profiles import Profile
@@ -118,8 +118,6 @@ def _in_method_order(rows, profile: Profile, dataset: str):
 
 def _crfsuite_text(profile: Profile, used: dict) -> str:
     """What the ``crfsuite:`` rows are and how their L2 follows from C."""
-    from slr_suite.baselines import CRFSUITE_METHOD
-
     crfsuite = profile.baselines.get("crfsuite", {})
     if not crfsuite:
         return ""
@@ -138,9 +136,9 @@ def _crfsuite_text(profile: Profile, used: dict) -> str:
 def _current_tuning_rows(profile: Profile, rows):
     """The tuning rows of the profile's current grids (a report directory may hold rows of
     earlier grids under the same config: the grids are not part of it)."""
-    keep = [any(float(r.C) == reg["C"] and float(r.epsilon) == reg["epsilon"]
-                for reg in tuning.grid(profile, r.dataset, r.method))
-            if tuning.tuned(profile, r.dataset, r.method) else False for r in rows.itertuples()]
+    keep = [tuning.tuned(profile, r.dataset, r.method)
+            and dict(C=float(r.C), epsilon=float(r.epsilon)) in tuning.grid(profile, r.dataset, r.method)
+            for r in rows.itertuples()]
     return rows[np.asarray(keep, dtype=bool)] if len(rows) else rows
 
 
