@@ -5,7 +5,7 @@ import numpy as np
 
 from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
-from slr.validation import check_int, check_random_state
+from slr.validation import check_int, check_generator
 
 __all__ = ["StructuredPerceptron"]
 
@@ -52,7 +52,7 @@ class StructuredPerceptron(BaseStructuredLearner):
         check_int(self.max_iter, "max_iter", 1)
 
     def _fit(self, data: StructuredData) -> None:
-        rng = check_random_state(self.random_state)
+        rng = check_generator(self.random_state)
         # one single-example StructuredData per example, built once (inference per example)
         singles = [data.subset([k]) for k in range(data.n_examples)]
         w = np.zeros(data.size)

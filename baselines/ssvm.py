@@ -13,7 +13,7 @@ import numpy as np
 
 from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
-from slr.validation import check_int, check_option, check_random_state, check_real
+from slr.validation import check_int, check_option, check_generator, check_real
 
 __all__ = ["NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM", "solve_ssvm_dual"]
 
@@ -265,7 +265,7 @@ class SubgradientSSVM(_SSVMBase):
     model, max_sweeps, inference_tol, n_states, verbose
         As in :class:`OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
-        Mini-batch shuffling (see :func:`slr.validation.check_random_state`).
+        Mini-batch shuffling (see :func:`slr.validation.check_generator`).
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 100, tol: float = 0.0,
@@ -296,7 +296,7 @@ class SubgradientSSVM(_SSVMBase):
 
     def _fit(self, data: StructuredData) -> None:
         C = float(self.C)
-        rng = check_random_state(self.random_state)
+        rng = check_generator(self.random_state)
         n = data.n_examples
         full_batch = self.batch_size is None or self.batch_size >= n
         w = np.zeros(data.size)

@@ -35,10 +35,10 @@ from slr.estimator import StructuredEstimator
 from slr.graph import GraphBatch, check_epsilon
 from slr.inference.batch import batch_dual_parts, batch_node_beliefs, batch_sweeps, resolve_threads
 from slr.models import FlatData, PairwiseModel, hamming_margin
-from slr.oracles.base import LogisticOracle
+from slr.oracles.base import LogisticOracle, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
-from slr.validation import C_INT_MAX, check_bool, check_int, check_random_state, check_real
+from slr.validation import C_INT_MAX, check_bool, check_int, check_generator, check_real
 
 __all__ = [
     "StructuredLogisticRegression",
@@ -142,7 +142,7 @@ class _SplitObjective:
 
 def _linear_parameters(oracle: Any) -> dict[str, np.ndarray] | None:
     """Copies of a fitted oracle's parameters if its functions are linear in them, else None."""
-    names = getattr(oracle, "_linear_parameters", ())
+    names = get_oracle_tags(oracle).linear_parameters
     if not names or not all(hasattr(oracle, name) for name in names):
         return None
     return {name: np.array(getattr(oracle, name), dtype=np.float64) for name in names}
@@ -319,7 +319,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         resolve_threads(self.n_threads)
         check_bool(self.monitor, "monitor")
         check_real(self.relaxation, "relaxation", 1.0, 2.0, high_open=True)
-        rng = check_random_state(self.random_state)
+        rng = check_generator(self.random_state)
         return eps, max_iter, mp, n_states, rng
 
     def _model(self) -> PairwiseModel:
@@ -437,7 +437,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             trace.append((it, "unary_mp", objective()))
             if train.has_edges:
                 with timed("pairwise bias"):
-                    bias = pairwise_bias(lam, eps, factored=getattr(pairwise, "_pair_bias", False))
+                    bias = pairwise_bias(lam, eps, factored=get_oracle_tags(pairwise).factored_pair_bias)
                 before = _linear_parameters(pairwise) if omega != 1.0 else None
                 with timed("pairwise fit"):
                     pairwise.fit(train.edge_features, bias, train.pair_labels)

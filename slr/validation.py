@@ -7,12 +7,14 @@ a ``ValueError`` that names the argument. Bools are refused where a number is ex
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral, Real
 from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["C_INT_MAX", "check_bool", "check_int", "check_option", "check_random_state", "check_real"]
+__all__ = ["C_INT_MAX", "check_bool", "check_generator", "check_int", "check_option", "check_random_state",
+           "check_real"]
 
 #: Largest C ``int``: sweep, step and thread counts reach compiled code as one.
 C_INT_MAX = 2**31 - 1
@@ -115,8 +117,10 @@ def check_option(value: Any, name: str, options: Sequence) -> Any:
     return value
 
 
-def check_random_state(random_state: Any) -> np.random.Generator:
-    """The one source of randomness for a ``random_state`` argument.
+def check_generator(random_state: Any) -> np.random.Generator:
+    """The one source of randomness for a ``random_state`` argument: a NumPy Generator.
+
+    Unlike scikit-learn's ``check_random_state``, which returns a legacy ``RandomState``.
 
     Parameters
     ----------
@@ -144,3 +148,11 @@ def check_random_state(random_state: Any) -> np.random.Generator:
         "random_state must be None, a non-negative integer or a numpy Generator, "
         f"got {random_state!r}"
     )
+
+
+def check_random_state(random_state: Any) -> np.random.Generator:
+    """Deprecated name of :func:`check_generator` (it returns a Generator, unlike scikit-learn's
+    function of this name); removed in 0.3."""
+    warnings.warn("slr.validation.check_random_state was renamed check_generator and will be removed in 0.3",
+                  FutureWarning, stacklevel=2)
+    return check_generator(random_state)

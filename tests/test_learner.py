@@ -188,10 +188,13 @@ def test_relaxed_step_keeps_the_exact_fit_when_R_would_rise(steep, expected_w):
     """R(w) = (w - 1)^2 left of the fitted w = 1 and steep * (w - 1)^2 right of it; from w = 0
     (R = 1) the step to 1.9 gives .81 (kept) or 81 (the exact fit w = 1 is restored)."""
     from slr.learner import _relaxed_step
+    from slr.oracles import OracleTags
 
     class Oracle:
-        _linear_parameters = ("w",)
         w = np.array([1.0])
+
+        def __slr_tags__(self):
+            return OracleTags(linear_parameters=("w",))
 
     oracle = Oracle()
     calls = []
@@ -209,10 +212,13 @@ def test_relaxed_step_keeps_the_exact_fit_when_R_would_rise(steep, expected_w):
 def test_relaxed_step_out_of_range_falls_back_to_the_exact_fit():
     """Potentials that cannot be formed at the relaxed point (ValueError) mean the exact fit."""
     from slr.learner import _relaxed_step
+    from slr.oracles import OracleTags
 
     class Oracle:
-        _linear_parameters = ("w",)
         w = np.array([1.0])
+
+        def __slr_tags__(self):
+            return OracleTags(linear_parameters=("w",))
 
     oracle = Oracle()
 

@@ -3,7 +3,8 @@
 Each oracle maximises a biased multinomial logistic likelihood over its function class
 (see :class:`LogisticOracle`); the structured learner calls one per factor type.
 """
-from slr.oracles.base import LogisticOracle, biased_logistic_loss, check_logistic_problem
+from slr.oracles.base import (LogisticOracle, OracleTags, biased_logistic_loss, check_logistic_problem,
+                              get_oracle_tags)
 from slr.oracles.lightgbm_adapter import LightGBM
 from slr.oracles.linear import Linear
 from slr.oracles.mlp import MLP
@@ -17,7 +18,9 @@ __all__ = [
     "Linear",
     "LogisticOracle",
     "MLP",
+    "OracleTags",
     "Zero",
     "biased_logistic_loss",
     "check_logistic_problem",
+    "get_oracle_tags",
 ]

@@ -12,6 +12,7 @@ of the structured learner starts from where the last one ended.
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,10 +24,50 @@ from slr.oracles.pair_bias import PairBias
 
 __all__ = [
     "LogisticOracle",
+    "OracleTags",
     "biased_logistic_loss",
     "binary_exponents",
     "check_logistic_problem",
+    "get_oracle_tags",
 ]
+
+
+@dataclass(frozen=True)
+class OracleTags:
+    """What an oracle takes and gives beyond ``fit`` and ``decision_function``.
+
+    The structured learner reads these through :func:`get_oracle_tags` and nothing else about
+    an oracle. An oracle declares them by returning an instance from ``__slr_tags__()``; the
+    defaults suit any oracle (a third-party one needs no tags at all).
+
+    Attributes
+    ----------
+    factored_pair_bias : bool, default=False
+        ``fit`` accepts the pairwise problem's bias as a :class:`~slr.oracles.pair_bias.PairBias`
+        (``left_e(a) + right_e(b)``) and exploits the factored form; otherwise the learner hands
+        it the dense ``(N, L^2)`` array.
+    linear_parameters : tuple of str, default=()
+        Names of the fitted attributes (arrays) that the oracle's functions are linear in, e.g.
+        ``("coef_", "intercept_")``. Non-empty lets the learner over-relax the oracle's updates
+        (``relaxation``), moving these attributes past the fitted values.
+    training_scores : bool, default=False
+        ``fit`` leaves ``training_scores_``, the ``(N, K)`` scores of the rows it was fitted on,
+        equal to ``decision_function`` of its features; the learner then takes them instead of
+        predicting the training rows again.
+    """
+
+    factored_pair_bias: bool = False
+    linear_parameters: tuple[str, ...] = ()
+    training_scores: bool = False
+
+
+def get_oracle_tags(oracle: Any) -> OracleTags:
+    """The :class:`OracleTags` an oracle declares with ``__slr_tags__()``, or the defaults."""
+    declare = getattr(oracle, "__slr_tags__", None)
+    tags = declare() if callable(declare) else OracleTags()
+    if not isinstance(tags, OracleTags):
+        raise ValueError(f"{type(oracle).__name__}.__slr_tags__() must return an OracleTags, got {tags!r}")
+    return tags
 
 
 def binary_exponents(features: np.ndarray) -> np.ndarray:
@@ -169,9 +210,9 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
         Number of input features ``d`` seen by the last :meth:`fit`.
     """
 
-    #: Whether :meth:`_fit` takes a :class:`~slr.oracles.pair_bias.PairBias` as it is (the
-    #: pairwise problem's factored bias); other oracles receive its dense array.
-    _pair_bias = False
+    def __slr_tags__(self) -> OracleTags:
+        """This oracle's :class:`OracleTags` (subclasses override to declare capabilities)."""
+        return OracleTags()
 
     def fit(self, features: Any, bias: Any, labels: Any) -> "LogisticOracle":
         """Maximise the biased logistic likelihood over the function class.
@@ -188,7 +229,8 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
         -------
         self
         """
-        features, bias, labels = check_logistic_problem(features, bias, labels, pair_bias=self._pair_bias)
+        features, bias, labels = check_logistic_problem(
+            features, bias, labels, pair_bias=get_oracle_tags(self).factored_pair_bias)
         if getattr(self, "n_classes_", None) not in (None, bias.shape[1]) or getattr(
             self, "n_features_in_", None
         ) not in (None, features.shape[1]):
@@ -201,7 +243,7 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
         """Fit on validated arrays, warm-starting from the current state if any (``bias`` may be
-        a PairBias in subclasses that set ``_pair_bias``)."""
+        a PairBias in subclasses whose tags declare ``factored_pair_bias``)."""
 
     @abc.abstractmethod
     def decision_function(self, features: Any) -> np.ndarray:

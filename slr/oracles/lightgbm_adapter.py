@@ -17,7 +17,7 @@ import numpy as np
 
 from slr.oracles.base import LogisticOracle
 from slr.oracles.trees import BoostedTrees, fraction_to_rows, resolve_subsample
-from slr.validation import C_INT_MAX, check_int, check_random_state, check_real
+from slr.validation import C_INT_MAX, check_int, check_generator, check_real
 
 __all__ = ["LightGBM"]
 
@@ -97,7 +97,7 @@ class LightGBM(LogisticOracle):
     def lightgbm_params(self, n_rows: int, n_classes: int) -> dict:
         """The LightGBM parameter dict used for a problem of ``n_rows`` x ``n_classes``."""
         n_sub = resolve_subsample(self.subsample, n_rows)
-        rng = check_random_state(self.random_state)
+        rng = check_generator(self.random_state)
         if isinstance(self.random_state, Integral):
             seed = int(self.random_state) % C_INT_MAX
         else:

@@ -7,7 +7,7 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
-from slr.oracles.base import LogisticOracle, binary_exponents
+from slr.oracles.base import LogisticOracle, OracleTags, binary_exponents
 from slr.oracles.pair_bias import PairBias, PairLoss, factorable
 from slr.validation import check_bool, check_int, check_real
 
@@ -193,9 +193,8 @@ class Linear(LogisticOracle):
     ``[-1, 1]`` are used as given.
     """
 
-    #: the fitted arrays the scores are linear in (the learner's over-relaxed steps)
-    _linear_parameters = ("coef_", "intercept_")
-    _pair_bias = True
+    def __slr_tags__(self) -> OracleTags:
+        return OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"))
 
     def __init__(
         self,

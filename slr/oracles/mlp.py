@@ -7,7 +7,7 @@ import numpy as np
 
 from slr.oracles.base import LogisticOracle, binary_exponents
 from slr.oracles.linear import _single_threaded_blas
-from slr.validation import check_bool, check_int, check_random_state, check_real
+from slr.validation import check_bool, check_int, check_generator, check_real
 
 __all__ = ["MLP"]
 
@@ -137,7 +137,7 @@ class MLP(LogisticOracle):
         return n_hidden, learning_rate, momentum, batch_size, n_epochs
 
     def _initialise(self, n_hidden: int, features: np.ndarray) -> None:
-        self.rng_ = check_random_state(self.random_state)
+        self.rng_ = check_generator(self.random_state)
         d, k = self.n_features_in_, self.n_classes_
         self.params_ = np.zeros(n_hidden * d + n_hidden + k * n_hidden + k, dtype=_DTYPE)
         v, _, w, _ = self._split(self.params_)

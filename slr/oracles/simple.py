@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from slr.oracles.base import LogisticOracle
+from slr.oracles.base import LogisticOracle, OracleTags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
 from slr.validation import check_int, check_real
@@ -61,9 +61,9 @@ class Constant(LogisticOracle):
         L-BFGS iterations of the last fit (0 for the closed form).
     """
 
-    #: the fitted arrays the scores are linear in (the learner's over-relaxed steps)
-    _linear_parameters = ("table_",)
-    _pair_bias = True   # handed on to Linear's factored loss
+    def __slr_tags__(self) -> OracleTags:
+        # the factored bias is handed on to Linear's factored loss
+        return OracleTags(factored_pair_bias=True, linear_parameters=("table_",))
 
     def __init__(self, l2: float = 0.0, tol: float = 1e-8, max_iter: int = 1000) -> None:
         self.l2 = l2

@@ -19,7 +19,7 @@ import numpy as np
 
 from slr.oracles import _trees
 from slr.oracles.base import LogisticOracle
-from slr.validation import check_bool, check_int, check_option, check_random_state, check_real
+from slr.validation import check_bool, check_int, check_option, check_generator, check_real
 
 __all__ = ["BoostedTrees"]
 
@@ -234,7 +234,7 @@ class BoostedTrees(LogisticOracle):
             raise ValueError(f"BoostedTrees needs at least 2 rows in features, got {n}")
         p = self._validated_params(n)
         p["splitter"] = resolve_splitter(p["splitter"], features.shape[1])
-        rng = check_random_state(self.random_state)
+        rng = check_generator(self.random_state)
 
         per_class = p["tree"] == "per_class"
         keep = (p["warm_start"] and hasattr(self, "tree_offsets_")

@@ -1,0 +1,86 @@
+"""The declarative parameter checks (slr._params) and renamed parameters."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from slr._params import (DEPRECATED, Boolean, Integer, Options, RandomState, Real, Satisfies, resolve_renamed,
+                         validate_params)
+
+
+class _Estimator:
+    _parameter_constraints = {
+        "max_iter": Integer(1),
+        "rate": (Options(("auto",)), Real(0.0, low_open=True)),
+        "n_states": (None, Integer(1)),
+        "shuffle": Boolean(),
+        "random_state": RandomState(),
+        "grid": Satisfies(lambda v: isinstance(v, tuple) and len(v) > 0, "a non-empty tuple"),
+    }
+
+    def __init__(self, **params):
+        self.params = dict(max_iter=5, rate="auto", n_states=None, shuffle=True, random_state=None,
+                           grid=(1,), old_iter=DEPRECATED)
+        self.params.update(params)
+
+    def get_params(self, deep=False):
+        return dict(self.params)
+
+
+def test_valid_parameters_come_back_converted():
+    checked = validate_params(_Estimator(max_iter=np.int32(7), rate=1, n_states=np.int64(3), random_state=np.int8(4)))
+    assert checked["max_iter"] == 7 and type(checked["max_iter"]) is int
+    assert checked["rate"] == 1.0 and type(checked["rate"]) is float
+    assert checked["n_states"] == 3 and checked["random_state"] == 4 and checked["grid"] == (1,)
+    assert "old_iter" not in checked     # not declared, not checked
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(max_iter=0), "max_iter must be an integer in [1, 2147483647], got 0"),
+    (dict(max_iter=True), "max_iter must be an integer"),
+    (dict(rate=0.0), "rate must be one of 'auto' or a real number > 0, got 0.0"),
+    (dict(rate="fast"), "rate must be one of 'auto' or a real number > 0, got 'fast'"),
+    (dict(n_states=0), "n_states must be an integer in [1, 2147483647] or None, got 0"),
+    (dict(shuffle=1), "shuffle must be True or False, got 1"),
+    (dict(random_state=-1), "random_state must be None, a non-negative integer or a numpy Generator, got -1"),
+    (dict(random_state=0.5), "random_state must be None"),
+    (dict(grid=()), "grid must be a non-empty tuple, got ()"),
+])
+def test_each_bad_value_is_refused_naming_the_parameter(params, message):
+    with pytest.raises(ValueError) as info:
+        validate_params(_Estimator(**params))
+    assert str(info.value).startswith(message)
+
+
+def test_generators_pass_through_unchanged():
+    rng = np.random.default_rng(0)
+    assert validate_params(_Estimator(random_state=rng))["random_state"] is rng
+
+
+def test_an_old_name_moves_onto_the_new_one_with_a_future_warning():
+    params = {"old_iter": 3, "max_iter": 5}
+    with pytest.warns(FutureWarning, match="old_iter was renamed max_iter .* 0.3; counts doubled"):
+        resolve_renamed(params, "old_iter", "max_iter", convert=lambda v: 2 * v, note="counts doubled")
+    assert params == {"max_iter": 6}
+
+
+def test_an_unset_old_name_is_silent():
+    params = {"old_iter": DEPRECATED, "max_iter": 5}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resolve_renamed(params, "old_iter", "max_iter")
+    assert params == {"max_iter": 5}
+
+
+def test_the_deprecated_marker_survives_pickling_and_cloning():
+    import pickle
+
+    from sklearn.base import clone
+
+    from slr import StructuredLogisticRegression
+
+    assert pickle.loads(pickle.dumps(DEPRECATED)) is DEPRECATED
+    model = StructuredLogisticRegression()
+    assert clone(model).get_params() == model.get_params()
