@@ -84,3 +84,14 @@ def test_the_deprecated_marker_survives_pickling_and_cloning():
     assert pickle.loads(pickle.dumps(DEPRECATED)) is DEPRECATED
     model = StructuredLogisticRegression()
     assert clone(model).get_params() == model.get_params()
+
+
+def test_a_missing_optional_dependency_names_its_extra(monkeypatch):
+    import sys
+
+    from slr._optional import import_optional
+
+    monkeypatch.setitem(sys.modules, "cvxpy", None)    # as if not installed
+    with pytest.raises(ImportError, match=r'the exact LP needs cvxpy: pip install "slr\[exact\]"'):
+        import_optional("cvxpy", "exact", "the exact LP")
+    assert import_optional("numpy", "core", "anything") is np
