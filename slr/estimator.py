@@ -27,6 +27,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from slr.formats import Labellings
 from slr.models import FlatData
 
 __all__ = ["HISTORY_COLUMNS", "StructuredEstimator"]
@@ -106,11 +107,13 @@ class StructuredEstimator(BaseEstimator):
 
         Returns
         -------
-        list of int64 arrays (n,)
+        Labellings
+            A list of int64 arrays ``(n,)``, one per example (to NumPy a 1-D object array, so that
+            ``cross_val_predict`` works; :class:`slr.formats.Labellings`).
         """
         self._check_fitted()
         data = self._data(X)
-        return data.split(self._predict_flat(data).astype(np.int64))
+        return Labellings(data.split(self._predict_flat(data).astype(np.int64)))
 
     def score(self, X: Sequence, Y: Sequence) -> float:
         """Per-node accuracy of :meth:`predict` over all nodes of all examples."""

