@@ -28,6 +28,7 @@ HERE = Path(__file__).parent.resolve()
 #: Every extension module, by its source (the module name is the path with dots).
 KERNELS = (
     "slr/inference/_star.pyx",
+    "slr/inference/_sum_product.pyx",
     "slr/oracles/_trees.pyx",
 )
 #: Declarations (``.pxd``) and C headers the kernels include; each kernel is rebuilt when one

@@ -2,7 +2,8 @@
 
 Single graphs: :func:`smoothed_lp`, :func:`map_lp`. Many graphs at once (flat batches,
 parallel over examples): :func:`batch_sweeps`, :func:`batch_dual_values` (and its node and
-edge parts, :func:`batch_dual_parts`), :func:`batch_marginals`. Exact MAP on chains: :func:`viterbi`, :func:`batch_viterbi`. Exact references with cvxpy live in :mod:`slr.inference.exact`
+edge parts, :func:`batch_dual_parts`), :func:`batch_marginals`. Exact MAP on chains: :func:`viterbi`, :func:`batch_viterbi`; exact marginals on forests by
+sum-product: :func:`forest_marginals`, :func:`batch_forest_marginals`. Exact references with cvxpy live in :mod:`slr.inference.exact`
 (cvxpy itself is imported lazily, as it is slow to import).
 """
 from slr.inference.batch import (
@@ -16,20 +17,24 @@ from slr.inference.batch import (
 )
 from slr.inference.exact import hmax
 from slr.inference.single import MapResult, SmoothedResult, map_lp, smoothed_lp
+from slr.inference.sum_product import ForestMarginals, batch_forest_marginals, forest_marginals
 from slr.inference.viterbi import batch_viterbi, is_chain, viterbi, viterbi_chains
 
 
 __all__ = [
     "BatchSweepResult",
+    "ForestMarginals",
     "MapResult",
     "SmoothedResult",
     "batch_dual_parts",
     "batch_dual_values",
     "batch_edge_beliefs",
+    "batch_forest_marginals",
     "batch_marginals",
     "batch_node_beliefs",
     "batch_sweeps",
     "batch_viterbi",
+    "forest_marginals",
     "hmax",
     "is_chain",
     "map_lp",
