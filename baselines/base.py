@@ -1,43 +1,84 @@
-"""Shared plumbing of the linear baseline learners: data, fit, history, primal objective."""
+"""Shared plumbing of the linear baseline learners: parameters, a transactional fit, history,
+primal objective."""
 from __future__ import annotations
 
+import copy
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from baselines.features import StructuredData
+from slr._params import Boolean, Constraint, Integer, Options, RandomState, Real, resolve_renamed, validate_params
 from slr.estimator import StructuredEstimator
 from slr.models import INFERENCE
-from slr.validation import check_int, check_option, check_real
+from slr.validation import check_int
 
-__all__ = ["BaseStructuredLearner"]
+__all__ = ["BaseStructuredLearner", "NJobs", "n_threads"]
+
+
+class NJobs(Constraint):
+    """A thread count: -1 (all cores) or a positive integer (None, all cores, is admitted apart)."""
+
+    def check(self, value: Any, name: str) -> int:
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value == -1:
+            return -1
+        return check_int(value, name, 1)
+
+    def describe(self) -> str:
+        return "-1 or a positive integer"
+
+
+def n_threads(n_jobs: int | None) -> int | None:
+    """The kernels' ``n_threads`` of an ``n_jobs`` (None and -1: all cores, None)."""
+    return None if n_jobs is None or n_jobs == -1 else n_jobs
+
+
+def _is_fitted_name(name: str) -> bool:
+    """scikit-learn's rule for a fitted attribute: a trailing underscore, no leading double one."""
+    return name.endswith("_") and not name.startswith("__")
 
 
 class BaseStructuredLearner(StructuredEstimator):
     """Base class: a linear model over :class:`baselines.features.StructuredData`.
 
-    Subclasses implement ``_fit(data)``, which sets ``self.w_`` and records every iteration
-    through :meth:`_log`. The contract (``fit``, ``predict``, ``score``,
+    Subclasses declare ``_parameter_constraints`` (this class's merged with their own; see
+    :mod:`slr._params`) and implement ``_fit(data)``, which sets ``self.w_`` and records every
+    iteration through :meth:`_log`. The contract (``fit``, ``predict``, ``score``,
     ``history_``) is :class:`slr.estimator.StructuredEstimator`'s; ``objective`` in the
     history is the learner's primal objective.
+
+    ``fit`` is transactional: it checks the parameters, ``X``, ``Y``, ``X_val`` and ``Y_val``
+    before any work, fits a twin of the estimator that holds the checked parameters and no
+    fitted state, and only when that has succeeded replaces the fitted attributes. A fit that
+    raises leaves a fitted model exactly as it was. Prediction uses the inference settings
+    (``model``, ``max_sweeps``, ``inference_tol``, ``n_jobs``) of the last successful fit, so a
+    ``set_params`` takes effect at the next fit.
 
     Attributes
     ----------
     w_ : ndarray of shape (L * d_u + L * L * d_e,)
         The weights (layout in :mod:`baselines.features`).
     n_states_ : int
+    dims_ : tuple of int
+        ``(d_u, d_e)`` of the training data.
+    inference_ : dict
+        The prediction inference settings of the fit (keywords of :class:`StructuredData`).
     history_ : pandas.DataFrame
     """
 
-    def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> StructuredData:
-        return self._structured(X, Y, self.n_states_, self.dims_)
-
-    def _structured(self, X: Sequence, Y: Sequence | None, n_states: int | None,
-                    dims: tuple[int, int] | None) -> StructuredData:
-        return StructuredData(X, Y, n_states, model=self.model, max_sweeps=self.max_sweeps,
-                              tol=self.inference_tol, dims=dims)
+    _parameter_constraints: dict = {
+        "model": Options(INFERENCE),
+        "n_states": (None, Integer(2)),
+        "max_sweeps": Integer(1),
+        "inference_tol": Real(0.0),
+        "n_jobs": (None, NJobs()),
+        "verbose": (Integer(0), Boolean()),
+        "random_state": RandomState(),
+    }
+    #: ``(old, new, note)`` of the parameters renamed in this release (values carried over as they are).
+    _renamed_parameters: tuple[tuple[str, str, str], ...] = ()
 
     def fit(self, X: Sequence, Y: Sequence, X_val: Sequence | None = None,
             Y_val: Sequence | None = None) -> "BaseStructuredLearner":
@@ -54,25 +95,50 @@ class BaseStructuredLearner(StructuredEstimator):
         -------
         self
         """
-        self._validate_params()
-        data = self._structured(X, Y, self.n_states, None)
-        self.n_states_ = data.n_states
-        self.dims_ = (data.d_u, data.d_e)
-        self._start_history(data, X_val, Y_val)
+        params = validate_params(self)
+        for old, new, note in self._renamed_parameters:
+            resolve_renamed(params, old, new, note=note)
+        self._validate_extra()
+        fitting = self._twin(params)
+        fitting.inference_ = fitting._inference_settings()
+        data = StructuredData(X, Y, fitting.n_states, **fitting.inference_)
+        fitting.n_states_ = data.n_states
+        fitting.dims_ = (data.d_u, data.d_e)
+        fitting._start_history(data, X_val, Y_val)
         # the products here are small; BLAS threads only contend with the OpenMP kernels
         # and other jobs on a shared machine (as in slr.oracles.linear)
         with threadpool_limits(limits=1, user_api="blas"):
-            self._fit(data)
-        self._finish_history()
+            fitting._fit(data)
+        fitting._finish_history()
+        self._commit(fitting)
         return self
 
-    def _validate_params(self) -> None:
-        check_option(self.model, "model", INFERENCE)
-        if self.n_states is not None:
-            check_int(self.n_states, "n_states", 2)
-        check_int(self.max_sweeps, "max_sweeps", 1)
-        check_real(self.inference_tol, "inference_tol", 0.0)
-        check_int(int(self.verbose), "verbose", 0)
+    def _validate_extra(self) -> None:
+        """Checks beyond ``_parameter_constraints`` (nested oracles, optional dependencies)."""
+
+    def _twin(self, params: dict[str, Any]) -> "BaseStructuredLearner":
+        """A shallow copy holding the checked parameters (ints as int, reals as float, verbose as
+        an int) and none of the fitted state: the object a fit works on. Parameters are shared,
+        not copied, so a Generator given as ``random_state`` advances as the caller expects."""
+        twin = copy.copy(self)
+        for name in [name for name in vars(twin) if _is_fitted_name(name)]:
+            delattr(twin, name)
+        params["verbose"] = int(params["verbose"])
+        vars(twin).update(params)
+        return twin
+
+    def _commit(self, fitted: "BaseStructuredLearner") -> None:
+        """Replace this estimator's fitted attributes by those of a successful fit."""
+        for name in [name for name in vars(self) if _is_fitted_name(name)]:
+            delattr(self, name)
+        vars(self).update({name: value for name, value in vars(fitted).items() if _is_fitted_name(name)})
+
+    def _inference_settings(self) -> dict[str, Any]:
+        return dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol,
+                    n_threads=n_threads(self.n_jobs))
+
+    def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> StructuredData:
+        return StructuredData(X, Y, self.n_states_, dims=self.dims_, name=name, **self.inference_)
 
     def _fit(self, data: StructuredData) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -114,4 +180,3 @@ class BaseStructuredLearner(StructuredEstimator):
         self._check_fitted()
         C = getattr(self, "C", 1.0) if C is None else C
         return self._primal(self.w_, self._data(X, Y).loss_augmented(self.w_)[3], C)
-

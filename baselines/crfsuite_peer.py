@@ -23,18 +23,25 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
-from slr.validation import check_int, check_real
+from slr._optional import import_optional
+from slr._params import Integer, Real, validate_params
 
 __all__ = ["CRFsuiteChain", "crfsuite_missing"]
+
+
+def _pycrfsuite():
+    """python-crfsuite, or an ImportError naming the extra that installs it."""
+    return import_optional("pycrfsuite", "crfsuite", "the CRFsuite peer")
 
 
 def crfsuite_missing() -> str | None:
     """Why python-crfsuite cannot be imported here, or None when it can."""
     try:
-        import pycrfsuite  # noqa: F401
+        _pycrfsuite()
     except ImportError as exc:
-        return f"python-crfsuite is not installed ({exc}); pip install -e '.[crfsuite]'"
+        return str(exc)
     return None
 
 
@@ -59,14 +66,31 @@ def _check_chains(X: Sequence, Y: Sequence | None) -> None:
 
 def _items(feats: np.ndarray):
     """One python-crfsuite ItemSequence: attribute ``x<j>`` with value ``feats[i, j]``, zeros omitted."""
-    import pycrfsuite
-
-    return pycrfsuite.ItemSequence(
+    return _pycrfsuite().ItemSequence(
         [{f"x{j}": float(row[j]) for j in np.flatnonzero(row)} for row in np.asarray(feats, dtype=float)])
 
 
-class CRFsuiteChain:
+def _weights(model_bytes: bytes, n_states: int, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(unary (L, d), transitions (L, L))`` of a trained CRFsuite model (0 for unseen attributes)."""
+    info = _open_tagger(model_bytes).info()
+    unary, transitions = np.zeros((n_states, n_features)), np.zeros((n_states, n_states))
+    for (attr, label), weight in info.state_features.items():
+        unary[int(label), int(attr[1:])] = weight
+    for (a, b), weight in info.transitions.items():
+        transitions[int(a), int(b)] = weight
+    return unary, transitions
+
+
+def _open_tagger(model_bytes: bytes):
+    tagger = _pycrfsuite().Tagger()
+    tagger.open_inmemory(model_bytes)
+    return tagger
+
+
+class CRFsuiteChain(BaseEstimator):
     """A linear-chain CRF trained by CRFsuite's L-BFGS (python-crfsuite).
+
+    ``fit`` is transactional: a fit that raises leaves a fitted model as it was.
 
     Parameters
     ----------
@@ -93,6 +117,9 @@ class CRFsuiteChain:
         Wall time of CRFsuite's training call (feature generation and L-BFGS).
     """
 
+    _parameter_constraints = {"c2": Real(0.0), "max_iter": (None, Integer(1)), "delta": Real(0.0),
+                              "n_states": (None, Integer(1))}
+
     def __init__(self, c2: float = 1.0, max_iter: int | None = None, delta: float = 1e-5,
                  n_states: int | None = None) -> None:
         self.c2 = c2
@@ -107,56 +134,42 @@ class CRFsuiteChain:
         -------
         self
         """
-        import pycrfsuite
-
-        c2 = check_real(self.c2, "c2", 0.0)
-        max_iter = None if self.max_iter is None else check_int(self.max_iter, "max_iter", 1)
-        delta = check_real(self.delta, "delta", 0.0)
+        params = validate_params(self)
+        pycrfsuite = _pycrfsuite()
         _check_chains(X, Y)
         labels = np.concatenate([np.asarray(y) for y in Y])
         if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
             raise ValueError("Y: labels must be non-negative integers")
-        n_states = int(labels.max()) + 1 if self.n_states is None else check_int(self.n_states, "n_states", 1)
+        n_states = int(labels.max()) + 1 if params["n_states"] is None else params["n_states"]
         if labels.max() >= n_states:
             raise ValueError(f"Y: label {labels.max()} is not below n_states = {n_states}")
-        self.n_states_ = n_states
-        self.n_features_in_ = int(np.shape(X[0][0])[1])
+        n_features = int(np.shape(X[0][0])[1])
         trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
         # CRFsuite drops features whose attribute values sum below minfreq over the training
         # data (negative sums included at its default 0); keep all of them
-        trainer.set_params({"c1": 0.0, "c2": c2, "delta": delta, "feature.possible_states": 1,
+        trainer.set_params({"c1": 0.0, "c2": params["c2"], "delta": params["delta"], "feature.possible_states": 1,
                             "feature.possible_transitions": 1, "feature.minfreq": -1e300,
-                            **({} if max_iter is None else {"max_iterations": max_iter})})
+                            **({} if params["max_iter"] is None else {"max_iterations": params["max_iter"]})})
         for (feats, _, _), y in zip(X, Y):
             trainer.append(_items(feats), [str(int(a)) for a in y])
         with tempfile.TemporaryDirectory(prefix="slr-crfsuite-") as tmp:
             path = str(Path(tmp) / "model.crfsuite")
             t0 = time.perf_counter()
             trainer.train(path)
-            self.fit_seconds_ = time.perf_counter() - t0
-            self.model_bytes_ = Path(path).read_bytes()
+            fit_seconds = time.perf_counter() - t0
+            model_bytes = Path(path).read_bytes()
+        unary, transitions = _weights(model_bytes, n_states, n_features)
+        # every step above can fail; the fitted state changes only now, all at once
+        self.n_states_, self.n_features_in_ = n_states, n_features
+        self.fit_seconds_, self.model_bytes_ = fit_seconds, model_bytes
         self.n_iter_ = int(trainer.logparser.iterations[-1]["num"]) if trainer.logparser.iterations else 0
-        self._read_weights()
+        self.unary_weights_, self.transition_weights_ = unary, transitions
         return self
 
     def _tagger(self):
-        import pycrfsuite
-
         if not hasattr(self, "model_bytes_"):
             raise ValueError("this CRFsuiteChain is not fitted yet; call fit first")
-        tagger = pycrfsuite.Tagger()
-        tagger.open_inmemory(self.model_bytes_)
-        return tagger
-
-    def _read_weights(self) -> None:
-        info = self._tagger().info()
-        L, d = self.n_states_, self.n_features_in_
-        self.unary_weights_ = np.zeros((L, d))
-        self.transition_weights_ = np.zeros((L, L))
-        for (attr, label), weight in info.state_features.items():
-            self.unary_weights_[int(label), int(attr[1:])] = weight
-        for (a, b), weight in info.transitions.items():
-            self.transition_weights_[int(a), int(b)] = weight
+        return _open_tagger(self.model_bytes_)
 
     def predict(self, X: Sequence) -> list[np.ndarray]:
         """CRFsuite's own Viterbi labelling of each chain."""

@@ -36,19 +36,23 @@ class StructuredData(FlatData):
         Inference (see :class:`slr.models.PairwiseModel`).
     max_sweeps, tol : int, float
         Star-update budget and tolerance for the LP.
+    n_threads : int, optional
+        OpenMP threads of the inference kernels (all cores when None).
     dims : tuple of int, optional
         ``(d_u, d_e)`` to enforce (prediction data must match the training data).
+    name : str, default="X"
+        The argument's name in the error when the widths differ from ``dims``.
     """
 
     def __init__(self, X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *,
                  model: str = "auto", max_sweeps: int = 200, tol: float = 1e-7,
-                 dims: tuple[int, int] | None = None) -> None:
-        energy = PairwiseModel(inference=model, max_sweeps=max_sweeps, tol=tol)
+                 dims: tuple[int, int] | None = None, n_threads: int | None = None, name: str = "X") -> None:
+        energy = PairwiseModel(inference=model, max_sweeps=max_sweeps, tol=tol, n_threads=n_threads)
         super().__init__(X, Y, n_states)
         if self.n_states < 2:
             raise ValueError(f"n_states must be >= 2, got {self.n_states}")
         if dims is not None:
-            self.check_widths(dims[0], dims[1], "X")
+            self.check_widths(dims[0], dims[1], name)
         self.d_u, self.d_e = (self.d_node, self.d_edge) if dims is None else dims
         self.energy = energy
         self.model = energy.method(self)
@@ -59,7 +63,7 @@ class StructuredData(FlatData):
         """The listed examples with the same feature map and inference."""
         return StructuredData([self.X[k] for k in examples], [self.Y[k] for k in examples], self.n_states,
                               model=self.model, max_sweeps=self.energy.max_sweeps, tol=self.energy.tol,
-                              dims=(self.d_u, self.d_e))
+                              dims=(self.d_u, self.d_e), n_threads=self.energy.n_threads)
 
     # ------------------------------------------------------------------ weights
     @property

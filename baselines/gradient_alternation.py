@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import BaseStructuredLearner
+from baselines.base import BaseStructuredLearner, n_threads
 from baselines.features import StructuredData
+from slr._params import DEPRECATED, Integer, Options, Real
 from slr.inference.batch import batch_dual_values, batch_marginals, batch_sweeps
 from slr.models import hamming_margin
-from slr.validation import check_int, check_real
 
 __all__ = ["GradientAlternation"]
 
@@ -37,8 +37,9 @@ class GradientAlternation(BaseStructuredLearner):
         Ridge penalty on the weights (slr's ``Linear`` oracle default is 0).
     max_iter : int, default=200
         Rounds (sweeps + one gradient step).
-    mp_sweeps : int, default=25
-        Star-update sweeps per round.
+    sweeps_per_round : int, default=25
+        Smoothed star-update sweeps per round, in kernel sweeps (one directional pass over the
+        nodes, the direction alternating), always all of them (no tolerance).
     learning_rate : "auto" or float, default="auto"
         A fixed step, or ``"auto"``: a backtracking (Armijo) step at fixed messages that
         starts from twice the previous accepted step and halves until
@@ -51,8 +52,12 @@ class GradientAlternation(BaseStructuredLearner):
         Measure the MAP training error every this many rounds (NaN otherwise).
     model, max_sweeps, inference_tol, n_states, verbose
         Prediction inference and states, as in :class:`baselines.ssvm.OneSlackSSVM`.
-    random_state : None
+    n_jobs : int, optional
+        OpenMP threads of the message passing and inference kernels; None or -1: all cores.
+    random_state : None, int, Generator or RandomState
         Unused (deterministic).
+    mp_sweeps : int, optional
+        Deprecated old name of ``sweeps_per_round`` (the same count: kernel sweeps), removed in 0.3.
 
     Attributes
     ----------
@@ -63,44 +68,44 @@ class GradientAlternation(BaseStructuredLearner):
         The last step taken.
     """
 
-    def __init__(self, epsilon: float = 0.1, l2: float = 0.0, max_iter: int = 200, mp_sweeps: int = 25,
+    _parameter_constraints = {**BaseStructuredLearner._parameter_constraints,
+                              "epsilon": Real(0.0, low_open=True), "l2": Real(0.0), "max_iter": Integer(1),
+                              "sweeps_per_round": Integer(1), "mp_sweeps": Integer(1),
+                              "learning_rate": (Options(("auto",)), Real(0.0, low_open=True)),
+                              "log_every": Integer(1)}
+    _renamed_parameters = (("mp_sweeps", "sweeps_per_round",
+                            "the count is the same (kernel sweeps): mp_sweeps=v is sweeps_per_round=v"),)
+
+    def __init__(self, epsilon: float = 0.1, l2: float = 0.0, max_iter: int = 200, sweeps_per_round: int = 25,
                  learning_rate="auto", log_every: int = 1, model: str = "auto", max_sweeps: int = 200,
-                 inference_tol: float = 1e-7, n_states: int | None = None, verbose: int = 0,
-                 random_state=None) -> None:
-        self.epsilon, self.l2, self.max_iter, self.mp_sweeps = epsilon, l2, max_iter, mp_sweeps
+                 inference_tol: float = 1e-7, n_states: int | None = None, n_jobs: int | None = None,
+                 verbose: int = 0, random_state=None, mp_sweeps=DEPRECATED) -> None:
+        self.epsilon, self.l2, self.max_iter = epsilon, l2, max_iter
+        self.sweeps_per_round, self.mp_sweeps = sweeps_per_round, mp_sweeps
         self.learning_rate, self.log_every = learning_rate, log_every
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_real(self.epsilon, "epsilon", 0.0, low_open=True)
-        check_real(self.l2, "l2", 0.0)
-        check_int(self.max_iter, "max_iter", 1)
-        check_int(self.mp_sweeps, "mp_sweeps", 1)
-        check_int(self.log_every, "log_every", 1)
-        if self.learning_rate != "auto":
-            check_real(self.learning_rate, "learning_rate", 0.0, low_open=True)
+        self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
 
     def _safe_step(self, data: StructuredData) -> float:
         sigma_u = np.linalg.norm(data.node_features, 2) ** 2
         sigma_e = np.linalg.norm(data.edge_features, 2) ** 2 if data.edge_features.size else 0.0
-        return 1.0 / (max(sigma_u, sigma_e) / float(self.epsilon) + float(self.l2))
+        return 1.0 / (max(sigma_u, sigma_e) / self.epsilon + self.l2)
 
     def objective(self, data: StructuredData, w: np.ndarray, messages: np.ndarray) -> float:
         """``R(w, lambda) + l2/2 ||w||^2`` on ``data``."""
         theta_nodes, theta_edges = self._theta(data, w)
-        duals = batch_dual_values(data.batch, theta_nodes, theta_edges, messages, float(self.epsilon))
+        duals = batch_dual_values(data.batch, theta_nodes, theta_edges, messages, self.epsilon,
+                                  n_threads=n_threads(self.n_jobs))
         true_n, true_e = data.truth_marginals()
         truth = (true_n * theta_nodes).sum() + (true_e * theta_edges).sum()
-        return float(duals.sum() - truth + 0.5 * float(self.l2) * w @ w)
+        return float(duals.sum() - truth + 0.5 * self.l2 * w @ w)
 
     def gradient(self, data: StructuredData, w: np.ndarray, messages: np.ndarray) -> np.ndarray:
         """``dR/dw`` at fixed messages."""
         theta_nodes, theta_edges = self._theta(data, w)
-        mu_n, mu_e = batch_marginals(data.batch, theta_nodes, theta_edges, messages, float(self.epsilon))
+        mu_n, mu_e = batch_marginals(data.batch, theta_nodes, theta_edges, messages, self.epsilon)
         true_n, true_e = data.truth_marginals()
-        return data.joint_feature(mu_n - true_n, mu_e - true_e) + float(self.l2) * w
+        return data.joint_feature(mu_n - true_n, mu_e - true_e) + self.l2 * w
 
     @staticmethod
     def _theta(data: StructuredData, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -108,16 +113,16 @@ class GradientAlternation(BaseStructuredLearner):
         return theta_nodes + hamming_margin(data.labels, data.n_states), theta_edges
 
     def _fit(self, data: StructuredData) -> None:
-        eps = float(self.epsilon)
+        eps = self.epsilon
         safe = self._safe_step(data)
         adaptive = self.learning_rate == "auto"
-        step = safe if adaptive else float(self.learning_rate)
+        step = safe if adaptive else self.learning_rate
         w = np.zeros(data.size)
         lam = np.zeros((data.batch.n_edges, 2, data.n_states))
         for it in range(self.max_iter):
             theta_nodes, theta_edges = self._theta(data, w)
-            batch_sweeps(data.batch, theta_nodes, theta_edges, eps, out=lam, max_sweeps=self.mp_sweeps,
-                         tol=0.0, check_input=False)
+            batch_sweeps(data.batch, theta_nodes, theta_edges, eps, out=lam, max_sweeps=self.sweeps_per_round,
+                         tol=0.0, n_threads=n_threads(self.n_jobs), check_input=False)
             error = self._train_error(data, w) if it % self.log_every == 0 else float("nan")
             value = self.objective(data, w, lam)
             self._log(it, value, w, error)

@@ -5,7 +5,8 @@ import numpy as np
 
 from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
-from slr.validation import check_int, check_generator
+from slr._params import Boolean, Integer
+from slr.validation import check_generator
 
 __all__ = ["StructuredPerceptron"]
 
@@ -26,7 +27,7 @@ class StructuredPerceptron(BaseStructuredLearner):
     average : bool, default=True
     shuffle : bool, default=True
         Visit the examples in a random order each epoch.
-    model, max_sweeps, inference_tol, n_states, verbose
+    model, max_sweeps, inference_tol, n_states, n_jobs, verbose
         As in :class:`baselines.ssvm.OneSlackSSVM`.
     random_state : None, int or Generator
         Seed of the visiting order.
@@ -40,16 +41,16 @@ class StructuredPerceptron(BaseStructuredLearner):
         Examples mispredicted during each epoch.
     """
 
+    _parameter_constraints = {**BaseStructuredLearner._parameter_constraints,
+                              "max_iter": Integer(1), "average": Boolean(), "shuffle": Boolean()}
+
     def __init__(self, max_iter: int = 50, average: bool = True, shuffle: bool = True,
                  model: str = "auto", max_sweeps: int = 200, inference_tol: float = 1e-7,
-                 n_states: int | None = None, verbose: int = 0, random_state=None) -> None:
+                 n_states: int | None = None, n_jobs: int | None = None, verbose: int = 0,
+                 random_state=None) -> None:
         self.max_iter, self.average, self.shuffle = max_iter, average, shuffle
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_int(self.max_iter, "max_iter", 1)
+        self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
 
     def _fit(self, data: StructuredData) -> None:
         rng = check_generator(self.random_state)

@@ -7,9 +7,9 @@ import numpy as np
 
 from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
+from slr._params import Integer
 from slr.models import PairwiseModel
 from slr.oracles import Linear, LogisticOracle
-from slr.validation import check_int
 
 __all__ = ["PiecewiseTraining"]
 
@@ -31,7 +31,7 @@ class PiecewiseTraining(BaseStructuredLearner):
         Default ``slr.oracles.Linear()``; cloned before fitting.
     max_iter : int, default=1
         Unused: each piece is fitted once (the learner contract's name, see :mod:`slr.estimator`).
-    model, max_sweeps, inference_tol, n_states, verbose
+    model, max_sweeps, inference_tol, n_states, n_jobs, verbose
         As in :class:`baselines.ssvm.OneSlackSSVM` (inference for prediction only).
     random_state : None
         Unused (oracles carry their own seeds).
@@ -45,16 +45,18 @@ class PiecewiseTraining(BaseStructuredLearner):
         logistic losses; ``train_error`` per node).
     """
 
+    # the oracles are nested estimators, checked in _validate_extra
+    _parameter_constraints = {**BaseStructuredLearner._parameter_constraints, "max_iter": Integer(1)}
+
     def __init__(self, unary: LogisticOracle | None = None, pairwise: LogisticOracle | None = None,
                  max_iter: int = 1, model: str = "auto", max_sweeps: int = 200, inference_tol: float = 1e-7,
-                 n_states: int | None = None, verbose: int = 0, random_state=None) -> None:
+                 n_states: int | None = None, n_jobs: int | None = None, verbose: int = 0,
+                 random_state=None) -> None:
         self.unary, self.pairwise, self.max_iter = unary, pairwise, max_iter
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
+        self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
 
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_int(self.max_iter, "max_iter", 1)
+    def _validate_extra(self) -> None:
         for name in ("unary", "pairwise"):
             oracle = getattr(self, name)
             if oracle is not None and not isinstance(oracle, LogisticOracle):

@@ -13,9 +13,16 @@ import numpy as np
 
 from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
-from slr.validation import check_int, check_option, check_generator, check_real
+from slr._optional import import_optional
+from slr._params import Integer, Options, Real
+from slr.validation import check_generator
 
 __all__ = ["NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM", "solve_ssvm_dual"]
+
+
+def _cvxpy():
+    """cvxpy, or an ImportError naming the extra that installs it."""
+    return import_optional("cvxpy", "baselines", "the cutting-plane SSVMs' QP")
 
 
 def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: float) -> np.ndarray:
@@ -37,8 +44,7 @@ def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: flo
     -------
     alpha : ndarray of shape (n_constraints,)
     """
-    import cvxpy as cp
-
+    cp = _cvxpy()
     n, size = D.shape
     alpha = cp.Variable(n, nonneg=True)
     member = np.zeros((int(groups.max()) + 1, n))
@@ -88,18 +94,16 @@ def prune_inactive(alpha: np.ndarray, idle: np.ndarray, threshold: float, window
 
 
 class _SSVMBase(BaseStructuredLearner):
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_real(self.C, "C", 0.0, low_open=True)
-        check_int(self.max_iter, "max_iter", 1)
-        check_real(self.tol, "tol", 0.0)
+    _parameter_constraints = {**BaseStructuredLearner._parameter_constraints,
+                              "C": Real(0.0, low_open=True), "max_iter": Integer(1), "tol": Real(0.0)}
 
 
 class _CuttingPlaneBase(_SSVMBase):
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_real(self.inactive_threshold, "inactive_threshold", 0.0)
-        check_int(self.inactive_window, "inactive_window", 1)
+    _parameter_constraints = {**_SSVMBase._parameter_constraints,
+                              "inactive_threshold": Real(0.0), "inactive_window": Integer(1)}
+
+    def _validate_extra(self) -> None:
+        _cvxpy()  # before any work: the QP needs it
 
 
 class OneSlackSSVM(_CuttingPlaneBase):
@@ -125,26 +129,29 @@ class OneSlackSSVM(_CuttingPlaneBase):
     model : {"auto", "chain", "lp"}, default="auto"
         Viterbi on chains, LP relaxation otherwise (see :class:`StructuredData`).
     max_sweeps : int, default=200
-        Star-update sweeps per LP inference.
+        Star-update sweeps (kernel sweeps) per LP inference.
     inference_tol : float, default=1e-7
     n_states : int, optional
         Number of states ``L``; the largest training label + 1 when None.
+    n_jobs : int, optional
+        OpenMP threads of the inference kernels; None or -1: all cores.
     verbose : int, default=0
-    random_state : None
+        0 silent, 1 one line per iteration on stderr (a bool works too: True is 1).
+    random_state : None, int, Generator or RandomState
         Unused (the algorithm is deterministic); kept for a uniform interface.
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 500, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 50, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
-                 verbose: int = 0, random_state=None) -> None:
+                 n_jobs: int | None = None, verbose: int = 0, random_state=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
+        self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
 
     def _fit(self, data: StructuredData) -> None:
-        C = float(self.C)
+        C = self.C
         w = np.zeros(data.size)
         psi_true = data.joint_feature(*data.truth_marginals())
         D, delta, idle = np.zeros((0, data.size)), np.zeros(0), np.zeros(0, dtype=int)
@@ -182,7 +189,7 @@ class NSlackSSVM(_CuttingPlaneBase):
 
     Parameters
     ----------
-    C, max_iter, tol, inactive_threshold, model, max_sweeps, inference_tol, n_states, verbose, random_state
+    C, max_iter, tol, inactive_threshold, model, max_sweeps, inference_tol, n_states, n_jobs, verbose, random_state
         As in :class:`OneSlackSSVM`.
     inactive_window : int, default=10
         Shorter than the 1-slack default: here every iteration adds up to ``n`` constraints.
@@ -191,14 +198,14 @@ class NSlackSSVM(_CuttingPlaneBase):
     def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 10, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
-                 verbose: int = 0, random_state=None) -> None:
+                 n_jobs: int | None = None, verbose: int = 0, random_state=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
+        self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
 
     def _fit(self, data: StructuredData) -> None:
-        C = float(self.C)
+        C = self.C
         w = np.zeros(data.size)
         true_n, true_e = data.truth_marginals()
         psi_true = data.joint_feature_per_example(true_n, true_e)
@@ -262,7 +269,7 @@ class SubgradientSSVM(_SSVMBase):
         Full-batch steps when None.
     log_every : int, default=1
         Evaluate the primal of the returned (averaged) weights every this many epochs.
-    model, max_sweeps, inference_tol, n_states, verbose
+    model, max_sweeps, inference_tol, n_states, n_jobs, verbose
         As in :class:`OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
         Mini-batch shuffling (see :func:`slr.validation.check_generator`).
@@ -272,30 +279,25 @@ class SubgradientSSVM(_SSVMBase):
                  learning_rate="auto", decay_exponent: float = 0.5, averaging: str | None = "linear",
                  batch_size: int | None = None, log_every: int = 1, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
-                 verbose: int = 0, random_state=None) -> None:
+                 n_jobs: int | None = None, verbose: int = 0, random_state=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.learning_rate, self.decay_exponent = learning_rate, decay_exponent
         self.averaging, self.batch_size, self.log_every = averaging, batch_size, log_every
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
-        self.n_states, self.verbose, self.random_state = n_states, verbose, random_state
+        self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
 
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        if self.learning_rate != "auto":
-            check_real(self.learning_rate, "learning_rate", 0.0, low_open=True)
-        check_real(self.decay_exponent, "decay_exponent", 0.0)
-        check_option(self.averaging, "averaging", (None, "uniform", "linear"))
-        if self.batch_size is not None:
-            check_int(self.batch_size, "batch_size", 1)
-        check_int(self.log_every, "log_every", 1)
+    _parameter_constraints = {**_SSVMBase._parameter_constraints,
+                              "learning_rate": (Options(("auto",)), Real(0.0, low_open=True)),
+                              "decay_exponent": Real(0.0), "averaging": Options((None, "uniform", "linear")),
+                              "batch_size": (None, Integer(1)), "log_every": Integer(1)}
 
     def _step(self, t: int) -> float:
         if self.learning_rate == "auto":
             return 1.0 / (t + 1)
-        return float(self.learning_rate) / (1.0 + t) ** float(self.decay_exponent)
+        return self.learning_rate / (1.0 + t) ** self.decay_exponent
 
     def _fit(self, data: StructuredData) -> None:
-        C = float(self.C)
+        C = self.C
         rng = check_generator(self.random_state)
         n = data.n_examples
         full_batch = self.batch_size is None or self.batch_size >= n

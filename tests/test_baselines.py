@@ -251,7 +251,7 @@ def _grid_problem(seed=5, n_examples=4, side=3, n_states=2):
 
 def test_gradient_alternation_objective_never_increases_and_gradient_is_exact():
     X, Y = _grid_problem()
-    model = GradientAlternation(epsilon=0.5, l2=0.1, max_iter=30, mp_sweeps=3, log_every=10).fit(X, Y)
+    model = GradientAlternation(epsilon=0.5, l2=0.1, max_iter=30, sweeps_per_round=3, log_every=10).fit(X, Y)
     R = model.history_.objective.to_numpy()
     assert np.all(np.diff(R) <= 1e-9 * np.abs(R[:-1]))
     assert R[-1] < 0.9 * R[0]

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from slr._params import DEPRECATED, Integer, resolve_renamed
+
 from . import setup_env
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -49,13 +51,13 @@ def peer_available() -> bool:
     return peer_python() is not None
 
 
-def ensure_peer_env(verbose: bool = True) -> Path | None:
+def ensure_peer_env(verbose: int = 1) -> Path | None:
     """Build the peer environment if needed (about 40 s) and return its directory.
 
     Parameters
     ----------
-    verbose : bool
-        Print progress to stderr.
+    verbose : int, default=1
+        0 silent, 1 progress on stderr (a bool works too: True is 1).
 
     Returns
     -------
@@ -68,7 +70,7 @@ def ensure_peer_env(verbose: bool = True) -> Path | None:
         When an interpreter exists but the build failed (the message names the log file).
     """
     env_dir = peer_env_dir()
-    status = setup_env.ensure(env_dir, verbose=verbose)
+    status = setup_env.ensure(env_dir, verbose=bool(verbose))
     if status == setup_env.EXIT_OK:
         return env_dir
     if status == setup_env.EXIT_NO_PYTHON36:
@@ -139,8 +141,8 @@ def _pack(X: Sequence, Y: Sequence, prefix: str) -> dict[str, np.ndarray]:
 def run_peer(learner: str, X_train: Sequence, Y_train: Sequence,
              X_test: Sequence | None = None, Y_test: Sequence | None = None, *,
              model: str = "chain", n_states: int, params: dict[str, Any] | None = None,
-             model_params: dict[str, Any] | None = None, seed: int = 0,
-             timeout: float = 3600.0) -> dict[str, Any]:
+             model_params: dict[str, Any] | None = None, random_state: int = 0,
+             timeout: float = 3600.0, seed=DEPRECATED) -> dict[str, Any]:
     """Fit one of pystruct's learners in the peer environment and return its results.
 
     Parameters
@@ -162,10 +164,13 @@ def run_peer(learner: str, X_train: Sequence, Y_train: Sequence,
         Keyword arguments of the pystruct learner (e.g. ``{"C": 1.0, "tol": 1e-4}``).
     model_params : dict, optional
         Keyword arguments of the pystruct model (e.g. ``{"inference_method": "max-product"}``).
-    seed : int
-        Seed for numpy's global generator inside the peer (pystruct uses it for shuffling).
+    random_state : int, default=0
+        Seed (an integer >= 0) of numpy's global generator inside the peer (pystruct uses it for
+        shuffling).
     timeout : float
         Seconds before the subprocess is killed.
+    seed : int, optional
+        Deprecated old name of ``random_state``, removed in 0.3.
 
     Returns
     -------
@@ -189,6 +194,9 @@ def run_peer(learner: str, X_train: Sequence, Y_train: Sequence,
     PeerRunError
         pystruct raised, the run timed out, or no result was written.
     """
+    names = {"random_state": random_state, "seed": seed}
+    resolve_renamed(names, "seed", "random_state")
+    random_state = Integer(0).check(names["random_state"], "random_state")
     if learner not in LEARNERS:
         raise ValueError(f"learner must be one of {LEARNERS}, got {learner!r}")
     if model not in MODELS:
@@ -219,7 +227,7 @@ def run_peer(learner: str, X_train: Sequence, Y_train: Sequence,
             "`python -m baselines.peer.setup_env` or call ensure_peer_env() (needs CPython 3.6)")
 
     problem = {"learner": learner, "model": model, "n_states": int(n_states), "params": params,
-               "model_params": model_params, "seed": int(seed), "has_test": has_test}
+               "model_params": model_params, "seed": random_state, "has_test": has_test}
     with tempfile.TemporaryDirectory(prefix="slr-peer-") as tmp:
         arrays = _pack(X_train, Y_train, "train")
         if has_test:
