@@ -13,23 +13,44 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any
+from numbers import Integral
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from slr._params import Constraint, resolve_renamed, validate_params
+from slr.inference.batch import resolve_threads
 from slr.oracles.pair_bias import PairBias
+from slr.validation import C_INT_MAX
 
 __all__ = [
     "LogisticOracle",
     "OracleTags",
+    "Threads",
     "biased_logistic_loss",
     "binary_exponents",
     "check_logistic_problem",
     "get_oracle_tags",
 ]
+
+@dataclass(frozen=True)
+class Threads(Constraint):
+    """An ``n_jobs``: a number of OpenMP threads in ``[1, 2**31 - 1]``, or ``None`` or ``-1`` for
+    all cores, as for the learner and the inference functions. ``check`` returns the count."""
+
+    def check(self, value: Any, name: str) -> int:
+        if value is None or (isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
+                             and value == -1):
+            return resolve_threads(None)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or not 1 <= value <= C_INT_MAX:
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+        return int(value)
+
+    def describe(self) -> str:
+        return f"an integer in [1, {C_INT_MAX}], or -1 or None for all cores"
 
 
 @dataclass(frozen=True)
@@ -193,9 +214,12 @@ def biased_logistic_loss(
 class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
     """Base class of the function classes the structured learner can fit.
 
-    Subclasses implement :meth:`_fit` and :meth:`decision_function`; this class validates
-    inputs. Parameters follow scikit-learn (``get_params``, ``set_params``, ``clone``);
-    ``set_params`` keeps the fitted state, so the next :meth:`fit` warm-starts from it.
+    Subclasses declare their parameters' admissible values in ``_parameter_constraints``
+    (:mod:`slr._params`) and implement :meth:`_fit` and :meth:`decision_function`; this class
+    validates the parameters and the problem. Parameters follow scikit-learn (``get_params``,
+    ``set_params``, ``clone``); ``set_params`` keeps the fitted state, so the next :meth:`fit`
+    warm-starts from it. What an oracle can take or give beyond that it declares with
+    ``__slr_tags__`` (:class:`OracleTags`).
 
     Features may have zero columns (e.g. edges without features): the function then
     cannot depend on the input, and every oracle returns the best input-independent
@@ -209,6 +233,11 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
     n_features_in_ : int
         Number of input features ``d`` seen by the last :meth:`fit`.
     """
+
+    #: Admissible values of every parameter checked by :meth:`fit` (see :mod:`slr._params`).
+    _parameter_constraints: ClassVar[dict] = {}
+    #: Old names of renamed parameters, each mapped to its new name (kept for one release).
+    _renamed_parameters: ClassVar[dict[str, str]] = {}
 
     def __slr_tags__(self) -> OracleTags:
         """This oracle's :class:`OracleTags` (subclasses override to declare capabilities)."""
@@ -228,7 +257,15 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Naming the parameter or argument that is not admissible.
         """
+        params = validate_params(self)
+        for old, new in self._renamed_parameters.items():
+            resolve_renamed(params, old, new)   # warns from the caller of fit
         features, bias, labels = check_logistic_problem(
             features, bias, labels, pair_bias=get_oracle_tags(self).factored_pair_bias)
         if getattr(self, "n_classes_", None) not in (None, bias.shape[1]) or getattr(
@@ -237,13 +274,14 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
             self._reset()
         self.n_classes_ = bias.shape[1]
         self.n_features_in_ = features.shape[1]
-        self._fit(features, bias, labels)
+        self._fit(features, bias, labels, params)
         return self
 
     @abc.abstractmethod
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
-        """Fit on validated arrays, warm-starting from the current state if any (``bias`` may be
-        a PairBias in subclasses whose tags declare ``factored_pair_bias``)."""
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, params: dict[str, Any]) -> None:
+        """Fit on validated arrays with the validated parameters (new names only), warm-starting
+        from the current state if any (``bias`` may be a PairBias in subclasses whose tags declare
+        ``factored_pair_bias``)."""
 
     @abc.abstractmethod
     def decision_function(self, features: Any) -> np.ndarray:
