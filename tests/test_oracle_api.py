@@ -14,6 +14,7 @@ from sklearn.base import clone
 from slr._params import DEPRECATED
 from slr.oracles import (MLP, BoostedTrees, Constant, LightGBM, Linear, OracleTags, Zero, biased_logistic_loss,
                          get_oracle_tags)
+from slr.oracles.base import MAX_BIAS_SPAN, check_logistic_problem
 from slr.oracles.pair_bias import PairBias
 
 pytest.importorskip("lightgbm")
@@ -164,3 +165,79 @@ def test_bad_n_jobs_is_refused_by_name_in_fit_and_prediction(cls, n_jobs):
     fitted = cls(n_rounds=1).fit(features, bias, labels).set_params(n_jobs=n_jobs)
     with pytest.raises(ValueError, match="n_jobs"):
         fitted.decision_function(features)
+
+
+# --- bias spans (issue 26 item 6) --------------------------------------------------------------
+@pytest.mark.parametrize("span", [1e15, 1e17, 1e100, 1e300])
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_bias_rows_wider_than_float64_resolves_are_refused(name, span):
+    features, bias, labels = make_problem(n=60)
+    wide = bias.copy()
+    wide[:, 0] = span           # the issue's reproducer: Constant's loss came out 0.0 here
+    with pytest.raises(ValueError, match=r"bias values of one row span .* more than the oracles resolve"):
+        SHIPPED[name]().fit(features, wide, labels)
+    one_row = bias.copy()
+    one_row[7, 1] = -span
+    with pytest.raises(ValueError, match="bias"):
+        SHIPPED[name]().fit(features, one_row, labels)
+    fitted = SHIPPED[name]().fit(features, bias, labels)
+    with pytest.raises(ValueError, match="bias"):
+        fitted.loss(features, wide, labels)
+
+
+@pytest.mark.parametrize("span", [1e15, 1e17, 1e100, 1e300])
+def test_factored_bias_rows_wider_than_float64_resolves_are_refused(span):
+    rng = np.random.default_rng(5)
+    left = rng.normal(size=(30, 3))
+    left[4, 0] = span / 2
+    pair = PairBias(left, -left)
+    labels = rng.integers(0, 9, 30)
+    for oracle in (Zero(), Constant(), Linear(), BoostedTrees(n_rounds=1)):
+        with pytest.raises(ValueError, match="bias values of one row span"):
+            oracle.fit(np.ones((30, 1)), pair, labels)
+
+
+def test_the_limit_is_far_above_the_learners_biases_and_spans_below_it_are_resolved():
+    # the learner's biases (messages / eps) span about 1e3 at eps = 1e-3
+    assert MAX_BIAS_SPAN > 1e9
+    features, bias, labels = make_problem(n=200, seed=6)
+    shifted = bias.copy()
+    shifted[:, 0] += 2.0**31            # absorbed by the per-class constant, exactly in real numbers
+    for make in (lambda: Constant(), lambda: Linear(fit_intercept=True, tol=1e-8)):
+        near = make().fit(features, shifted, labels).loss(features, shifted, labels)
+        assert near == pytest.approx(make().fit(features, bias, labels).loss(features, bias, labels), rel=1e-8)
+    for name in ("MLP", "BoostedTrees", "BoostedTrees/per_class", "LightGBM"):
+        oracle = SHIPPED[name]().fit(features, shifted, labels)
+        assert np.isfinite(oracle.loss(features, shifted, labels))
+
+
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_bias_rows_of_huge_magnitude_but_small_span_are_the_shifted_problem(name):
+    # every row shifted by its own huge constant, with entries exactly representable at that scale:
+    # the softmax ignores the shift, and the oracle returns what it returns for the rows moved to 0
+    # (up to 2**80; beyond 2**84 no two floats of one row are closer than MAX_BIAS_SPAN, so the
+    # rows there are constant)
+    rng = np.random.default_rng(7)
+    features, _, labels = make_problem(n=120, seed=7)
+    steps = rng.integers(-3, 4, size=(120, 3)).astype(np.float64)
+    offsets = rng.choice([-1.0, 1.0], size=(120, 1)) * 2.0 ** rng.integers(33, 81, size=(120, 1))
+    steps[::10] = 0.0
+    offsets[::10] = rng.choice([-1e300, 1e300, 1e17], size=(12, 1))
+    unit = np.spacing(np.abs(offsets))     # the float spacing above 2**e: exact on both sides
+    huge = offsets + steps * unit
+    small = (steps - steps.max(axis=1, keepdims=True)) * unit
+    np.testing.assert_array_equal(huge - huge.max(axis=1, keepdims=True), small)
+    reference = SHIPPED[name]().fit(features, small, labels)
+    oracle = SHIPPED[name]().fit(features, huge, labels)
+    np.testing.assert_array_equal(oracle.decision_function(features), reference.decision_function(features))
+    assert oracle.loss(features, huge, labels) == reference.loss(features, small, labels)
+
+
+def test_rows_within_the_limit_are_returned_as_given():
+    features, bias, labels = make_problem(n=50)
+    bias[3] *= 1e6
+    _, checked, _ = check_logistic_problem(features, bias, labels)
+    assert checked is bias
+    pair = PairBias(bias[:, :2], bias[:, 1:])
+    _, checked_pair, _ = check_logistic_problem(features, pair, labels % 4, pair_bias=True)
+    assert checked_pair is pair

@@ -28,6 +28,7 @@ from slr.validation import C_INT_MAX
 
 __all__ = [
     "LogisticOracle",
+    "MAX_BIAS_SPAN",
     "OracleTags",
     "Threads",
     "biased_logistic_loss",
@@ -35,6 +36,15 @@ __all__ = [
     "check_logistic_problem",
     "get_oracle_tags",
 ]
+
+#: Largest spread ``max - min`` of one row of a bias that the oracles accept. An oracle whose
+#: functions can offset a row's entries against each other (a per-class constant against a large
+#: bias column) computes sums ``g + b`` whose rounding is ``span * 2**-53``: at this span that is
+#: 2**-21, below the 1e-6 the oracles' tolerances resolve. At 2**52 (4.5e15) scores of order 1
+#: vanish in the sums altogether. The learner's biases (messages / epsilon) span about 1e3 at
+#: epsilon = 1e-3.
+MAX_BIAS_SPAN = 2.0**32
+
 
 @dataclass(frozen=True)
 class Threads(Constraint):
@@ -135,8 +145,15 @@ def check_logistic_problem(
     ------
     ValueError
         Naming the argument that has the wrong shape, non-finite values (or, for
-        ``bias``, a row whose entries differ by more than float64 can represent) or
+        ``bias``, a row whose entries span more than :data:`MAX_BIAS_SPAN`) or
         labels outside ``[0, K)``.
+
+    Notes
+    -----
+    A bias row whose entries are large but close together (largest magnitude above
+    :data:`MAX_BIAS_SPAN`, span below it) would swallow the scores added to it; such rows are
+    shifted to a largest entry of 0, which the softmax ignores and which is exact for entries
+    this close. Every other row is returned as given.
     """
     features = np.ascontiguousarray(features, dtype=np.float64)
     if isinstance(bias, PairBias) and not pair_bias:
@@ -164,13 +181,7 @@ def check_logistic_problem(
         raise ValueError("features contain NaN or infinite values")
     if not isinstance(bias, PairBias) and not np.all(np.isfinite(bias)):
         raise ValueError("bias contains NaN or infinite values")   # a PairBias checked its factors
-    with np.errstate(over="ignore"):
-        spans = bias.row_spans() if isinstance(bias, PairBias) else np.ptp(bias, axis=1)
-    if not np.all(np.isfinite(spans)):
-        raise ValueError(
-            "bias values of one row differ by more than float64 can represent; the "
-            "softmax over such a row cannot be computed"
-        )
+    bias = _resolvable_bias(bias)
     if labels_arr.dtype.kind not in "iu":
         if labels_arr.dtype.kind == "f" and np.all(labels_arr == np.round(labels_arr)):
             labels_arr = labels_arr.astype(np.int64)
@@ -181,6 +192,35 @@ def check_logistic_problem(
     if labels_arr.min() < 0 or labels_arr.max() >= k:
         raise ValueError(f"labels must lie in [0, {k}) (bias has {k} columns)")
     return features, bias, labels_arr
+
+
+def _resolvable_bias(bias: np.ndarray | PairBias) -> np.ndarray | PairBias:
+    """``bias`` with rows of large magnitude shifted to a largest entry of 0 (see
+    :func:`check_logistic_problem`), after refusing rows that span more than MAX_BIAS_SPAN."""
+    pair = isinstance(bias, PairBias)
+    factors = (bias.left, bias.right) if pair else (bias,)   # a dense row is the sum of its factors'
+    tops = [f.max(axis=1, keepdims=True) for f in factors]
+    bottoms = [f.min(axis=1, keepdims=True) for f in factors]
+    with np.errstate(over="ignore", invalid="ignore"):
+        spans = sum(top - bottom for top, bottom in zip(tops, bottoms))
+    if not np.all(np.isfinite(spans)):
+        raise ValueError(
+            "bias values of one row differ by more than float64 can represent; the "
+            "softmax over such a row cannot be computed"
+        )
+    if spans.max() > MAX_BIAS_SPAN:
+        raise ValueError(
+            f"bias values of one row span {spans.max():.3g}, more than the oracles resolve "
+            f"({MAX_BIAS_SPAN:.3g}): float64 would lose the scores added to such a row; "
+            "rescale the bias (in the structured learner: a larger epsilon)"
+        )
+    large = np.zeros((bias.shape[0], 1), dtype=bool)
+    for top, bottom in zip(tops, bottoms):
+        large |= np.maximum(top, -bottom) > MAX_BIAS_SPAN
+    if not large.any():
+        return bias
+    shifted = [np.where(large, f - top, f) for f, top in zip(factors, tops)]
+    return PairBias(*shifted) if pair else shifted[0]
 
 
 def biased_logistic_loss(
@@ -250,7 +290,8 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
         ----------
         features : array-like of shape (N, d)
         bias : array-like of shape (N, K), or PairBias
-            Per-example offsets added to the scores before the softmax.
+            Per-example offsets added to the scores before the softmax. Each row may span
+            (``max - min``) at most :data:`MAX_BIAS_SPAN`.
         labels : array-like of shape (N,)
             True classes in ``[0, K)``.
 
