@@ -38,11 +38,11 @@ __all__ = [
 ]
 
 #: Largest spread ``max - min`` of one row of a bias that the oracles accept. An oracle whose
-#: functions can offset a row's entries against each other (a per-class constant against a large
-#: bias column) computes sums ``g + b`` whose rounding is ``span * 2**-53``: at this span that is
-#: 2**-21, below the 1e-6 the oracles' tolerances resolve. At 2**52 (4.5e15) scores of order 1
-#: vanish in the sums altogether. The learner's biases (messages / epsilon) span about 1e3 at
-#: epsilon = 1e-3.
+#: functions can offset one bias entry against another (a per-class constant against a large bias
+#: column, as Constant and Linear do at their optimum) computes sums ``g + b`` rounded to
+#: ``span * 2**-53``: at most 2**-21 (5e-7) at this span, so scores and losses stay right to about
+#: 1e-6 per row. At 2**52 (4.5e15) scores of order 1 vanish in the sums altogether. The learner's
+#: biases (messages / epsilon) span about 1e3 at epsilon = 1e-3.
 MAX_BIAS_SPAN = 2.0**32
 
 
@@ -152,8 +152,10 @@ def check_logistic_problem(
     -----
     A bias row whose entries are large but close together (largest magnitude above
     :data:`MAX_BIAS_SPAN`, span below it) would swallow the scores added to it; such rows are
-    shifted to a largest entry of 0, which the softmax ignores and which is exact for entries
-    this close. Every other row is returned as given.
+    shifted to a largest entry of 0, which the softmax ignores (the shift is exact where the
+    row's magnitude is at least twice its span, and otherwise rounds no more than the span
+    limit allows). Other rows are kept as given; when no row is shifted, ``bias`` is returned
+    as it came in.
     """
     features = np.ascontiguousarray(features, dtype=np.float64)
     if isinstance(bias, PairBias) and not pair_bias:
