@@ -241,3 +241,22 @@ def test_rows_within_the_limit_are_returned_as_given():
     pair = PairBias(bias[:, :2], bias[:, 1:])
     _, checked_pair, _ = check_logistic_problem(features, pair, labels % 4, pair_bias=True)
     assert checked_pair is pair
+
+
+def test_the_learners_biases_at_a_small_epsilon_stay_far_below_the_limit(monkeypatch):
+    import slr.oracles.base as base
+    from slr import StructuredLogisticRegression
+    from slr.datasets import make_denoising
+
+    widest = []
+
+    def recording(bias):
+        dense = np.asarray(bias)
+        widest.append(float(np.ptp(dense, axis=1).max()))
+        return resolvable(bias)
+
+    resolvable = base._resolvable_bias
+    monkeypatch.setattr(base, "_resolvable_bias", recording)
+    X, Y = make_denoising(n_images=2, size=8, sigma=1.0, random_state=0)
+    StructuredLogisticRegression(Linear(), Linear(), epsilon=1e-3, max_iter=4, monitor=False).fit(X, Y)
+    assert len(widest) >= 8 and 100 < max(widest) < 1e-3 * MAX_BIAS_SPAN
