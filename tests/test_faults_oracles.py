@@ -53,7 +53,7 @@ def test_every_oracle_fits_and_predicts_without_feature_columns(name):
 
 def test_boosted_trees_without_features_boosts_single_leaves_to_the_best_constant():
     _, bias, labels = make_problem(n=300, d=0)
-    trees = BoostedTrees(n_rounds=30, step=0.5, subsample=1.0, l2_leaf=0.0)
+    trees = BoostedTrees(n_rounds=30, learning_rate=0.5, subsample=1.0, l2_regularization=0.0)
     trees.fit(no_features(300), bias, labels)
     assert np.all(trees.n_leaves_ == 1)
     constant = Constant(tol=1e-12).fit(no_features(300), bias, labels)
@@ -69,7 +69,7 @@ def test_boosted_trees_without_features_boosts_single_leaves_to_the_best_constan
     zero_loss = biased_logistic_loss(np.zeros((300, 3)), bias, labels)[0]
     assert trees.loss(no_features(300), bias, labels) < zero_loss - 1.0
     # the same as a feature that admits no split
-    flat = BoostedTrees(n_rounds=30, step=0.5, subsample=1.0, l2_leaf=0.0)
+    flat = BoostedTrees(n_rounds=30, learning_rate=0.5, subsample=1.0, l2_regularization=0.0)
     flat.fit(np.ones((300, 2)), bias, labels)
     np.testing.assert_array_equal(
         flat.decision_function(np.ones((1, 2))), trees.decision_function(no_features(1))
@@ -88,10 +88,10 @@ def test_boosted_trees_warm_start_and_subsample_without_features():
                          ids=["no columns", "constant columns"])
 def test_lightgbm_without_possible_split_returns_the_boosted_trees_constant(features):
     _, bias, labels = make_problem(n=120, d=0)
-    ours = LightGBM(n_rounds=8, learning_rate=0.5, lambda_l2=0.01, random_state=3)
+    ours = LightGBM(n_rounds=8, learning_rate=0.5, l2_regularization=0.01, random_state=3)
     ours.fit(features, bias, labels)
     assert ours.booster_ is None
-    trees = BoostedTrees(n_rounds=8, step=0.5, l2_leaf=0.01, random_state=3)
+    trees = BoostedTrees(n_rounds=8, learning_rate=0.5, l2_regularization=0.01, random_state=3)
     trees.fit(no_features(120), bias, labels)
     np.testing.assert_allclose(
         ours.decision_function(features[:4]), trees.decision_function(no_features(4)),
@@ -210,13 +210,13 @@ BOOL_AS_NUMBER = [
     (Constant, "l2"), (Constant, "tol"), (Constant, "max_iter"),
     (MLP, "n_hidden"), (MLP, "learning_rate"), (MLP, "momentum"), (MLP, "batch_size"),
     (MLP, "n_epochs"),
-    (BoostedTrees, "n_rounds"), (BoostedTrees, "step"), (BoostedTrees, "subsample"),
+    (BoostedTrees, "n_rounds"), (BoostedTrees, "learning_rate"), (BoostedTrees, "subsample"),
     (BoostedTrees, "min_leaf_fraction"), (BoostedTrees, "min_split_fraction"),
-    (BoostedTrees, "max_leaves"), (BoostedTrees, "l2_leaf"), (BoostedTrees, "newton_steps"),
-    (BoostedTrees, "n_jobs"),
-    (LightGBM, "n_rounds"), (LightGBM, "learning_rate"), (LightGBM, "num_leaves"),
+    (BoostedTrees, "max_leaf_nodes"), (BoostedTrees, "l2_regularization"), (BoostedTrees, "newton_steps"),
+    (BoostedTrees, "n_jobs"), (BoostedTrees, "step"), (BoostedTrees, "max_leaves"), (BoostedTrees, "l2_leaf"),
+    (LightGBM, "n_rounds"), (LightGBM, "learning_rate"), (LightGBM, "max_leaf_nodes"),
     (LightGBM, "subsample"), (LightGBM, "min_leaf_fraction"), (LightGBM, "max_bin"),
-    (LightGBM, "lambda_l2"), (LightGBM, "n_jobs"),
+    (LightGBM, "l2_regularization"), (LightGBM, "n_jobs"), (LightGBM, "num_leaves"), (LightGBM, "lambda_l2"),
 ]
 
 
@@ -241,7 +241,7 @@ def test_bool_parameters_take_only_bools(cls, param, value):
 
 
 @pytest.mark.parametrize("cls, param", [(Linear, "l2"), (MLP, "learning_rate"),
-                                        (BoostedTrees, "step"), (LightGBM, "learning_rate")])
+                                        (BoostedTrees, "learning_rate"), (LightGBM, "learning_rate")])
 def test_numeric_strings_are_not_numbers(cls, param):
     features, bias, labels = make_problem(n=30)
     with pytest.raises(ValueError, match=param):
@@ -250,7 +250,7 @@ def test_numeric_strings_are_not_numbers(cls, param):
 
 @pytest.mark.parametrize(
     "cls, param",
-    [(BoostedTrees, "newton_steps"), (BoostedTrees, "n_jobs"), (LightGBM, "num_leaves"),
+    [(BoostedTrees, "newton_steps"), (BoostedTrees, "n_jobs"), (LightGBM, "max_leaf_nodes"),
      (LightGBM, "max_bin"), (LightGBM, "n_jobs")],
 )
 def test_integers_beyond_c_int_are_refused_by_name(cls, param):
@@ -261,8 +261,8 @@ def test_integers_beyond_c_int_are_refused_by_name(cls, param):
 
 def test_huge_caps_mean_no_cap():
     features, bias, labels = make_problem(n=100)
-    capped = BoostedTrees(n_rounds=3, max_leaves=2**70, random_state=0)
-    free = BoostedTrees(n_rounds=3, max_leaves=None, random_state=0)
+    capped = BoostedTrees(n_rounds=3, max_leaf_nodes=2**70, random_state=0)
+    free = BoostedTrees(n_rounds=3, max_leaf_nodes=None, random_state=0)
     for model in (capped, free):
         model.fit(features, bias, labels)
     np.testing.assert_array_equal(

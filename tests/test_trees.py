@@ -177,14 +177,14 @@ def test_training_loss_decreases_on_fixed_subset():
     assert model.loss(features, bias, labels) / 1500 < history[-1]
 
 
-def test_split_rules_and_step_are_respected():
+def test_split_rules_and_learning_rate_are_respected():
     features, bias, labels = make_problem(4000, 3, seed=4)
-    model = BoostedTrees(n_rounds=3, subsample=2000, step=0.5, random_state=0)
+    model = BoostedTrees(n_rounds=3, subsample=2000, learning_rate=0.5, random_state=0)
     model.fit(features, bias, labels)
     assert model.n_trees_ == 3
     # leaves hold >= 1% of the 2000-row subset and at most 2000 / 20 = 100 leaves exist
     assert np.all(model.n_leaves_ <= 100) and np.all(model.n_leaves_ > 10)
-    capped = BoostedTrees(n_rounds=3, subsample=2000, max_leaves=5, random_state=0)
+    capped = BoostedTrees(n_rounds=3, subsample=2000, max_leaf_nodes=5, random_state=0)
     assert np.all(capped.fit(features, bias, labels).n_leaves_ == 5)
 
 
@@ -206,12 +206,11 @@ def test_same_seed_same_model_and_pickle_roundtrip():
     np.testing.assert_array_equal(clone.decision_function(features), a.decision_function(features))
 
 
-def test_cached_training_scores_equal_tree_walk():
+def test_training_scores_equal_tree_walk():
     features, bias, labels = make_problem(2000, 3, seed=8)
     model = BoostedTrees(n_rounds=10, subsample=500, random_state=0).fit(features, bias, labels)
-    cached = model.decision_function(features.copy())
     walked = model.decision_function(features[::-1])[::-1]
-    np.testing.assert_array_equal(cached, walked)
+    np.testing.assert_array_equal(model.training_scores_, walked)
 
 
 def test_warm_start_continues_from_current_ensemble():
@@ -260,8 +259,8 @@ def test_binary_problem_goes_through_multiclass():
 def test_boosted_trees_and_lightgbm_reach_comparable_loss():
     features, bias, labels = make_problem(20000, 3, seed=12)
     start = biased_logistic_loss(np.zeros_like(bias), bias, labels)[0]
-    ours = BoostedTrees(n_rounds=60, subsample=5000, max_leaves=31, random_state=0)
-    ref = LightGBM(n_rounds=60, subsample=5000, num_leaves=31, random_state=0)
+    ours = BoostedTrees(n_rounds=60, subsample=5000, max_leaf_nodes=31, random_state=0)
+    ref = LightGBM(n_rounds=60, subsample=5000, max_leaf_nodes=31, random_state=0)
     loss_ours = ours.fit(features, bias, labels).loss(features, bias, labels)
     loss_ref = ref.fit(features, bias, labels).loss(features, bias, labels)
     assert loss_ours < 0.9 * start and loss_ref < 0.9 * start
@@ -292,9 +291,11 @@ def test_bad_input_raises_value_error(make_oracle):
         fitted.decision_function(features[:, :1])
 
 
-@pytest.mark.parametrize("param, value", [("n_rounds", -1), ("step", 0.0), ("step", np.nan),
-                                          ("min_leaf_fraction", 0.7), ("max_leaves", 0),
-                                          ("l2_leaf", -1.0), ("n_jobs", 0),
+@pytest.mark.parametrize("param, value", [("n_rounds", -1), ("learning_rate", 0.0),
+                                          ("learning_rate", np.nan), ("min_leaf_fraction", 0.7),
+                                          ("max_leaf_nodes", 0), ("l2_regularization", -1.0),
+                                          ("n_jobs", 0), ("n_jobs", -2), ("n_jobs", 1.0),
+                                          ("step", 0.0), ("max_leaves", 0), ("l2_leaf", -1.0),
                                           ("random_state", "seed"), ("subsample", 1.5)])
 def test_bad_parameters_raise_value_error(param, value):
     features, bias, labels = make_problem(100, 3)
@@ -363,8 +364,8 @@ def test_per_class_trees_equal_sklearn_and_leaves_minimise_class_loss():
     labels = np.where(rng.random(n) < 0.5, signal, rng.integers(0, k, n))
     bias = rng.normal(size=(n, k))
     step = 0.5
-    model = BoostedTrees(tree="per_class", splitter="exact", n_rounds=1, subsample=1.0, step=step,
-                         l2_leaf=0.0, newton_steps=30, random_state=0).fit(features, bias, labels)
+    model = BoostedTrees(tree="per_class", splitter="exact", n_rounds=1, subsample=1.0,
+                         learning_rate=step, l2_regularization=0.0, newton_steps=30, random_state=0).fit(features, bias, labels)
     grad = first_round_gradient(bias, labels)
     for c in range(k):
         tree = class_tree(model, c)
@@ -416,8 +417,8 @@ def test_per_class_params_pickle_warm_start_and_prediction():
     test = np.random.default_rng(0).uniform(size=(300, 3))
     clone = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(clone.decision_function(test), model.decision_function(test))
-    # the cached training scores equal a walk of the trees
-    np.testing.assert_array_equal(model.decision_function(features),
+    # the training scores accumulated while boosting equal a walk of the trees
+    np.testing.assert_array_equal(model.training_scores_,
                                   model.decision_function(features[::-1])[::-1])
     # same protocol: warm start continues; switching protocol starts over
     model.set_params(warm_start=True)

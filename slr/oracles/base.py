@@ -13,23 +13,54 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any
+from numbers import Integral
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from slr._params import Constraint, resolve_renamed, validate_params
+from slr.inference.batch import resolve_threads
 from slr.oracles.pair_bias import PairBias
+from slr.validation import C_INT_MAX
 
 __all__ = [
     "LogisticOracle",
+    "MAX_BIAS_SPAN",
     "OracleTags",
+    "Threads",
     "biased_logistic_loss",
     "binary_exponents",
     "check_logistic_problem",
     "get_oracle_tags",
 ]
+
+#: Largest spread ``max - min`` of one row of a bias that the oracles accept. An oracle whose
+#: functions can offset one bias entry against another (a per-class constant against a large bias
+#: column, as Constant and Linear do at their optimum) computes sums ``g + b`` rounded to
+#: ``span * 2**-53``: at most 2**-21 (5e-7) at this span, so scores and losses stay right to about
+#: 1e-6 per row. At 2**52 (4.5e15) scores of order 1 vanish in the sums altogether. The learner's
+#: biases (messages / epsilon) span about 1e3 at epsilon = 1e-3.
+MAX_BIAS_SPAN = 2.0**32
+
+
+@dataclass(frozen=True)
+class Threads(Constraint):
+    """An ``n_jobs``: a number of OpenMP threads in ``[1, 2**31 - 1]``, or ``None`` or ``-1`` for
+    all cores, as for the learner and the inference functions. ``check`` returns the count."""
+
+    def check(self, value: Any, name: str) -> int:
+        if value is None or (isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
+                             and value == -1):
+            return resolve_threads(None)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or not 1 <= value <= C_INT_MAX:
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+        return int(value)
+
+    def describe(self) -> str:
+        return f"an integer in [1, {C_INT_MAX}], or -1 or None for all cores"
 
 
 @dataclass(frozen=True)
@@ -114,8 +145,17 @@ def check_logistic_problem(
     ------
     ValueError
         Naming the argument that has the wrong shape, non-finite values (or, for
-        ``bias``, a row whose entries differ by more than float64 can represent) or
+        ``bias``, a row whose entries span more than :data:`MAX_BIAS_SPAN`) or
         labels outside ``[0, K)``.
+
+    Notes
+    -----
+    A bias row whose entries are large but close together (largest magnitude above
+    :data:`MAX_BIAS_SPAN`, span below it) would swallow the scores added to it; such rows are
+    shifted to a largest entry of 0, which the softmax ignores (the shift is exact where the
+    row's magnitude is at least twice its span, and otherwise rounds no more than the span
+    limit allows). Other rows are kept as given; when no row is shifted, ``bias`` is returned
+    as it came in.
     """
     features = np.ascontiguousarray(features, dtype=np.float64)
     if isinstance(bias, PairBias) and not pair_bias:
@@ -143,13 +183,7 @@ def check_logistic_problem(
         raise ValueError("features contain NaN or infinite values")
     if not isinstance(bias, PairBias) and not np.all(np.isfinite(bias)):
         raise ValueError("bias contains NaN or infinite values")   # a PairBias checked its factors
-    with np.errstate(over="ignore"):
-        spans = bias.row_spans() if isinstance(bias, PairBias) else np.ptp(bias, axis=1)
-    if not np.all(np.isfinite(spans)):
-        raise ValueError(
-            "bias values of one row differ by more than float64 can represent; the "
-            "softmax over such a row cannot be computed"
-        )
+    bias = _resolvable_bias(bias)
     if labels_arr.dtype.kind not in "iu":
         if labels_arr.dtype.kind == "f" and np.all(labels_arr == np.round(labels_arr)):
             labels_arr = labels_arr.astype(np.int64)
@@ -160,6 +194,35 @@ def check_logistic_problem(
     if labels_arr.min() < 0 or labels_arr.max() >= k:
         raise ValueError(f"labels must lie in [0, {k}) (bias has {k} columns)")
     return features, bias, labels_arr
+
+
+def _resolvable_bias(bias: np.ndarray | PairBias) -> np.ndarray | PairBias:
+    """``bias`` with rows of large magnitude shifted to a largest entry of 0 (see
+    :func:`check_logistic_problem`), after refusing rows that span more than MAX_BIAS_SPAN."""
+    pair = isinstance(bias, PairBias)
+    factors = (bias.left, bias.right) if pair else (bias,)   # a dense row is the sum of its factors'
+    tops = [f.max(axis=1, keepdims=True) for f in factors]
+    bottoms = [f.min(axis=1, keepdims=True) for f in factors]
+    with np.errstate(over="ignore", invalid="ignore"):
+        spans = sum(top - bottom for top, bottom in zip(tops, bottoms))
+    if not np.all(np.isfinite(spans)):
+        raise ValueError(
+            "bias values of one row differ by more than float64 can represent; the "
+            "softmax over such a row cannot be computed"
+        )
+    if spans.max() > MAX_BIAS_SPAN:
+        raise ValueError(
+            f"bias values of one row span {spans.max():.3g}, more than the oracles resolve "
+            f"({MAX_BIAS_SPAN:.3g}): float64 would lose the scores added to such a row; "
+            "rescale the bias (in the structured learner: a larger epsilon)"
+        )
+    large = np.zeros((bias.shape[0], 1), dtype=bool)
+    for top, bottom in zip(tops, bottoms):
+        large |= np.maximum(top, -bottom) > MAX_BIAS_SPAN
+    if not large.any():
+        return bias
+    shifted = [np.where(large, f - top, f) for f, top in zip(factors, tops)]
+    return PairBias(*shifted) if pair else shifted[0]
 
 
 def biased_logistic_loss(
@@ -193,9 +256,12 @@ def biased_logistic_loss(
 class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
     """Base class of the function classes the structured learner can fit.
 
-    Subclasses implement :meth:`_fit` and :meth:`decision_function`; this class validates
-    inputs. Parameters follow scikit-learn (``get_params``, ``set_params``, ``clone``);
-    ``set_params`` keeps the fitted state, so the next :meth:`fit` warm-starts from it.
+    Subclasses declare their parameters' admissible values in ``_parameter_constraints``
+    (:mod:`slr._params`) and implement :meth:`_fit` and :meth:`decision_function`; this class
+    validates the parameters and the problem. Parameters follow scikit-learn (``get_params``,
+    ``set_params``, ``clone``); ``set_params`` keeps the fitted state, so the next :meth:`fit`
+    warm-starts from it. What an oracle can take or give beyond that it declares with
+    ``__slr_tags__`` (:class:`OracleTags`).
 
     Features may have zero columns (e.g. edges without features): the function then
     cannot depend on the input, and every oracle returns the best input-independent
@@ -210,6 +276,11 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
         Number of input features ``d`` seen by the last :meth:`fit`.
     """
 
+    #: Admissible values of every parameter checked by :meth:`fit` (see :mod:`slr._params`).
+    _parameter_constraints: ClassVar[dict] = {}
+    #: Old names of renamed parameters, each mapped to its new name (kept for one release).
+    _renamed_parameters: ClassVar[dict[str, str]] = {}
+
     def __slr_tags__(self) -> OracleTags:
         """This oracle's :class:`OracleTags` (subclasses override to declare capabilities)."""
         return OracleTags()
@@ -221,14 +292,23 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
         ----------
         features : array-like of shape (N, d)
         bias : array-like of shape (N, K), or PairBias
-            Per-example offsets added to the scores before the softmax.
+            Per-example offsets added to the scores before the softmax. Each row may span
+            (``max - min``) at most :data:`MAX_BIAS_SPAN`.
         labels : array-like of shape (N,)
             True classes in ``[0, K)``.
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Naming the parameter or argument that is not admissible.
         """
+        params = validate_params(self)
+        for old, new in self._renamed_parameters.items():
+            resolve_renamed(params, old, new)   # warns from the caller of fit
         features, bias, labels = check_logistic_problem(
             features, bias, labels, pair_bias=get_oracle_tags(self).factored_pair_bias)
         if getattr(self, "n_classes_", None) not in (None, bias.shape[1]) or getattr(
@@ -237,13 +317,14 @@ class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
             self._reset()
         self.n_classes_ = bias.shape[1]
         self.n_features_in_ = features.shape[1]
-        self._fit(features, bias, labels)
+        self._fit(features, bias, labels, params)
         return self
 
     @abc.abstractmethod
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
-        """Fit on validated arrays, warm-starting from the current state if any (``bias`` may be
-        a PairBias in subclasses whose tags declare ``factored_pair_bias``)."""
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, params: dict[str, Any]) -> None:
+        """Fit on validated arrays with the validated parameters (new names only), warm-starting
+        from the current state if any (``bias`` may be a PairBias in subclasses whose tags declare
+        ``factored_pair_bias``)."""
 
     @abc.abstractmethod
     def decision_function(self, features: Any) -> np.ndarray:

@@ -9,15 +9,15 @@ so the raw prediction is exactly the learned ``f(x, y)``.
 """
 from __future__ import annotations
 
-import math
 from numbers import Integral
 from typing import Any
 
 import numpy as np
 
-from slr.oracles.base import LogisticOracle
-from slr.oracles.trees import BoostedTrees, fraction_to_rows, resolve_subsample
-from slr.validation import C_INT_MAX, check_int, check_generator, check_real
+from slr._params import DEPRECATED, Integer, RandomState, Real, Satisfies, resolve_renamed, validate_params
+from slr.oracles.base import LogisticOracle, Threads
+from slr.oracles.trees import BoostedTrees, Subsample, fraction_to_rows, resolve_subsample
+from slr.validation import C_INT_MAX, check_generator
 
 __all__ = ["LightGBM"]
 
@@ -35,14 +35,17 @@ class LightGBM(LogisticOracle):
     subsample, leaf ridge and seed: single-leaf trees re-fitted by Newton's method,
     i.e. a per-class constant fitted to the bias (``constant_``).
 
+    The parameters shared with :class:`BoostedTrees` have its names (LightGBM's own in
+    brackets).
+
     Parameters
     ----------
     n_rounds : int, default=200
-        Boosting rounds.
+        Boosting rounds (``num_boost_round``).
     learning_rate : float, default=0.25
         Shrinkage (the chapter's step).
-    num_leaves : int, default=31
-        Maximum leaves per tree.
+    max_leaf_nodes : int, default=31
+        Maximum leaves per tree (``num_leaves``; formerly this parameter's name too).
     subsample : int or float, default=10000
         Rows per round (LightGBM bagging with ``bagging_freq=1``): an int is a count, a
         float in (0, 1] a fraction.
@@ -50,15 +53,18 @@ class LightGBM(LogisticOracle):
         ``min_data_in_leaf = ceil(min_leaf_fraction * n_sub)``.
     max_bin : int, default=255
         Histogram bins per feature.
-    lambda_l2 : float, default=0.0
-        L2 penalty on the leaf values.
-    n_jobs : int, default=1
-        LightGBM's ``num_threads``.
+    l2_regularization : float, default=0.0
+        L2 penalty on the leaf values (``lambda_l2``; formerly this parameter's name too).
+    n_jobs : int or None, default=1
+        Threads (``num_threads``); ``None`` or ``-1``: all cores.
     random_state : None, int or numpy.random.Generator, default=None
         Seed of the bagging: a non-negative int (taken modulo ``2**31 - 1``), a
         Generator to draw it from, or ``None`` to draw it from fresh entropy.
     params : dict or None, default=None
         Extra LightGBM parameters, applied last (they override the above).
+    num_leaves, lambda_l2 : deprecated
+        The former names of ``max_leaf_nodes`` and ``l2_regularization``; a value given
+        under them is used with a FutureWarning. They will be removed in 0.3.
 
     Attributes
     ----------
@@ -70,48 +76,74 @@ class LightGBM(LogisticOracle):
         possible).
     """
 
+    _parameter_constraints = {
+        "n_rounds": Integer(0, None),
+        "learning_rate": Real(0.0, low_open=True),
+        "max_leaf_nodes": Integer(2),
+        "subsample": Subsample(),
+        "min_leaf_fraction": Real(0.0, 0.5),
+        "max_bin": Integer(2),
+        "l2_regularization": Real(0.0),
+        "n_jobs": Threads(),
+        "random_state": RandomState(),
+        "params": (None, Satisfies(lambda value: isinstance(value, dict), "a dict")),
+        "num_leaves": Integer(2),
+        "lambda_l2": Real(0.0),
+    }
+    _renamed_parameters = {"num_leaves": "max_leaf_nodes", "lambda_l2": "l2_regularization"}
+
     def __init__(
         self,
         n_rounds: int = 200,
         learning_rate: float = 0.25,
-        num_leaves: int = 31,
+        max_leaf_nodes: int = 31,
         subsample: int | float = 10000,
         min_leaf_fraction: float = 0.01,
         max_bin: int = 255,
-        lambda_l2: float = 0.0,
-        n_jobs: int = 1,
+        l2_regularization: float = 0.0,
+        n_jobs: int | None = 1,
         random_state: int | None = None,
         params: dict | None = None,
+        num_leaves: Any = DEPRECATED,
+        lambda_l2: Any = DEPRECATED,
     ) -> None:
         self.n_rounds = n_rounds
         self.learning_rate = learning_rate
-        self.num_leaves = num_leaves
+        self.max_leaf_nodes = max_leaf_nodes
         self.subsample = subsample
         self.min_leaf_fraction = min_leaf_fraction
         self.max_bin = max_bin
-        self.lambda_l2 = lambda_l2
+        self.l2_regularization = l2_regularization
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.params = params
+        self.num_leaves = num_leaves
+        self.lambda_l2 = lambda_l2
 
     def lightgbm_params(self, n_rows: int, n_classes: int) -> dict:
         """The LightGBM parameter dict used for a problem of ``n_rows`` x ``n_classes``."""
-        n_sub = resolve_subsample(self.subsample, n_rows)
-        rng = check_generator(self.random_state)
-        if isinstance(self.random_state, Integral):
-            seed = int(self.random_state) % C_INT_MAX
+        checked = validate_params(self)
+        for old, new in self._renamed_parameters.items():
+            resolve_renamed(checked, old, new)
+        return self._lightgbm_params(checked, n_rows, n_classes)
+
+    @staticmethod
+    def _lightgbm_params(checked: dict[str, Any], n_rows: int, n_classes: int) -> dict:
+        n_sub = resolve_subsample(checked["subsample"], n_rows)
+        random_state = checked["random_state"]
+        if isinstance(random_state, Integral):
+            seed = random_state % C_INT_MAX
         else:
-            seed = int(rng.integers(0, C_INT_MAX))
-        min_leaf_fraction = check_real(self.min_leaf_fraction, "min_leaf_fraction", 0.0, 0.5, low_open=False)
+            seed = int(check_generator(random_state).integers(0, C_INT_MAX))
         params = {
             "objective": "multiclass",
             "num_class": n_classes,
-            "learning_rate": check_real(self.learning_rate, "learning_rate", 0.0, math.inf, low_open=True),
-            "num_leaves": check_int(self.num_leaves, "num_leaves", 2),
-            "min_data_in_leaf": fraction_to_rows(min_leaf_fraction, n_sub, 1),
-            "max_bin": check_int(self.max_bin, "max_bin", 2),
-            "lambda_l2": check_real(self.lambda_l2, "lambda_l2", 0.0, math.inf, low_open=False),
-            "num_threads": check_int(self.n_jobs, "n_jobs", 1),
+            "learning_rate": checked["learning_rate"],
+            "num_leaves": checked["max_leaf_nodes"],
+            "min_data_in_leaf": fraction_to_rows(checked["min_leaf_fraction"], n_sub, 1),
+            "max_bin": checked["max_bin"],
+            "lambda_l2": checked["l2_regularization"],
+            "num_threads": checked["n_jobs"],
             "seed": seed,
             "deterministic": True,
             "force_col_wise": True,
@@ -119,20 +151,18 @@ class LightGBM(LogisticOracle):
         }
         if n_sub < n_rows:
             params.update(bagging_fraction=n_sub / n_rows, bagging_freq=1, bagging_seed=seed)
-        if self.params is not None:
-            if not isinstance(self.params, dict):
-                raise ValueError(f"params must be a dict or None, got {self.params!r}")
-            params.update(self.params)
+        if checked["params"] is not None:
+            params.update(checked["params"])
         return params
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, checked: dict[str, Any]) -> None:
         import lightgbm
 
         n, k = bias.shape
         if n < 2:
             raise ValueError(f"LightGBM needs at least 2 rows in features, got {n}")
-        n_rounds = check_int(self.n_rounds, "n_rounds", 0, None)
-        params = self.lightgbm_params(n, k)
+        n_rounds = checked["n_rounds"]
+        params = self._lightgbm_params(checked, n, k)
         self.booster_ = None
         self.constant_ = np.zeros(k)
         if k == 1 or n_rounds == 0:
@@ -151,9 +181,9 @@ class LightGBM(LogisticOracle):
                 return
         single_leaves = BoostedTrees(
             n_rounds=n_rounds,
-            step=params["learning_rate"],
-            subsample=self.subsample,
-            l2_leaf=params["lambda_l2"],
+            learning_rate=params["learning_rate"],
+            subsample=checked["subsample"],
+            l2_regularization=params["lambda_l2"],
             random_state=params["seed"],
         ).fit(np.empty((n, 0)), bias, labels)
         self.constant_ = single_leaves.decision_function(np.empty((1, 0)))[0]
@@ -164,7 +194,7 @@ class LightGBM(LogisticOracle):
         if self.booster_ is None or features.shape[0] == 0:
             return np.tile(self.constant_, (features.shape[0], 1))
         scores = self.booster_.predict(
-            features, raw_score=True, num_threads=check_int(self.n_jobs, "n_jobs", 1)
+            features, raw_score=True, num_threads=Threads().check(self.n_jobs, "n_jobs")
         )
         return np.asarray(scores, dtype=np.float64).reshape(features.shape[0], self.n_classes_)
 

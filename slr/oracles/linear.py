@@ -7,9 +7,9 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
+from slr._params import Boolean, Integer, Real
 from slr.oracles.base import LogisticOracle, OracleTags, binary_exponents
 from slr.oracles.pair_bias import PairBias, PairLoss, factorable
-from slr.validation import check_bool, check_int, check_real
 
 __all__ = ["Linear"]
 
@@ -193,6 +193,14 @@ class Linear(LogisticOracle):
     ``[-1, 1]`` are used as given.
     """
 
+    _parameter_constraints = {
+        "l2": Real(0.0),
+        "tol": Real(0.0, low_open=True),
+        "fit_intercept": Boolean(),
+        "max_iter": Integer(1, None),
+        "refresh": Integer(1, None),
+    }
+
     def __slr_tags__(self) -> OracleTags:
         return OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"))
 
@@ -219,12 +227,10 @@ class Linear(LogisticOracle):
         grad += penalty * coef
         return loss / problem.n, grad / problem.n
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray) -> None:
-        l2 = check_real(self.l2, "l2", 0.0)
-        tol = check_real(self.tol, "tol", 0.0, low_open=True)
-        fit_intercept = check_bool(self.fit_intercept, "fit_intercept")
-        max_iter = check_int(self.max_iter, "max_iter", 1, None)
-        refresh = check_int(self.refresh, "refresh", 1, None)
+    def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
+             params: dict[str, Any]) -> None:
+        l2, tol, fit_intercept, max_iter, refresh = (
+            params[name] for name in ("l2", "tol", "fit_intercept", "max_iter", "refresh"))
         d, k = features.shape[1], bias.shape[1]
         # The fit works on columns scaled into [-1, 1] by powers of two (see Notes).
         exponents = np.maximum(binary_exponents(features), 0)

@@ -5,9 +5,10 @@ from typing import Any
 
 import numpy as np
 
+from slr._params import Boolean, Integer, RandomState, Real
 from slr.oracles.base import LogisticOracle, binary_exponents
 from slr.oracles.linear import _single_threaded_blas
-from slr.validation import check_bool, check_int, check_generator, check_real
+from slr.validation import check_generator
 
 __all__ = ["MLP"]
 
@@ -79,6 +80,16 @@ class MLP(LogisticOracle):
     float64); the network is small and SGD noise dwarfs single-precision rounding.
     """
 
+    _parameter_constraints = {
+        "n_hidden": Integer(1, None),
+        "learning_rate": Real(0.0, low_open=True),
+        "momentum": Real(0.0, 1.0, high_open=True),
+        "batch_size": Integer(1, None),
+        "n_epochs": Integer(0, None),
+        "standardize": Boolean(),
+        "random_state": RandomState(),
+    }
+
     def __init__(
         self,
         n_hidden: int = 100,
@@ -127,17 +138,8 @@ class MLP(LogisticOracle):
         return self._split(self.params_)[3]
 
     # fitting -----------------------------------------------------------------------------
-    def _validate_params(self) -> tuple[int, float, float, int, int]:
-        n_hidden = check_int(self.n_hidden, "n_hidden", 1, None)
-        learning_rate = check_real(self.learning_rate, "learning_rate", 0.0, low_open=True)
-        momentum = check_real(self.momentum, "momentum", 0.0, 1.0, high_open=True)
-        batch_size = check_int(self.batch_size, "batch_size", 1, None)
-        n_epochs = check_int(self.n_epochs, "n_epochs", 0, None)
-        check_bool(self.standardize, "standardize")
-        return n_hidden, learning_rate, momentum, batch_size, n_epochs
-
-    def _initialise(self, n_hidden: int, features: np.ndarray) -> None:
-        self.rng_ = check_generator(self.random_state)
+    def _initialise(self, n_hidden: int, features: np.ndarray, settings: dict[str, Any]) -> None:
+        self.rng_ = check_generator(settings["random_state"])
         d, k = self.n_features_in_, self.n_classes_
         self.params_ = np.zeros(n_hidden * d + n_hidden + k * n_hidden + k, dtype=_DTYPE)
         v, _, w, _ = self._split(self.params_)
@@ -147,7 +149,7 @@ class MLP(LogisticOracle):
         self.n_iter_ = 0
         self.input_mean_ = np.zeros(d)
         self.input_scale_ = np.ones(d)
-        if self.standardize:
+        if settings["standardize"]:
             # statistics of columns scaled by powers of two: exact, and no overflow
             exponents = binary_exponents(features)
             scaled = np.ldexp(features, -exponents)
@@ -175,14 +177,15 @@ class MLP(LogisticOracle):
             )
         return out.astype(_DTYPE)
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, params: dict[str, Any]) -> None:
         with _single_threaded_blas():
-            self._sgd(features, bias, labels)
+            self._sgd(features, bias, labels, params)
 
-    def _sgd(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
-        n_hidden, eta, mom, batch_size, n_epochs = self._validate_params()
+    def _sgd(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, settings: dict[str, Any]) -> None:
+        n_hidden, eta, mom, batch_size, n_epochs = (
+            settings[name] for name in ("n_hidden", "learning_rate", "momentum", "batch_size", "n_epochs"))
         if not hasattr(self, "params_"):
-            self._initialise(n_hidden, features)
+            self._initialise(n_hidden, features, settings)
         n = features.shape[0]
         features = self._transform(features)
         bias = bias.astype(_DTYPE)

@@ -5,10 +5,10 @@ from typing import Any
 
 import numpy as np
 
+from slr._params import Integer, Real
 from slr.oracles.base import LogisticOracle, OracleTags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
-from slr.validation import check_int, check_real
 
 __all__ = ["Zero", "Constant"]
 
@@ -16,16 +16,22 @@ __all__ = ["Zero", "Constant"]
 class Zero(LogisticOracle):
     """The class holding only ``g(x, y) = 0``; fitting just records the problem's shape.
 
+    It takes the pairwise problem's bias in factored form (its tags), as it never reads it.
+
     Attributes
     ----------
     n_classes_ : int
     n_features_in_ : int
     """
 
+    def __slr_tags__(self) -> OracleTags:
+        return OracleTags(factored_pair_bias=True)
+
     def __init__(self) -> None:
         pass
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+    def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
+             params: dict[str, Any]) -> None:
         pass
 
     def decision_function(self, features: Any) -> np.ndarray:
@@ -65,15 +71,16 @@ class Constant(LogisticOracle):
         # the factored bias is handed on to Linear's factored loss
         return OracleTags(factored_pair_bias=True, linear_parameters=("table_",))
 
+    _parameter_constraints = {"l2": Real(0.0), "tol": Real(0.0, low_open=True), "max_iter": Integer(1, None)}
+
     def __init__(self, l2: float = 0.0, tol: float = 1e-8, max_iter: int = 1000) -> None:
         self.l2 = l2
         self.tol = tol
         self.max_iter = max_iter
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
-        l2 = check_real(self.l2, "l2", 0.0)
-        tol = check_real(self.tol, "tol", 0.0, low_open=True)
-        max_iter = check_int(self.max_iter, "max_iter", 1, None)
+    def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
+             params: dict[str, Any]) -> None:
+        l2, tol, max_iter = params["l2"], params["tol"], params["max_iter"]
         n, k = bias.shape
         counts = np.bincount(labels, minlength=k).astype(np.float64)
         pair = isinstance(bias, PairBias)

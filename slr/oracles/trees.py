@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 
+from slr._params import DEPRECATED, Boolean, Constraint, Integer, Options, RandomState
+from slr._params import Real as RealIn
 from slr.oracles import _trees
-from slr.oracles.base import LogisticOracle
-from slr.validation import check_bool, check_int, check_option, check_generator, check_real
+from slr.oracles.base import LogisticOracle, OracleTags, Threads
+from slr.validation import check_generator, check_int, check_real
 
 __all__ = ["BoostedTrees"]
 
@@ -32,23 +35,34 @@ AUTO_HIST_MIN_FEATURES = 3
 DEFAULT_FRACTIONS = {"vector": (0.01, 0.025), "per_class": (0.05, 0.10)}
 
 
-def resolve_subsample(subsample: Any, n_rows: int) -> int:
-    """Number of rows drawn per round: an int is a count, a float in (0, 1] a fraction.
+@dataclass(frozen=True)
+class Subsample(Constraint):
+    """Rows drawn per boosting round: an int >= 2 is a count, a float in (0, 1] a fraction (an
+    int 1 is refused, not read as the fraction 1.0)."""
+
+    def check(self, value: Any, name: str) -> int | float:
+        if isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+        if isinstance(value, Integral):
+            return check_int(value, name, 2, None)
+        if isinstance(value, Real):
+            return check_real(value, name, 0.0, 1.0, low_open=True)
+        raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+
+    def describe(self) -> str:
+        return "an int >= 2 or a float in (0, 1]"
+
+
+def resolve_subsample(subsample: int | float, n_rows: int) -> int:
+    """Number of rows drawn per round from ``n_rows``, for a ``subsample`` checked by
+    :class:`Subsample` (a count is capped at ``n_rows``).
 
     Raises
     ------
     ValueError
-        If ``subsample`` is neither, or selects fewer than 2 rows.
+        If ``subsample`` selects fewer than 2 rows.
     """
-    if isinstance(subsample, bool):
-        raise ValueError(f"subsample must be an int >= 2 or a float in (0, 1], got {subsample!r}")
-    if isinstance(subsample, Integral):
-        size = check_int(subsample, "subsample", 2, None)
-    elif isinstance(subsample, Real):
-        fraction = check_real(subsample, "subsample", 0.0, 1.0, low_open=True)
-        size = int(round(fraction * n_rows))
-    else:
-        raise ValueError(f"subsample must be an int >= 2 or a float in (0, 1], got {subsample!r}")
+    size = subsample if isinstance(subsample, int) else int(round(subsample * n_rows))
     size = min(size, n_rows)
     if size < 2:
         raise ValueError(
@@ -92,16 +106,18 @@ class BoostedTrees(LogisticOracle):
        squared-loss leaf and zero, so the loss never exceeds either): a vector tree's
        leaf vectors jointly; a class ``c`` tree's scalar leaves on the loss with only
        class ``c``'s score shifted, the others held at the round's start;
-    5. adds ``step * t`` (every ``step * (K - 1) / K * t_c`` to class ``c``: the K
-       steps are taken at once, and Friedman's K-class boosting scales them so) to the
-       ensemble.
+    5. adds ``learning_rate * t`` (every ``learning_rate * (K - 1) / K * t_c`` to class
+       ``c``: the K steps are taken at once, and Friedman's K-class boosting scales them so)
+       to the ensemble.
 
     Parameters
     ----------
     n_rounds : int, default=200
-        Boosting rounds (trees) per fit.
-    step : float, default=0.25
-        Shrinkage ``nu`` applied to every re-fitted tree.
+        Boosting rounds per fit, all of them (no early stopping); with ``warm_start`` the
+        rounds each fit adds.
+    learning_rate : float, default=0.25
+        Shrinkage ``nu`` applied to every re-fitted tree (scikit-learn's name; formerly
+        ``step``).
     subsample : int or float, default=10000
         Rows per round: an int is a count (capped at N), a float in (0, 1] a fraction.
     tree : {"vector", "per_class"}, default="vector"
@@ -115,23 +131,30 @@ class BoostedTrees(LogisticOracle):
         Nodes with fewer than ``ceil(min_split_fraction * n_sub)`` rows are leaves.
         ``None``: 0.025 for vector trees (the chapter), 0.10 per class (twice the leaf
         minimum: the paper sets no rule of its own, and smaller nodes cannot be split).
-    max_leaves : int or None, default=None
+    max_leaf_nodes : int or None, default=None
         Optional cap on the leaves per tree (nodes are split in order of gain). ``None``:
-        only the two fractions above limit the tree, as in the chapter.
-    l2_leaf : float, default=1e-3
-        Ridge ``l2/2 |v|^2`` on each leaf vector during the re-fit; it keeps the Newton
-        system positive definite (the softmax Hessian is singular along ``(1, ..., 1)``).
+        only the two fractions above limit the tree, as in the chapter. (Formerly
+        ``max_leaves``.)
+    l2_regularization : float, default=1e-3
+        Ridge ``l2_regularization/2 |v|^2`` on each leaf vector during the re-fit; it keeps
+        the Newton system positive definite (the softmax Hessian is singular along
+        ``(1, ..., 1)``). (Formerly ``l2_leaf``.)
     newton_steps : int, default=8
         Maximum Newton steps per leaf in the re-fit (it stops earlier at convergence).
     warm_start : bool, default=False
         If True, a repeated :meth:`fit` on a problem of the same shape keeps the trees it
         has and adds ``n_rounds`` more, boosting from the current ``f`` instead of 0.
-    n_jobs : int, default=1
-        OpenMP threads for evaluating trees on all rows (score updates, prediction).
-        Tree induction and the re-fit run on the subset in one thread.
+    n_jobs : int or None, default=1
+        OpenMP threads for evaluating trees on all rows (score updates, prediction);
+        ``None`` or ``-1``: all cores. Tree induction and the re-fit run on the subset in
+        one thread.
     random_state : None, int or numpy.random.Generator, default=None
         Seed of the row subsets. A non-negative int makes every fit reproducible; a
         Generator is used (and advanced) in place.
+    step, l2_leaf, max_leaves : deprecated
+        The former names of ``learning_rate``, ``l2_regularization`` and
+        ``max_leaf_nodes``; a value given under them is used with a FutureWarning. They
+        will be removed in 0.3.
 
     Attributes
     ----------
@@ -148,7 +171,7 @@ class BoostedTrees(LogisticOracle):
         Absolute node ids of the children, -1 at leaves.
     node_value_ : ndarray of shape (n_nodes, K) or (n_nodes, 1), float64
         Leaf vectors (vector trees) or values (per-class trees), already multiplied by
-        ``step`` (and ``(K - 1) / K`` per class; zero at internal nodes).
+        ``learning_rate`` (and ``(K - 1) / K`` per class; zero at internal nodes).
     subset_loss_ : ndarray of shape (n_rounds_total,)
         Mean biased loss on each round's subset *before* that round's trees were added.
     round_seconds_ : ndarray of shape (n_rounds_total,)
@@ -156,6 +179,10 @@ class BoostedTrees(LogisticOracle):
         (binning and sorting included): the time the ensemble's first ``r`` rounds took.
     n_leaves_ : ndarray of shape (n_trees,), intp
         Leaves of every tree.
+    training_scores_ : ndarray of shape (N, K)
+        Scores of the rows of the last fit, accumulated tree by tree while boosting in the
+        order :meth:`decision_function` adds them, so bitwise equal to it (the oracle's tags
+        declare ``training_scores``). Not pickled: large, and recomputable.
     n_classes_, n_features_in_ : int
         Shape of the last problem.
 
@@ -167,77 +194,102 @@ class BoostedTrees(LogisticOracle):
     is a per-class constant fitted to the bias by the leaves' Newton re-fit.
     """
 
+    _parameter_constraints = {
+        "n_rounds": Integer(0, None),
+        "learning_rate": RealIn(0.0, low_open=True),
+        "subsample": Subsample(),
+        "tree": Options(TREES),
+        "splitter": Options(SPLITTERS),
+        "min_leaf_fraction": (None, RealIn(0.0, 0.5)),
+        "min_split_fraction": (None, RealIn(0.0, 1.0)),
+        "max_leaf_nodes": (None, Integer(1, None)),
+        "l2_regularization": RealIn(0.0),
+        "newton_steps": Integer(0),
+        "warm_start": Boolean(),
+        "n_jobs": Threads(),
+        "random_state": RandomState(),
+        "step": RealIn(0.0, low_open=True),
+        "l2_leaf": RealIn(0.0),
+        "max_leaves": (None, Integer(1, None)),
+    }
+    _renamed_parameters = {"step": "learning_rate", "l2_leaf": "l2_regularization", "max_leaves": "max_leaf_nodes"}
+
+    def __slr_tags__(self) -> OracleTags:
+        return OracleTags(training_scores=True)
+
     def __init__(
         self,
         n_rounds: int = 200,
-        step: float = 0.25,
+        learning_rate: float = 0.25,
         subsample: int | float = 10000,
         tree: str = "vector",
         splitter: str = "auto",
         min_leaf_fraction: float | None = None,
         min_split_fraction: float | None = None,
-        max_leaves: int | None = None,
-        l2_leaf: float = 1e-3,
+        max_leaf_nodes: int | None = None,
+        l2_regularization: float = 1e-3,
         newton_steps: int = 8,
         warm_start: bool = False,
-        n_jobs: int = 1,
+        n_jobs: int | None = 1,
         random_state: Any = None,
+        step: Any = DEPRECATED,
+        l2_leaf: Any = DEPRECATED,
+        max_leaves: Any = DEPRECATED,
     ) -> None:
         self.n_rounds = n_rounds
-        self.step = step
+        self.learning_rate = learning_rate
         self.subsample = subsample
         self.tree = tree
         self.splitter = splitter
         self.min_leaf_fraction = min_leaf_fraction
         self.min_split_fraction = min_split_fraction
-        self.max_leaves = max_leaves
-        self.l2_leaf = l2_leaf
+        self.max_leaf_nodes = max_leaf_nodes
+        self.l2_regularization = l2_regularization
         self.newton_steps = newton_steps
         self.warm_start = warm_start
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.step = step
+        self.l2_leaf = l2_leaf
+        self.max_leaves = max_leaves
 
     # ------------------------------------------------------------------ fitting
-    def _validated_params(self, n_rows: int) -> dict:
-        tree = check_option(self.tree, "tree", TREES)
-        splitter = check_option(self.splitter, "splitter", SPLITTERS)
-        leaf_default, split_default = DEFAULT_FRACTIONS[tree]
-        min_leaf_fraction = leaf_default if self.min_leaf_fraction is None else self.min_leaf_fraction
-        min_split_fraction = split_default if self.min_split_fraction is None else self.min_split_fraction
-        params = {
-            "tree": tree,
-            "splitter": splitter,
-            "n_rounds": check_int(self.n_rounds, "n_rounds", 0, None),
-            "step": check_real(self.step, "step", 0.0, math.inf, low_open=True),
-            "n_sub": resolve_subsample(self.subsample, n_rows),
-            "min_leaf_fraction": check_real(min_leaf_fraction, "min_leaf_fraction", 0.0, 0.5, low_open=False),
-            "min_split_fraction": check_real(min_split_fraction, "min_split_fraction", 0.0, 1.0, low_open=False),
-            "l2": check_real(self.l2_leaf, "l2_leaf", 0.0, math.inf, low_open=False),
-            "newton_steps": check_int(self.newton_steps, "newton_steps", 0),
-            "n_jobs": check_int(self.n_jobs, "n_jobs", 1),
-            "warm_start": check_bool(self.warm_start, "warm_start"),
-        }
+    @staticmethod
+    def _boosting_settings(params: dict[str, Any], n_rows: int, n_features: int) -> dict:
+        """What the boosting rounds read, from the validated parameters: rows per round, the
+        leaf and split minima in rows, the split search, a leaf cap (no cap: the largest intp)."""
+        leaf_default, split_default = DEFAULT_FRACTIONS[params["tree"]]
+        min_leaf_fraction = leaf_default if params["min_leaf_fraction"] is None else params["min_leaf_fraction"]
+        min_split_fraction = split_default if params["min_split_fraction"] is None else params["min_split_fraction"]
+        n_sub = resolve_subsample(params["subsample"], n_rows)
         # a cap above any possible number of leaves is the same as no cap
         max_leaves = np.iinfo(np.intp).max
-        if self.max_leaves is not None:
-            max_leaves = min(max_leaves, check_int(self.max_leaves, "max_leaves", 1, None))
-        params["max_leaves"] = max_leaves
-        n_sub = params["n_sub"]
-        params["min_leaf"] = fraction_to_rows(params["min_leaf_fraction"], n_sub, 1)
-        params["min_split"] = fraction_to_rows(params["min_split_fraction"], n_sub, 2)
-        return params
+        if params["max_leaf_nodes"] is not None:
+            max_leaves = min(max_leaves, params["max_leaf_nodes"])
+        return {
+            "tree": params["tree"],
+            "splitter": resolve_splitter(params["splitter"], n_features),
+            "n_rounds": params["n_rounds"],
+            "step": params["learning_rate"],
+            "n_sub": n_sub,
+            "min_leaf": fraction_to_rows(min_leaf_fraction, n_sub, 1),
+            "min_split": fraction_to_rows(min_split_fraction, n_sub, 2),
+            "max_leaves": max_leaves,
+            "l2": params["l2_regularization"],
+            "newton_steps": params["newton_steps"],
+            "n_jobs": params["n_jobs"],
+        }
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> None:
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, params: dict[str, Any]) -> None:
         fit_start = time.perf_counter()
         n, k = bias.shape
         if n < 2:
             raise ValueError(f"BoostedTrees needs at least 2 rows in features, got {n}")
-        p = self._validated_params(n)
-        p["splitter"] = resolve_splitter(p["splitter"], features.shape[1])
-        rng = check_generator(self.random_state)
+        p = self._boosting_settings(params, n, features.shape[1])
+        rng = check_generator(params["random_state"])
 
         per_class = p["tree"] == "per_class"
-        keep = (p["warm_start"] and hasattr(self, "tree_offsets_")
+        keep = (params["warm_start"] and hasattr(self, "tree_offsets_")
                 and bool(np.all((self.tree_class_ >= 0) == per_class)))
         if keep:
             scores = self.decision_function(features)
@@ -253,10 +305,9 @@ class BoostedTrees(LogisticOracle):
         self._pack_trees(trees, k if not per_class else 1)
         self.subset_loss_ = np.asarray(subset_loss, dtype=np.float64)
         self.round_seconds_ = np.asarray(round_seconds, dtype=np.float64)
-        # The scores of the training rows were accumulated tree by tree in the same
-        # order as predict_ensemble adds them, so they are bitwise what
-        # decision_function would return; keep them for the learner's next call.
-        self._train_cache_ = (features.copy(), scores)
+        # accumulated tree by tree in the order predict_ensemble adds them: bitwise what
+        # decision_function returns for the training rows
+        self.training_scores_ = scores
 
     def _boost(
         self,
@@ -387,8 +438,8 @@ class BoostedTrees(LogisticOracle):
         return trees
 
     def __getstate__(self) -> dict:
-        state = super().__getstate__()
-        state.pop("_train_cache_", None)  # large and recomputable: not pickled
+        state = dict(super().__getstate__())  # a copy: object.__getstate__ returns __dict__ itself
+        state.pop("training_scores_", None)  # large and recomputable: not pickled
         return state
 
     # --------------------------------------------------------------- prediction
@@ -398,23 +449,14 @@ class BoostedTrees(LogisticOracle):
         return int(self.tree_offsets_.shape[0] - 1)
 
     def decision_function(self, features: Any) -> np.ndarray:
-        """Scores ``f(x, y)`` of shape (N, K): the sum of the scaled trees (no bias).
-
-        If ``features`` equals the training features of the last fit, the scores
-        accumulated during boosting are returned (identical values, no tree walk).
-        """
+        """Scores ``f(x, y)`` of shape (N, K): the sum of the scaled trees (no bias)."""
         features = self._check_features(features)
-        cache = getattr(self, "_train_cache_", None)
-        if cache is not None and cache[0].shape == features.shape and np.array_equal(
-            cache[0], features
-        ):
-            return cache[1].copy()
         out = np.zeros((features.shape[0], self.n_classes_))
         if self.tree_offsets_.shape[0] > 1 and features.shape[0] > 0:
             _trees.predict_ensemble(
                 features, self.tree_offsets_, self.tree_class_, self.node_feature_, self.node_threshold_,
                 self.node_left_, self.node_right_, self.node_value_, out,
-                max(1, int(self.n_jobs)) if isinstance(self.n_jobs, Integral) else 1,
+                Threads().check(self.n_jobs, "n_jobs"),
             )
         return out
 
