@@ -322,7 +322,7 @@ class BoostedTrees(LogisticOracle):
                     grown = growth.grow_tree(sub_features, target,
                                              order.copy() if per_class else order,
                                              p["min_leaf"], p["min_split"], p["max_leaves"])
-                values = grown.leaf_value
+                values = grown.leaf_value  # the mean gradients, re-fitted in place
                 if c < 0:
                     logistic.refit_leaves(margins, sub_labels, grown.rows, grown.leaf_start,
                                           grown.leaf_end, values, p["l2"], p["newton_steps"])
