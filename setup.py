@@ -29,11 +29,21 @@ HERE = Path(__file__).parent.resolve()
 KERNELS = (
     "slr/inference/_star.pyx",
     "slr/inference/_sum_product.pyx",
-    "slr/oracles/_trees.pyx",
+    "slr/oracles/_boosting/growth.pyx",
+    "slr/oracles/_boosting/histogram.pyx",
+    "slr/oracles/_boosting/logistic.pyx",
+    "slr/oracles/_boosting/predictor.pyx",
+    "slr/oracles/_boosting/splitting.pyx",
 )
 #: Declarations (``.pxd``) and C headers the kernels include; each kernel is rebuilt when one
 #: changes.
-DECLARATIONS = ("slr/_kernel_utils.pxd", "slr/inference/_star_simd.h")
+DECLARATIONS = (
+    "slr/_kernel_utils.pxd",
+    "slr/inference/_star_simd.h",
+    "slr/oracles/_boosting/common.pxd",
+    "slr/oracles/_boosting/histogram.pxd",
+    "slr/oracles/_boosting/splitting.pxd",
+)
 SOURCE_ROOTS = ("slr", "baselines")
 COMPILE_ARGS = ["-O3", "-fno-math-errno"]
 CYTHON_DIRECTIVES = {

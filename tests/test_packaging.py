@@ -149,7 +149,7 @@ def _setup_py_with_kernels(tmp_path: Path, kernels: set) -> subprocess.Completed
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("source", ["slr/oracles/_trees.pyx", "slr/_kernel_utils.pxd"])
+@pytest.mark.parametrize("source", ["slr/oracles/_boosting/growth.pyx", "slr/_kernel_utils.pxd"])
 def test_setup_py_fails_loudly_without_a_kernel_source(tmp_path, source):
     kernels = _checkout_files(KERNEL_SUFFIXES, "slr", "baselines")
     assert source in kernels
@@ -181,7 +181,7 @@ def test_sdist_holds_the_sources_and_no_generated_code(artefacts):
     if (ROOT / "docs").is_dir():
         required |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*")
                      if p.is_file() and "__pycache__" not in p.parts}
-    assert {"slr/inference/_star.pyx", "slr/oracles/_trees.pyx"} <= required
+    assert {"slr/inference/_star.pyx", "slr/oracles/_boosting/growth.pyx"} <= required
     assert required <= names, sorted(required - names)
     generated = sorted(n for n in names if n.endswith((".c", ".so", ".pyd", ".pyc")))
     assert not generated

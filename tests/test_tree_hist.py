@@ -10,27 +10,28 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slr.oracles import _trees
-from slr.oracles.trees import MAX_BINS, BoostedTrees, _sorted_orders, bin_features, resolve_splitter
+from slr.oracles._boosting.binning import MAX_BINS, bin_features
+from slr.oracles._boosting.growth import grow_tree, grow_tree_hist
+from slr.oracles._boosting.splitting import sorted_orders
+from slr.oracles.trees import BoostedTrees, resolve_splitter
 
 
 def grow_both(x, g, min_leaf, min_split, max_leaves):
-    order = _sorted_orders(x)
-    exact = _trees.grow_tree(x, g, order, min_leaf, min_split, max_leaves)
+    exact = grow_tree(x, g, sorted_orders(x), min_leaf, min_split, max_leaves)
     codes, n_bins, low, high = bin_features(x)
     rows = np.arange(x.shape[0], dtype=np.intp)
-    hist = _trees.grow_tree_hist(codes, g, n_bins, low, high, rows, min_leaf, min_split,
-                                 max_leaves)
-    return (exact, order[0]), (hist, rows)
+    hist = grow_tree_hist(codes, g, n_bins, low, high, rows, min_leaf, min_split, max_leaves)
+    return exact, hist
 
 
 def assert_same_tree(exact, hist):
-    (e, e_rows), (h, h_rows) = exact, hist
-    for a, b in zip(e[:7], h[:7]):  # feature, threshold, left, right, leaf_of_node, starts, ends
-        np.testing.assert_array_equal(a, b)
-    for start, end in zip(e[5], e[6]):
-        np.testing.assert_array_equal(np.sort(e_rows[start:end]), np.sort(h_rows[start:end]))
-    np.testing.assert_allclose(e[7], h[7], rtol=1e-9, atol=1e-12)
+    for name in ("feature", "threshold", "left", "right", "leaf_of_node", "leaf_start",
+                 "leaf_end"):
+        np.testing.assert_array_equal(getattr(exact, name), getattr(hist, name))
+    for start, end in zip(exact.leaf_start, exact.leaf_end):
+        np.testing.assert_array_equal(np.sort(exact.rows[start:end]),
+                                      np.sort(hist.rows[start:end]))
+    np.testing.assert_allclose(exact.leaf_value, hist.leaf_value, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(4))

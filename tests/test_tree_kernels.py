@@ -1,4 +1,4 @@
-"""The tree kernels (slr.oracles._trees) against plain Python and numpy re-implementations.
+"""The tree kernels (slr.oracles._boosting) against plain Python and numpy re-implementations.
 
 * ``grow_tree``: best-first growth with a leaf cap, replayed by a literal Python version
   (brute-force split search in the kernel's arithmetic, the leaves as a list); repeated
@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp, softmax
 
-from slr.oracles import _trees
+from slr.oracles._boosting import growth, logistic, predictor
+from slr.oracles._boosting.splitting import sorted_orders
+from slr.oracles._boosting.tree import Tree
 
 FULL_HESSIAN_MAX_CLASSES = 16
 
@@ -109,11 +111,12 @@ def grow_reference(x, g, min_leaf, min_split, max_leaves):
 
 
 def grow_kernel(x, g, min_leaf, min_split, max_leaves):
-    order = np.ascontiguousarray(np.argsort(x, axis=0, kind="stable").T, dtype=np.intp)
-    out = _trees.grow_tree(x, g, order, min_leaf, min_split, max_leaves)
-    feature, threshold, left, right, leaf_of_node, start, end, raw = out
-    leaf_rows = [order[0, s:e] for s, e in zip(start, end)]
-    return (feature, threshold, left, right), leaf_of_node, leaf_rows, raw
+    order = sorted_orders(x)
+    grown = growth.grow_tree(x, g, order, min_leaf, min_split, max_leaves)
+    np.testing.assert_array_equal(grown.rows, order[0])  # the leaves' rows are in order[0]
+    leaf_rows = [grown.rows[s:e] for s, e in zip(grown.leaf_start, grown.leaf_end)]
+    return ((grown.feature, grown.threshold, grown.left, grown.right), grown.leaf_of_node,
+            leaf_rows, grown.leaf_value)
 
 
 def random_growth_problems(kind, count, seed=0):
@@ -212,7 +215,7 @@ def test_one_newton_step_per_leaf_matches_numpy(k):
     leaf_end = np.array([30, 31, 60, 90], dtype=np.intp)
     start_values = np.vstack([rng.normal(size=k), np.zeros(k), 0.1 * rng.normal(size=(2, k))])
     values = start_values.copy()
-    _trees.refit_leaves(z, y, rows, leaf_start, leaf_end, values, 1e-3, 1)
+    logistic.refit_leaves(z, y, rows, leaf_start, leaf_end, values, 1e-3, 1)
     for leaf in range(4):
         members = rows[leaf_start[leaf]:leaf_end[leaf]]
         expected = newton_step_reference(z[members], y[members], start_values[leaf], 1e-3)
@@ -223,7 +226,7 @@ def test_empty_leaf_keeps_its_value():
     z = np.zeros((4, 3))
     y = np.zeros(4, dtype=np.int64)
     values = np.full((2, 3), 7.0)
-    _trees.refit_leaves(z, y, np.arange(4, dtype=np.intp), np.array([0, 2], dtype=np.intp),
+    logistic.refit_leaves(z, y, np.arange(4, dtype=np.intp), np.array([0, 2], dtype=np.intp),
                         np.array([2, 2], dtype=np.intp), values, 1e-3, 8)
     np.testing.assert_array_equal(values[1], 7.0)
 
@@ -255,13 +258,13 @@ def test_add_tree_and_predict_ensemble_walk_like_python():
     expected = np.zeros((300, 2))
     for feature, threshold, left, right, value, _ in trees:
         one = np.zeros((300, 2))
-        _trees.add_tree(x, feature, threshold, left, right, value, one, 2)
+        predictor.add_tree(x, Tree(feature, threshold, left, right, value), one, 2)
         walked = np.array([value[walk_reference(row, feature, threshold, left, right, 0)] for row in x])
         np.testing.assert_array_equal(one, walked)
         expected += walked
     offsets = np.array([t[5] for t in trees] + [offset], dtype=np.intp)
     out = np.zeros((300, 2))
-    _trees.predict_ensemble(
+    predictor.predict_ensemble(
         x, offsets, np.full(3, -1, dtype=np.intp), np.concatenate([t[0] for t in trees]),
         np.concatenate([t[1] for t in trees]),
         np.concatenate([absolute_ids(t[2], t[5]) for t in trees]),
@@ -272,7 +275,8 @@ def test_add_tree_and_predict_ensemble_walk_like_python():
 
 
 def test_scalar_trees_add_to_their_class_only():
-    """``add_tree(column=c)`` and ``predict_ensemble`` with ``tree_class >= 0``."""
+    """``add_tree`` of a tree with ``column = c`` and ``predict_ensemble`` with
+    ``tree_class >= 0``."""
     rng = np.random.default_rng(6)
     x = rng.normal(size=(200, 2))
     trees, offset = [], 0
@@ -282,7 +286,7 @@ def test_scalar_trees_add_to_their_class_only():
         (feature, threshold, left, right), *_ = grow_kernel(x, g, 10, 20, 5)
         value = rng.normal(size=(len(feature), 1))
         one = np.zeros((200, 3))
-        _trees.add_tree(x, feature, threshold, left, right, value, one, 1, c)
+        predictor.add_tree(x, Tree(feature, threshold, left, right, value, c), one, 1)
         walked = np.array([value[walk_reference(row, feature, threshold, left, right, 0), 0]
                            for row in x])
         np.testing.assert_array_equal(one[:, c], walked)
@@ -293,8 +297,8 @@ def test_scalar_trees_add_to_their_class_only():
         offset += len(feature)
     offsets = np.cumsum([0] + [len(t[0]) for t in trees]).astype(np.intp)
     out = np.zeros((200, 3))
-    _trees.predict_ensemble(x, offsets, np.array([2, 0, 2], dtype=np.intp),
-                            *(np.concatenate([t[i] for t in trees]) for i in range(5)), out, 2)
+    predictor.predict_ensemble(x, offsets, np.array([2, 0, 2], dtype=np.intp),
+                               *(np.concatenate([t[i] for t in trees]) for i in range(5)), out, 2)
     np.testing.assert_array_equal(out, expected)
 
 
@@ -326,7 +330,7 @@ def test_lopsided_trees_walk_like_python(depth):
                        for row in x])
     n_nodes = len(feature)
     out = np.zeros((101, 2))
-    _trees.predict_ensemble(
+    predictor.predict_ensemble(
         x, np.array([0, n_nodes, n_nodes + 1], dtype=np.intp), np.array([1, 0], dtype=np.intp),
         np.append(feature, -1), np.append(threshold, 0.0), np.append(left, -1),
         np.append(right, -1), np.vstack([value, [[7.0]]]), out, 2,
@@ -340,7 +344,7 @@ def test_class_margins_against_logsumexp(scale):
     z = np.random.default_rng(7).normal(size=(500, 5)) * scale
     z[0] = [1e3, 0.0, -1e3, 5.0, 1e3 - 1e-9]  # a near-tie for the largest class
     u = np.empty_like(z)
-    _trees.class_margins(z, u)
+    logistic.class_margins(z, u)
     expected = np.column_stack([z[:, c] - logsumexp(np.delete(z, c, axis=1), axis=1)
                                 for c in range(5)])
     np.testing.assert_allclose(u, expected, rtol=1e-12, atol=1e-12 * scale)

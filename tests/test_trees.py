@@ -9,9 +9,11 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 from sklearn.tree import DecisionTreeRegressor
 
-from slr.oracles import _trees
+from slr.oracles._boosting import growth, logistic, predictor
+from slr.oracles._boosting.splitting import find_best_split, sorted_orders
+from slr.oracles._boosting.tree import Tree
 from slr.oracles.base import biased_logistic_loss
-from slr.oracles.trees import BoostedTrees, _sorted_orders
+from slr.oracles.trees import BoostedTrees
 
 lightgbm = pytest.importorskip("lightgbm")
 from slr.oracles.lightgbm_adapter import LightGBM  # noqa: E402
@@ -48,7 +50,7 @@ def brute_force_split(x: np.ndarray, g: np.ndarray, min_leaf: int):
 
 def tree_arrays_predict(x, feature, threshold, left, right, value):
     out = np.zeros((x.shape[0], value.shape[1]))
-    _trees.add_tree(x, feature, threshold, left, right, value, out)
+    predictor.add_tree(x, Tree(feature, threshold, left, right, value), out)
     return out
 
 
@@ -63,7 +65,7 @@ def test_split_finder_matches_brute_force(seed):
         x = np.round(rng.normal(size=(n, d)), 1)  # ties on purpose
         g = rng.normal(size=(n, k))
         min_leaf = int(rng.integers(1, 6))
-        feature, threshold, gain = _trees.find_best_split(x, g, min_leaf)
+        feature, threshold, gain = find_best_split(x, g, min_leaf)
         bf_feature, bf_threshold, bf_gain = brute_force_split(x, g, min_leaf)
         if bf_feature < 0:
             assert feature < 0
@@ -80,9 +82,9 @@ def test_split_finder_matches_brute_force(seed):
 def test_no_split_on_constant_feature_or_zero_gradient():
     x = np.ones((50, 1))
     g = np.random.default_rng(0).normal(size=(50, 3))
-    assert _trees.find_best_split(x, g, 1)[0] == -1
+    assert find_best_split(x, g, 1)[0] == -1
     x = np.random.default_rng(1).normal(size=(50, 2))
-    assert _trees.find_best_split(x, np.zeros((50, 3)), 1)[0] == -1
+    assert find_best_split(x, np.zeros((50, 3)), 1)[0] == -1
 
 
 @pytest.mark.parametrize("max_leaves", [None, 7])
@@ -93,10 +95,11 @@ def test_tree_equals_sklearn_multioutput_tree(max_leaves):
     x = rng.integers(0, 256, size=(n, 3)) / 8.0  # exact in float32, as sklearn uses
     g = rng.normal(size=(n, k)) + np.column_stack([x[:, 0], -x[:, 1], x[:, 2] ** 2]) / 30
     min_leaf, min_split = 20, 50
-    order = _sorted_orders(x)
-    feature, threshold, left, right, leaf_of_node, start, end, raw = _trees.grow_tree(
-        x, g, order, min_leaf, min_split, 10**9 if max_leaves is None else max_leaves
-    )
+    order = sorted_orders(x)
+    grown = growth.grow_tree(x, g, order, min_leaf, min_split,
+                             10**9 if max_leaves is None else max_leaves)
+    feature, threshold, left, right = grown.feature, grown.threshold, grown.left, grown.right
+    leaf_of_node, start, end, raw = grown.leaf_of_node, grown.leaf_start, grown.leaf_end, grown.leaf_value
     value = np.zeros((feature.shape[0], k))
     value[leaf_of_node >= 0] = raw
     ours = tree_arrays_predict(x, feature, threshold, left, right, value)
@@ -122,15 +125,15 @@ def test_refit_minimises_biased_loss_with_splits_fixed():
     margins = np.empty_like(bias)
     grad = np.empty_like(bias)
     sub_labels = np.empty(3000, dtype=np.int64)
-    _trees.subset_gradient(scores, bias, labels, rows, margins, grad, sub_labels)
+    logistic.subset_gradient(scores, bias, labels, rows, margins, grad, sub_labels)
     np.testing.assert_allclose(grad, -biased_logistic_loss(scores, bias, labels)[1])
-    order = _sorted_orders(features)
-    feature, threshold, left, right, leaf_of_node, start, end, raw = _trees.grow_tree(
-        features, grad, order, 150, 300, 10**9
-    )
+    order = sorted_orders(features)
+    grown = growth.grow_tree(features, grad, order, 150, 300, 10**9)
+    feature, threshold, left, right = grown.feature, grown.threshold, grown.left, grown.right
+    leaf_of_node, start, end, raw = grown.leaf_of_node, grown.leaf_start, grown.leaf_end, grown.leaf_value
     assert start.shape[0] >= 8
     refit = raw.copy()
-    _trees.refit_leaves(margins, sub_labels, order[0], start, end, refit, 0.0, 20)
+    logistic.refit_leaves(margins, sub_labels, order[0], start, end, refit, 0.0, 20)
 
     def tree_loss(leaf_values: np.ndarray) -> float:
         value = np.zeros((feature.shape[0], 4))
@@ -317,8 +320,8 @@ def leaf_ids(x, tree):
     """The node each row of ``x`` reaches (add_tree with the node id as the value)."""
     feature, threshold, left, right, _ = tree
     ids = np.zeros((x.shape[0], 1))
-    _trees.add_tree(x, feature, threshold, left, right,
-                    np.arange(feature.shape[0], dtype=np.float64)[:, None], ids)
+    predictor.add_tree(x, Tree(feature, threshold, left, right,
+                               np.arange(feature.shape[0], dtype=np.float64)[:, None]), ids)
     return ids[:, 0].astype(np.intp)
 
 

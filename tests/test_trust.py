@@ -105,7 +105,7 @@ def test_fingerprint_follows_an_edited_kernel(tmp_path):
     with open(tree / "slr_suite" / "markdown.py", "a") as fh:
         fh.write("\n# a render-only edit\n")
     assert _fingerprint_of(tree) == provenance.code_fingerprint()
-    with open(tree / "slr" / "oracles" / "_trees.pyx", "a") as fh:
+    with open(tree / "slr" / "oracles" / "_boosting" / "growth.pyx", "a") as fh:
         fh.write("\n# an edited kernel\n")
     assert _fingerprint_of(tree) != provenance.code_fingerprint()
 

@@ -82,22 +82,17 @@ def first_round_reaching(model, features, bias, labels, target: float) -> tuple[
 
     Adds the trees round by round to the training rows' scores, as the fit did.
     """
-    from slr.oracles import _trees
+    from slr.oracles._boosting.predictor import add_tree
 
     n, k = bias.shape
     n_rounds = model.subset_loss_.shape[0]
     per_round = model.n_trees_ // max(n_rounds, 1)
     scores = np.zeros((n, k))
-    offsets = model.tree_offsets_
+    trees = model._unpack_trees()
     loss = mean_loss_of_scores(scores, bias, labels)
     for r in range(n_rounds):
-        for t in range(r * per_round, (r + 1) * per_round):
-            lo, hi = offsets[t], offsets[t + 1]
-            left, right = (np.where(a[lo:hi] >= 0, a[lo:hi] - lo, -1).astype(np.intp)
-                           for a in (model.node_left_, model.node_right_))
-            _trees.add_tree(features, model.node_feature_[lo:hi], model.node_threshold_[lo:hi],
-                            left, right, model.node_value_[lo:hi], scores, 1,
-                            int(model.tree_class_[t]))
+        for tree in trees[r * per_round:(r + 1) * per_round]:
+            add_tree(features, tree, scores, 1)
         loss = mean_loss_of_scores(scores, bias, labels)
         if loss <= target:
             return r, loss

@@ -6,7 +6,7 @@ Stochastic gradient boosting of the biased logistic loss
 
 where every round fits either **one** regression tree with vector-valued leaves for all
 classes (the chapter) or one scalar tree per class (the NIPS paper). The heavy lifting
-is in :mod:`slr.oracles._trees` (Cython, ``nogil``); docs/design.md section 7.
+is in :mod:`slr.oracles._boosting` (Cython, ``nogil``); docs/design.md section 7.
 """
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ import numpy as np
 
 from slr._params import DEPRECATED, Boolean, Constraint, Integer, Options, RandomState
 from slr._params import Real as RealIn
-from slr.oracles import _trees
+from slr.oracles._boosting import growth, logistic, predictor
+from slr.oracles._boosting.binning import bin_features
+from slr.oracles._boosting.splitting import sorted_orders
+from slr.oracles._boosting.tree import Tree
 from slr.oracles.base import LogisticOracle, OracleTags, Threads
 from slr.validation import check_generator, check_int, check_real
 
@@ -28,7 +31,6 @@ __all__ = ["BoostedTrees"]
 
 TREES = ("vector", "per_class")
 SPLITTERS = ("auto", "exact", "hist")
-MAX_BINS = 255
 AUTO_HIST_MIN_FEATURES = 3
 # min_leaf_fraction and min_split_fraction when left at None, per protocol: the chapter's
 # 1% / 2.5%; the NIPS paper's 5% leaves, with splits allowed wherever two leaves fit
@@ -322,7 +324,7 @@ class BoostedTrees(LogisticOracle):
         round_seconds: list,
         fit_start: float,
     ) -> None:
-        """Run the boosting rounds, appending ``(feature, threshold, left, right, value, class)``."""
+        """Run the boosting rounds, appending their trees to ``trees``."""
         n, k = bias.shape
         n_sub = p["n_sub"]
         per_class = p["tree"] == "per_class"
@@ -335,9 +337,6 @@ class BoostedTrees(LogisticOracle):
         margins = np.empty((n_sub, k))
         grad = np.empty((n_sub, k))
         sub_labels = np.empty(n_sub, dtype=np.int64)
-        # grow_tree leaves each leaf's rows contiguous in order[0]; without feature columns
-        # no split is possible and every tree is a single leaf holding the whole subset
-        whole_subset = np.arange(n_sub, dtype=np.intp)
         if hist:
             all_codes, n_bins, bin_low, bin_high = bin_features(features)
         if full:
@@ -346,7 +345,7 @@ class BoostedTrees(LogisticOracle):
             if hist:
                 sub_codes = all_codes
             else:
-                full_order = _sorted_orders(features)
+                full_order = sorted_orders(features)
         for _ in range(p["n_rounds"]):
             if not full:
                 rows = np.sort(rng.choice(n, size=n_sub, replace=False, shuffle=False))
@@ -356,70 +355,64 @@ class BoostedTrees(LogisticOracle):
                 if not full:
                     sub_codes = np.ascontiguousarray(all_codes[:, rows])
             else:
-                order = full_order.copy() if full else _sorted_orders(sub_features)
-            loss = _trees.subset_gradient(scores, bias, labels, rows, margins, grad, sub_labels)
+                order = full_order.copy() if full else sorted_orders(sub_features)
+            loss = logistic.subset_gradient(scores, bias, labels, rows, margins, grad, sub_labels)
             subset_loss.append(loss / n_sub)
             if per_class:
                 # every class's tree sees this round's margins: no tree of the round moves them
-                _trees.class_margins(margins, class_margin)
+                logistic.class_margins(margins, class_margin)
             for c in range(k) if per_class else (-1,):
                 target = grad if c < 0 else np.ascontiguousarray(grad[:, c:c + 1])
                 if hist:
-                    leaf_rows = np.arange(n_sub, dtype=np.intp)
-                    tree = _trees.grow_tree_hist(
-                        sub_codes, target, n_bins, bin_low, bin_high, leaf_rows,
-                        p["min_leaf"], p["min_split"], p["max_leaves"],
+                    grown = growth.grow_tree_hist(
+                        sub_codes, target, n_bins, bin_low, bin_high,
+                        np.arange(n_sub, dtype=np.intp), p["min_leaf"], p["min_split"],
+                        p["max_leaves"],
                     )
                 else:
-                    tree_order = order.copy() if per_class else order
-                    tree = _trees.grow_tree(sub_features, target, tree_order, p["min_leaf"],
-                                            p["min_split"], p["max_leaves"])
-                    leaf_rows = tree_order[0] if tree_order.shape[0] else whole_subset
-                feature, threshold, left, right, leaf_of_node, start, end, values = tree
+                    grown = growth.grow_tree(sub_features, target,
+                                             order.copy() if per_class else order,
+                                             p["min_leaf"], p["min_split"], p["max_leaves"])
+                values = grown.leaf_value  # the mean gradients, re-fitted in place
                 if c < 0:
-                    _trees.refit_leaves(margins, sub_labels, leaf_rows, start, end, values,
-                                        p["l2"], p["newton_steps"])
+                    logistic.refit_leaves(margins, sub_labels, grown.rows, grown.leaf_start,
+                                          grown.leaf_end, values, p["l2"], p["newton_steps"])
                 else:
                     values = np.ascontiguousarray(values[:, 0])
-                    _trees.refit_class_leaves(class_margin, sub_labels, leaf_rows, start, end,
-                                              values, c, p["l2"], p["newton_steps"])
+                    logistic.refit_class_leaves(class_margin, sub_labels, grown.rows,
+                                                grown.leaf_start, grown.leaf_end, values, c,
+                                                p["l2"], p["newton_steps"])
                     values = values[:, None]
-                node_value = np.zeros((feature.shape[0], values.shape[1]))
-                is_leaf = leaf_of_node >= 0
-                node_value[is_leaf] = shrink * values[leaf_of_node[is_leaf]]
-                _trees.add_tree(features, feature, threshold, left, right, node_value, scores,
-                                p["n_jobs"], c)
-                trees.append((feature, threshold, left, right, node_value, c))
+                tree = grown.fitted(shrink * values, column=c)
+                predictor.add_tree(features, tree, scores, p["n_jobs"])
+                trees.append(tree)
             round_seconds.append(time.perf_counter() - fit_start)
 
-    def _pack_trees(self, trees: list, k: int) -> None:
-        """Concatenate per-tree node arrays into the flat fitted attributes."""
-        sizes = [t[0].shape[0] for t in trees]
+    def _pack_trees(self, trees: list[Tree], k: int) -> None:
+        """Concatenate the trees' node arrays into the flat fitted attributes."""
         offsets = np.zeros(len(trees) + 1, dtype=np.intp)
-        np.cumsum(sizes, out=offsets[1:])
+        np.cumsum([tree.n_nodes for tree in trees], out=offsets[1:])
         self.tree_offsets_ = offsets
         if trees:
-            self.node_feature_ = np.concatenate([t[0] for t in trees]).astype(np.intp)
-            self.node_threshold_ = np.concatenate([t[1] for t in trees])
+            self.node_feature_ = np.concatenate([t.feature for t in trees]).astype(np.intp)
+            self.node_threshold_ = np.concatenate([t.threshold for t in trees])
             self.node_left_ = np.concatenate(
-                [np.where(t[2] >= 0, t[2] + off, -1) for t, off in zip(trees, offsets)]
+                [np.where(t.left >= 0, t.left + off, -1) for t, off in zip(trees, offsets)]
             ).astype(np.intp)
             self.node_right_ = np.concatenate(
-                [np.where(t[3] >= 0, t[3] + off, -1) for t, off in zip(trees, offsets)]
+                [np.where(t.right >= 0, t.right + off, -1) for t, off in zip(trees, offsets)]
             ).astype(np.intp)
-            self.node_value_ = np.concatenate([t[4] for t in trees])
+            self.node_value_ = np.concatenate([t.value for t in trees])
         else:
             self.node_feature_ = np.zeros(0, dtype=np.intp)
             self.node_threshold_ = np.zeros(0)
             self.node_left_ = np.zeros(0, dtype=np.intp)
             self.node_right_ = np.zeros(0, dtype=np.intp)
             self.node_value_ = np.zeros((0, k))
-        self.n_leaves_ = np.array(
-            [int(np.sum(t[0] < 0)) for t in trees], dtype=np.intp
-        )
-        self.tree_class_ = np.array([t[5] for t in trees], dtype=np.intp)
+        self.n_leaves_ = np.array([tree.n_leaves for tree in trees], dtype=np.intp)
+        self.tree_class_ = np.array([tree.column for tree in trees], dtype=np.intp)
 
-    def _unpack_trees(self) -> list:
+    def _unpack_trees(self) -> list[Tree]:
         """Inverse of :meth:`_pack_trees` (child ids made local to each tree again)."""
         trees = []
         offsets = self.tree_offsets_
@@ -427,13 +420,13 @@ class BoostedTrees(LogisticOracle):
             lo, hi = offsets[t], offsets[t + 1]
             left = self.node_left_[lo:hi]
             right = self.node_right_[lo:hi]
-            trees.append((
-                self.node_feature_[lo:hi].copy(),
-                self.node_threshold_[lo:hi].copy(),
-                np.where(left >= 0, left - lo, -1),
-                np.where(right >= 0, right - lo, -1),
-                self.node_value_[lo:hi].copy(),
-                int(self.tree_class_[t]),
+            trees.append(Tree(
+                feature=self.node_feature_[lo:hi].copy(),
+                threshold=self.node_threshold_[lo:hi].copy(),
+                left=np.where(left >= 0, left - lo, -1),
+                right=np.where(right >= 0, right - lo, -1),
+                value=self.node_value_[lo:hi].copy(),
+                column=int(self.tree_class_[t]),
             ))
         return trees
 
@@ -453,81 +446,9 @@ class BoostedTrees(LogisticOracle):
         features = self._check_features(features)
         out = np.zeros((features.shape[0], self.n_classes_))
         if self.tree_offsets_.shape[0] > 1 and features.shape[0] > 0:
-            _trees.predict_ensemble(
+            predictor.predict_ensemble(
                 features, self.tree_offsets_, self.tree_class_, self.node_feature_, self.node_threshold_,
                 self.node_left_, self.node_right_, self.node_value_, out,
                 Threads().check(self.n_jobs, "n_jobs"),
             )
         return out
-
-
-def bin_features(features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Bin every feature into at most ``MAX_BINS`` intervals of its values, in order.
-
-    A feature with at most ``MAX_BINS`` distinct values gets one bin per value (so the
-    histogram split search finds the exact search's splits); one with more gets bins of
-    about equal row counts, whose edges lie between distinct values (quantiles).
-
-    Parameters
-    ----------
-    features : ndarray of shape (N, d), float64
-
-    Returns
-    -------
-    codes : ndarray of shape (d, N), uint8
-        The bin of every value; bins are numbered by increasing values.
-    n_bins : ndarray of shape (d,), intp
-    bin_low, bin_high : ndarray of shape (d, MAX_BINS), float64
-        Smallest and largest value in each bin (zero beyond ``n_bins``).
-    """
-    n, d = features.shape
-    codes = np.empty((d, n), dtype=np.uint8)
-    n_bins = np.empty(d, dtype=np.intp)
-    bin_low = np.zeros((d, MAX_BINS))
-    bin_high = np.zeros((d, MAX_BINS))
-    for f, column in enumerate(np.ascontiguousarray(features.T)):
-        order = np.argsort(column)
-        ordered = column[order]
-        first = np.empty(n, dtype=bool)  # the first of each distinct value, in order
-        first[0] = True
-        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-        value_of = np.cumsum(first) - 1  # distinct value number of every ordered entry
-        values = ordered[first]
-        if values.size <= MAX_BINS:
-            ends = np.arange(values.size)
-        else:
-            ends = _quantile_ends(np.append(np.flatnonzero(first[1:]), n - 1) + 1)
-        n_bins[f] = ends.size
-        bin_high[f, :ends.size] = values[ends]
-        bin_low[f, :ends.size] = values[np.concatenate(([0], ends[:-1] + 1))]
-        bin_of_value = np.repeat(np.arange(ends.size, dtype=np.uint8), np.diff(ends, prepend=-1))
-        codes[f, order] = bin_of_value[value_of]
-    return codes, n_bins, bin_low, bin_high
-
-
-def _quantile_ends(cumulative: np.ndarray) -> np.ndarray:
-    """The last value of each of ``MAX_BINS`` bins of about equal counts.
-
-    ``cumulative[v]`` counts the rows with a value up to distinct value ``v``. Greedy:
-    each bin takes its share of the rows left for the bins left, so a value holding
-    many rows fills one bin and the others share the rest.
-    """
-    cumulative = cumulative.astype(np.float64)  # searchsorted would convert it every call
-    n_values, n = cumulative.size, cumulative[-1]
-    ends = []
-    end = -1
-    for bins_left in range(MAX_BINS, 0, -1):
-        if n_values - 1 - end <= bins_left:
-            ends.extend(range(end + 1, n_values))
-            break
-        done = cumulative[end] if end >= 0 else 0
-        end = max(end + 1, int(np.searchsorted(cumulative, done + (n - done) / bins_left)))
-        ends.append(end)
-        if end == n_values - 1:
-            break
-    return np.asarray(ends, dtype=np.intp)
-
-
-def _sorted_orders(features: np.ndarray) -> np.ndarray:
-    """``(d, n)`` row orders sorting each feature (stable, so ties keep row order)."""
-    return np.ascontiguousarray(np.argsort(features, axis=0, kind="stable").T, dtype=np.intp)
