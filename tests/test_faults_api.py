@@ -151,6 +151,32 @@ def test_inconsistent_hand_built_batches_are_refused():
         batch.split_nodes(np.zeros(6))
 
 
+def test_batch_index_arrays_cannot_be_made_writeable_again():
+    """Issue 26: the checked index arrays (and every array beneath them) refuse
+    ``flags.writeable = True``, and the caller's arrays are not shared, so nothing changes the
+    layout the unchecked kernels index with after the check."""
+    reference = GraphBatch.from_graphs([(4, chain_edges(4))], 2)
+    fields = ("edges", "node_ptr", "edge_ptr", "inc_ptr", "inc_edge", "inc_side")
+    caller = {name: np.array(getattr(reference, name)) for name in fields}   # writeable copies
+    batch = GraphBatch(n_states=2, max_degree=2, **caller)
+    for name, owned in caller.items():
+        stored = getattr(batch, name)
+        np.testing.assert_array_equal(stored, getattr(reference, name))
+        array = stored
+        while isinstance(array, np.ndarray):
+            with pytest.raises(ValueError):
+                array.flags.writeable = True
+            assert not np.shares_memory(array, owned)
+            array = array.base
+        owned[...] = -1                       # the caller's arrays are the caller's
+        np.testing.assert_array_equal(stored, getattr(reference, name))
+    # the batch still runs as built: sweeps on it give the reference's messages
+    tn = np.random.default_rng(0).normal(size=(4, 2))
+    te = np.random.default_rng(1).normal(size=(3, 2, 2))
+    np.testing.assert_array_equal(batch_sweeps(batch, tn, te, 0.1).messages,
+                                  batch_sweeps(reference, tn, te, 0.1).messages)
+
+
 def test_thread_counts_far_above_the_cores_run_as_one_thread():
     """OpenMP cannot start 2**31 - 1 threads (it crashed the process): capped at the cores."""
     tn, te, edges = grid_problem(seed=4)
