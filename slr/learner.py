@@ -42,7 +42,8 @@ from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, RandomSta
                          validate_params)
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.graph import GraphBatch, check_epsilon
-from slr.inference.batch import _public_threads, batch_dual_parts, batch_node_beliefs, batch_sweeps, resolve_threads
+from slr.inference.batch import (_public_threads, batch_dual_parts, batch_node_beliefs, batch_sweeps,
+                                 resolve_threads)
 from slr.models import FlatData, PairwiseModel, hamming_margin
 from slr.oracles.base import LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
@@ -316,10 +317,15 @@ class _Alternation:
                 self.edge_part = self._split.edges(self.theta_edges, self.messages)
             return self.node_part + self.edge_part
 
-    def training_labels(self, predictor: PairwiseModel) -> np.ndarray:
-        """MAP labels of the training data under the current functions (their potentials are at hand)."""
-        with self.timed("predict: MAP"):
-            return predictor.decode(self.train, self.unary_potentials, self.theta_edges)
+    def map_labels(self, predictor: PairwiseModel, data: FlatData) -> np.ndarray:
+        """MAP labels of ``data`` under the current functions, by ``predictor``'s inference; on the
+        training data from the potentials at hand."""
+        with self.timed("train" if data is self.train else "validation"):
+            if data is not self.train:
+                pairwise = self.oracles["pairwise"] if self.fitted_pairwise else None
+                return _map_labels(predictor, data, self.oracles["unary"], pairwise, self.timed)
+            with self.timed("predict: MAP"):
+                return predictor.decode(self.train, self.unary_potentials, self.theta_edges)
 
 
 def _map_labels(predictor: PairwiseModel, data: FlatData, unary: Any, pairwise: Any | None,
@@ -583,19 +589,12 @@ class StructuredLogisticRegression(StructuredEstimator):
         state = _Alternation(train, {"unary": unary, "pairwise": pairwise}, params["epsilon"],
                              params["max_sweeps"], threads, params["relaxation"], timed)
         history.record(0, state.objective)
-
-        def decode(data: FlatData) -> np.ndarray:
-            with timed("train" if data is train else "validation"):
-                if data is train:
-                    return state.training_labels(predictor)
-                return _map_labels(predictor, data, unary, pairwise if state.fitted_pairwise else None, timed)
-
+        decode = (lambda data: state.map_labels(predictor, data)) if params["monitor"] else None
         for iteration in range(1, params["max_iter"] + 1):
             state.half_step(iteration, "unary")
             state.half_step(iteration, "pairwise")
             with timed("monitor"):
-                row = history.record(iteration, state.objective, decode=decode if params["monitor"] else None,
-                                     monitor_train=True)
+                row = history.record(iteration, state.objective, decode=decode, monitor_train=True)
             if params["verbose"]:
                 _print_progress(row, state.trace[-4:] if params["verbose"] > 1 else ())
 

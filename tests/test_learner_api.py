@@ -265,3 +265,32 @@ def test_training_scores_replace_predicting_the_training_rows(data, relaxation):
         assert kept.unary_.n_predictions <= 2 and kept.pairwise_.n_predictions <= 2
     for a, b in zip(kept.predict(X), plain.predict(X)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_oracles_are_checked_before_anything_is_fitted(data):
+    """An oracle declaring constraints is checked with them, and a malformed tag declaration is
+    refused, before the other oracle is fitted."""
+    from slr._params import Real
+
+    fits = []
+
+    class Recording(Linear):
+        def fit(self, features, bias, labels):
+            fits.append(1)
+            return super().fit(features, bias, labels)
+
+    class Declaring(Linear):
+        _parameter_constraints = {"l2": Real(0.0)}
+
+    class Malformed(Linear):
+        def __slr_tags__(self):
+            return {"training_scores": True}
+
+    X, Y = data
+    with pytest.raises(ValueError, match="^l2 must be finite and >= 0, got -1.0"):
+        StructuredLogisticRegression(Recording(), Declaring(l2=-1.0), **KW).fit(X, Y)
+    with pytest.raises(ValueError, match=r"Malformed.__slr_tags__\(\) must return an OracleTags"):
+        StructuredLogisticRegression(Recording(), Malformed(), **KW).fit(X, Y)
+    assert fits == []
+    StructuredLogisticRegression(Recording(), Declaring(l2=1.0), **KW).fit(X, Y)
+    assert len(fits) == KW["max_iter"]
