@@ -221,6 +221,16 @@ def test_pairwise_model_refuses_bad_settings_by_name(kw, message):
         PairwiseModel(**kw)
 
 
+def test_pairwise_model_takes_n_threads_as_the_old_name_of_n_jobs():
+    with pytest.warns(FutureWarning, match="n_threads was renamed n_jobs") as w:
+        model = PairwiseModel(n_threads=2)
+    assert w[0].filename == __file__ and model.n_jobs == 2
+    with pytest.warns(FutureWarning, match="PairwiseModel.n_threads was renamed n_jobs"):
+        assert model.n_threads == 2
+    with pytest.raises(ValueError, match="^n_threads must be an integer"):
+        PairwiseModel(n_threads=0)
+
+
 # ----------------------------------------------------------------------------------------
 # the oracle tag training_scores
 # ----------------------------------------------------------------------------------------
