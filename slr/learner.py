@@ -454,6 +454,13 @@ class StructuredLogisticRegression(StructuredEstimator):
 
     Notes
     -----
+    What the learner asks of an oracle beyond ``fit`` and ``decision_function`` it reads from
+    :func:`slr.oracles.get_oracle_tags` only: ``factored_pair_bias`` (the pairwise bias handed
+    over as a :class:`~slr.oracles.pair_bias.PairBias`), ``linear_parameters`` (what
+    ``relaxation`` moves) and ``training_scores`` (the potentials of a freshly fitted function
+    on the training rows come from the oracle's ``training_scores_`` instead of
+    ``decision_function``).
+
     ``fit`` is a transaction: it checks the parameters, the oracles and all the data first, and
     replaces the fitted attributes only once it has finished. A fit that raises (bad validation
     data, a bad parameter, an oracle failing mid-fit) leaves a fitted model as it was. The
