@@ -30,13 +30,15 @@ from typing import Any, Union
 
 import numpy as np
 
-from slr.validation import C_INT_MAX, check_bool, check_int, check_option, check_real
+from slr.validation import C_INT_MAX, check_bool, check_int, check_n_jobs, check_option, check_real
 
 __all__ = [
     "Boolean",
+    "Checked",
     "Constraint",
     "DEPRECATED",
     "Integer",
+    "NJobs",
     "Options",
     "RandomState",
     "Real",
@@ -148,6 +150,17 @@ class RandomState(Constraint):
 
 
 @dataclass(frozen=True)
+class NJobs(Constraint):
+    """A number of threads: None or -1 (all cores), or an integer in ``[1, 2**31 - 1]``."""
+
+    def check(self, value: Any, name: str) -> int | None:
+        return check_n_jobs(value, name)
+
+    def describe(self) -> str:
+        return "None, -1 or an integer in [1, 2147483647]"
+
+
+@dataclass(frozen=True)
 class Satisfies(Constraint):
     """A value accepted by ``predicate``; ``description`` says what that is."""
 
@@ -158,6 +171,24 @@ class Satisfies(Constraint):
         if not self.predicate(value):
             raise ValueError(f"{name} must be {self.description}, got {value!r}")
         return value
+
+    def describe(self) -> str:
+        return self.description
+
+
+@dataclass(frozen=True)
+class Checked(Constraint):
+    """A value that ``checker(value, name)`` accepts; the constraint returns its conversion.
+
+    For parameters with a checker of their own whose messages say more than an interval can
+    (e.g. :func:`slr.graph.check_epsilon` on subnormal or overflowing weights).
+    """
+
+    checker: Callable[[Any, str], Any]
+    description: str
+
+    def check(self, value: Any, name: str) -> Any:
+        return self.checker(value, name)
 
     def describe(self) -> str:
         return self.description
@@ -183,16 +214,22 @@ def _check_one(spec: Spec, value: Any, name: str) -> Any:
     raise ValueError(f"{name} must be {' or '.join(accepted)}, got {value!r}")
 
 
-def validate_params(estimator: Any, constraints: Mapping[str, Spec] | None = None) -> dict[str, Any]:
+def validate_params(estimator: Any, constraints: Mapping[str, Spec] | None = None, *,
+                    params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Check every parameter of ``estimator`` against its declared constraints.
 
     Parameters
     ----------
-    estimator : object with ``get_params``
+    estimator : object
+        With ``get_params`` unless ``params`` is given.
     constraints : mapping, optional
         ``estimator._parameter_constraints`` when None. Parameters left out of it are not checked
         (e.g. nested oracles, checked by the caller); old names of renamed parameters are skipped
         while they hold :data:`DEPRECATED`.
+    params : mapping, optional
+        The values to check, for objects that are not scikit-learn estimators (e.g.
+        :class:`slr.models.PairwiseModel`, which checks its constructor's arguments);
+        ``estimator.get_params(deep=False)`` when None.
 
     Returns
     -------
@@ -205,7 +242,7 @@ def validate_params(estimator: Any, constraints: Mapping[str, Spec] | None = Non
         Naming the first parameter whose value is not admissible.
     """
     constraints = type(estimator)._parameter_constraints if constraints is None else constraints
-    params = estimator.get_params(deep=False)
+    params = estimator.get_params(deep=False) if params is None else params
     checked = {}
     for name, spec in constraints.items():
         value = params[name]
@@ -214,7 +251,8 @@ def validate_params(estimator: Any, constraints: Mapping[str, Spec] | None = Non
 
 
 def resolve_renamed(params: dict[str, Any], old: str, new: str, *, version: str = "0.3",
-                    convert: Callable[[Any], Any] = lambda value: value, note: str = "") -> None:
+                    convert: Callable[[Any], Any] = lambda value: value, note: str = "",
+                    stacklevel: int = 3) -> None:
     """Move a value given under a parameter's old name onto its new name, with a FutureWarning.
 
     A value given under the old name wins over the new name's, as the caller asked for it.
@@ -232,10 +270,13 @@ def resolve_renamed(params: dict[str, Any], old: str, new: str, *, version: str 
         Maps an old value to the new parameter's (e.g. a change of unit).
     note : str, optional
         Appended to the warning (e.g. "max_sweeps counts kernel sweeps: mp_sweeps=v is max_sweeps=2v").
+    stacklevel : int, default=3
+        Of the warning: 3 points at the caller of the function that calls this one (the user's
+        ``fit``); one more per function in between.
     """
     value = params.pop(old, DEPRECATED)
     if value is DEPRECATED:
         return
     warnings.warn(f"{old} was renamed {new} and will be removed in {version}"
-                  + (f"; {note}" if note else ""), FutureWarning, stacklevel=3)
+                  + (f"; {note}" if note else ""), FutureWarning, stacklevel=stacklevel)
     params[new] = convert(value)

@@ -16,11 +16,26 @@ Y_val=None)`` returns ``self`` and leaves ``history_``, one row per iteration wi
     Wall time since ``fit`` began, cumulative, without the time spent measuring the errors.
 ``eval_seconds``
     Time spent measuring this row's errors.
+
+A fit is a transaction: it validates everything (parameters, ``X``, ``Y``, ``X_val``, ``Y_val``),
+computes into state of its own (a :class:`FitHistory` for the rows, local variables or an
+object for the rest), and only at the end replaces all fitted attributes at once with
+:meth:`StructuredEstimator._commit_fit`. A fit that raises leaves a fitted estimator exactly
+as it was::
+
+    def fit(self, X, Y, X_val=None, Y_val=None):
+        params = validate_params(self)
+        train = ...                                                # checked training data
+        val = validation_data(X_val, Y_val, lambda X, Y: ...)      # checked against train
+        history = FitHistory(train, val)
+        ...                                                        # iterate, history.record(...)
+        self._commit_fit({"n_states_": ..., "w_": ..., "history_": history.frame()})
+        return self
 """
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -30,20 +45,81 @@ from sklearn.utils.validation import check_is_fitted
 from slr.formats import Labellings
 from slr.models import FlatData
 
-__all__ = ["HISTORY_COLUMNS", "StructuredEstimator"]
+__all__ = ["HISTORY_COLUMNS", "FitHistory", "StructuredEstimator", "validation_data"]
 
 HISTORY_COLUMNS = ["iteration", "objective", "train_error", "val_error", "seconds", "eval_seconds"]
 
 Decoder = Callable[[FlatData], np.ndarray]
+Data = TypeVar("Data")
+
+
+def validation_data(X_val: Sequence | None, Y_val: Sequence | None,
+                    build: Callable[[Sequence, Sequence], Data]) -> Data | None:
+    """The validation data of a fit: ``build(X_val, Y_val)`` (which checks them against the
+    training data), or None without them.
+
+    Raises
+    ------
+    ValueError
+        If only one of ``X_val`` and ``Y_val`` is given, or from ``build``.
+    """
+    if (X_val is None) != (Y_val is None):
+        raise ValueError("X_val and Y_val must be given together")
+    return None if X_val is None else build(X_val, Y_val)
+
+
+class FitHistory:
+    """The rows of ``history_`` while a fit runs, kept apart from the estimator.
+
+    The clock starts at construction.
+
+    Parameters
+    ----------
+    train : FlatData
+        The data the training error is measured on.
+    val : FlatData, optional
+        The data the validation error is measured on.
+    """
+
+    def __init__(self, train: FlatData, val: FlatData | None = None) -> None:
+        self.train, self.val = train, val
+        self.rows: list[dict] = []
+        self._eval_total = 0.0
+        self._t0 = time.perf_counter()
+
+    def record(self, iteration: int, objective: float, train_error: float = float("nan"),
+               decode: Decoder | None = None, monitor_train: bool = False) -> dict:
+        """Append a row; ``decode`` labels data under the current parameters.
+
+        With ``decode`` the validation error is measured, and the training error too when
+        ``monitor_train``; the time this takes is ``eval_seconds``, left out of ``seconds``.
+        """
+        now = time.perf_counter()
+        val_error = float("nan")
+        if decode is not None:
+            if monitor_train:
+                train_error = _error(decode, self.train)
+            if self.val is not None:
+                val_error = _error(decode, self.val)
+        eval_seconds = time.perf_counter() - now
+        row = {"iteration": iteration, "objective": objective, "train_error": train_error,
+               "val_error": val_error, "seconds": now - self._t0 - self._eval_total,
+               "eval_seconds": eval_seconds}
+        self._eval_total += eval_seconds
+        self.rows.append(row)
+        return row
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as ``history_``."""
+        return pd.DataFrame(self.rows, columns=HISTORY_COLUMNS)
 
 
 class StructuredEstimator(BaseEstimator):
     """Base class of the structured learners (see the module docstring for the contract).
 
     Subclasses implement ``_data(X, Y)`` (the validated flat data, checked against the fitted
-    feature widths once fitted), ``_predict_flat(data)`` (a flat MAP labelling) and ``fit``,
-    which calls :meth:`_start_history` before its first iteration, :meth:`_record` after each
-    and :meth:`_finish_history` at the end.
+    feature widths once fitted), ``_predict_flat(data)`` (a flat MAP labelling) and ``fit``, a
+    transaction (see the module docstring) that ends with :meth:`_commit_fit`.
 
     Attributes
     ----------
@@ -57,42 +133,35 @@ class StructuredEstimator(BaseEstimator):
     def _predict_flat(self, data: FlatData) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    # ------------------------------------------------------------------ history
+    # ------------------------------------------------------------------ the transaction
+    def _commit_fit(self, fitted: Mapping[str, Any]) -> None:
+        """Replace the fitted attributes by ``fitted`` (name: value), all at once.
+
+        Called once, at the end of a fit that succeeded. Attributes of the previous fit that
+        ``fitted`` does not name are removed, so nothing of an earlier fit survives a refit.
+        """
+        for name in getattr(self, "_fitted_names", ()):
+            if name not in fitted:
+                self.__dict__.pop(name, None)
+        self.__dict__.update(fitted)
+        self._fitted_names = tuple(fitted)
+
+    # -------------------------------------------- history on the estimator (until 0.3)
+    # The baselines' fits record their history on the estimator while they run; they move to
+    # FitHistory and _commit_fit, after which these three methods go.
     def _start_history(self, train: FlatData, X_val: Sequence | None, Y_val: Sequence | None) -> None:
-        """Start the clock; keep the data the errors are measured on."""
-        if (X_val is None) != (Y_val is None):
-            raise ValueError("X_val and Y_val must be given together")
-        self._train = train
-        self._val = None if X_val is None else self._data(X_val, Y_val, "X_val")
-        self._rows: list[dict] = []
-        self._eval_total = 0.0
-        self._t0 = time.perf_counter()
+        """Start the clock; keep the data the errors are measured on (checked by ``_data``)."""
+        val = validation_data(X_val, Y_val, lambda X, Y: self._data(X, Y, "X_val"))
+        self._fit_history = FitHistory(train, val)
 
     def _record(self, iteration: int, objective: float, train_error: float = float("nan"),
                 decode: Decoder | None = None, monitor_train: bool = False) -> dict:
-        """Append a history row; ``decode`` labels data under the current parameters.
-
-        With ``decode`` the validation error is measured, and the training error too when
-        ``monitor_train``; the time this takes is ``eval_seconds``, left out of ``seconds``.
-        """
-        now = time.perf_counter()
-        val_error = float("nan")
-        if decode is not None:
-            if monitor_train:
-                train_error = _error(decode, self._train)
-            if self._val is not None:
-                val_error = _error(decode, self._val)
-        eval_seconds = time.perf_counter() - now
-        row = {"iteration": iteration, "objective": objective, "train_error": train_error,
-               "val_error": val_error, "seconds": now - self._t0 - self._eval_total,
-               "eval_seconds": eval_seconds}
-        self._eval_total += eval_seconds
-        self._rows.append(row)
-        return row
+        """Append a history row (see :meth:`FitHistory.record`)."""
+        return self._fit_history.record(iteration, objective, train_error, decode, monitor_train)
 
     def _finish_history(self) -> None:
-        self.history_ = pd.DataFrame(self._rows, columns=HISTORY_COLUMNS)
-        del self._rows, self._train, self._val
+        self.history_ = self._fit_history.frame()
+        del self._fit_history
 
     # ------------------------------------------------------------------ public
     def _check_fitted(self) -> None:

@@ -338,8 +338,8 @@ class GraphBatch:
     Notes
     -----
     The kernels index memory with these arrays unchecked, so the constructor verifies that
-    they describe a consistent batch (a ``ValueError`` otherwise) and stores read-only views
-    of them. :meth:`from_graphs` is the usual way to build one.
+    they describe a consistent batch (a ``ValueError`` otherwise) and stores private copies
+    of them that cannot be made writeable again. :meth:`from_graphs` is the usual way to build one.
     """
 
     n_states: int
@@ -473,12 +473,17 @@ def _leading_axis(array: Any, length: int, name: str) -> np.ndarray:
 
 
 def _read_only_index_array(value: Any, name: str, ndim: int) -> np.ndarray:
+    """A private int64 copy of ``value`` that no one can write to.
+
+    The copy lives in an immutable ``bytes`` object: numpy refuses to make an array over it
+    writeable again (``flags.writeable = True`` raises), and the caller's array is not shared,
+    so the layout the constructor checked is the layout the unchecked kernels index with.
+    """
     arr = np.asarray(value)
     if arr.ndim != ndim or (arr.size and arr.dtype.kind not in "iu"):
         raise ValueError(f"{name} must be a {ndim}-D integer array, got {arr.dtype} of shape {arr.shape}")
-    view = np.ascontiguousarray(arr, dtype=np.int64).view()
-    view.flags.writeable = False
-    return view
+    frozen = np.frombuffer(np.ascontiguousarray(arr, dtype=np.int64).tobytes(), dtype=np.int64)
+    return frozen.reshape(arr.shape)
 
 
 def _check_batch_layout(batch: GraphBatch) -> None:

@@ -20,25 +20,35 @@ objective
     R = sum_k [ -F(x^k, y^k) + A(lambda^k, theta^k) ]
 
 never increases (``A`` is the smoothed dual, :func:`slr.inference.batch_dual_values`).
+
+``fit`` is that loop over one state object, :class:`_Alternation`: the messages, the potentials,
+R's node and edge parts and the trace of R, with one method per half step (bias, oracle fit with
+the safeguarded over-relaxed step, potentials, sweeps, R). The estimator around it validates
+everything first and replaces its fitted attributes only when the loop has finished
+(:meth:`slr.estimator.StructuredEstimator._commit_fit`), so a fit that fails changes nothing.
 """
 from __future__ import annotations
 
 import copy
 import math
+import sys
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from slr.estimator import StructuredEstimator
+from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, RandomState, Real, resolve_renamed,
+                         validate_params)
+from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.graph import GraphBatch, check_epsilon
-from slr.inference.batch import batch_dual_parts, batch_node_beliefs, batch_sweeps, resolve_threads
+from slr.inference.batch import (_public_threads, batch_dual_parts, batch_node_beliefs, batch_sweeps,
+                                 resolve_threads)
 from slr.models import FlatData, PairwiseModel, hamming_margin
-from slr.oracles.base import LogisticOracle, get_oracle_tags
+from slr.oracles.base import LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
-from slr.validation import C_INT_MAX, check_bool, check_int, check_generator, check_real
+from slr.validation import C_INT_MAX, check_generator
 
 __all__ = [
     "StructuredLogisticRegression",
@@ -51,9 +61,11 @@ __all__ = [
 # message-change threshold at which an example stops sweeping early
 _SWEEP_TOL = 1e-9
 
-# mp_sweeps and predict_sweeps count forward + backward passes: twice as many kernel sweeps,
-# which the kernel counts in a C int
+# the deprecated mp_sweeps and predict_sweeps count forward + backward passes: twice as many
+# kernel sweeps, which the kernel counts in a C int
 _MAX_MP_ITERATIONS = C_INT_MAX // 2
+
+_SWEEPS_NOTE = "{new} counts kernel sweeps (one pass over the nodes): {old}=v is {new}=2v"
 
 _UNTIMED = nullcontext()
 
@@ -91,7 +103,8 @@ def structured_objective(
     labels: np.ndarray,
     epsilon: float,
     *,
-    n_threads: int | None = None,
+    n_jobs: int | None = None,
+    n_threads: Any = DEPRECATED,
 ) -> float:
     """``R = sum_k [ -F(x^k, y^k) + A(lambda^k, theta^k) ]`` for given potentials and messages.
 
@@ -107,13 +120,17 @@ def structured_objective(
     labels : ndarray of shape (n_nodes,)
         True labels of all nodes (flat, global node order).
     epsilon : float
+    n_jobs : int, optional
+        OpenMP threads; all cores when None or -1.
     n_threads : int, optional
+        Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
 
     Returns
     -------
     float
     """
-    objective = _SplitObjective(batch, labels, epsilon, n_threads, check_input=True)
+    threads = _public_threads(n_jobs, n_threads)
+    objective = _SplitObjective(batch, labels, epsilon, threads, check_input=True)
     return objective.nodes(theta_nodes, messages) + objective.edges(theta_edges, messages)
 
 
@@ -121,58 +138,234 @@ class _SplitObjective:
     """R as its node part (node terms of ``A`` minus the truth's node potentials) plus its edge
     part: a unary fit changes only the first, a pairwise fit only the second."""
 
-    def __init__(self, batch: GraphBatch, labels: np.ndarray, epsilon: float, n_threads: int | None,
+    def __init__(self, batch: GraphBatch, labels: np.ndarray, epsilon: float, threads: int,
                  check_input: bool) -> None:
         self.batch, self.labels, self.epsilon = batch, labels, epsilon
-        self.n_threads, self.check_input = n_threads, check_input
+        self.threads, self.check_input = threads, check_input
         self.sources = labels[batch.edges[:, 0]]
         self.targets = labels[batch.edges[:, 1]]
 
     def nodes(self, theta_nodes: np.ndarray, messages: np.ndarray) -> float:
         duals, _ = batch_dual_parts(self.batch, theta_nodes, None, messages, self.epsilon, edge_terms=False,
-                                    n_threads=self.n_threads, check_input=self.check_input)
+                                    n_jobs=self.threads, check_input=self.check_input)
         return float(duals.sum() - theta_nodes[np.arange(self.labels.shape[0]), self.labels].sum())
 
     def edges(self, theta_edges: np.ndarray, messages: np.ndarray) -> float:
         _, duals = batch_dual_parts(self.batch, None, theta_edges, messages, self.epsilon, node_terms=False,
-                                    n_threads=self.n_threads, check_input=self.check_input)
+                                    n_jobs=self.threads, check_input=self.check_input)
         truth = theta_edges[np.arange(self.batch.n_edges), self.sources, self.targets].sum()
         return float(duals.sum() - truth)
 
 
-def _linear_parameters(oracle: Any) -> dict[str, np.ndarray] | None:
-    """Copies of a fitted oracle's parameters if its functions are linear in them, else None."""
-    names = get_oracle_tags(oracle).linear_parameters
+def _linear_parameters(oracle: Any, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
+    """Copies of a fitted oracle's parameters ``names`` (its tags' ``linear_parameters``), or
+    None if it has none (yet)."""
     if not names or not all(hasattr(oracle, name) for name in names):
         return None
     return {name: np.array(getattr(oracle, name), dtype=np.float64) for name in names}
 
 
-def _relaxed_step(oracle: Any, before: dict[str, np.ndarray] | None, omega: float,
-                  set_potentials: Callable[[], None], objective: Callable[[], float],
+def _relaxed_step(oracle: Any, names: tuple[str, ...], before: dict[str, np.ndarray] | None, omega: float,
+                  set_potentials: Callable[[bool], None], objective: Callable[[], float],
                   previous: float) -> float:
     """Move a just-fitted oracle to ``before + omega * (fitted - before)``; keep the exact fit
     if that raises R above ``previous`` (R before the fit) or gives potentials out of range.
-    Sets the potentials; returns R."""
-    fitted = _linear_parameters(oracle) if before is not None else None
+
+    ``set_potentials(exact)`` sets the potentials of the oracle's current functions; ``exact``
+    says they are the fitted ones (not moved by the relaxation). Returns R.
+    """
+    fitted = _linear_parameters(oracle, names) if before is not None else None
     relaxed = fitted is not None and all(fitted[n].shape == before[n].shape for n in before)
     if relaxed:
         for name, old in before.items():
             setattr(oracle, name, old + omega * (fitted[name] - old))
         try:
-            set_potentials()
+            set_potentials(False)
             value = objective()
         except ValueError:   # scores too large for the potentials' range
             value = math.inf
     else:
-        set_potentials()
+        set_potentials(True)
         value = objective()
     if relaxed and not value <= previous:
         for name, exact in fitted.items():
             setattr(oracle, name, exact)
-        set_potentials()
+        set_potentials(True)
         value = objective()
     return value
+
+
+# ----------------------------------------------------------------------------------------
+# the state of Algorithm 1.1
+# ----------------------------------------------------------------------------------------
+_FACTORS = ("unary", "pairwise")
+
+
+class _Alternation:
+    """One fit's state of Algorithm 1.1 and its half steps.
+
+    The state: the messages ``lambda`` of every example (kept from one half step to the next),
+    the potentials of the current functions, R's node and edge parts at them, and the trace of
+    R after every half step. A half step (:meth:`half_step`) fits one factor type's function for
+    the current messages (bias, oracle fit, the safeguarded over-relaxed step, potentials, R)
+    and then runs the sweeps on every example; with exact oracles neither part increases R.
+
+    Parameters
+    ----------
+    train : FlatData
+        The training data, with labels.
+    oracles : dict
+        ``{"unary": oracle, "pairwise": oracle}``, fitted in place.
+    epsilon : float
+    max_sweeps : int
+        Kernel sweeps per half step.
+    threads : int
+        OpenMP threads of the sweeps and of R.
+    relaxation : float
+        Over-relaxation ``omega`` of oracles linear in their parameters.
+    timed : callable
+        ``timed(phase)``, a context manager around each phase (the profiling hook).
+    """
+
+    def __init__(self, train: FlatData, oracles: dict[str, Any], epsilon: float, max_sweeps: int,
+                 threads: int, relaxation: float,
+                 timed: Callable[[str], AbstractContextManager]) -> None:
+        self.train, self.oracles = train, oracles
+        self.tags: dict[str, OracleTags] = {factor: get_oracle_tags(oracles[factor]) for factor in _FACTORS}
+        self.epsilon, self.max_sweeps, self.threads = epsilon, max_sweeps, threads
+        self.relaxation, self.timed = relaxation, timed
+        batch, L = train.batch, train.n_states
+        self.energy = PairwiseModel(epsilon)
+        self.pair_labels = train.pair_labels
+        self.delta = hamming_margin(train.labels, L)
+        self.messages = np.zeros((batch.n_edges, 2, L))
+        self.unary_potentials = np.zeros((batch.n_nodes, L))   # g_u = 0 before the first fit
+        self.theta_nodes = self.unary_potentials + self.delta
+        self.theta_edges = self.energy.pairwise_potentials(train, None)
+        self.fitted_pairwise = False
+        self._split = _SplitObjective(batch, train.labels, epsilon, threads, check_input=False)
+        self.node_part = self.edge_part = 0.0
+        self.trace: list[tuple[int, str, float]] = []
+        self.trace.append((0, "start", self._objective()))
+
+    @property
+    def objective(self) -> float:
+        """R at the current functions and messages."""
+        return self.trace[-1][2]
+
+    def trace_frame(self) -> pd.DataFrame:
+        """The trace as ``objective_trace_``."""
+        return pd.DataFrame(self.trace, columns=["iteration", "stage", "objective"])
+
+    # ------------------------------------------------------------------ the half step
+    def half_step(self, iteration: int, factor: str) -> None:
+        """Fit ``factor``'s function (``"unary"`` or ``"pairwise"``) for the current messages,
+        then sweep; R after each part goes to the trace."""
+        if factor == "pairwise" and not self.train.has_edges:
+            self.trace.append((iteration, "pairwise_fit", self._objective()))   # nothing to fit
+        else:
+            self.trace.append((iteration, f"{factor}_fit", self._fit(factor)))
+        self._sweep()
+        self.trace.append((iteration, f"{factor}_mp", self._objective()))
+
+    def _fit(self, factor: str) -> float:
+        """The oracle fit of one half step, over-relaxed where that lowers R; returns R."""
+        oracle, names = self.oracles[factor], self.tags[factor].linear_parameters
+        with self.timed(f"{factor} bias"):
+            bias = self._bias(factor)
+        before = _linear_parameters(oracle, names) if self.relaxation != 1.0 else None
+        with self.timed(f"{factor} fit"):
+            if factor == "unary":
+                oracle.fit(self.train.node_features, bias, self.train.labels)
+            else:
+                oracle.fit(self.train.edge_features, bias, self.pair_labels)
+                self.fitted_pairwise = True
+        return _relaxed_step(oracle, names, before, self.relaxation,
+                             lambda exact: self._set_potentials(factor, exact),
+                             lambda: self._objective(nodes=factor == "unary", edges=factor == "pairwise"),
+                             self.objective)
+
+    def _bias(self, factor: str) -> np.ndarray | PairBias:
+        if factor == "unary":
+            return unary_bias(self.train.batch, self.messages, self.train.labels, self.epsilon)
+        return pairwise_bias(self.messages, self.epsilon, factored=self.tags[factor].factored_pair_bias)
+
+    def _set_potentials(self, factor: str, exact: bool) -> None:
+        """Potentials of ``factor``'s current function; ``exact``: the oracle's fitted function,
+        whose training scores it may keep (``training_scores`` tag)."""
+        oracle = self.oracles[factor]
+        scores = oracle.training_scores_ if exact and self.tags[factor].training_scores else None
+        with self.timed(f"{factor} potentials"):
+            if factor == "unary":
+                self.unary_potentials = self.energy.unary_potentials(self.train, oracle, scores=scores)
+                self.theta_nodes = self.unary_potentials + self.delta
+            else:
+                self.theta_edges = self.energy.pairwise_potentials(self.train, oracle, scores=scores)
+
+    def _sweep(self) -> None:
+        with self.timed("message passing"):
+            batch_sweeps(self.train.batch, self.theta_nodes, self.theta_edges, self.epsilon,
+                         max_sweeps=self.max_sweeps, tol=_SWEEP_TOL, n_jobs=self.threads, out=self.messages,
+                         check_input=False)
+
+    def _objective(self, nodes: bool = True, edges: bool = True) -> float:
+        """R, recomputing the parts whose inputs changed since the last call."""
+        with self.timed("objective R"):
+            if nodes:
+                self.node_part = self._split.nodes(self.theta_nodes, self.messages)
+            if edges:
+                self.edge_part = self._split.edges(self.theta_edges, self.messages)
+            return self.node_part + self.edge_part
+
+    def map_labels(self, predictor: PairwiseModel, data: FlatData) -> np.ndarray:
+        """MAP labels of ``data`` under the current functions, by ``predictor``'s inference; on the
+        training data from the potentials at hand."""
+        with self.timed("train" if data is self.train else "validation"):
+            if data is not self.train:
+                pairwise = self.oracles["pairwise"] if self.fitted_pairwise else None
+                return _map_labels(predictor, data, self.oracles["unary"], pairwise, self.timed)
+            with self.timed("predict: MAP"):
+                return predictor.decode(self.train, self.unary_potentials, self.theta_edges)
+
+
+def _map_labels(predictor: PairwiseModel, data: FlatData, unary: Any, pairwise: Any | None,
+                timed: Callable[[str], AbstractContextManager]) -> np.ndarray:
+    """MAP labels of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term)."""
+    with timed("predict: potentials"):
+        theta_nodes = predictor.unary_potentials(data, unary)
+        theta_edges = predictor.pairwise_potentials(data, pairwise)
+    with timed("predict: MAP"):
+        return predictor.decode(data, theta_nodes, theta_edges)
+
+
+def _clone_oracle(oracle: Any, name: str, rng: np.random.Generator) -> LogisticOracle:
+    """A fresh copy of an oracle parameter (``Linear()`` for None), checked, its seed drawn from ``rng``
+    if it takes one and has none."""
+    oracle = Linear() if oracle is None else copy.deepcopy(oracle)
+    if not (hasattr(oracle, "fit") and hasattr(oracle, "decision_function")):
+        raise ValueError(f"{name} must be an oracle with fit and decision_function, got {oracle!r}")
+    get_oracle_tags(oracle)   # a malformed declaration is refused before anything is fitted
+    seed = int(rng.integers(2**31 - 1))
+    params = oracle.get_params() if hasattr(oracle, "get_params") else {}
+    if "random_state" in params and params["random_state"] is None:
+        oracle.set_params(random_state=seed)
+    if hasattr(oracle, "_parameter_constraints") and hasattr(oracle, "get_params"):
+        validate_params(oracle)
+    return oracle
+
+
+def _checked_data(X: Sequence, Y: Sequence | None, n_states: int, inferred_n_states: bool,
+                  d_node: int, d_edge: int | None, name: str) -> FlatData:
+    """``X`` (and ``Y``) as flat data with ``n_states`` states and the given feature widths."""
+    data = FlatData(X, Y, n_states, inferred_n_states=Y is not None and inferred_n_states)
+    data.check_widths(d_node, d_edge, name)
+    return data
+
+
+def _edge_width(data: FlatData) -> int | None:
+    return data.d_edge if data.has_edges else None
+
+
 
 
 # ----------------------------------------------------------------------------------------
@@ -203,14 +396,13 @@ class StructuredLogisticRegression(StructuredEstimator):
         Entropy weight of the smoothed inference (> 0).
     max_iter : int, default=25
         Learning iterations.
-    mp_sweeps : int, default=25
-        Message-passing iterations after each oracle fit. As in the chapter, one
-        iteration is a forward and a backward pass over the nodes, i.e. two kernel
-        sweeps: the default runs 50 star-update sweeps per half step. An example stops
-        early when no message changes by more than 1e-9.
-    predict_sweeps : int, default=50
-        Message-passing iterations (again forward + backward) for prediction on graphs
-        that are not chains.
+    max_sweeps : int, default=50
+        Star-update sweeps (kernel sweeps: one pass over the nodes, the direction alternating)
+        after each oracle fit. The chapter's message-passing iteration is a forward and a
+        backward pass, two sweeps. An example stops early when no message changes by more
+        than 1e-9.
+    predict_max_sweeps : int, default=100
+        Kernel sweeps for prediction on graphs that are not chains.
     predict_epsilon : float, default=0.0
         Entropy weight of the inference used for prediction; 0 is MAP on the LP
         relaxation (exact by Viterbi when every example is a chain). With a positive
@@ -218,13 +410,14 @@ class StructuredLogisticRegression(StructuredEstimator):
         on chains too).
     n_states : int, optional
         Number of states ``L``; inferred as ``max(Y) + 1`` when None.
-    n_threads : int, optional
-        OpenMP threads for message passing (parallel over examples); all cores when None.
+    n_jobs : int, optional
+        OpenMP threads for message passing (parallel over examples); all cores when None or -1.
     monitor : bool, default=True
         Compute the train (and validation) error after every iteration for ``history_``
         (one MAP prediction per data set and iteration); NaN when False.
-    verbose : bool, default=False
-        Show a tqdm progress bar while fitting.
+    verbose : int, default=0
+        0 is silent; 1 prints one line per iteration to stderr (R, training error, time);
+        2 also R after every half step. ``True`` is 1.
     random_state : None, int or numpy.random.Generator
         Seeds oracles that have a ``random_state`` parameter left at None (e.g. MLP);
         oracles with an explicit seed keep it.
@@ -235,6 +428,13 @@ class StructuredLogisticRegression(StructuredEstimator):
         value before the fit, the exact fit is kept instead, so ``R`` still never increases.
         The minimised objective is unchanged; on strongly coupled problems the blocks move
         further per iteration (docs/design.md section 1). Other oracles take exact steps.
+    mp_sweeps : int, optional
+        Deprecated (removed in 0.3): message-passing iterations of forward + backward passes;
+        ``mp_sweeps=v`` is ``max_sweeps=2v``.
+    predict_sweeps : int, optional
+        Deprecated (removed in 0.3): ``predict_sweeps=v`` is ``predict_max_sweeps=2v``.
+    n_threads : int, optional
+        Deprecated (removed in 0.3): the old name of ``n_jobs``.
 
     Attributes
     ----------
@@ -252,6 +452,21 @@ class StructuredLogisticRegression(StructuredEstimator):
         ``R`` after every half step: columns ``iteration``, ``stage`` (one of ``"start"``,
         ``"unary_fit"``, ``"unary_mp"``, ``"pairwise_fit"``, ``"pairwise_mp"``), ``objective``.
 
+    Notes
+    -----
+    What the learner asks of an oracle beyond ``fit`` and ``decision_function`` it reads from
+    :func:`slr.oracles.get_oracle_tags` only: ``factored_pair_bias`` (the pairwise bias handed
+    over as a :class:`~slr.oracles.pair_bias.PairBias`), ``linear_parameters`` (what
+    ``relaxation`` moves) and ``training_scores`` (the potentials of a freshly fitted function
+    on the training rows come from the oracle's ``training_scores_`` instead of
+    ``decision_function``).
+
+    ``fit`` is a transaction: it checks the parameters, the oracles and all the data first, and
+    replaces the fitted attributes only once it has finished. A fit that raises (bad validation
+    data, a bad parameter, an oracle failing mid-fit) leaves a fitted model as it was. The
+    settings of prediction (``epsilon``, ``predict_epsilon``, ``predict_max_sweeps``, ``n_jobs``)
+    are those of the last successful fit.
+
     Examples
     --------
     >>> from slr import StructuredLogisticRegression
@@ -268,70 +483,72 @@ class StructuredLogisticRegression(StructuredEstimator):
     #: run each phase inside ``_phase_timer(name)``, a context manager that times it.
     _phase_timer: Callable[[str], AbstractContextManager] | None = None
 
+    _parameter_constraints = {
+        "epsilon": Checked(lambda value, name: check_epsilon(value, allow_zero=False, name=name),
+                           "a real number > 0"),
+        "max_iter": Integer(1),
+        "max_sweeps": Integer(0),
+        "predict_max_sweeps": Integer(0),
+        "predict_epsilon": Checked(lambda value, name: check_epsilon(value, name=name), "a real number >= 0"),
+        "n_states": (None, Integer(1)),
+        "n_jobs": NJobs(),
+        "monitor": Boolean(),
+        "verbose": (Boolean(), Integer(0)),
+        "random_state": RandomState(),
+        "relaxation": Real(1.0, 2.0, high_open=True),
+        "mp_sweeps": Integer(0, _MAX_MP_ITERATIONS),
+        "predict_sweeps": Integer(0, _MAX_MP_ITERATIONS),
+        "n_threads": NJobs(),
+    }
+
     def __init__(
         self,
         unary: LogisticOracle | None = None,
         pairwise: LogisticOracle | None = None,
+        *,
         epsilon: float = 0.1,
         max_iter: int = 25,
-        mp_sweeps: int = 25,
-        predict_sweeps: int = 50,
+        max_sweeps: int = 50,
+        predict_max_sweeps: int = 100,
         predict_epsilon: float = 0.0,
         n_states: int | None = None,
-        n_threads: int | None = None,
+        n_jobs: int | None = None,
         monitor: bool = True,
-        verbose: bool = False,
+        verbose: int = 0,
         random_state: Any = None,
         relaxation: float = 1.0,
+        mp_sweeps: Any = DEPRECATED,
+        predict_sweeps: Any = DEPRECATED,
+        n_threads: Any = DEPRECATED,
     ) -> None:
         self.unary = unary
         self.pairwise = pairwise
         self.epsilon = epsilon
         self.max_iter = max_iter
-        self.mp_sweeps = mp_sweeps
-        self.predict_sweeps = predict_sweeps
+        self.max_sweeps = max_sweeps
+        self.predict_max_sweeps = predict_max_sweeps
         self.predict_epsilon = predict_epsilon
         self.n_states = n_states
-        self.n_threads = n_threads
+        self.n_jobs = n_jobs
         self.monitor = monitor
         self.verbose = verbose
         self.random_state = random_state
         self.relaxation = relaxation
+        self.mp_sweeps = mp_sweeps
+        self.predict_sweeps = predict_sweeps
+        self.n_threads = n_threads
 
     # ------------------------------------------------------------------------------------
-    def _clone_oracle(self, oracle: Any, name: str, rng: np.random.Generator) -> LogisticOracle:
-        oracle = Linear() if oracle is None else copy.deepcopy(oracle)
-        if not (hasattr(oracle, "fit") and hasattr(oracle, "decision_function")):
-            raise ValueError(f"{name} must be an oracle with fit and decision_function, got {oracle!r}")
-        seed = int(rng.integers(2**31 - 1))
-        params = oracle.get_params() if hasattr(oracle, "get_params") else {}
-        if "random_state" in params and params["random_state"] is None:
-            oracle.set_params(random_state=seed)
-        return oracle
-
-    def _validate(self) -> tuple[float, int, int, int | None, np.random.Generator]:
-        """Check every hyperparameter; returns ``epsilon, max_iter, mp_sweeps, n_states, rng``."""
-        eps = check_epsilon(self.epsilon, allow_zero=False)
-        max_iter = check_int(self.max_iter, "max_iter", 1)
-        mp = check_int(self.mp_sweeps, "mp_sweeps", 0, _MAX_MP_ITERATIONS)
-        self._model()
-        n_states = None if self.n_states is None else check_int(self.n_states, "n_states", 1)
-        resolve_threads(self.n_threads)
-        check_bool(self.monitor, "monitor")
-        check_real(self.relaxation, "relaxation", 1.0, 2.0, high_open=True)
-        rng = check_generator(self.random_state)
-        return eps, max_iter, mp, n_states, rng
-
-    def _model(self) -> PairwiseModel:
-        """The learned energy ``F = eps g`` and its MAP inference (Viterbi on chains, else the LP)."""
-        predict_epsilon = check_epsilon(self.predict_epsilon, name="predict_epsilon")
-        return PairwiseModel(
-            check_epsilon(self.epsilon, allow_zero=False),
-            inference="auto" if predict_epsilon == 0 else "lp",
-            epsilon=predict_epsilon,
-            max_sweeps=2 * check_int(self.predict_sweeps, "predict_sweeps", 0, _MAX_MP_ITERATIONS),
-            tol=_SWEEP_TOL, n_threads=self.n_threads,
-        )
+    def _check_params(self) -> dict[str, Any]:
+        """Every hyperparameter checked, under its current name (old names warn)."""
+        params = validate_params(self)
+        resolve_renamed(params, "mp_sweeps", "max_sweeps", convert=lambda v: 2 * v, stacklevel=4,
+                        note=_SWEEPS_NOTE.format(old="mp_sweeps", new="max_sweeps"))
+        resolve_renamed(params, "predict_sweeps", "predict_max_sweeps", convert=lambda v: 2 * v, stacklevel=4,
+                        note=_SWEEPS_NOTE.format(old="predict_sweeps", new="predict_max_sweeps"))
+        resolve_renamed(params, "n_threads", "n_jobs", stacklevel=4)
+        params["verbose"] = int(params["verbose"])
+        return params
 
     def fit(
         self,
@@ -352,124 +569,68 @@ class StructuredLogisticRegression(StructuredEstimator):
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Naming the argument, for a bad parameter, oracle or data set; the fitted
+            attributes are then those of the previous fit (or none).
         """
-        eps, max_iter, mp, n_states, rng = self._validate()
-        train = FlatData(X, Y, n_states)
-        L = train.n_states
-        self.n_states_ = L
-        self._n_states_inferred = n_states is None
-        self.n_node_features_ = train.d_node
-        self.n_edge_features_ = train.d_edge if train.has_edges else None
-        self._start_history(train, X_val, Y_val)
-        unary = self._clone_oracle(self.unary, "unary", rng)
-        pairwise = self._clone_oracle(self.pairwise, "pairwise", rng)
-        threads = resolve_threads(self.n_threads)
-        model = PairwiseModel(eps)
+        params = self._check_params()
+        rng = check_generator(params["random_state"])
+        unary = _clone_oracle(self.unary, "unary", rng)
+        pairwise = _clone_oracle(self.pairwise, "pairwise", rng)
+        train = FlatData(X, Y, params["n_states"])
+        inferred = params["n_states"] is None
+        val = validation_data(X_val, Y_val, lambda X, Y: _checked_data(
+            X, Y, train.n_states, inferred, train.d_node, _edge_width(train), "X_val"))
+        threads = resolve_threads(params["n_jobs"])
+        predictor = PairwiseModel(
+            params["epsilon"], inference="auto" if params["predict_epsilon"] == 0 else "lp",
+            epsilon=params["predict_epsilon"], max_sweeps=params["predict_max_sweeps"], tol=_SWEEP_TOL,
+            n_jobs=params["n_jobs"],
+        )
 
+        history = FitHistory(train, val)
         timed = self._phase_timer or _untimed
-        batch, labels = train.batch, train.labels
-        delta = hamming_margin(labels, L)
-        lam = np.zeros((batch.n_edges, 2, L))
-        unary_potentials = np.zeros((batch.n_nodes, L))  # g_u = 0 before the first fit
-        theta_nodes = unary_potentials + delta
-        theta_edges = model.pairwise_potentials(train, None)
-        self.unary_, self.pairwise_ = unary, pairwise
-        self._fitted_pairwise = False
-
-        split = _SplitObjective(batch, labels, eps, threads, check_input=False)
-        parts = [0.0, 0.0]   # R's node and edge parts at the current potentials and messages
-
-        def objective(nodes: bool = True, edges: bool = True) -> float:
-            """R, recomputing the parts whose inputs changed since the last call."""
-            with timed("objective R"):
-                if nodes:
-                    parts[0] = split.nodes(theta_nodes, lam)
-                if edges:
-                    parts[1] = split.edges(theta_edges, lam)
-                return parts[0] + parts[1]
-
-        def sweep() -> None:
-            with timed("message passing"):
-                batch_sweeps(
-                    batch, theta_nodes, theta_edges, eps, max_sweeps=2 * mp, tol=_SWEEP_TOL,
-                    n_threads=threads, out=lam, check_input=False,
-                )
-
-        trace = [(0, "start", objective())]
-        self._record(0, trace[-1][2])
-        progress = None
-        if self.verbose:
-            from tqdm.auto import tqdm
-
-            progress = tqdm(total=max_iter, desc="SLR", unit="iter")
-        decode = None
-        if self.monitor:
-            predict_model = self._model()
-
-            def decode(data: FlatData) -> np.ndarray:
-                if data is not train:
-                    return self._predict_flat(data)
-                # the training potentials of the current functions are at hand
-                with timed("predict: MAP"):
-                    return predict_model.decode(train, unary_potentials, theta_edges)
-
-        def set_unary() -> None:
-            nonlocal unary_potentials, theta_nodes
-            with timed("unary potentials"):
-                unary_potentials = model.unary_potentials(train, unary)
-                theta_nodes = unary_potentials + delta
-
-        def set_pairwise() -> None:
-            nonlocal theta_edges
-            with timed("pairwise potentials"):
-                theta_edges = model.pairwise_potentials(train, pairwise)
-
-        omega = float(self.relaxation)
-        for it in range(1, max_iter + 1):
-            with timed("unary bias"):
-                bias = unary_bias(batch, lam, labels, eps)
-            before = _linear_parameters(unary) if omega != 1.0 else None
-            with timed("unary fit"):
-                unary.fit(train.node_features, bias, labels)
-            trace.append((it, "unary_fit", _relaxed_step(unary, before, omega, set_unary,
-                                                         lambda: objective(edges=False), trace[-1][2])))
-            sweep()
-            trace.append((it, "unary_mp", objective()))
-            if train.has_edges:
-                with timed("pairwise bias"):
-                    bias = pairwise_bias(lam, eps, factored=get_oracle_tags(pairwise).factored_pair_bias)
-                before = _linear_parameters(pairwise) if omega != 1.0 else None
-                with timed("pairwise fit"):
-                    pairwise.fit(train.edge_features, bias, train.pair_labels)
-                self._fitted_pairwise = True
-                trace.append((it, "pairwise_fit", _relaxed_step(pairwise, before, omega, set_pairwise,
-                                                                lambda: objective(nodes=False), trace[-1][2])))
-            else:
-                trace.append((it, "pairwise_fit", objective()))
-            sweep()
-            trace.append((it, "pairwise_mp", objective()))
+        state = _Alternation(train, {"unary": unary, "pairwise": pairwise}, params["epsilon"],
+                             params["max_sweeps"], threads, params["relaxation"], timed)
+        history.record(0, state.objective)
+        decode = (lambda data: state.map_labels(predictor, data)) if params["monitor"] else None
+        for iteration in range(1, params["max_iter"] + 1):
+            state.half_step(iteration, "unary")
+            state.half_step(iteration, "pairwise")
             with timed("monitor"):
-                row = self._record(it, trace[-1][2], decode=decode, monitor_train=True)
-            if progress is not None:
-                progress.update(1)
-                progress.set_postfix(R=f"{trace[-1][2]:.4g}", train_err=f"{row['train_error']:.4f}")
-        if progress is not None:
-            progress.close()
-        self._finish_history()
-        self.objective_trace_ = pd.DataFrame(trace, columns=["iteration", "stage", "objective"])
+                row = history.record(iteration, state.objective, decode=decode, monitor_train=True)
+            if params["verbose"]:
+                _print_progress(row, state.trace[-4:] if params["verbose"] > 1 else ())
+
+        self._commit_fit({
+            "n_states_": train.n_states,
+            "n_node_features_": train.d_node,
+            "n_edge_features_": _edge_width(train),
+            "unary_": unary,
+            "pairwise_": pairwise,
+            "history_": history.frame(),
+            "objective_trace_": state.trace_frame(),
+            "_n_states_inferred": inferred,
+            "_fitted_pairwise": state.fitted_pairwise,
+            "_predictor": predictor,
+        })
         return self
 
     # ------------------------------------------------------------------------------------
     def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> FlatData:
-        data = FlatData(X, Y, self.n_states_, inferred_n_states=Y is not None and self._n_states_inferred)
-        data.check_widths(self.n_node_features_, self.n_edge_features_, name)
-        return data
+        return _checked_data(X, Y, self.n_states_, self._n_states_inferred, self.n_node_features_,
+                             self.n_edge_features_, name)
 
     def _predict_flat(self, data: FlatData) -> np.ndarray:
-        timed = self._phase_timer or _untimed
-        model = self._model()
-        with timed("predict: potentials"):
-            theta_nodes = model.unary_potentials(data, self.unary_)
-            theta_edges = model.pairwise_potentials(data, self.pairwise_ if self._fitted_pairwise else None)
-        with timed("predict: MAP"):
-            return model.decode(data, theta_nodes, theta_edges)
+        return _map_labels(self._predictor, data, self.unary_, self.pairwise_ if self._fitted_pairwise else None,
+                           self._phase_timer or _untimed)
+
+
+def _print_progress(row: dict, half_steps: Sequence[tuple[int, str, float]]) -> None:
+    """One line per iteration (``verbose=1``), with R after each half step (``verbose=2``)."""
+    steps = "".join(f"  {stage} {value:.6g}" for _, stage, value in half_steps)
+    print(f"[StructuredLogisticRegression] iteration {row['iteration']:4d}  R {row['objective']:.6g}  "
+          f"train error {row['train_error']:.4f}  {row['seconds']:.2f}s{steps}", file=sys.stderr)

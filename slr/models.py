@@ -16,14 +16,15 @@ with ``epsilon = 0``). At an LP optimum with unique maximisers this is the integ
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
 
-from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset
+from slr._params import DEPRECATED, Checked, Integer, NJobs, Options, Real, resolve_renamed, validate_params
+from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
 from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps
 from slr.inference.viterbi import batch_viterbi, is_chain
-from slr.validation import check_option
 
 __all__ = ["INFERENCE", "FlatData", "PairwiseModel", "hamming_margin"]
 
@@ -168,15 +169,43 @@ class PairwiseModel:
         Star-update sweeps (kernel sweeps) per LP inference.
     tol : float, default=1e-7
         Star-update stopping tolerance.
+    n_jobs : int, optional
+        OpenMP threads of the sweeps; all cores when None or -1.
     n_threads : int, optional
-        OpenMP threads of the sweeps.
+        Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, for a value outside its constraint.
     """
 
+    _parameter_constraints = {
+        "scale": Real(),
+        "inference": Options(INFERENCE),
+        "epsilon": Checked(lambda value, name: check_epsilon(value, name=name), "a real number >= 0"),
+        "max_sweeps": Integer(0),
+        "tol": Real(0.0),
+        "n_jobs": NJobs(),
+        "n_threads": NJobs(),
+    }
+
     def __init__(self, scale: float = 1.0, *, inference: str = "lp", epsilon: float = 0.0,
-                 max_sweeps: int = 200, tol: float = 1e-7, n_threads: int | None = None) -> None:
-        self.scale = scale
-        self.inference = check_option(inference, "model", INFERENCE)
-        self.epsilon, self.max_sweeps, self.tol, self.n_threads = epsilon, max_sweeps, tol, n_threads
+                 max_sweeps: int = 200, tol: float = 1e-7, n_jobs: int | None = None,
+                 n_threads: Any = DEPRECATED) -> None:
+        checked = validate_params(self, params=dict(scale=scale, inference=inference, epsilon=epsilon,
+                                                    max_sweeps=max_sweeps, tol=tol, n_jobs=n_jobs,
+                                                    n_threads=n_threads))
+        resolve_renamed(checked, "n_threads", "n_jobs")
+        self.scale, self.inference, self.epsilon = checked["scale"], checked["inference"], checked["epsilon"]
+        self.max_sweeps, self.tol, self.n_jobs = checked["max_sweeps"], checked["tol"], checked["n_jobs"]
+
+    @property
+    def n_threads(self) -> int | None:
+        """Deprecated name of ``n_jobs`` (removed in 0.3)."""
+        warnings.warn("PairwiseModel.n_threads was renamed n_jobs and will be removed in 0.3", FutureWarning,
+                      stacklevel=2)
+        return self.n_jobs
 
     def method(self, data: FlatData) -> str:
         """``"chain"`` or ``"lp"``: the inference used on ``data``."""
@@ -204,17 +233,26 @@ class PairwiseModel:
                 )
         return self.scale * scores
 
-    def unary_potentials(self, data: FlatData, unary: Any) -> np.ndarray:
-        """``scale * g_u(x_i)`` of every node, shape ``(n_nodes, L)`` (no margin)."""
-        scores = unary.decision_function(data.node_features)
+    def unary_potentials(self, data: FlatData, unary: Any, *, scores: Any = None) -> np.ndarray:
+        """``scale * g_u(x_i)`` of every node, shape ``(n_nodes, L)`` (no margin).
+
+        ``scores``: the function's scores of ``data``'s nodes when they are at hand (an oracle's
+        ``training_scores_``); ``unary.decision_function`` computes them otherwise.
+        """
+        if scores is None:
+            scores = unary.decision_function(data.node_features)
         return self.scores_to_potentials(scores, (data.batch.n_nodes, data.n_states), "unary")
 
-    def pairwise_potentials(self, data: FlatData, pairwise: Any | None) -> np.ndarray:
-        """``scale * g_p(x_e)`` of every edge, shape ``(n_edges, L, L)``; zeros without a function."""
+    def pairwise_potentials(self, data: FlatData, pairwise: Any | None, *, scores: Any = None) -> np.ndarray:
+        """``scale * g_p(x_e)`` of every edge, shape ``(n_edges, L, L)``; zeros without a function.
+
+        ``scores``: as for :meth:`unary_potentials`, of ``data``'s edges.
+        """
         L, M = data.n_states, data.batch.n_edges
         if pairwise is None or not M:
             return np.zeros((M, L, L))
-        scores = pairwise.decision_function(data.edge_features)
+        if scores is None:
+            scores = pairwise.decision_function(data.edge_features)
         return self.scores_to_potentials(scores, (M, L * L), "pairwise").reshape(M, L, L)
 
     # ------------------------------------------------------------------ inference
@@ -224,7 +262,7 @@ class PairwiseModel:
             return batch_viterbi(data.batch, theta_nodes, theta_edges)
         result = batch_sweeps(
             data.batch, theta_nodes, theta_edges, self.epsilon, max_sweeps=self.max_sweeps,
-            tol=self.tol, n_threads=self.n_threads, check_input=False,
+            tol=self.tol, n_jobs=self.n_jobs, check_input=False,
         )
         return np.argmax(batch_node_beliefs(data.batch, theta_nodes, result.messages), axis=1)
 
@@ -258,7 +296,7 @@ class PairwiseModel:
             score_hat = data.labelling_scores(y_hat, theta_nodes, theta_edges)
         else:
             run = batch_sweeps(data.batch, aug, theta_edges, 0.0, out=messages, max_sweeps=self.max_sweeps,
-                               tol=self.tol, n_threads=self.n_threads, check_input=False)
+                               tol=self.tol, n_jobs=self.n_jobs, check_input=False)
             node_mu, edge_mu = batch_marginals(data.batch, aug, theta_edges, run.messages, 0.0)
             score_hat = data.per_example_sum((node_mu * theta_nodes).sum(1), (edge_mu * theta_edges).sum((1, 2)))
         loss = data.hamming(node_mu)

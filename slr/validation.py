@@ -13,8 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["C_INT_MAX", "check_bool", "check_generator", "check_int", "check_option", "check_random_state",
-           "check_real"]
+__all__ = ["C_INT_MAX", "check_bool", "check_generator", "check_int", "check_n_jobs", "check_option",
+           "check_random_state", "check_real"]
 
 #: Largest C ``int``: sweep, step and thread counts reach compiled code as one.
 C_INT_MAX = 2**31 - 1
@@ -101,6 +101,26 @@ def check_real(
             bound = f" and in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
         raise ValueError(f"{name} must be finite{bound}, got {value!r}")
     return float(value)
+
+
+def check_n_jobs(n_jobs: Any, name: str = "n_jobs") -> int | None:
+    """Validate a thread count: ``None``, ``-1`` (both: all cores) or an integer in ``[1, 2**31 - 1]``.
+
+    Returns
+    -------
+    None or int
+        ``n_jobs`` as given (an ``int``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, for anything else (``0``, bools, floats, counts beyond a C int).
+    """
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, Integral) and not _is_bool(n_jobs) and n_jobs == -1:
+        return -1
+    return check_int(n_jobs, name, 1)
 
 
 def check_bool(value: Any, name: str) -> bool:

@@ -356,3 +356,24 @@ def test_brute_force_refuses_large_graphs():
 def test_hmax_invalid(args):
     with pytest.raises(ValueError):
         hmax(*args)
+
+
+# ----------------------------------------------------------------------------------------
+# without the extra "exact"
+# ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("missing, call", [
+    ("cvxpy", "exact_lp"), ("highspy", "exact_lp"), ("cvxpy", "exact_smoothed"), ("clarabel", "exact_smoothed"),
+])
+def test_a_missing_solver_names_the_extra_that_installs_it(monkeypatch, missing, call):
+    import sys
+
+    monkeypatch.setitem(sys.modules, missing, None)     # as if not installed
+    tn, te, edges = random_graph(np.random.default_rng(0), 3, 2)
+    args = (tn, te, edges) if call == "exact_lp" else (tn, te, edges, 0.5)
+    with pytest.raises(ImportError, match=rf'^slr\.inference\.exact\.{call} needs {missing}: '
+                                          r'pip install "slr\[exact\]"$'):
+        getattr(exact_module, call)(*args)
+    # brute force needs no solver
+    assert brute_force_map(tn, te, edges)[0] == pytest.approx(
+        max(tn[np.arange(3), y].sum() + te[np.arange(len(edges)), y[edges[:, 0]], y[edges[:, 1]]].sum()
+            for y in map(np.array, itertools.product(range(2), repeat=3))))

@@ -151,15 +151,41 @@ def test_inconsistent_hand_built_batches_are_refused():
         batch.split_nodes(np.zeros(6))
 
 
+def test_batch_index_arrays_cannot_be_made_writeable_again():
+    """Issue 26: the checked index arrays (and every array beneath them) refuse
+    ``flags.writeable = True``, and the caller's arrays are not shared, so nothing changes the
+    layout the unchecked kernels index with after the check."""
+    reference = GraphBatch.from_graphs([(4, chain_edges(4))], 2)
+    fields = ("edges", "node_ptr", "edge_ptr", "inc_ptr", "inc_edge", "inc_side")
+    caller = {name: np.array(getattr(reference, name)) for name in fields}   # writeable copies
+    batch = GraphBatch(n_states=2, max_degree=2, **caller)
+    for name, owned in caller.items():
+        stored = getattr(batch, name)
+        np.testing.assert_array_equal(stored, getattr(reference, name))
+        array = stored
+        while isinstance(array, np.ndarray):
+            with pytest.raises(ValueError):
+                array.flags.writeable = True
+            assert not np.shares_memory(array, owned)
+            array = array.base
+        owned[...] = -1                       # the caller's arrays are the caller's
+        np.testing.assert_array_equal(stored, getattr(reference, name))
+    # the batch still runs as built: sweeps on it give the reference's messages
+    tn = np.random.default_rng(0).normal(size=(4, 2))
+    te = np.random.default_rng(1).normal(size=(3, 2, 2))
+    np.testing.assert_array_equal(batch_sweeps(batch, tn, te, 0.1).messages,
+                                  batch_sweeps(reference, tn, te, 0.1).messages)
+
+
 def test_thread_counts_far_above_the_cores_run_as_one_thread():
     """OpenMP cannot start 2**31 - 1 threads (it crashed the process): capped at the cores."""
     tn, te, edges = grid_problem(seed=4)
     batch = GraphBatch.from_graphs([(9, edges)] * 3, 2)
     tn3, te3 = np.concatenate([tn] * 3), np.concatenate([te] * 3)
-    many = batch_sweeps(batch, tn3, te3, 0.1, n_threads=2**31 - 1, tol=1e-12, max_sweeps=10_000)
-    one = batch_sweeps(batch, tn3, te3, 0.1, n_threads=1, tol=1e-12, max_sweeps=10_000)
+    many = batch_sweeps(batch, tn3, te3, 0.1, n_jobs=2**31 - 1, tol=1e-12, max_sweeps=10_000)
+    one = batch_sweeps(batch, tn3, te3, 0.1, n_jobs=1, tol=1e-12, max_sweeps=10_000)
     np.testing.assert_array_equal(many.messages, one.messages)
-    assert batch_dual_values(batch, tn3, te3, many.messages, 0.1, n_threads=2**31 - 1)[0] == pytest.approx(
+    assert batch_dual_values(batch, tn3, te3, many.messages, 0.1, n_jobs=2**31 - 1)[0] == pytest.approx(
         smoothed_lp(tn, te, edges, 0.1, tol=1e-12, max_sweeps=10_000).value, rel=1e-12)
 
 
@@ -326,7 +352,7 @@ def test_edge_free_example_first_does_not_fix_the_edge_feature_width():
 
 def test_learner_fits_and_predicts_with_an_edge_free_example_first():
     X, Y = _mixed_dataset()
-    model = StructuredLogisticRegression(Constant(), Linear(), max_iter=2, mp_sweeps=2, n_threads=1).fit(X, Y)
+    model = StructuredLogisticRegression(Constant(), Linear(), max_iter=2, max_sweeps=4, n_jobs=1).fit(X, Y)
     assert model.n_edge_features_ == 2
     predictions = model.predict(X[::-1])
     assert [p.shape for p in predictions] == [y.shape for y in Y[::-1]]
@@ -352,8 +378,8 @@ def test_counts_beyond_a_c_int_are_refused_with_their_name():
         (lambda: map_lp(tn, te, edges, max_sweeps=2**31), "max_sweeps"),
         (lambda: smoothed_lp(tn, te, edges, 0.1, max_sweeps=2**31), "max_sweeps"),
         (lambda: batch_sweeps(batch, tn, te, 0.1, max_sweeps=2**40), "max_sweeps"),
-        (lambda: batch_sweeps(batch, tn, te, 0.1, n_threads=2**31), "n_threads"),
-        (lambda: batch_dual_values(batch, tn, te, np.zeros((12, 2, 2)), 0.1, n_threads=True), "n_threads"),
+        (lambda: batch_sweeps(batch, tn, te, 0.1, n_jobs=2**31), "n_jobs"),
+        (lambda: batch_dual_values(batch, tn, te, np.zeros((12, 2, 2)), 0.1, n_jobs=True), "n_jobs"),
         (lambda: map_lp(tn, te, edges, max_sweeps=np.float64(3)), "max_sweeps"),
     ]:
         with pytest.raises(ValueError, match=name + r" must be an integer in \[.*2147483647\]"):
@@ -364,10 +390,13 @@ def test_counts_beyond_a_c_int_are_refused_with_their_name():
 
 def test_learner_counts_beyond_a_c_int_are_refused_with_their_name():
     X, Y = _mixed_dataset()
-    for kw, name in [({"mp_sweeps": 2**30}, "mp_sweeps"), ({"predict_sweeps": 2**31}, "predict_sweeps"),
+    for kw, name in [({"max_sweeps": 2**31}, "max_sweeps"), ({"predict_max_sweeps": 2**31}, "predict_max_sweeps"),
                      ({"max_iter": 2**31}, "max_iter"), ({"n_states": 2**31}, "n_states"),
+                     ({"n_jobs": 2**31}, "n_jobs"),
+                     # the deprecated names, in their own units
+                     ({"mp_sweeps": 2**30}, "mp_sweeps"), ({"predict_sweeps": 2**30}, "predict_sweeps"),
                      ({"n_threads": 2**31}, "n_threads")]:
-        with pytest.raises(ValueError, match=name):
+        with pytest.raises(ValueError, match="^" + name):
             StructuredLogisticRegression(**kw).fit(X, Y)
 
 
@@ -402,7 +431,7 @@ def test_oracle_scores_too_large_for_float64_potentials_are_refused():
 
     X, Y = _mixed_dataset()
     with pytest.raises(ValueError, match="the unary oracle returned scores of magnitude 1e\\+300"):
-        StructuredLogisticRegression(Huge(), Constant(), max_iter=1, mp_sweeps=1).fit(X, Y)
+        StructuredLogisticRegression(Huge(), Constant(), max_iter=1, max_sweeps=2).fit(X, Y)
 
 
 # ---------------------------------------------------------------------------------------
@@ -411,15 +440,15 @@ def test_oracle_scores_too_large_for_float64_potentials_are_refused():
 def test_labels_beyond_the_inferred_n_states_ask_for_n_states():
     X, Y = _mixed_dataset()
     test_Y = [np.where(y == 1, 2, y) for y in Y]  # label 2 never occurs in training
-    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1).fit(X, Y)
+    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, max_sweeps=2).fit(X, Y)
     asks_for_n_states = r"Y\[0\] contains labels outside \[0, 2\) .*pass n_states to the constructor"
     with pytest.raises(ValueError, match=asks_for_n_states):
         model.score(X, test_Y)
     with pytest.raises(ValueError, match="pass n_states to the constructor"):
-        StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1).fit(X, Y, X, test_Y)
+        StructuredLogisticRegression(Constant(), Constant(), max_iter=1, max_sweeps=2).fit(X, Y, X, test_Y)
     # with n_states given the same data scores, and an explicit n_states keeps the plain message
-    fixed = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1, n_states=3).fit(X, Y)
+    fixed = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, max_sweeps=2, n_states=3).fit(X, Y)
     assert 0.0 <= fixed.score(X, test_Y) <= 1.0
-    explicit = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1, n_states=2).fit(X, Y)
+    explicit = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, max_sweeps=2, n_states=2).fit(X, Y)
     with pytest.raises(ValueError, match=r"^Y\[0\] contains labels outside \[0, 2\)$"):
         explicit.score(X, test_Y)

@@ -209,7 +209,7 @@ def test_batch_equals_single_graphs_and_threads_agree():
     theta_nodes = np.concatenate([p[0] for p in problems])
     theta_edges = np.concatenate([p[1] for p in problems])
     runs = {
-        threads: batch_sweeps(batch, theta_nodes, theta_edges, eps, max_sweeps=3000, tol=1e-12, n_threads=threads)
+        threads: batch_sweeps(batch, theta_nodes, theta_edges, eps, max_sweeps=3000, tol=1e-12, n_jobs=threads)
         for threads in (1, 2)
     }
     np.testing.assert_array_equal(runs[1].messages, runs[2].messages)
@@ -299,8 +299,8 @@ def test_invalid_sweep_arguments_and_messages_raise_value_error():
     with pytest.raises(ValueError, match="tol"):
         map_lp(tn, te, edges, tol=np.nan)
     batch = GraphBatch.from_graphs([(3, edges)], 2)
-    with pytest.raises(ValueError, match="n_threads"):
-        batch_sweeps(batch, tn, te, 0.1, n_threads=0)
+    with pytest.raises(ValueError, match="n_jobs"):
+        batch_sweeps(batch, tn, te, 0.1, n_jobs=0)
     with pytest.raises(ValueError, match="theta_nodes"):
         batch_sweeps(batch, np.zeros((4, 2)), te, 0.1)
     with pytest.raises(ValueError, match="labels|y"):
@@ -391,7 +391,7 @@ def _sweep_both_ways(batch, theta_nodes, theta_edges, eps, sweeps):
         previous = _star.use_simd(simd)
         try:
             runs[simd] = batch_sweeps(batch, theta_nodes, theta_edges, eps, max_sweeps=sweeps,
-                                      tol=0.0, n_threads=1).messages
+                                      tol=0.0, n_jobs=1).messages
         finally:
             _star.use_simd(previous)
     return runs[True], runs[False]

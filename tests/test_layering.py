@@ -42,3 +42,21 @@ def test_slr_imports_with_baselines_and_the_suite_absent():
             "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_the_core_needs_none_of_the_extras():
+    """Every module of slr imports, and the learner fits and predicts, with the extras' packages
+    (exact: cvxpy, clarabel, highspy; suite: matplotlib) and tqdm absent."""
+    code = ("import sys, pkgutil, importlib\n"
+            "for name in ('cvxpy', 'clarabel', 'highspy', 'matplotlib', 'tqdm', 'baselines', 'slr_suite'):\n"
+            "    sys.modules[name] = None\n"
+            "import slr\n"
+            "for info in pkgutil.walk_packages(slr.__path__, 'slr.'):\n"
+            "    importlib.import_module(info.name)\n"
+            "from slr.datasets import make_denoising\n"
+            "X, Y = make_denoising(n_images=1, size=6, sigma=1.0, random_state=0)\n"
+            "model = slr.StructuredLogisticRegression(max_iter=1, verbose=1).fit(X, Y)\n"
+            "print(sum(len(y) for y in model.predict(X)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "36", proc.stderr
+    assert proc.stderr.startswith("[StructuredLogisticRegression] iteration    1  R ")

@@ -152,7 +152,7 @@ def test_wrong_bias_sign_would_not_be_stationary(tiny):
 )
 def test_objective_never_increases(tiny, unary, pairwise):
     X, Y = tiny
-    model = StructuredLogisticRegression(unary, pairwise, max_iter=5, mp_sweeps=5, n_threads=1).fit(X, Y)
+    model = StructuredLogisticRegression(unary, pairwise, max_iter=5, max_sweeps=10, n_jobs=1).fit(X, Y)
     trace = model.objective_trace_
     assert len(trace) == 1 + 4 * 5
     R = trace["objective"].to_numpy()
@@ -175,7 +175,7 @@ def test_over_relaxed_steps_keep_R_monotone_and_get_further(unary, pairwise):
     traces = {}
     for omega in (1.0, 1.9):
         model = StructuredLogisticRegression(copy.deepcopy(unary), copy.deepcopy(pairwise), max_iter=8,
-                                             n_threads=1, relaxation=omega).fit(X, Y)
+                                             n_jobs=1, relaxation=omega).fit(X, Y)
         R = model.objective_trace_["objective"].to_numpy()
         assert np.all(np.diff(R) <= 1e-9 * np.abs(R[:-1]))
         traces[omega] = R
@@ -203,10 +203,11 @@ def test_relaxed_step_keeps_the_exact_fit_when_R_would_rise(steep, expected_w):
         d = float(oracle.w[0]) - 1.0
         return (steep if d > 0 else 1.0) * d * d
 
-    value = _relaxed_step(oracle, {"w": np.array([0.0])}, 1.9, lambda: calls.append(1), objective, 1.0)
+    value = _relaxed_step(oracle, ("w",), {"w": np.array([0.0])}, 1.9, calls.append, objective, 1.0)
     assert float(oracle.w[0]) == pytest.approx(expected_w)
     assert value == pytest.approx(objective()) and value <= 1.0
-    assert len(calls) == (1 if expected_w != 1.0 else 2)   # potentials set again after the fallback
+    # potentials of the relaxed point (not the fitted function), then again of the exact fit
+    assert calls == ([False] if expected_w != 1.0 else [False, True])
 
 
 def test_relaxed_step_out_of_range_falls_back_to_the_exact_fit():
@@ -222,11 +223,12 @@ def test_relaxed_step_out_of_range_falls_back_to_the_exact_fit():
 
     oracle = Oracle()
 
-    def set_potentials():
+    def set_potentials(exact):
+        assert exact == (oracle.w[0] == 1.0)
         if oracle.w[0] > 1.5:
             raise ValueError("scores too large")
 
-    value = _relaxed_step(oracle, {"w": np.array([0.0])}, 1.9, set_potentials,
+    value = _relaxed_step(oracle, ("w",), {"w": np.array([0.0])}, 1.9, set_potentials,
                           lambda: float(oracle.w[0] - 1.0) ** 2, 1.0)
     assert float(oracle.w[0]) == 1.0 and value == 0.0
 
@@ -234,7 +236,7 @@ def test_relaxed_step_out_of_range_falls_back_to_the_exact_fit():
 def test_relaxation_leaves_other_oracles_exact(tiny):
     """Trees and MLPs are not linear in stored parameters: they take exact steps whatever omega."""
     X, Y = tiny
-    fits = [StructuredLogisticRegression(BoostedTrees(n_rounds=3), MLP(n_epochs=1), max_iter=3, n_threads=1,
+    fits = [StructuredLogisticRegression(BoostedTrees(n_rounds=3), MLP(n_epochs=1), max_iter=3, n_jobs=1,
                                          random_state=0, relaxation=omega).fit(X, Y) for omega in (1.0, 1.5)]
     np.testing.assert_array_equal(fits[0].objective_trace_["objective"], fits[1].objective_trace_["objective"])
 
@@ -243,7 +245,7 @@ def test_objective_matches_independent_recomputation(tiny):
     """history_'s final R equals R recomputed from the fitted oracles after replaying the messages."""
     X, Y = tiny
     batch, node_f, edge_f, labels = _flat(X, Y)
-    model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), max_iter=1, mp_sweeps=3, n_threads=1)
+    model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), max_iter=1, max_sweeps=6, n_jobs=1)
     model.fit(X, Y)
     delta = 1.0 - np.eye(2)[labels]
     # replay iteration 1 by hand: the unary fit depends only on lambda = 0
@@ -267,7 +269,7 @@ def _error(model, data):
 
 def test_structured_models_beat_unary_only_and_zero_unary(denoise):
     train, test = denoise
-    kw = dict(max_iter=10, n_threads=1, random_state=0)
+    kw = dict(max_iter=10, n_jobs=1, random_state=0)
     full = StructuredLogisticRegression(Linear(), Linear(), **kw).fit(*train, *test)
     # (both restricted models change little after a few iterations)
     kw.update(max_iter=5, monitor=False)
@@ -292,7 +294,7 @@ def test_structured_models_beat_unary_only_and_zero_unary(denoise):
 def test_mlp_learns_in_a_few_iterations(denoise):
     train, test = denoise
     model = StructuredLogisticRegression(
-        MLP(), MLP(learning_rate=0.05), max_iter=10, n_threads=1, random_state=0
+        MLP(), MLP(learning_rate=0.05), max_iter=10, n_jobs=1, random_state=0
     ).fit(*train)
     assert _error(model, test) < 0.25
     assert model.history_["train_error"].iloc[-1] < model.history_["train_error"].iloc[1] - 0.1
@@ -303,7 +305,7 @@ def test_boosted_trees_learn_the_denoising_data(denoise):
     train, test = denoise
     trees = dict(n_rounds=20, subsample=5000, random_state=0)
     model = StructuredLogisticRegression(
-        BoostedTrees(**trees), BoostedTrees(**trees), max_iter=4, n_threads=1, random_state=0
+        BoostedTrees(**trees), BoostedTrees(**trees), max_iter=4, n_jobs=1, random_state=0
     ).fit(*train)
     error = _error(model, test)
     print(f"Boost/Boost test error {error:.3f}")
@@ -318,7 +320,7 @@ def test_boosted_trees_learn_the_denoising_data(denoise):
 def test_sklearn_params_and_oracles_are_cloned(tiny):
     X, Y = tiny
     unary = Linear(l2=0.5)
-    model = StructuredLogisticRegression(unary=unary, pairwise=Constant(), max_iter=2, mp_sweeps=2)
+    model = StructuredLogisticRegression(unary=unary, pairwise=Constant(), max_iter=2, max_sweeps=4)
     params = model.get_params()
     assert params["unary"] is unary and params["epsilon"] == 0.1 and params["unary__l2"] == 0.5
     model.fit(X, Y)
@@ -335,13 +337,14 @@ def test_sklearn_params_and_oracles_are_cloned(tiny):
 def test_defaults():
     model = StructuredLogisticRegression()
     p = model.get_params(deep=False)
-    assert p["epsilon"] == 0.1 and p["max_iter"] == 25 and p["mp_sweeps"] == 25
+    assert p["epsilon"] == 0.1 and p["max_iter"] == 25 and p["max_sweeps"] == 50
+    assert p["predict_max_sweeps"] == 100 and p["n_jobs"] is None and p["verbose"] == 0
     assert p["predict_epsilon"] == 0.0 and p["unary"] is None and p["pairwise"] is None
 
 
 def test_pickle_round_trip_gives_identical_predictions(tiny):
     X, Y = tiny
-    model = StructuredLogisticRegression(MLP(n_hidden=8), Linear(), max_iter=2, mp_sweeps=3, random_state=3)
+    model = StructuredLogisticRegression(MLP(n_hidden=8), Linear(), max_iter=2, max_sweeps=6, random_state=3)
     model.fit(X, Y)
     loaded = pickle.loads(pickle.dumps(model))
     for a, b in zip(model.predict(X), loaded.predict(X)):
@@ -352,15 +355,15 @@ def test_pickle_round_trip_gives_identical_predictions(tiny):
 
 def test_threads_do_not_change_the_result(tiny):
     X, Y = tiny
-    kw = dict(max_iter=3, mp_sweeps=4, random_state=0)
-    one = StructuredLogisticRegression(Linear(), Linear(), n_threads=1, **kw).fit(X, Y)
-    two = StructuredLogisticRegression(Linear(), Linear(), n_threads=2, **kw).fit(X, Y)
+    kw = dict(max_iter=3, max_sweeps=8, random_state=0)
+    one = StructuredLogisticRegression(Linear(), Linear(), n_jobs=1, **kw).fit(X, Y)
+    two = StructuredLogisticRegression(Linear(), Linear(), n_jobs=2, **kw).fit(X, Y)
     np.testing.assert_allclose(one.objective_trace_["objective"], two.objective_trace_["objective"], rtol=1e-12)
 
 
 def test_random_state_makes_mlp_fits_reproducible(tiny):
     X, Y = tiny
-    kw = dict(max_iter=2, mp_sweeps=2, random_state=5)
+    kw = dict(max_iter=2, max_sweeps=4, random_state=5)
     a = StructuredLogisticRegression(MLP(n_hidden=8), MLP(n_hidden=8), **kw).fit(X, Y)
     b = StructuredLogisticRegression(MLP(n_hidden=8), MLP(n_hidden=8), **kw).fit(X, Y)
     np.testing.assert_array_equal(a.history_["objective"], b.history_["objective"])
@@ -368,7 +371,7 @@ def test_random_state_makes_mlp_fits_reproducible(tiny):
 
 def test_predict_shapes_and_map_on_a_known_energy(tiny):
     X, Y = tiny
-    model = StructuredLogisticRegression(Linear(), Linear(), max_iter=2, mp_sweeps=2).fit(X, Y)
+    model = StructuredLogisticRegression(Linear(), Linear(), max_iter=2, max_sweeps=4).fit(X, Y)
     pred = model.predict(X)
     assert [p.shape for p in pred] == [y.shape for y in Y]
     assert all(p.dtype == np.int64 and set(np.unique(p)) <= {0, 1} for p in pred)
@@ -381,10 +384,22 @@ def test_predict_shapes_and_map_on_a_known_energy(tiny):
 
 def test_n_states_parameter_and_verbose(tiny, capsys):
     X, Y = tiny
-    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1, n_states=3, verbose=True)
+    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=2, max_sweeps=2, n_states=3, verbose=True)
     model.fit(X, Y)
     assert model.n_states_ == 3 and model.pairwise_.table_.shape == (9,)
-    assert "SLR" in capsys.readouterr().err
+    out = capsys.readouterr()
+    lines = out.err.splitlines()
+    assert out.out == "" and len(lines) == 2     # verbose=True is 1: one line per iteration
+    for line, (_, row) in zip(lines, model.history_.iloc[1:].iterrows()):
+        assert line.startswith(f"[StructuredLogisticRegression] iteration {int(row['iteration']):4d}  "
+                               f"R {row['objective']:.6g}  train error {row['train_error']:.4f}")
+    model.set_params(verbose=2, max_iter=1).fit(X, Y)
+    trace = model.objective_trace_
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and line.endswith("".join(f"  {stage} {value:.6g}" for stage, value in
+                                                      zip(trace["stage"][1:], trace["objective"][1:])))
+    model.set_params(verbose=0).fit(X, Y)
+    assert capsys.readouterr() == ("", "")
 
 
 @pytest.mark.parametrize(
@@ -403,12 +418,12 @@ def test_input_errors(tiny, mutate, message):
     X, Y = tiny
     X2, Y2 = mutate(list(X), list(Y))
     with pytest.raises(ValueError, match=message):
-        StructuredLogisticRegression(max_iter=1, mp_sweeps=1, n_states=2).fit(X2, Y2)
+        StructuredLogisticRegression(max_iter=1, max_sweeps=2, n_states=2).fit(X2, Y2)
 
 
 def test_parameter_and_predict_errors(tiny):
     X, Y = tiny
-    for kw in [{"epsilon": 0.0}, {"epsilon": -1}, {"max_iter": 0}, {"mp_sweeps": 1.5}, {"n_threads": 0},
+    for kw in [{"epsilon": 0.0}, {"epsilon": -1}, {"max_iter": 0}, {"max_sweeps": 1.5}, {"n_jobs": 0},
                {"predict_epsilon": -0.1}, {"unary": "linear"}, {"relaxation": 2.0}, {"relaxation": 0.9}]:
         with pytest.raises(ValueError):
             StructuredLogisticRegression(**kw).fit(X, Y)
@@ -416,7 +431,7 @@ def test_parameter_and_predict_errors(tiny):
         StructuredLogisticRegression().predict(X)
     with pytest.raises(ValueError, match="together"):
         StructuredLogisticRegression(max_iter=1).fit(X, Y, X_val=X)
-    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, mp_sweeps=1).fit(X, Y)
+    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, max_sweeps=2).fit(X, Y)
     bad = [(x[0][:, :1], x[1], x[2]) for x in X]
     with pytest.raises(ValueError, match="node features"):
         model.predict(bad)

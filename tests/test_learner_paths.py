@@ -35,7 +35,7 @@ def _chains(n_words, length, n_states, seed):
 
 def test_prediction_on_chains_is_the_brute_force_map():
     X, Y = _chains(12, 5, 3, seed=0)
-    model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), max_iter=3, n_threads=1).fit(X, Y)
+    model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), max_iter=3, n_jobs=1).fit(X, Y)
     predicted = model.predict(X)
     pairs = model.pairwise_.decision_function(np.ones((1, 1)))[0].reshape(3, 3)
     n_nontrivial = 0
@@ -52,7 +52,7 @@ def test_prediction_on_chains_is_the_brute_force_map():
 def test_monitored_errors_equal_the_fitted_models_scores(max_iter):
     X, Y = make_denoising(n_images=2, size=12, sigma=2.0, random_state=0)
     Xv, Yv = make_denoising(n_images=2, size=12, sigma=2.0, random_state=1)
-    model = StructuredLogisticRegression(Linear(), Linear(), max_iter=max_iter, mp_sweeps=5, n_threads=1)
+    model = StructuredLogisticRegression(Linear(), Linear(), max_iter=max_iter, max_sweeps=10, n_jobs=1)
     last = model.fit(X, Y, Xv, Yv).history_.iloc[-1]
     # one label more or less moves an error by 1/288
     assert last["train_error"] == pytest.approx(1.0 - model.score(X, Y), abs=1e-12)
@@ -83,13 +83,14 @@ def test_phase_timer_sees_every_phase_and_changes_nothing():
         calls[name] += 1
         yield
 
-    kw = dict(max_iter=2, mp_sweeps=3, n_threads=1)
+    kw = dict(max_iter=2, max_sweeps=6, n_jobs=1)
     timed = StructuredLogisticRegression(Linear(), Linear(), **kw)
     timed._phase_timer = count
     timed.fit(X, Y, X, Y)
     plain = StructuredLogisticRegression(Linear(), Linear(), **kw).fit(X, Y, X, Y)
     assert calls == {"objective R": 1 + 4 * 2, "message passing": 2 * 2, "monitor": 2, "unary bias": 2,
                      "unary fit": 2, "unary potentials": 2, "pairwise bias": 2, "pairwise fit": 2,
-                     "pairwise potentials": 2, "predict: MAP": 2 * 2, "predict: potentials": 2}
+                     "pairwise potentials": 2, "predict: MAP": 2 * 2, "predict: potentials": 2,
+                     "train": 2, "validation": 2}
     columns = ["objective", "train_error", "val_error"]
     np.testing.assert_array_equal(timed.history_[columns], plain.history_[columns])

@@ -6,8 +6,8 @@ import warnings
 import numpy as np
 import pytest
 
-from slr._params import (DEPRECATED, Boolean, Integer, Options, RandomState, Real, Satisfies, resolve_renamed,
-                         validate_params)
+from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, Options, RandomState, Real, Satisfies,
+                         resolve_renamed, validate_params)
 
 
 class _Estimator:
@@ -95,3 +95,20 @@ def test_a_missing_optional_dependency_names_its_extra(monkeypatch):
     with pytest.raises(ImportError, match=r'the exact LP needs cvxpy: pip install "slr\[exact\]"'):
         import_optional("cvxpy", "exact", "the exact LP")
     assert import_optional("numpy", "core", "anything") is np
+
+
+def test_checked_and_n_jobs_constraints_use_their_checkers_messages():
+    from slr.graph import check_epsilon
+
+    constraints = {"epsilon": Checked(lambda v, name: check_epsilon(v, allow_zero=False, name=name), "eps"),
+                   "n_jobs": NJobs()}
+    good = validate_params(None, constraints, params={"epsilon": np.float32(0.5), "n_jobs": np.int64(-1)})
+    assert good == {"epsilon": 0.5, "n_jobs": -1} and type(good["n_jobs"]) is int
+    assert validate_params(None, constraints, params={"epsilon": 1, "n_jobs": None})["n_jobs"] is None
+    for params, message in [({"epsilon": 1e-310, "n_jobs": 1}, "epsilon=1e-310 is subnormal"),
+                            ({"epsilon": 0.1, "n_jobs": 0}, "n_jobs must be an integer in [1, 2147483647], got 0"),
+                            ({"epsilon": 0.1, "n_jobs": True}, "n_jobs must be an integer"),
+                            ({"epsilon": 0.1, "n_jobs": -2}, "n_jobs must be an integer")]:
+        with pytest.raises(ValueError) as info:
+            validate_params(None, constraints, params=params)
+        assert str(info.value).startswith(message)

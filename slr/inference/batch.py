@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any
 
 import numpy as np
 
+from slr._params import DEPRECATED, resolve_renamed
 from slr.graph import GraphBatch, _finite_float_array, _float_array, check_epsilon
 from slr.inference import _star
-from slr.validation import check_int, check_real
+from slr.validation import check_int, check_n_jobs, check_real
 
 __all__ = [
     "BatchSweepResult",
@@ -50,22 +50,29 @@ MIN_RELATIVE_EPSILON = 2.0**-40
 MAX_RELATIVE_MESSAGES = 2.0**20
 
 
-def resolve_threads(n_threads: int | None) -> int:
+def resolve_threads(n_jobs: Any, name: str = "n_jobs") -> int:
     """Number of OpenMP threads requested: ``None`` or ``-1`` means OpenMP's default (all cores,
     unless ``OMP_NUM_THREADS`` or ``threadpoolctl.threadpool_limits`` say fewer).
 
     Raises
     ------
     ValueError
-        Unless ``n_threads`` is ``None``, ``-1`` or an integer in ``[1, 2**31 - 1]``.
+        Naming ``name``, unless ``n_jobs`` is ``None``, ``-1`` or an integer in ``[1, 2**31 - 1]``.
     """
-    if n_threads is None or _is_minus_one(n_threads):
+    n_jobs = check_n_jobs(n_jobs, name)
+    if n_jobs is None or n_jobs == -1:
         return max(1, min(_star.openmp_max_threads(), os.cpu_count() or 1))
-    return check_int(n_threads, "n_threads", 1)
+    return n_jobs
 
 
-def _is_minus_one(value: Any) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_)) and value == -1
+def _public_threads(n_jobs: Any, n_threads: Any) -> int:
+    """The threads of a public function called with ``n_jobs``, or with its old name ``n_threads``
+    (a FutureWarning pointing at the function's caller)."""
+    if n_threads is not DEPRECATED:
+        params = {"n_jobs": n_jobs, "n_threads": check_n_jobs(n_threads, "n_threads")}
+        resolve_renamed(params, "n_threads", "n_jobs", stacklevel=4)
+        n_jobs = params["n_jobs"]
+    return resolve_threads(n_jobs)
 
 
 def _kernel_threads(threads: int, batch: GraphBatch) -> int:
@@ -269,9 +276,10 @@ def batch_sweeps(
     messages: Any = None,
     max_sweeps: int = 100,
     tol: float = 1e-8,
-    n_threads: int | None = None,
+    n_jobs: int | None = None,
     out: np.ndarray | None = None,
     check_input: bool = True,
+    n_threads: Any = DEPRECATED,
 ) -> BatchSweepResult:
     """Star-update sweeps (block coordinate descent on the dual) on every example.
 
@@ -298,9 +306,9 @@ def batch_sweeps(
         not ``A`` (the node loses what the edge gains), and on chains such shifts drift for
         hundreds of sweeps after the beliefs have settled. ``tol = 0`` runs ``max_sweeps``
         sweeps unless a sweep changes nothing at all.
-    n_threads : int, optional
+    n_jobs : int, optional
         OpenMP threads (examples run in parallel; at most one per example and per core).
-        All cores by default.
+        All cores when None or -1.
     out : ndarray of shape (n_edges, 2, L), optional
         A writeable C-contiguous float64 array updated in place and returned as the messages
         (its content is the warm start, shifted like ``messages``); ``messages`` must then be
@@ -309,6 +317,8 @@ def batch_sweeps(
         ``False`` skips the checks on values (finiteness, magnitudes, the constant shift) when
         the caller has already validated them (the learner, in its inner loop). Shapes are
         always checked.
+    n_threads : int, optional
+        Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
 
     Returns
     -------
@@ -324,7 +334,7 @@ def batch_sweeps(
     eps = check_epsilon(epsilon)
     max_sweeps = check_int(max_sweeps, "max_sweeps")
     tol = check_real(tol, "tol", 0.0)
-    threads = resolve_threads(n_threads)
+    threads = _public_threads(n_jobs, n_threads)
     theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input)
     lam = _sweep_start(batch, messages, out, check_input)
     if check_input:
@@ -339,8 +349,9 @@ def batch_dual_values(
     messages: Any,
     epsilon: float,
     *,
-    n_threads: int | None = None,
+    n_jobs: int | None = None,
     check_input: bool = True,
+    n_threads: Any = DEPRECATED,
 ) -> np.ndarray:
     """``A(lambda, theta)`` of every example, shape ``(B,)``.
 
@@ -356,17 +367,20 @@ def batch_dual_values(
     messages : array-like of shape (n_edges, 2, L)
     epsilon : float
         Entropy weight ``>= 0``.
-    n_threads : int, optional
-        OpenMP threads; all cores by default.
+    n_jobs : int, optional
+        OpenMP threads; all cores when None or -1.
     check_input : bool
         ``False`` checks shapes only (see :func:`batch_sweeps`).
+    n_threads : int, optional
+        Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
 
     Returns
     -------
     ndarray of shape (B,)
     """
-    batch, eps, threads, theta_nodes, theta_edges, lam = _dual_inputs(
-        batch, theta_nodes, theta_edges, messages, epsilon, n_threads, check_input)
+    threads = _public_threads(n_jobs, n_threads)
+    batch, eps, theta_nodes, theta_edges, lam = _dual_inputs(
+        batch, theta_nodes, theta_edges, messages, epsilon, check_input)
     if check_input:
         lam = _shift_out_constants(lam)  # A does not depend on the shift
     return _dual_values(batch, theta_nodes, theta_edges, lam, eps, threads)
@@ -381,8 +395,9 @@ def batch_dual_parts(
     *,
     node_terms: bool = True,
     edge_terms: bool = True,
-    n_threads: int | None = None,
+    n_jobs: int | None = None,
     check_input: bool = True,
+    n_threads: Any = DEPRECATED,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The node terms and the edge terms of ``A(lambda, theta)`` per example.
 
@@ -394,7 +409,7 @@ def batch_dual_parts(
 
     Parameters
     ----------
-    batch, theta_nodes, theta_edges, messages, epsilon, n_threads, check_input
+    batch, theta_nodes, theta_edges, messages, epsilon, n_jobs, check_input, n_threads
         As for :func:`batch_dual_values`.
     node_terms, edge_terms : bool, default=True
         Which parts to compute; a part not computed is returned as zeros, and its potentials
@@ -405,23 +420,23 @@ def batch_dual_parts(
     node_values, edge_values : ndarray of shape (B,)
     """
     node_terms, edge_terms = bool(node_terms), bool(edge_terms)
-    batch, eps, threads, theta_nodes, theta_edges, lam = _dual_inputs(
-        batch, theta_nodes, theta_edges, messages, epsilon, n_threads, check_input, node_terms, edge_terms)
+    threads = _public_threads(n_jobs, n_threads)
+    batch, eps, theta_nodes, theta_edges, lam = _dual_inputs(
+        batch, theta_nodes, theta_edges, messages, epsilon, check_input, node_terms, edge_terms)
     return _dual_parts(batch, theta_nodes, theta_edges, lam, eps, threads, node_terms, edge_terms)
 
 
-def _dual_inputs(batch, theta_nodes, theta_edges, messages, epsilon, n_threads, check_input,
+def _dual_inputs(batch, theta_nodes, theta_edges, messages, epsilon, check_input,
                  node_terms: bool = True, edge_terms: bool = True):
     """The checked arguments of the dual values; potentials of a part not computed are not read."""
     batch = _check_batch(batch)
     eps = check_epsilon(epsilon)
-    threads = resolve_threads(n_threads)
     L = batch.n_states
     theta_nodes = (_array(theta_nodes, "theta_nodes", (batch.n_nodes, L), check_input) if node_terms
                    else np.zeros((0, L)))
     theta_edges = (_array(theta_edges, "theta_edges", (batch.n_edges, L, L), check_input) if edge_terms
                    else np.zeros((0, L, L)))
-    return batch, eps, threads, theta_nodes, theta_edges, _messages(batch, messages, check_input)
+    return batch, eps, theta_nodes, theta_edges, _messages(batch, messages, check_input)
 
 
 def batch_node_beliefs(batch: GraphBatch, theta_nodes: Any, messages: Any) -> np.ndarray:

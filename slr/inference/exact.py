@@ -9,7 +9,9 @@
 
 Conventions are those of docs/design.md section 1: ``theta_nodes (n, L)``, ``theta_edges (m, L, L)``
 and ``edges (m, 2)`` with ``theta_edges[e, a, b]`` the score of ``y_i = a, y_j = b`` for
-``edges[e] = (i, j)``. cvxpy is imported lazily, as it is slow to import.
+``edges[e] = (i, j)``. cvxpy (with HiGHS and Clarabel) comes with the extra ``exact``
+(``pip install "slr[exact]"``); it is imported lazily, when a solver is first called, as it is
+slow to import, and without it the solvers raise an ImportError naming the extra.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from slr._optional import import_optional
 from slr.graph import check_epsilon, check_potentials
 
 __all__ = ["ExactSolution", "brute_force_map", "exact_lp", "exact_smoothed", "hmax"]
@@ -117,14 +120,13 @@ def exact_lp(theta_nodes: Any, theta_edges: Any, edges: Any) -> ExactSolution:
     RuntimeError
         If the solver does not report an optimum.
     """
-    import cvxpy as cp
-
+    cp = _cvxpy("exact_lp", "highspy")
     theta_nodes, theta_edges, edges = check_potentials(theta_nodes, theta_edges, edges)
     x, constraints = _local_polytope(cp, edges, *theta_nodes.shape)
     c = np.concatenate([theta_nodes.ravel(), theta_edges.ravel()])
     problem = cp.Problem(cp.Maximize(c @ x), constraints + [x >= 0])
     problem.solve(solver=cp.HIGHS)
-    _check_status(problem, "HiGHS")
+    _check_status(cp, problem, "HiGHS")
     node, edge = _marginals(x.value, edges.shape[0], *theta_nodes.shape)
     return ExactSolution(_linear_value(theta_nodes, theta_edges, node, edge), node, edge)
 
@@ -161,8 +163,7 @@ def exact_smoothed(theta_nodes: Any, theta_edges: Any, edges: Any, epsilon: floa
     RuntimeError
         If the solver does not report an optimum.
     """
-    import cvxpy as cp
-
+    cp = _cvxpy("exact_smoothed", "clarabel")
     theta_nodes, theta_edges, edges = check_potentials(theta_nodes, theta_edges, edges)
     eps = check_epsilon(epsilon, allow_zero=True)
     if eps == 0:
@@ -379,9 +380,15 @@ class _SmoothedDual:
         return ExactSolution(value, node, edge)
 
 
-def _check_status(problem, solver: str) -> None:
-    import cvxpy as cp
+def _cvxpy(function: str, solver: str):
+    """cvxpy, after checking that it and the solver's module are installed (extra ``exact``)."""
+    feature = f"slr.inference.exact.{function}"
+    cp = import_optional("cvxpy", "exact", feature)
+    import_optional(solver, "exact", feature)
+    return cp
 
+
+def _check_status(cp, problem, solver: str) -> None:
     if problem.status == cp.OPTIMAL_INACCURATE:
         warnings.warn(f"{solver} reports an inaccurate optimum", RuntimeWarning, stacklevel=3)
     elif problem.status != cp.OPTIMAL:
