@@ -10,29 +10,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from baselines.features import StructuredData
-from slr._params import Boolean, Constraint, Integer, Options, RandomState, Real, resolve_renamed, validate_params
+from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, resolve_renamed, validate_params
 from slr.estimator import StructuredEstimator
 from slr.models import INFERENCE
-from slr.validation import check_int
 
-__all__ = ["BaseStructuredLearner", "NJobs", "n_threads"]
-
-
-class NJobs(Constraint):
-    """A thread count: -1 (all cores) or a positive integer (None, all cores, is admitted apart)."""
-
-    def check(self, value: Any, name: str) -> int:
-        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value == -1:
-            return -1
-        return check_int(value, name, 1)
-
-    def describe(self) -> str:
-        return "-1 or a positive integer"
-
-
-def n_threads(n_jobs: int | None) -> int | None:
-    """The kernels' ``n_threads`` of an ``n_jobs`` (None and -1: all cores, None)."""
-    return None if n_jobs is None or n_jobs == -1 else n_jobs
+__all__ = ["BaseStructuredLearner"]
 
 
 def _is_fitted_name(name: str) -> bool:
@@ -73,7 +55,7 @@ class BaseStructuredLearner(StructuredEstimator):
         "n_states": (None, Integer(2)),
         "max_sweeps": Integer(1),
         "inference_tol": Real(0.0),
-        "n_jobs": (None, NJobs()),
+        "n_jobs": NJobs(),
         "verbose": (Integer(0), Boolean()),
         "random_state": RandomState(),
     }
@@ -135,7 +117,7 @@ class BaseStructuredLearner(StructuredEstimator):
 
     def _inference_settings(self) -> dict[str, Any]:
         return dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol,
-                    n_threads=n_threads(self.n_jobs))
+                    n_jobs=self.n_jobs)
 
     def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> StructuredData:
         return StructuredData(X, Y, self.n_states_, dims=self.dims_, name=name, **self.inference_)

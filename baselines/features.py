@@ -36,8 +36,8 @@ class StructuredData(FlatData):
         Inference (see :class:`slr.models.PairwiseModel`).
     max_sweeps, tol : int, float
         Star-update budget and tolerance for the LP.
-    n_threads : int, optional
-        OpenMP threads of the inference kernels (all cores when None).
+    n_jobs : int, optional
+        OpenMP threads of the inference kernels (all cores when None or -1).
     dims : tuple of int, optional
         ``(d_u, d_e)`` to enforce (prediction data must match the training data).
     name : str, default="X"
@@ -46,8 +46,8 @@ class StructuredData(FlatData):
 
     def __init__(self, X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *,
                  model: str = "auto", max_sweeps: int = 200, tol: float = 1e-7,
-                 dims: tuple[int, int] | None = None, n_threads: int | None = None, name: str = "X") -> None:
-        energy = PairwiseModel(inference=model, max_sweeps=max_sweeps, tol=tol, n_threads=n_threads)
+                 dims: tuple[int, int] | None = None, n_jobs: int | None = None, name: str = "X") -> None:
+        energy = PairwiseModel(inference=model, max_sweeps=max_sweeps, tol=tol, n_jobs=n_jobs)
         super().__init__(X, Y, n_states)
         if self.n_states < 2:
             raise ValueError(f"n_states must be >= 2, got {self.n_states}")
@@ -63,7 +63,7 @@ class StructuredData(FlatData):
         """The listed examples with the same feature map and inference."""
         return StructuredData([self.X[k] for k in examples], [self.Y[k] for k in examples], self.n_states,
                               model=self.model, max_sweeps=self.energy.max_sweeps, tol=self.energy.tol,
-                              dims=(self.d_u, self.d_e), n_threads=self.energy.n_threads)
+                              dims=(self.d_u, self.d_e), n_jobs=self.energy.n_jobs)
 
     # ------------------------------------------------------------------ weights
     @property

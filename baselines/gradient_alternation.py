@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import BaseStructuredLearner, n_threads
+from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
 from slr._params import DEPRECATED, Integer, Options, Real
 from slr.inference.batch import batch_dual_values, batch_marginals, batch_sweeps
@@ -95,7 +95,7 @@ class GradientAlternation(BaseStructuredLearner):
         """``R(w, lambda) + l2/2 ||w||^2`` on ``data``."""
         theta_nodes, theta_edges = self._theta(data, w)
         duals = batch_dual_values(data.batch, theta_nodes, theta_edges, messages, self.epsilon,
-                                  n_threads=n_threads(self.n_jobs))
+                                  n_jobs=self.n_jobs)
         true_n, true_e = data.truth_marginals()
         truth = (true_n * theta_nodes).sum() + (true_e * theta_edges).sum()
         return float(duals.sum() - truth + 0.5 * self.l2 * w @ w)
@@ -122,7 +122,7 @@ class GradientAlternation(BaseStructuredLearner):
         for it in range(self.max_iter):
             theta_nodes, theta_edges = self._theta(data, w)
             batch_sweeps(data.batch, theta_nodes, theta_edges, eps, out=lam, max_sweeps=self.sweeps_per_round,
-                         tol=0.0, n_threads=n_threads(self.n_jobs), check_input=False)
+                         tol=0.0, n_jobs=self.n_jobs, check_input=False)
             error = self._train_error(data, w) if it % self.log_every == 0 else float("nan")
             value = self.objective(data, w, lam)
             self._log(it, value, w, error)

@@ -157,7 +157,7 @@ class NJobs(Constraint):
         return check_n_jobs(value, name)
 
     def describe(self) -> str:
-        return "None, -1 or an integer in [1, 2147483647]"
+        return f"None, -1 (all cores) or an integer in [1, {C_INT_MAX}]"
 
 
 @dataclass(frozen=True)

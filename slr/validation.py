@@ -118,9 +118,12 @@ def check_n_jobs(n_jobs: Any, name: str = "n_jobs") -> int | None:
     """
     if n_jobs is None:
         return None
-    if isinstance(n_jobs, Integral) and not _is_bool(n_jobs) and n_jobs == -1:
-        return -1
-    return check_int(n_jobs, name, 1)
+    if isinstance(n_jobs, Integral) and not _is_bool(n_jobs):
+        if n_jobs == -1:
+            return -1
+        if 1 <= n_jobs <= C_INT_MAX:
+            return int(n_jobs)
+    raise ValueError(f"{name} must be None, -1 (all cores) or an integer in [1, {C_INT_MAX}], got {n_jobs!r}")
 
 
 def check_bool(value: Any, name: str) -> bool:

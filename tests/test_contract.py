@@ -21,8 +21,8 @@ from slr.estimator import HISTORY_COLUMNS
 from slr.oracles import MLP, BoostedTrees, Constant, LightGBM, Linear, Zero
 
 LEARNERS = {
-    "slr-linear": lambda **kw: StructuredLogisticRegression(Linear(), Linear(), mp_sweeps=3, **kw),
-    "slr-mlp": lambda **kw: StructuredLogisticRegression(MLP(n_hidden=4), Constant(), mp_sweeps=3, **kw),
+    "slr-linear": lambda **kw: StructuredLogisticRegression(Linear(), Linear(), max_sweeps=6, **kw),
+    "slr-mlp": lambda **kw: StructuredLogisticRegression(MLP(n_hidden=4), Constant(), max_sweeps=6, **kw),
     "OneSlackSSVM": OneSlackSSVM,
     "NSlackSSVM": NSlackSSVM,
     "SubgradientSSVM": lambda **kw: SubgradientSSVM(batch_size=1, **kw),

@@ -20,7 +20,7 @@ from slr.oracles import Constant, Linear
 
 
 def _model(**kw):
-    return StructuredLogisticRegression(unary=Linear(l2=1.0), pairwise=Constant(), max_iter=3, n_threads=1,
+    return StructuredLogisticRegression(unary=Linear(l2=1.0), pairwise=Constant(), max_iter=3, n_jobs=1,
                                         random_state=0, **kw)
 
 

@@ -162,6 +162,6 @@ def test_mlp_unary_on_a_few_words_beats_a_unary_only_linear_classifier(letters):
     unary_error = 1 - unary_only.score(np.concatenate([x[0][:, :128] for x in Xte]), np.concatenate(Yte))
     model = StructuredLogisticRegression(unary=MLP(n_hidden=50, n_epochs=5, batch_size=20,
                                                                standardize=False, random_state=0),
-                                         pairwise=Constant(), max_iter=4, mp_sweeps=10, n_states=26,
-                                         n_threads=1, monitor=False, random_state=0).fit(Xtr, Ytr)
+                                         pairwise=Constant(), max_iter=4, max_sweeps=20, n_states=26,
+                                         n_jobs=1, monitor=False, random_state=0).fit(Xtr, Ytr)
     assert 1 - model.score(Xte, Yte) < unary_error - 0.05

@@ -50,7 +50,7 @@ inference = smoothed_lp(problem["theta_nodes"], problem["theta_edges"], problem[
                         float(problem["epsilon"]), max_sweeps=10_000, tol=1e-12)
 X, Y = make_denoising(n_images=2, size=6, sigma=1.0, random_state=0)
 model = StructuredLogisticRegression(unary=Linear(), pairwise=Linear(), max_iter=2,
-                                     n_threads=1, random_state=0).fit(X, Y)
+                                     n_jobs=1, random_state=0).fit(X, Y)
 print(json.dumps({
     "slr_file": slr.__file__,
     "value": inference.value,
@@ -224,7 +224,7 @@ def reference(tmp_path_factory) -> dict:
     np.savez(path, **problem)
     X, Y = make_denoising(n_images=2, size=6, sigma=1.0, random_state=0)
     model = StructuredLogisticRegression(unary=Linear(), pairwise=Linear(), max_iter=2,
-                                         n_threads=1, random_state=0).fit(X, Y)
+                                         n_jobs=1, random_state=0).fit(X, Y)
     return {
         "path": path,
         "value": exact_smoothed(problem["theta_nodes"], problem["theta_edges"], edges,

@@ -130,8 +130,8 @@ def test_learner_on_chains_takes_the_same_steps_as_with_the_dense_bias(monkeypat
         Y.append(labels)
 
     def fit():
-        model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), max_iter=4, mp_sweeps=5,
-                                             n_threads=1, relaxation=1.5)
+        model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), max_iter=4, max_sweeps=10,
+                                             n_jobs=1, relaxation=1.5)
         return model.fit(X, Y).objective_trace_["objective"].to_numpy()
 
     factored = fit()

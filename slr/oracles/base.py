@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,16 +20,13 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from slr._params import Constraint, resolve_renamed, validate_params
-from slr.inference.batch import resolve_threads
+from slr._params import resolve_renamed, validate_params
 from slr.oracles.pair_bias import PairBias
-from slr.validation import C_INT_MAX
 
 __all__ = [
     "LogisticOracle",
     "MAX_BIAS_SPAN",
     "OracleTags",
-    "Threads",
     "biased_logistic_loss",
     "binary_exponents",
     "check_logistic_problem",
@@ -44,23 +40,6 @@ __all__ = [
 #: 1e-6 per row. At 2**52 (4.5e15) scores of order 1 vanish in the sums altogether. The learner's
 #: biases (messages / epsilon) span about 1e3 at epsilon = 1e-3.
 MAX_BIAS_SPAN = 2.0**32
-
-
-@dataclass(frozen=True)
-class Threads(Constraint):
-    """An ``n_jobs``: a number of OpenMP threads in ``[1, 2**31 - 1]``, or ``None`` or ``-1`` for
-    all cores, as for the learner and the inference functions. ``check`` returns the count."""
-
-    def check(self, value: Any, name: str) -> int:
-        if value is None or (isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
-                             and value == -1):
-            return resolve_threads(None)
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or not 1 <= value <= C_INT_MAX:
-            raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
-        return int(value)
-
-    def describe(self) -> str:
-        return f"an integer in [1, {C_INT_MAX}], or -1 or None for all cores"
 
 
 @dataclass(frozen=True)

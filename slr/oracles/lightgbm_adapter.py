@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from slr._params import DEPRECATED, Integer, RandomState, Real, Satisfies, resolve_renamed, validate_params
-from slr.oracles.base import LogisticOracle, Threads
+from slr._params import DEPRECATED, Integer, NJobs, RandomState, Real, Satisfies, resolve_renamed, validate_params
+from slr.inference.batch import resolve_threads
+from slr.oracles.base import LogisticOracle
 from slr.oracles.trees import BoostedTrees, Subsample, fraction_to_rows, resolve_subsample
 from slr.validation import C_INT_MAX, check_generator
 
@@ -84,7 +85,7 @@ class LightGBM(LogisticOracle):
         "min_leaf_fraction": Real(0.0, 0.5),
         "max_bin": Integer(2),
         "l2_regularization": Real(0.0),
-        "n_jobs": Threads(),
+        "n_jobs": NJobs(),
         "random_state": RandomState(),
         "params": (None, Satisfies(lambda value: isinstance(value, dict), "a dict")),
         "num_leaves": Integer(2),
@@ -143,7 +144,7 @@ class LightGBM(LogisticOracle):
             "min_data_in_leaf": fraction_to_rows(checked["min_leaf_fraction"], n_sub, 1),
             "max_bin": checked["max_bin"],
             "lambda_l2": checked["l2_regularization"],
-            "num_threads": checked["n_jobs"],
+            "num_threads": resolve_threads(checked["n_jobs"]),
             "seed": seed,
             "deterministic": True,
             "force_col_wise": True,
@@ -194,7 +195,7 @@ class LightGBM(LogisticOracle):
         if self.booster_ is None or features.shape[0] == 0:
             return np.tile(self.constant_, (features.shape[0], 1))
         scores = self.booster_.predict(
-            features, raw_score=True, num_threads=Threads().check(self.n_jobs, "n_jobs")
+            features, raw_score=True, num_threads=resolve_threads(self.n_jobs)
         )
         return np.asarray(scores, dtype=np.float64).reshape(features.shape[0], self.n_classes_)
 

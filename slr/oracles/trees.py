@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from slr._params import DEPRECATED, Boolean, Constraint, Integer, Options, RandomState
+from slr._params import DEPRECATED, Boolean, Constraint, Integer, NJobs, Options, RandomState
 from slr._params import Real as RealIn
 from slr.oracles._boosting import growth, logistic, predictor
 from slr.oracles._boosting.binning import bin_features
 from slr.oracles._boosting.splitting import sorted_orders
 from slr.oracles._boosting.tree import Tree
-from slr.oracles.base import LogisticOracle, OracleTags, Threads
+from slr.inference.batch import resolve_threads
+from slr.oracles.base import LogisticOracle, OracleTags
 from slr.validation import check_generator, check_int, check_real
 
 __all__ = ["BoostedTrees"]
@@ -208,7 +209,7 @@ class BoostedTrees(LogisticOracle):
         "l2_regularization": RealIn(0.0),
         "newton_steps": Integer(0),
         "warm_start": Boolean(),
-        "n_jobs": Threads(),
+        "n_jobs": NJobs(),
         "random_state": RandomState(),
         "step": RealIn(0.0, low_open=True),
         "l2_leaf": RealIn(0.0),
@@ -279,7 +280,7 @@ class BoostedTrees(LogisticOracle):
             "max_leaves": max_leaves,
             "l2": params["l2_regularization"],
             "newton_steps": params["newton_steps"],
-            "n_jobs": params["n_jobs"],
+            "n_jobs": resolve_threads(params["n_jobs"]),
         }
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, params: dict[str, Any]) -> None:
@@ -449,6 +450,6 @@ class BoostedTrees(LogisticOracle):
             predictor.predict_ensemble(
                 features, self.tree_offsets_, self.tree_class_, self.node_feature_, self.node_threshold_,
                 self.node_left_, self.node_right_, self.node_value_, out,
-                Threads().check(self.n_jobs, "n_jobs"),
+                resolve_threads(self.n_jobs),
             )
         return out
