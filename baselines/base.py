@@ -92,7 +92,7 @@ class BaseStructuredLearner(StructuredEstimator):
         with threadpool_limits(limits=1, user_api="blas"):
             fitting._fit(data)
         fitting._finish_history()
-        self._commit(fitting)
+        self._commit_fit({name: value for name, value in vars(fitting).items() if _is_fitted_name(name)})
         return self
 
     def _validate_extra(self) -> None:
@@ -108,12 +108,6 @@ class BaseStructuredLearner(StructuredEstimator):
         params["verbose"] = int(params["verbose"])
         vars(twin).update(params)
         return twin
-
-    def _commit(self, fitted: "BaseStructuredLearner") -> None:
-        """Replace this estimator's fitted attributes by those of a successful fit."""
-        for name in [name for name in vars(self) if _is_fitted_name(name)]:
-            delattr(self, name)
-        vars(self).update({name: value for name, value in vars(fitted).items() if _is_fitted_name(name)})
 
     def _inference_settings(self) -> dict[str, Any]:
         return dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol,
