@@ -453,3 +453,26 @@ def test_disable_simd_environment_variable_forces_the_scalar_kernels():
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_single_graph_solvers_warn_when_the_sweeps_stop_unconverged():
+    """A sweep budget too small for tol gives a ConvergenceWarning naming max_sweeps; the default
+    budget converges on the README's 10 x 10 grid."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from slr.graph import grid_edges
+    from slr.inference import map_lp, smoothed_lp
+
+    edges = grid_edges(10, 10)
+    rng = np.random.default_rng(0)
+    theta_nodes, theta_edges = rng.normal(size=(100, 2)), rng.normal(size=(len(edges), 2, 2))
+    with pytest.warns(ConvergenceWarning, match="smoothed_lp stopped after max_sweeps=10 sweeps"):
+        assert not smoothed_lp(theta_nodes, theta_edges, edges, 0.1, max_sweeps=10).converged
+    with pytest.warns(ConvergenceWarning, match="map_lp stopped after max_sweeps=10 sweeps"):
+        map_lp(theta_nodes, theta_edges, edges, max_sweeps=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert smoothed_lp(theta_nodes, theta_edges, edges, 0.1).converged
+        assert map_lp(theta_nodes, theta_edges, edges).converged

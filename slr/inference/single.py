@@ -1,10 +1,12 @@
 """Inference on one pairwise graph: the smoothed LP and the plain LP by star updates."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from slr.graph import GraphBatch, check_epsilon, check_potentials
 from slr.inference.batch import (
@@ -81,13 +83,20 @@ def _solve(
     return batch, theta_nodes, theta_edges, run
 
 
+def _warn_unconverged(run: BatchSweepResult, function: str) -> None:
+    if not run.converged[0]:
+        warnings.warn(f"{function} stopped after max_sweeps={int(run.n_sweeps[0])} sweeps before the messages "
+                      "converged to tol; raise max_sweeps (or warm-start from the returned messages)",
+                      ConvergenceWarning, stacklevel=3)
+
+
 def smoothed_lp(
     theta_nodes: Any,
     theta_edges: Any,
     edges: Any,
     epsilon: float,
     *,
-    max_sweeps: int = 1000,
+    max_sweeps: int = 10_000,
     tol: float = 1e-9,
     messages: Any = None,
 ) -> SmoothedResult:
@@ -105,8 +114,10 @@ def smoothed_lp(
     epsilon : float
         Entropy weight, ``> 0`` (use :func:`map_lp` for ``0``), at least ``2**-40`` times the
         largest potential (smaller values are lost to float64 rounding).
-    max_sweeps : int
+    max_sweeps : int, default=10000
         At most this many sweeps over the nodes (direction alternates), in ``[0, 2**31 - 1]``.
+        A ``ConvergenceWarning`` says when they stop before ``tol`` is met. A 10 x 10 grid with
+        unit potentials at ``epsilon = 0.1`` takes about 2,500 (0.15 s).
     tol : float
         Stop when no message vector moves by more than ``tol`` in a sweep, beyond a
         constant shift (which changes no belief), or by no more than float64 resolves at the
@@ -127,6 +138,7 @@ def smoothed_lp(
     """
     eps = check_epsilon(epsilon, allow_zero=False)
     batch, theta_nodes, theta_edges, run = _solve(theta_nodes, theta_edges, edges, eps, max_sweeps, tol, messages)
+    _warn_unconverged(run, "smoothed_lp")
     lam = run.messages
     node_mu, edge_mu = _marginals(batch, theta_nodes, theta_edges, lam, eps)
     return SmoothedResult(
@@ -144,7 +156,7 @@ def map_lp(
     theta_edges: Any,
     edges: Any,
     *,
-    max_sweeps: int = 500,
+    max_sweeps: int = 10_000,
     tol: float = 1e-9,
     messages: Any = None,
 ) -> MapResult:
@@ -159,8 +171,9 @@ def map_lp(
     theta_nodes : array-like of shape (n, L)
     theta_edges : array-like of shape (m, L, L)
     edges : array-like of shape (m, 2)
-    max_sweeps : int
-        At most this many sweeps, in ``[0, 2**31 - 1]``.
+    max_sweeps : int, default=10000
+        At most this many sweeps, in ``[0, 2**31 - 1]``; a ``ConvergenceWarning`` says when they
+        stop before ``tol`` is met.
     tol : float
         See :func:`smoothed_lp`.
     messages : array-like of shape (m, 2, L), optional
@@ -176,6 +189,7 @@ def map_lp(
         Naming the argument, for invalid inputs and inputs float64 cannot resolve.
     """
     batch, theta_nodes, theta_edges, run = _solve(theta_nodes, theta_edges, edges, 0.0, max_sweeps, tol, messages)
+    _warn_unconverged(run, "map_lp")
     lam = run.messages
     labels = _node_beliefs(batch, theta_nodes, lam).argmax(axis=1)
     return MapResult(
