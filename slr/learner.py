@@ -44,11 +44,11 @@ from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.graph import GraphBatch, check_epsilon
 from slr.inference.batch import (_public_threads, batch_dual_parts, batch_node_beliefs, batch_sweeps,
                                  resolve_threads)
-from slr.models import FlatData, PairwiseModel, hamming_margin
+from slr.models import MARGINALS, FlatData, PairwiseModel, hamming_margin
 from slr.oracles.base import LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
-from slr.validation import C_INT_MAX, check_generator
+from slr.validation import C_INT_MAX, check_bool, check_generator, check_int, check_option, check_real
 
 __all__ = [
     "StructuredLogisticRegression",
@@ -618,6 +618,61 @@ class StructuredLogisticRegression(StructuredEstimator):
             "_predictor": predictor,
         })
         return self
+
+    def predict_marginals(self, X: Sequence, *, method: str = "lp", epsilon: float | None = None,
+                          edge_marginals: bool = False, max_sweeps: int = 10_000,
+                          tol: float = 1e-9) -> list:
+        """Node (and edge) marginals of every example under the learned energy.
+
+        Two kinds, which differ (docs/design.md section 1, "LP marginals are not probabilities of
+        labellings"):
+
+        - ``method="lp"`` (any graph): the entropy-smoothed LP's marginals at ``epsilon``, the
+          quantities the model was trained with. They are locally consistent (each edge
+          marginal sums to its nodes'), but not the marginals of any distribution over
+          labellings, even on a chain.
+        - ``method="exact"`` (forests: chains and trees): the exact marginals of the CRF
+          ``p(y | x)`` proportional to ``exp(F(x, y) / epsilon)``, by sum-product; at the fit's
+          ``epsilon`` that is ``exp(g_u + g_p)``.
+
+        Parameters
+        ----------
+        X : list of (node_features, edges, edge_features)
+        method : {"lp", "exact"}, default="lp"
+        epsilon : float, optional
+            The temperature; the fit's ``epsilon`` when None.
+        edge_marginals : bool, default=False
+            Also return each example's ``(m, L, L)`` edge marginals.
+        max_sweeps : int, default=10000
+            Star-update sweeps for ``method="lp"``; a ``ConvergenceWarning`` when they stop first.
+        tol : float, default=1e-9
+            Convergence tolerance of the sweeps (largest message change).
+
+        Returns
+        -------
+        list
+            Per example its ``(n, L)`` node marginals, or with ``edge_marginals`` a pair
+            ``(node_marginals (n, L), edge_marginals (m, L, L))``.
+
+        Raises
+        ------
+        ValueError
+            For bad arguments, or ``method="exact"`` on an example whose graph has a cycle.
+        """
+        self._check_fitted()
+        method = check_option(method, "method", MARGINALS)
+        epsilon = self._predictor.scale if epsilon is None else check_epsilon(epsilon, allow_zero=False)
+        edge_marginals = check_bool(edge_marginals, "edge_marginals")
+        max_sweeps, tol = check_int(max_sweeps, "max_sweeps"), check_real(tol, "tol", 0.0)
+        data = self._data(X)
+        theta_nodes = self._predictor.unary_potentials(data, self.unary_)
+        theta_edges = self._predictor.pairwise_potentials(data, self.pairwise_ if self._fitted_pairwise else None)
+        nodes, edges = self._predictor.marginals(data, theta_nodes, theta_edges, epsilon, method,
+                                                 max_sweeps=max_sweeps, tol=tol)
+        per_node = data.split(nodes)
+        if not edge_marginals:
+            return per_node
+        return list(zip(per_node, np.split(edges, data.batch.edge_ptr[1:-1])))
 
     # ------------------------------------------------------------------------------------
     def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> FlatData:

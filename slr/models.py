@@ -6,7 +6,7 @@ A data set in the flat layout (:class:`FlatData`, docs/design.md section 2) and 
     theta_i(a) = scale * g_u(x_i)[a] + Delta(y_i, a),    theta_e(a, b) = scale * g_p(x_e)[a L + b],
 
 with the Hamming margin ``Delta`` in loss-augmented problems only (``scale`` is slr's ``eps``,
-1 for the baselines), MAP inference and loss-augmented inference. Chains are decoded exactly by
+1 for the baselines), MAP inference, loss-augmented inference and marginals. Chains are decoded exactly by
 Viterbi; other graphs by star updates on the LP relaxation (:mod:`slr.inference`).
 
 Loss-augmented inference on a loopy graph uses the LP's solution as it is, fractional or not
@@ -20,16 +20,20 @@ import warnings
 from typing import Any, Sequence
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from slr._params import DEPRECATED, Checked, Integer, NJobs, Options, Real, resolve_renamed, validate_params
 from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
 from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps
+from slr.inference.sum_product import batch_forest_marginals
 from slr.inference.viterbi import batch_viterbi, is_chain
 
-__all__ = ["INFERENCE", "FlatData", "PairwiseModel", "hamming_margin"]
+__all__ = ["INFERENCE", "MARGINALS", "FlatData", "PairwiseModel", "hamming_margin"]
 
 #: Inference methods: Viterbi when every example is a chain, else the LP ("auto"); either one.
 INFERENCE = ("auto", "chain", "lp")
+#: Marginals: of the smoothed LP (any graph), or exact by sum-product (forests).
+MARGINALS = ("lp", "exact")
 
 
 def hamming_margin(labels: np.ndarray, n_states: int) -> np.ndarray:
@@ -302,3 +306,29 @@ class PairwiseModel:
         loss = data.hamming(node_mu)
         score_true = data.labelling_scores(data.labels, theta_nodes, theta_edges)
         return node_mu, edge_mu, loss, np.maximum(0.0, loss + score_hat - score_true)
+
+    def marginals(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, epsilon: float,
+                  method: str, *, max_sweeps: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
+        """Node and edge marginals of every example at temperature ``epsilon``.
+
+        ``method="lp"``: the smoothed LP's ``mu`` proportional to ``exp(b / epsilon)`` at the star
+        updates' fixed point (any graph; a ``ConvergenceWarning`` when ``max_sweeps`` stop the
+        sweeps before ``tol``). ``"exact"``: the marginals of ``p(y)`` proportional to
+        ``exp(theta(y) / epsilon)``, by sum-product (forests only; a ``ValueError`` otherwise).
+
+        Returns
+        -------
+        node_marginals : ndarray of shape (n_nodes, L)
+        edge_marginals : ndarray of shape (n_edges, L, L)
+        """
+        if method == "exact":
+            result = batch_forest_marginals(data.batch, theta_nodes, theta_edges, epsilon, edge_marginals=True,
+                                            n_jobs=self.n_jobs)
+            return result.node_marginals, result.edge_marginals
+        run = batch_sweeps(data.batch, theta_nodes, theta_edges, epsilon, max_sweeps=max_sweeps, tol=tol,
+                           n_jobs=self.n_jobs)
+        if not run.converged.all():
+            warnings.warn(f"the smoothed LP's sweeps stopped at max_sweeps={max_sweeps} before converging on "
+                          f"{int((~run.converged).sum())} of {data.n_examples} examples; raise max_sweeps",
+                          ConvergenceWarning, stacklevel=3)
+        return batch_marginals(data.batch, theta_nodes, theta_edges, run.messages, epsilon)
