@@ -186,3 +186,21 @@ def test_a_worker_with_other_dependencies_is_refused(one_thread_cluster):
         "versions"])
     with pytest.raises(RuntimeError, match=r"runs other code or dependencies: code [0-9a-f]{12} \(here 0123456789ab\)"):
         _finishes(lambda: list(engine.map([Task("nap", ("k" * 16,), _nap, (0.0,))], print)))
+
+
+def test_local_cluster_says_nothing_when_the_dashboard_port_is_taken():
+    """Issue 26: ``--quiet`` still printed Dask's "Port 8787 is already in use" warning."""
+    import socket
+    import warnings
+
+    from slr_suite.engine import connect
+
+    with socket.socket() as squatter, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            squatter.bind(("", 8787))
+            squatter.listen(1)
+        except OSError:
+            pass                         # taken already: the case to test
+        _finishes(lambda: connect(1, None).close())
+    assert not [w for w in caught if "already in use" in str(w.message)]
