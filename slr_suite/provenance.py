@@ -37,6 +37,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
+from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
@@ -155,10 +156,10 @@ def _build_record(roots: Mapping[str, Path]) -> dict[str, Any]:
     if sources is not None and sources != inputs.get("sources"):
         raise StaleKernelsError(f"the kernels are older than their sources in {roots['slr']}: {_REBUILD}")
     for module, expected in sorted(binaries.items()):
-        loaded = sys.modules.get(module)
-        origin = getattr(loaded, "__file__", None) if loaded is not None else None
-        if origin is None:
-            spec = importlib.util.find_spec(module)
+        origin = getattr(sys.modules.get(module), "__file__", None)
+        if origin is None:     # not imported yet: the file an import would load, found without importing
+            top, *inner = module.split(".")[:-1]
+            spec = PathFinder.find_spec(module, [str(roots[top].joinpath(*inner))]) if top in roots else None
             origin = spec.origin if spec is not None else None
         if origin is None or not os.path.isfile(origin):
             raise StaleKernelsError(f"the kernel {module} is missing: {_REBUILD}")
