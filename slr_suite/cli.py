@@ -127,7 +127,8 @@ def _writable_dir(path: Path, option: str) -> Path:
 @contextlib.contextmanager
 def _quiet_stdout(quiet: bool):
     """With ``quiet``, send what libraries print on standard output (HiGHS's banner, from C++)
-    to /dev/null for the duration of a run; ``slr`` itself writes only on standard error."""
+    to /dev/null, in this process and the processes it starts; ``slr`` itself writes only on
+    standard error."""
     if not quiet:
         yield
         return
@@ -231,7 +232,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     summaries = {}
     t0 = time.perf_counter()
     locked = [out] if render_only else [out, cache_dir]
-    with contextlib.closing(ctx.engine), run_locks(locked, log), _thread_limits(threads), _quiet_stdout(quiet):
+    with contextlib.closing(ctx.engine), run_locks(locked, log), _thread_limits(threads):
         for name in names:
             log(f"== {name} ({profile.name} profile) -> {out}")
             if render_only:
@@ -267,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
                   datasets=getattr(args, "datasets", None), cache_dir=args.cache_dir, read_cache=not args.no_cache,
                   render_only=args.render_only, workers=args.workers, scheduler=args.scheduler)
     try:
-        run_experiments(names, args.profile, args.out, **kwargs)
+        with _quiet_stdout(args.quiet):   # around the whole run: Dask's worker processes inherit it
+            run_experiments(names, args.profile, args.out, **kwargs)
     except UsageError as exc:
         parser.error(str(exc))
     except KeyboardInterrupt:
