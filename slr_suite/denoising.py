@@ -21,7 +21,7 @@ from slr_suite.oracles import fitted_oracle, make_oracle
 from slr_suite.profiles import Profile
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_hash
 from slr_suite.results import ResultsTable
-from slr_suite.store import CellCache, CellRecord
+from slr_suite.store import CellCache, CellRecord, RecordSpec
 
 __all__ = ["run", "parse_cells", "all_cells", "load_data", "tables", "COLUMNS", "HISTORY_COLUMNS", "ENERGY_COLUMNS",
            "SHOWCASE", "SEED"]
@@ -33,6 +33,15 @@ ENERGY_COLUMNS = ["config", "unary", "pairwise", "role", "state", "phi", "f"]
 SEED = 0
 SHOWCASE = ("Linear", "Boost", "MLP")   # the paper's Figures 1 and 3 (same class for both factors)
 _HISTORY = ("iteration", "objective", "train_error", "val_error", "seconds")
+_TEXT, _NUMBER = (str,), (int, float)
+#: What a cached cell holds (a stored entry that does not fit is set aside and recomputed).
+RECORD = RecordSpec(
+    row={c: _NUMBER if c in ("train_error", "test_error", "objective", "seconds") else (int,) if c == "n_iter" else
+         (bool,) if c == "dirty" else _TEXT for c in COLUMNS},
+    arrays={f"hist_{c}": ("f", ("n",)) for c in _HISTORY},
+    optional=dict(grid=("f", ("g",)), f_unary=("f", ("g", None)), f_pairwise=("f", ("g", None)),
+                  example_input=("f", ("s", "s")), example_truth=("iu", ("s", "s")),
+                  example_pred=("iu", ("s", "s"))))
 
 
 def load_data(cfg: dict):
@@ -165,7 +174,7 @@ def run(profile: Profile, out: Path, ctx: RunContext,
     results, history, energies = tables(out, log)
     wanted = unique(cells if cells is not None else all_cells(cfg))
     keys = {cell: cache_key("denoising", dict(unary=cell[0], pairwise=cell[1]), cfg, SEED) for cell in wanted}
-    records = {cell: cache.load(keys[cell]) for cell in wanted}
+    records = {cell: cache.load(keys[cell], RECORD.check) for cell in wanted}
     todo = [cell for cell in wanted if records[cell] is None]
     log(f"denoising: {len(wanted) - len(todo)} of {len(wanted)} cells cached, {len(todo)} to compute "
         f"({cfg['n_train']}+{cfg['n_test']} images of {cfg['size']}x{cfg['size']}, {cfg['n_iter']} iterations)")

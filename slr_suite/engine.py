@@ -11,17 +11,29 @@ work the same with either engine.
   worker processes on this machine (``slr --workers N``) or an existing scheduler
   (``slr --scheduler ADDRESS``). A task whose worker dies is run again elsewhere (Dask's own
   rescheduling), so a lost worker costs only its cells.
+
+Every wait on the cluster is bounded and said: connecting gives up after a timeout naming the
+address, a cluster without workers is reported after :data:`WORKER_WAIT` seconds, and a run
+whose cluster loses every worker stops after as long. Each task returns the code fingerprint
+and dependency versions of the worker that ran it (:func:`slr_suite.provenance.worker_identity`);
+a worker whose identity is not this process's is refused before its results are used.
 """
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from slr_suite.store import CellRecord
 
-__all__ = ["DaskEngine", "SerialEngine", "Task", "connect"]
+__all__ = ["DaskEngine", "SerialEngine", "Task", "connect", "WORKER_WAIT"]
+
+#: Seconds to wait for a cluster to have a worker (at the start, or after losing all of them).
+WORKER_WAIT = 60.0
+#: Seconds between looks at the cluster while waiting for tasks.
+_POLL = 1.0
 
 
 @dataclass(frozen=True)
@@ -77,34 +89,71 @@ class DaskEngine:
         at once on a worker machine do not oversubscribe its cores. None: each worker divides
         its machine's cores by the tasks it runs at once (its thread count), which is right when
         each machine runs one ``dask worker``.
+    worker_wait : float, optional
+        Seconds the cluster may be without a worker before the run stops (default
+        :data:`WORKER_WAIT`).
     """
 
-    def __init__(self, client: Any, threads_per_task: int | None, cluster: Any = None) -> None:
+    def __init__(self, client: Any, threads_per_task: int | None, cluster: Any = None,
+                 worker_wait: float | None = None) -> None:
+        from slr_suite.provenance import worker_identity
+
         self.client = client
         self.cluster = cluster
         self.threads_per_task = threads_per_task
+        self.worker_wait = WORKER_WAIT if worker_wait is None else worker_wait
+        self.identity = worker_identity()
+
+    def check_identity(self, worker: str, identity: dict) -> None:
+        """Refuse a worker whose code fingerprint or dependency versions are not this process's."""
+        if identity == self.identity:
+            return
+        ours, theirs = self.identity, identity
+        diffs = [f"code {theirs.get('code')} (here {ours['code']})"] if theirs.get("code") != ours["code"] else []
+        diffs += [f"{name} {theirs.get('versions', {}).get(name)} (here {version})"
+                  for name, version in ours["versions"].items()
+                  if theirs.get("versions", {}).get(name) != version]
+        raise RuntimeError(f"the Dask worker {worker} runs other code or dependencies: {', '.join(diffs)}; "
+                           "install the same slr and dependency versions on every worker")
+
+    def wait_for_workers(self) -> None:
+        """Return once the cluster has a worker; a RuntimeError after :attr:`worker_wait` seconds."""
+        try:
+            self.client.wait_for_workers(1, timeout=self.worker_wait)
+        except TimeoutError:
+            raise RuntimeError(f"the Dask scheduler at {self.client.scheduler.address} has had no worker for "
+                               f"{self.worker_wait:.0f} s; start workers (dask worker ADDRESS)") from None
 
     def map(self, tasks: Sequence[Task], log: Callable[[str], None]) -> Iterator[tuple[Task, list[CellRecord]]]:
         """Submit every task, then yield ``(task, records)`` as each finishes, with progress."""
-        from distributed import as_completed
+        from distributed import wait
 
         if not tasks:
             return
+        self.wait_for_workers()
         futures = {}
         for task in tasks:
             future = self.client.submit(_run_task, task.fn, task.args, self.threads_per_task,
                                         key=f"slr-{task.name}-{task.keys[0][:12]}", pure=False, retries=1)
             futures[future] = task
-        done = 0
-        for future in as_completed(futures):
-            task = futures[future]
-            records = future.result()
-            done += 1
-            busy = _processing_keys(self.client)
-            running = sum(1 for f in futures if f.status == "pending" and f.key in busy)
-            log(f"{task.name}: finished on a worker; {done} done, {running} running, "
-                f"{len(tasks) - done - running} waiting")
-            yield task, records
+        pending, done = set(futures), 0
+        while pending:
+            try:
+                finished, pending = wait(pending, timeout=_POLL, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                if not self.client.scheduler_info().get("workers"):
+                    log(f"the Dask cluster has no worker; waiting up to {self.worker_wait:.0f} s for one")
+                    self.wait_for_workers()
+                continue
+            for future in finished:
+                task = futures[future]
+                worker, identity, records = future.result()
+                self.check_identity(worker, identity)
+                done += 1
+                running = _executing_count(self.client, {f.key for f in pending})
+                log(f"{task.name}: finished on a worker; {done} done, {running} running, "
+                    f"{len(tasks) - done - running} waiting")
+                yield task, records
 
     def describe(self) -> str:
         workers = self.client.scheduler_info().get("workers", {})
@@ -117,24 +166,58 @@ class DaskEngine:
             self.cluster.close()
 
 
-def _processing_keys(client: Any) -> set:
-    """Keys of the tasks the scheduler is running on its workers now (empty if it cannot say)."""
+def _executing(dask_worker: Any) -> list:
+    """On a worker: the keys of the tasks executing now (not those queued behind them)."""
+    return [ts.key for ts in dask_worker.state.executing]
+
+
+def _executing_count(client: Any, keys: set) -> int:
+    """How many of ``keys`` are executing on a worker now (0 if the cluster cannot say)."""
     try:
-        return {key for keys in client.processing().values() for key in keys}
+        executing = client.run(_executing)
     except Exception:
-        return set()
+        return 0
+    return sum(1 for worker_keys in executing.values() for key in worker_keys if key in keys)
 
 
-def _run_task(fn: Callable[..., list[CellRecord]], args: tuple, n_threads: int | None) -> list[CellRecord]:
-    """The worker side: run ``fn`` with OpenMP and BLAS limited to ``n_threads``."""
+def _run_task(fn: Callable[..., list[CellRecord]], args: tuple,
+              n_threads: int | None) -> tuple[str, dict, list[CellRecord]]:
+    """The worker side: run ``fn`` with OpenMP and BLAS limited to ``n_threads``; return this
+    worker's address and identity (:func:`slr_suite.provenance.worker_identity`) with the records."""
+    from distributed import get_worker
     from threadpoolctl import threadpool_limits
 
-    if n_threads is None:
-        from distributed import get_worker
+    from slr_suite.provenance import worker_identity
 
-        n_threads = max(1, (os.cpu_count() or 1) // max(1, get_worker().state.nthreads))
+    worker = get_worker()
+    if n_threads is None:
+        n_threads = max(1, (os.cpu_count() or 1) // max(1, worker.state.nthreads))
     with threadpool_limits(limits=n_threads):
-        return fn(*args, n_threads=n_threads)
+        records = fn(*args, n_threads=n_threads)
+    return worker.address, worker_identity(), records
+
+
+def _client_within(address: str, timeout: float) -> Any:
+    """``Client(address)``, or a ValueError naming the address when no Dask scheduler answers
+    within ``timeout`` seconds (Dask's own timeout does not cover a port that accepts the
+    connection and never answers, such as a dashboard's)."""
+    from distributed import Client
+
+    box: dict[str, Any] = {}
+
+    def connect_client() -> None:
+        try:
+            box["client"] = Client(address, timeout=timeout)
+        except BaseException as exc:      # handed to the waiting thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=connect_client, name="slr-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 5.0)
+    if "client" in box:
+        return box["client"]
+    why = type(box["error"]).__name__ if "error" in box else "no answer"
+    raise ValueError(f"--scheduler: cannot reach a Dask scheduler at {address!r} within {timeout:.0f} s ({why})")
 
 
 def connect(workers: int | None, scheduler: str | None, threads: int | None = None, timeout: float = 15.0):
@@ -153,6 +236,9 @@ def connect(workers: int | None, scheduler: str | None, threads: int | None = No
     ValueError
         When ``distributed`` is not installed or the scheduler cannot be reached within
         ``timeout`` seconds; the message says what to do.
+    RuntimeError
+        When the cluster has no worker within :data:`WORKER_WAIT` seconds, or a worker runs
+        other code or dependency versions than this process.
     """
     try:
         from distributed import Client, LocalCluster
@@ -160,12 +246,22 @@ def connect(workers: int | None, scheduler: str | None, threads: int | None = No
         raise ValueError("--workers/--scheduler need Dask: pip install 'slr[distributed]'") from None
     cores = os.cpu_count() or 1
     if scheduler is not None:
+        engine = DaskEngine(_client_within(scheduler, timeout), threads)
         try:
-            client = Client(scheduler, timeout=timeout)
-        except (OSError, TimeoutError) as exc:
-            raise ValueError(f"--scheduler: cannot reach a Dask scheduler at {scheduler!r} within "
-                             f"{timeout:.0f} s ({type(exc).__name__})") from None
-        return DaskEngine(client, threads)
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+            engine.wait_for_workers()
+            for worker, identity in engine.client.run(_worker_identity).items():
+                engine.check_identity(worker, identity)
+        except BaseException:
+            engine.close()
+            raise
+        return engine
+    # the scheduler's HTTP server on a free port: the default, 8787, is often taken (a warning)
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                            silence_logs=40)
     return DaskEngine(Client(cluster), threads or max(1, cores // workers), cluster)
+
+
+def _worker_identity() -> dict:
+    from slr_suite.provenance import worker_identity
+
+    return worker_identity()

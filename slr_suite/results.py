@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from slr_suite.store import atomic_write_bytes, set_aside
+from slr_suite.store import NotARegularFile, atomic_write_bytes, read_regular, set_aside
 
 __all__ = ["ResultsTable", "format_value", "CHECK_COLUMN"]
 
@@ -37,6 +37,20 @@ def format_value(value: Any) -> str:
     if hasattr(value, "dtype") and getattr(value, "shape", None) == ():
         return format_value(value.item())
     return str(value)
+
+
+def _csv_lines(text: str) -> list[list[str] | None]:
+    """The records of a CSV text, None for each one the csv module cannot read (e.g. a field over
+    its size limit); the reader goes on with the next line."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    lines: list[list[str] | None] = []
+    while True:
+        try:
+            lines.append(next(reader))
+        except StopIteration:
+            return lines
+        except csv.Error:
+            lines.append(None)
 
 
 class ResultsTable:
@@ -73,20 +87,25 @@ class ResultsTable:
         A file that is not UTF-8 text, or whose header (before the check column) names a column
         not in :attr:`columns` or lacks a key column, is set aside whole; a header of an earlier
         version that lacks columns added since is read with those columns empty (the next write
-        adds them). A file with damaged lines (wrong number of fields, a check
-        that does not match, or a last line cut before its newline) keeps its intact rows and
-        the original is set aside.
+        adds them). A file with damaged lines (wrong number of fields, a field the csv module
+        cannot read, a check that does not match, or a last line cut before its newline) keeps
+        its intact rows and the original is set aside. Something other than a regular file at
+        the CSV's name (a directory, a FIFO) is set aside too.
         """
-        if not self.path.exists() or self.path.stat().st_size == 0:
+        try:
+            raw = read_regular(self.path)
+        except NotARegularFile as exc:
+            set_aside(self.path, self.log, f"{exc.strerror} at the results file's name")
             return []
-        raw = self.path.read_bytes()
+        if not raw:
+            return []
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             set_aside(self.path, self.log, "not a text file")
             return []
-        lines = list(csv.reader(io.StringIO(text, newline="")))
-        header = lines[0][:-1] if lines and lines[0][-1:] == [CHECK_COLUMN] else None
+        lines = _csv_lines(text)
+        header = lines[0][:-1] if lines and lines[0] and lines[0][-1:] == [CHECK_COLUMN] else None
         # a file of an earlier version that lacks columns added since is read with those empty
         if header is None or len(set(header)) != len(header) or not set(header) <= set(self.columns) \
                 or not set(self.key) <= set(header):
@@ -94,7 +113,7 @@ class ResultsTable:
             return []
         body = lines[1:]
         damaged = [i for i, fields in enumerate(body)
-                   if len(fields) != len(header) + 1 or _check(fields[:-1]) != fields[-1]]
+                   if fields is None or len(fields) != len(header) + 1 or _check(fields[:-1]) != fields[-1]]
         if body and not text.endswith("\n") and (len(body) - 1) not in damaged:
             damaged.append(len(body) - 1)   # a last line cut before its newline may hold a cut number
         if damaged:

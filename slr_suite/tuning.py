@@ -26,13 +26,16 @@ from slr_suite.engine import Task
 from slr_suite.profiles import Profile
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key
 from slr_suite.results import ResultsTable
-from slr_suite.store import CellCache, CellRecord
+from slr_suite.store import CellCache, CellRecord, RecordSpec
 
 __all__ = ["TUNING_COLUMNS", "RIDGED", "SMOOTHED", "Tuning", "choose", "grid", "tuned", "tuning_table",
            "validation_split"]
 
 TUNING_COLUMNS = ["config", "dataset", "method", "C", "epsilon", "val_error", "train_error", "seconds",
                   "iterations", "status", *PROVENANCE_COLUMNS]
+#: What a cached validation fit holds (a stored entry that does not fit is set aside and refitted).
+RECORD = RecordSpec(row={c: (int, float) if c in ("C", "epsilon", "val_error", "train_error", "seconds", "iterations")
+                         else (bool,) if c == "dirty" else (str,) for c in TUNING_COLUMNS})
 #: Methods whose loss is entropy-smoothed: their eps is tuned with C.
 SMOOTHED = ("slr:Linear", "GradientAlternation")
 #: Methods whose ridge comes from C (the perceptrons have none; the nonlinear slr rows' settings
@@ -137,7 +140,7 @@ class Tuning:
         self.keys = [cache_key("baselines-tuning", dict(dataset=dataset, method=m, **reg),
                                dict(cell_config(cfg, dataset, m, reg), hold_out=_HOLD_OUT), SEED)
                      for _, m, reg in self.cells]
-        self.records = [cache.load(key) for key in self.keys]
+        self.records = [cache.load(key, RECORD.check) for key in self.keys]
         self.table = tuning_table(out, ctx.log) if self.cells else None
         self.tasks = [Task(f"tuning:{dataset}:{m}:C={reg['C']:g},eps={reg['epsilon']:g}", (key,), compute_tuning_cell,
                            (profile, dataset, g, m, ctx.info, reg))

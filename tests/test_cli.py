@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import sys
@@ -271,3 +272,62 @@ def test_slr_linear_takes_its_letters_solver_settings_only_there():
     assert "cell" not in suite.cell_config(cfg, "denoising", "slr:Linear")
     assert ("on letters, 3 message-passing iterations per half step, Linear oracles with max_iter=10 "
             "and over-relaxed steps, omega = 1.9" in _slr_linear_text(get_profile("full")))
+
+
+# ------------------------------------------------------------------ unclear failures (issue 26)
+@pytest.mark.parametrize("address", ["foo", "tcp://", "inproc://x", "ucx://10.0.0.1:13337", "tcp://host:port",
+                                     "tcp://:8786", "tcp://host:70000"])
+def test_malformed_scheduler_exits_2_naming_it(tmp_path, capsys, address):
+    with pytest.raises(SystemExit) as exited:
+        main(["bound", "--tiny", "--out", str(tmp_path / "o"), "--scheduler", address])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--scheduler: {address!r} is not a Dask scheduler address" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_non_utf8_path_exits_2_before_any_work(tmp_path):
+    out = os.fsencode(tmp_path) + b"/r\xe9sultats"
+    proc = subprocess.run([sys.executable, "-m", "slr_suite", "bound", "--tiny", "--out", out],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 2
+    assert b"--out: " in proc.stderr and b"is not UTF-8 text" in proc.stderr
+    assert not os.path.exists(out)
+    proc = subprocess.run([sys.executable, "-m", "slr_suite", "bound", "--tiny", "--out", os.fsencode(tmp_path / "o"),
+                           "--cache-dir", out], capture_output=True, timeout=120)
+    assert proc.returncode == 2 and b"--cache-dir: " in proc.stderr
+
+
+def test_render_only_needs_no_writable_cache_and_takes_no_cache_lock(tiny_report, tmp_path):
+    import shutil
+
+    out = tmp_path / "r"
+    shutil.copytree(tiny_report, out)
+    not_a_dir = tmp_path / "cache-file"
+    not_a_dir.write_text("x")
+    assert main(["bound", "--tiny", "--quiet", "--render-only", "--out", str(out), "--cache-dir", str(not_a_dir)]) == 0
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    assert main(["bound", "--tiny", "--quiet", "--render-only", "--out", str(out), "--cache-dir", str(cache)]) == 0
+    assert list(cache.iterdir()) == []
+    assert (out / "bound.md").stat().st_size > 0
+
+
+_QUIET_BOUND = """
+import sys
+from dataclasses import replace
+import slr_suite.profiles as profiles
+from slr_suite.cli import main
+tiny = profiles.PROFILES["tiny"]
+profiles.PROFILES["tiny"] = replace(tiny, bound={**tiny.bound, "n_graphs": 1, "epsilons": [0.5]})
+sys.exit(main(["bound", "--tiny", "--quiet", "--out", sys.argv[1], "--cache-dir", sys.argv[2]]))
+"""
+
+
+def test_quiet_prints_nothing_not_even_highs(tmp_path):
+    """HiGHS prints its banner from C++ on the first LP of a process; ``--quiet`` silences it."""
+    proc = subprocess.run([sys.executable, "-c", _QUIET_BOUND, str(tmp_path / "o"), str(tmp_path / "c")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (proc.stdout, proc.stderr) == ("", "")
+    assert len(pd.read_csv(tmp_path / "o" / "bound_results.csv")) == 1

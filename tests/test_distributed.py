@@ -95,3 +95,112 @@ def test_missing_dask_says_which_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(ValueError, match=r"need Dask: pip install 'slr\[distributed\]'"):
         connect(2, None)
+
+
+# ------------------------------------------------------------------ bounded waits (issue 26)
+def _finishes(fn, timeout: float = 120):
+    """``fn()`` in a thread that must end within ``timeout`` s (a regression fails, never hangs)."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"still waiting after {timeout} s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_a_port_that_is_not_a_scheduler_times_out_naming_it():
+    """Issue 26: a listener that accepts and never answers (the dashboard's port, say) hung the run."""
+    import socket
+
+    from slr_suite.engine import connect
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        with pytest.raises(ValueError, match=f"--scheduler: cannot reach a Dask scheduler at '{address}' within 2 s"):
+            _finishes(lambda: connect(None, address, timeout=2))
+
+
+def test_a_cluster_without_workers_is_reported(monkeypatch):
+    from distributed import LocalCluster
+
+    from slr_suite import engine
+
+    monkeypatch.setattr(engine, "WORKER_WAIT", 2.0)
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0", silence_logs=50) as cluster:
+        with pytest.raises(RuntimeError, match=f"the Dask scheduler at {cluster.scheduler_address} has had no worker "
+                                               "for 2 s"):
+            _finishes(lambda: engine.connect(None, cluster.scheduler_address))
+
+
+def _nap(seconds: float, *, n_threads: int | None) -> list:
+    from slr_suite.store import CellRecord
+
+    time.sleep(seconds)
+    return [CellRecord(row=dict(slept=seconds))]
+
+
+@pytest.fixture(scope="module")
+def one_thread_cluster():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+                      silence_logs=50) as cluster, Client(cluster) as client:
+        yield client
+
+
+def test_running_count_leaves_out_queued_tasks(one_thread_cluster):
+    """Issue 26: a one-thread worker runs one task at a time; the scheduler hands it more."""
+    import re
+
+    from slr_suite.engine import DaskEngine, Task
+
+    tasks = [Task(f"nap{i}", (f"key{i}" * 4,), _nap, (0.5,)) for i in range(4)]
+    messages = []
+    done = _finishes(lambda: list(DaskEngine(one_thread_cluster, 1).map(tasks, messages.append)))
+    assert len(done) == 4
+    counts = [tuple(map(int, re.search(r"(\d+) done, (\d+) running, (\d+) waiting", m).groups())) for m in messages]
+    assert [d for d, _, _ in counts] == [1, 2, 3, 4]
+    assert all(running <= 1 and d + running + waiting == 4 for d, running, waiting in counts)
+
+
+def test_a_worker_with_other_dependencies_is_refused(one_thread_cluster):
+    """Issue 26: the versions in the key were the client's; a worker reports its own."""
+    from slr_suite.engine import DaskEngine, Task
+
+    engine = DaskEngine(one_thread_cluster, 1)
+    engine.identity = dict(engine.identity, versions=dict(engine.identity["versions"], lightgbm="3.0.0"))
+    with pytest.raises(RuntimeError, match=r"runs other code or dependencies: lightgbm \S+ \(here 3\.0\.0\)"):
+        _finishes(lambda: list(engine.map([Task("nap", ("k" * 16,), _nap, (0.0,))], print)))
+    engine.identity = dict(engine.identity, code="0123456789ab", versions=DaskEngine(one_thread_cluster, 1).identity[
+        "versions"])
+    with pytest.raises(RuntimeError, match=r"runs other code or dependencies: code [0-9a-f]{12} \(here 0123456789ab\)"):
+        _finishes(lambda: list(engine.map([Task("nap", ("k" * 16,), _nap, (0.0,))], print)))
+
+
+def test_local_cluster_says_nothing_when_the_dashboard_port_is_taken():
+    """Issue 26: ``--quiet`` still printed Dask's "Port 8787 is already in use" warning."""
+    import socket
+    import warnings
+
+    from slr_suite.engine import connect
+
+    with socket.socket() as squatter, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            squatter.bind(("", 8787))
+            squatter.listen(1)
+        except OSError:
+            pass                         # taken already: the case to test
+        _finishes(lambda: connect(1, None).close())
+    assert not [w for w in caught if "already in use" in str(w.message)]

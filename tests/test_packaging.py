@@ -249,3 +249,18 @@ def test_installed_package_infers_and_learns(artefacts, reference, kind):
     np.testing.assert_allclose(smoke["objective"], reference["objective"], rtol=1e-6)
     np.testing.assert_array_equal(smoke["prediction"], reference["prediction"])
     _run([python.parent / "slr", "--help"])
+
+
+_FINGERPRINT = "from slr_suite.provenance import code_fingerprint; print(code_fingerprint())"
+
+
+@pytest.mark.parametrize("kind", ["sdist", "wheel"])
+def test_installed_package_shares_the_checkouts_cache_keys(artefacts, kind):
+    """An editable install (this checkout) and a wheel or sdist install of the same sources,
+    built with the same Cython, NumPy, compiler and flags, have one code fingerprint, so one
+    cache key per cell: the fingerprint names the kernels' build inputs (the wheel has no
+    ``.pyx``), and each install checks its own binaries against its own build record."""
+    from slr_suite.provenance import code_fingerprint
+
+    result = _run([artefacts["python"][kind], "-I", "-c", _FINGERPRINT], cwd=artefacts["tmp"])
+    assert result.stdout.strip().splitlines()[-1] == code_fingerprint()

@@ -79,35 +79,115 @@ def test_cell_reused_then_recomputed_when_code_config_or_dependency_changes(tmp_
     assert df.n_iter.tolist() == [3]
 
 
-def _copy_sources(dest: Path) -> None:
+def _copy_install(dest: Path) -> None:
+    """The three packages as installed here: sources, compiled kernels and their build record."""
     for package in ("slr", "baselines", "slr_suite"):
-        shutil.copytree(REPO / package, dest / package,
-                        ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
+        shutil.copytree(REPO / package, dest / package, ignore=shutil.ignore_patterns("*.c", "__pycache__"))
 
 
-def _fingerprint_of(tree: Path) -> str:
-    proc = subprocess.run([sys.executable, str(tree / "probe.py"), str(tree)], capture_output=True, text=True,
-                          timeout=120)
+_PROBE = """
+import importlib.util, json, pathlib, sys, warnings
+assert importlib.util.find_spec('slr').origin.startswith(sys.argv[1]), 'the copy is not found first'
+spec = importlib.util.spec_from_file_location('prov', pathlib.Path(sys.argv[1]) / 'slr_suite/provenance.py')
+prov = sys.modules['prov'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(prov)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    try:
+        print(json.dumps(dict(code=prov.code_fingerprint(), warnings=[str(w.message) for w in caught])))
+    except prov.StaleKernelsError as exc:
+        print(json.dumps(dict(refused=str(exc))))
+"""
+
+
+def _probe(tree: Path) -> dict:
+    """What ``code_fingerprint()`` says in a process that imports the packages from ``tree``."""
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(tree)], capture_output=True, text=True, timeout=300,
+                          cwd=tree)
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_fingerprint_follows_an_edited_kernel(tmp_path):
+def _edit_record(tree: Path, **inputs) -> None:
+    """What a rebuild records: the new inputs of the kernels."""
+    path = tree / "slr" / provenance.BUILD_RECORD
+    record = json.loads(path.read_text())
+    record["inputs"].update(inputs)
+    path.write_text(json.dumps(record))
+
+
+@pytest.fixture(scope="module")
+def installed_copy(tmp_path_factory) -> Path:
+    tree = tmp_path_factory.mktemp("tree")
+    _copy_install(tree)
+    return tree
+
+
+def test_fingerprint_is_the_installs_and_ignores_editor_files(installed_copy, tmp_path):
     tree = tmp_path / "tree"
-    _copy_sources(tree)
-    (tree / "probe.py").write_text(
-        "import importlib.util, pathlib, sys\n"
-        "assert importlib.util.find_spec('slr').origin.startswith(sys.argv[1]), 'the copy is not found first'\n"
-        "spec = importlib.util.spec_from_file_location('prov', pathlib.Path(sys.argv[1]) / 'slr_suite/provenance.py')\n"
-        "prov = sys.modules['prov'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(prov)\n"
-        "print(prov.code_fingerprint())\n")
-    assert _fingerprint_of(tree) == provenance.code_fingerprint()
+    shutil.copytree(installed_copy, tree, symlinks=True)
+    assert _probe(tree) == dict(code=provenance.code_fingerprint(), warnings=[])
     with open(tree / "slr_suite" / "markdown.py", "a") as fh:
         fh.write("\n# a render-only edit\n")
-    assert _fingerprint_of(tree) == provenance.code_fingerprint()
-    with open(tree / "slr" / "oracles" / "_boosting" / "growth.pyx", "a") as fh:
-        fh.write("\n# an edited kernel\n")
-    assert _fingerprint_of(tree) != provenance.code_fingerprint()
+    # an Emacs lock file: a dangling symlink with a source's suffix (issue 26)
+    os.symlink("root@host.1234:1700000000", tree / "slr" / ".#learner.py")
+    os.symlink("root@host.1234:1700000000", tree / "slr" / "inference" / ".#_star.pyx")
+    probe = _probe(tree)
+    assert probe["code"] == provenance.code_fingerprint()
+    assert any(".#learner.py: not a source file" in w for w in probe["warnings"])
+
+
+@pytest.mark.parametrize("source", ["slr/inference/_star_simd.h", "slr/inference/_star.pyx", "slr/_kernel_utils.pxd"])
+def test_kernel_sources_edited_and_not_rebuilt_are_refused(installed_copy, tmp_path, source):
+    """Issue 26: an edited header, kernel or declaration with the old binary is refused; once
+    rebuilt (the build records the new sources) the key is a new one."""
+    tree = tmp_path / "tree"
+    shutil.copytree(installed_copy, tree, symlinks=True)
+    with open(tree / source, "a") as fh:
+        fh.write("\n/* an edit */\n" if source.endswith(".h") else "\n# an edit\n")
+    assert "the kernels are older than their sources" in _probe(tree)["refused"]
+    roots = {package: tree / package for package in ("slr", "baselines")}
+    _edit_record(tree, sources=provenance.kernel_sources_digest(roots))
+    rebuilt = _probe(tree)["code"]
+    assert rebuilt != provenance.code_fingerprint()
+
+
+@pytest.mark.parametrize("change", [dict(cython="0.29.0"), dict(directives={"boundscheck": True}),
+                                    dict(compiler=["gcc", "-O0"])])
+def test_fingerprint_follows_the_build_settings(installed_copy, tmp_path, change):
+    tree = tmp_path / "tree"
+    shutil.copytree(installed_copy, tree, symlinks=True)
+    _edit_record(tree, **change)
+    assert _probe(tree)["code"] != provenance.code_fingerprint()
+
+
+def test_a_binary_not_from_the_recorded_build_is_refused(installed_copy, tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(installed_copy, tree, symlinks=True)
+    (binary,) = (tree / "slr" / "oracles" / "_boosting").glob("growth*.so")
+    with open(binary, "ab") as fh:
+        fh.write(b"\0")
+    refused = _probe(tree)["refused"]
+    assert str(binary) in refused and "not the one the build recorded" in refused
+    (tree / "slr" / provenance.BUILD_RECORD).unlink()
+    assert "no build record of the kernels" in _probe(tree)["refused"]
+
+
+def test_stale_kernels_never_fill_the_cache(installed_copy, tmp_path):
+    """The whole command: an edited kernel source exits 1 with one line before computing, and
+    the cache stays empty; ``--render-only`` still renders."""
+    tree = tmp_path / "tree"
+    shutil.copytree(installed_copy, tree, symlinks=True)
+    with open(tree / "slr" / "inference" / "_star.pyx", "a") as fh:
+        fh.write("\n# edited, not rebuilt\n")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    cmd = [sys.executable, "-m", "slr_suite", "denoising", "--tiny", "--cells", "Zero/Zero", "--out", str(out),
+           "--cache-dir", str(cache)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tree)
+    assert proc.returncode == 1
+    assert "the kernels are older than their sources" in proc.stderr and "run make venv" in proc.stderr
+    assert not [p for p in cache.rglob("*") if p.name != ".slr.lock"]
+    proc = subprocess.run(cmd + ["--render-only"], capture_output=True, text=True, timeout=300, cwd=tree)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_fresh_output_dir_in_a_clone_with_committed_csvs_computes(tmp_path):
