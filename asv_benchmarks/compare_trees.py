@@ -8,9 +8,9 @@ For each denoising-sized problem (see ``benchmarks/bench_trees.py``) it fits, on
 after the other in this process and alternating over repeats:
 
 * ``BoostedTrees`` with at most ``--leaves`` leaves and ``LightGBM`` with
-  ``num_leaves=--leaves`` (same 10,000-row subsample per round, same thread count);
+  ``max_leaf_nodes=--leaves`` (same 10,000-row subsample per round, same thread count);
 * ``BoostedTrees`` with the chapter's rules only (no leaf cap) and ``LightGBM`` with
-  ``num_leaves`` set to the mean leaf count those trees reached.
+  ``max_leaf_nodes`` set to the mean leaf count those trees reached.
 
 It prints the time per round (whole fit / rounds; the LightGBM Dataset construction
 is included, and shown separately), the mean training loss after the last round and
@@ -100,13 +100,13 @@ def print_grid(args: argparse.Namespace) -> None:
     if args.ours_leaves == 0:
         args.ours_leaves = None
     ours_leaves = args.leaves if args.ours_leaves == -1 else args.ours_leaves
-    print(f"grid: LightGBM rounds={args.rounds} num_leaves={args.leaves}, ours tree={args.tree} "
-          f"max_leaves={ours_leaves} "
+    print(f"grid: LightGBM rounds={args.rounds} max_leaf_nodes={args.leaves}, ours tree={args.tree} "
+          f"max_leaf_nodes={ours_leaves} "
           f"min_leaf_fraction={args.min_leaf} splitter={args.splitter} "
           f"newton_steps={args.newton_steps}, LightGBM min_sum_hessian_in_leaf="
           f"{'default' if args.lgbm_min_hessian is None else args.lgbm_min_hessian}, "
           f"threads={args.threads}, "
-          "subsample=10000, step=learning_rate=0.25")
+          "subsample=10000, learning_rate=0.25")
     print(f"{'rows':>7s} {'d':>4s} {'K':>3s} {'LGBM s':>8s} {'LGBM loss':>9s} {'ours rounds':>11s} "
           f"{'ours s':>8s} {'ours loss':>9s} {'ratio':>7s}")
     for n, d, k in GRID:

@@ -78,7 +78,7 @@ def _grid_problem(n_images, size, n_states, seed=0):
 def _sweep(batch, theta_nodes, theta_edges, lam, eps, threads, max_sweeps=1):
     batch_sweeps(
         batch, theta_nodes, theta_edges, eps, out=lam, max_sweeps=max_sweeps, tol=0.0,
-        n_threads=threads, check_input=False,
+        n_jobs=threads, check_input=False,
     )
 
 
@@ -172,7 +172,7 @@ class BatchSweep(common.Benchmark):
     def time_batch_sweeps(self, threads):
         batch_sweeps(
             self.batch, self.theta_nodes, self.theta_edges, 0.1, out=self.lam, max_sweeps=5,
-            tol=0.0, n_threads=threads, check_input=False,
+            tol=0.0, n_jobs=threads, check_input=False,
         )
 
 

@@ -126,7 +126,7 @@ def grid_cell(n: int, d: int, k: int, rounds: int, threads: int = THREADS,
     from slr.oracles.trees import BoostedTrees
 
     data = make_grid_problem(n, d, k, seed)
-    lgbm = LightGBM(n_rounds=rounds, subsample=SUBSAMPLE, num_leaves=leaves or 10**6,
+    lgbm = LightGBM(n_rounds=rounds, subsample=SUBSAMPLE, max_leaf_nodes=leaves or 10**6,
                     min_leaf_fraction=min_leaf, n_jobs=threads, random_state=seed,
                     params=None if lgbm_min_hessian is None
                     else {"min_sum_hessian_in_leaf": lgbm_min_hessian})
@@ -135,7 +135,7 @@ def grid_cell(n: int, d: int, k: int, rounds: int, threads: int = THREADS,
     lgbm_seconds = time.perf_counter() - start
     target = mean_loss(lgbm, *data)
     ours = BoostedTrees(n_rounds=rounds, subsample=SUBSAMPLE, tree=tree, splitter=splitter,
-                        max_leaves=leaves if ours_leaves == -1 else ours_leaves,
+                        max_leaf_nodes=leaves if ours_leaves == -1 else ours_leaves,
                         min_leaf_fraction=min_leaf,
                         min_split_fraction=2 * min_leaf, newton_steps=newton_steps,
                         warm_start=True, n_jobs=threads,
@@ -167,10 +167,10 @@ def make_oracle(kind: str, n_rounds: int, leaves: int | None = LEAVES, threads: 
     from slr.oracles.trees import BoostedTrees
 
     if kind == "BoostedTrees":
-        return BoostedTrees(n_rounds=n_rounds, subsample=SUBSAMPLE, max_leaves=leaves,
+        return BoostedTrees(n_rounds=n_rounds, subsample=SUBSAMPLE, max_leaf_nodes=leaves,
                             n_jobs=threads, random_state=seed)
     if kind == "LightGBM":
-        return LightGBM(n_rounds=n_rounds, subsample=SUBSAMPLE, num_leaves=leaves,
+        return LightGBM(n_rounds=n_rounds, subsample=SUBSAMPLE, max_leaf_nodes=leaves,
                         n_jobs=threads, random_state=seed)
     raise ValueError(f"unknown oracle {kind!r}")
 
