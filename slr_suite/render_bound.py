@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slr_suite.bound import TOL, results_table
+from slr_suite.bound import EXPERIMENT, TOL
 from slr_suite.common import plt, save_fig
 from slr_suite.markdown import provenance_block, table
 from slr_suite.profiles import Profile
@@ -17,7 +17,8 @@ __all__ = ["write_report"]
 
 def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     """Write ``out/bound.md`` and ``out/bound.png`` from ``bound_results.csv``; return headline numbers."""
-    df = results_table(out, log).frame(config=config_hash(profile.bound))
+    (results,) = (table.open(out, log) for table in EXPERIMENT.tables)
+    df = results.frame(config=config_hash(EXPERIMENT.spec(profile).config()))
     df = df.sort_values(["graph", "eps"]).reset_index(drop=True)
     holds = df["holds"].astype(str) == "True"
     trees = df[df["kind"] == "tree"]

@@ -1,0 +1,127 @@
+"""What an experiment is to the suite: its cells, how one batch of cells is computed, its CSVs, its report.
+
+Every experiment (:mod:`slr_suite.denoising`, :mod:`slr_suite.tuning`, :mod:`slr_suite.baselines`,
+:mod:`slr_suite.bound`, ...) is an object satisfying :class:`Experiment`; :mod:`slr_suite.runner`
+drives them all the same way (cache, tasks, CSVs) and :mod:`slr_suite.registry` lists them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from slr_suite.common import Logger, RunContext
+from slr_suite.provenance import RunInfo, cache_key
+from slr_suite.results import ResultsTable
+from slr_suite.store import CellRecord
+
+__all__ = ["Cell", "Experiment", "Table"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of an experiment: what identifies it, what its result depends on, how to compute it.
+
+    Attributes
+    ----------
+    label : str
+        What the log calls it (``"Boost-MLP"``).
+    identity : mapping
+        The cell within its experiment (``{"unary": "Boost", "pairwise": "MLP"}``).
+    config : mapping
+        The settings the cell's result depends on, and only those: with ``identity``, the
+        experiment's name and ``seed`` they make the cell's cache key.
+    seed : int
+    args : tuple
+        What :meth:`Experiment.compute` needs of the cell besides the experiment's spec; small
+        and picklable.
+    group : str or None
+        Cells of one group that are not cached are computed by one task (e.g. the eps values of
+        one graph share its exact MAP and LP); None: a task of its own.
+    cost : float
+        Relative cost; the costliest tasks start first, so that no worker idles at the end.
+    record : CellRecord or None
+        A record known without computing (a cell that cannot run here: its row says why). It is
+        written when the cell is not cached, and never cached itself.
+    """
+
+    label: str
+    identity: Mapping[str, Any]
+    config: Mapping[str, Any]
+    seed: int
+    args: tuple = ()
+    group: str | None = None
+    cost: float = 0.0
+    record: CellRecord | None = None
+
+    def key(self, experiment: str) -> str:
+        """The cell's cache key in ``experiment``."""
+        return cache_key(experiment, self.identity, self.config, self.seed)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A results CSV of an experiment: its file, columns, key columns and the rows of one record."""
+
+    file: str
+    columns: Sequence[str]
+    key: Sequence[str]
+    rows: Callable[[CellRecord], Iterable[Mapping[str, Any]]] = field(default=lambda record: [record.row])
+
+    def open(self, out: Path, log: Callable[[str], None]) -> ResultsTable:
+        """The table in report directory ``out``."""
+        return ResultsTable(out / self.file, list(self.columns), list(self.key), log)
+
+
+class Experiment(Protocol):
+    """An experiment of the suite.
+
+    Attributes
+    ----------
+    name : str
+        Its ``slr`` subcommand, cache namespace and registry key.
+    help : str
+        The subcommand's one-line help; "" for an experiment without a report of its own, run
+        only as what another needs (the regularisation tuning).
+    needs : tuple of str
+        Experiments whose records :meth:`cells` reads; the runner runs them too.
+    specs : mapping
+        Its settings (a frozen dataclass) in each profile, by profile name (``tiny``, ``quick``,
+        ``full``); empty for an experiment that reads another's (:meth:`spec`).
+    tables : tuple of Table
+        Its CSVs; each record's rows go to every table.
+    """
+
+    name: str
+    help: str
+    needs: tuple[str, ...]
+    specs: Mapping[str, Any]
+    tables: tuple[Table, ...]
+
+    def spec(self, profile: Any) -> Any:
+        """Its settings in ``profile`` (:meth:`slr_suite.profiles.Profile.spec`)."""
+
+    def select(self, profile: Any, options: Mapping[str, Any]) -> Any:
+        """The part of the experiment the command-line ``options`` ask for (e.g. ``--cells``),
+        checked before any work starts: a ValueError naming the option if it is bad."""
+
+    def cells(self, profile: Any, selection: Any, done: Mapping[str, Mapping[str, CellRecord]],
+              ctx: RunContext) -> Iterable[Cell]:
+        """Its cells that can be defined now. ``done`` holds, for each experiment in ``needs``,
+        the records answered so far (by cache key); the runner asks again after computing, until
+        no new cell comes, so a cell that waits for another experiment's records is listed later."""
+
+    def compute(self, spec: Any, cells: Sequence[Cell], info: RunInfo, *, n_threads: int | None) -> list[CellRecord]:
+        """The records of ``cells`` (one task, run on a worker), in order."""
+
+    def keep(self, record: CellRecord) -> bool:
+        """Whether a computed record is cached (a failure is not: a rerun tries again)."""
+
+    def describe(self, record: CellRecord) -> str:
+        """One log line about a computed record."""
+
+    def render(self, profile: Any, out: Path, info: RunInfo, log: Logger,
+               records: Mapping[str, CellRecord] | None = None) -> dict | None:
+        """Write its report from its CSVs in ``out`` (``records``: this run's, with their arrays);
+        return its headline numbers for the index (None: no report of its own)."""
