@@ -145,7 +145,6 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     """
     from slr_suite import get_profile, runner
     from slr_suite.common import Logger, RunContext
-    from slr_suite.registry import with_needs
     from slr_suite.index import write_index
     from slr_suite.provenance import RunInfo
     from slr.validation import check_int
@@ -153,8 +152,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
 
     try:
         profile = get_profile(profile_name)
-        options = dict(cells=cells, datasets=datasets)
-        selections = {e.name: e.select(profile, options) for e in with_needs(names)}
+        plans = {name: runner.plan([name], profile, dict(cells=cells, datasets=datasets)) for name in names}
         if threads is not None:
             check_int(threads, "--threads", 1)
         out = _writable_dir(out, "--out")
@@ -176,7 +174,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     with contextlib.closing(ctx.engine), DirLock(out, log), DirLock(cache_dir, log), _thread_limits(threads):
         for name in names:
             log(f"== {name} ({profile.name} profile) -> {out}")
-            records = {} if render_only else runner.run(with_needs([name]), profile, out, ctx, selections)
+            records = {} if render_only else runner.run(plans[name], profile, out, ctx)
             summaries[name] = REGISTRY[name].render(profile, out, info, log, records.get(name))
             log(f"== {name}: wrote {out / (name + '.md')}")
         # The index lists every report present, with headlines re-read from their CSVs now.

@@ -214,7 +214,7 @@ def _energies(model, unary_given, pairwise_given, eps: float) -> dict[str, np.nd
     return out
 
 
-def _compute_cell(spec: DenoisingSpec, unary: str, pairwise: str, info: RunInfo,
+def compute_cell(spec: DenoisingSpec, unary: str, pairwise: str, info: RunInfo,
                   n_threads: int | None) -> CellRecord:
     """Fit the ``unary``/``pairwise`` cell (the data made here, or kept from the previous cell)."""
     data = spec.data
@@ -288,7 +288,7 @@ class Denoising:
 
     def compute(self, spec: DenoisingSpec, cells: Sequence[Cell], info: RunInfo, *,
                 n_threads: int | None) -> list[CellRecord]:
-        return [_compute_cell(spec, *c.args, info, n_threads) for c in cells]
+        return [compute_cell(spec, *c.args, info, n_threads) for c in cells]
 
     def keep(self, record: CellRecord) -> bool:
         return True

@@ -18,9 +18,10 @@ from typing import Any
 from slr_suite.common import RunContext
 from slr_suite.engine import Task
 from slr_suite.experiment import Cell, Experiment
+from slr_suite.registry import with_needs
 from slr_suite.store import CellCache, CellRecord
 
-__all__ = ["run"]
+__all__ = ["plan", "run"]
 
 
 class _Answers:
@@ -39,19 +40,29 @@ class _Answers:
             table.upsert(row for record in records for row in spec.rows(record))
 
 
-def run(experiments: Sequence[Experiment], profile: Any, out: Path, ctx: RunContext,
-        selections: Mapping[str, Any]) -> dict[str, dict[str, CellRecord]]:
-    """Answer every cell of ``experiments`` (each restricted to its ``selections`` entry) and write their CSVs.
+def plan(names: Sequence[str], profile: Any, options: Mapping[str, Any] | None = None) -> list[tuple[Experiment, Any]]:
+    """The experiments ``names`` and those they need, each after what it needs, with the part of
+    it the command-line ``options`` (``cells``, ``datasets``) select.
 
-    ``experiments`` must list each experiment after those it needs
-    (:func:`slr_suite.registry.with_needs`).
+    Raises
+    ------
+    ValueError
+        For an unknown experiment or a bad option, before any work starts.
+    """
+    options = {} if options is None else options
+    return [(experiment, experiment.select(profile, options)) for experiment in with_needs(names)]
+
+
+def run(planned: Sequence[tuple[Experiment, Any]], profile: Any, out: Path,
+        ctx: RunContext) -> dict[str, dict[str, CellRecord]]:
+    """Answer every cell of the ``planned`` experiments (:func:`plan`) and write their CSVs.
 
     Returns
     -------
     dict
         For each experiment, the records of this run's cells by cache key.
     """
-    states = {e.name: _Answers(e, profile, selections.get(e.name), out, ctx) for e in experiments}
+    states = {e.name: _Answers(e, profile, selection, out, ctx) for e, selection in planned}
     while True:
         todo: list[tuple[_Answers, str, Cell]] = []
         for state in states.values():
@@ -101,15 +112,15 @@ def _compute(todo: list[tuple[_Answers, str, Cell]], ctx: RunContext) -> None:
         task = Task(name, tuple(key for _, key, _ in members), state.experiment.compute,
                     (state.spec, cells, ctx.info))
         tasks.append((max(cell.cost for cell in cells), task))
-        owners[task.keys] = state
+        owners[task.keys] = (state, cells)
     tasks = [task for _, task in sorted(tasks, key=lambda pair: -pair[0])]
     for i, (task, records) in enumerate(ctx.computed(tasks)):
-        state = owners[task.keys]
-        for key, record in zip(task.keys, records):
+        state, cells = owners[task.keys]
+        for key, cell, record in zip(task.keys, cells, records):
             if state.experiment.keep(record):
                 state.cache.save(key, record)
             state.records[key] = record
-        ctx.log.computed.append(task.name)
+            ctx.log.computed.append(f"{state.experiment.name}:{cell.label}")
         for record in records:
             ctx.log(f"{state.experiment.name} [{i + 1}/{len(tasks)}] {state.experiment.describe(record)}")
         state.write(records)
