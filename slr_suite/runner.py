@@ -7,7 +7,8 @@ tasks, the costliest first. Records come back here as the tasks finish: this pro
 caches them (those the experiment keeps) and upserts their rows into the experiment's CSVs.
 Then it asks the experiments again, with the records answered so far, until no new cell
 comes: an experiment whose cells depend on another's results (the test cells of tuned methods
-on the tuning fits) lists them once those are in.
+on the tuning fits) lists them once those are in. Last, each CSV gets the run's rows again in
+the order the experiment lists its cells.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class _Answers:
         self.cache = CellCache(ctx.cache_dir, experiment.name, ctx.log, read=ctx.read_cache)
         self.tables = [table.open(out, ctx.log) for table in experiment.tables]
         self.records: dict[str, CellRecord] = {}
-        self.listed: set[str] = set()
+        self.listed: dict[str, None] = {}   # cache keys in the order the experiment lists its cells
 
     def write(self, records: Sequence[CellRecord]) -> None:
         for table, spec in zip(self.tables, self.experiment.tables):
@@ -70,6 +71,8 @@ def run(planned: Sequence[tuple[Experiment, Any]], profile: Any, out: Path,
         if not todo:
             break
         _compute(todo, ctx)
+    for state in states.values():   # the CSVs list this run's cells in the experiment's order
+        state.write([state.records[key] for key in state.listed])
     return {name: state.records for name, state in states.items()}
 
 
@@ -82,7 +85,7 @@ def _list(state: _Answers, states: Mapping[str, _Answers], ctx: RunContext) -> l
         key = cell.key(experiment.name)
         if key in state.listed:
             continue
-        state.listed.add(key)
+        state.listed[key] = None
         new += 1
         record = state.cache.load(key)
         cached += record is not None
