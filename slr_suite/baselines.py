@@ -11,20 +11,19 @@ cannot run, they are written with a ``skipped`` status that says why.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from slr_suite import tuning
-from slr_suite.common import Logger, RunContext, reuse_data
-from slr_suite.experiment import Cell, Table
+from slr_suite.common import RunContext, reuse_data
+from slr_suite.experiment import Cell, ExperimentBase, Table
 from slr_suite.methods import (DATASETS, SEED, SPECS, BaselinesSpec, default_regularisation, failure_status,
                                fit_method, methods_of, parse_datasets, unavailable)
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord
 
-__all__ = ["Baselines", "EXPERIMENT", "COLUMNS", "TIME_CURVE_COLUMNS", "cell"]
+__all__ = ["Baselines", "NAME", "TABLES", "COLUMNS", "TIME_CURVE_COLUMNS", "cell"]
 
 #: ``C`` and ``epsilon`` are the regularisation the cell was fitted with (empty in rows written
 #: before they were recorded: those used ``C_VALUE`` and ``EPSILON``).
@@ -64,18 +63,20 @@ def _curve_rows(record: CellRecord) -> list[dict]:
             for i, (s, e) in enumerate(zip(arrays.get("seconds", ()), arrays.get("test_error", ())))]
 
 
-class Baselines:
+NAME = "baselines"
+#: The results (one row per cell) and the test error against time.
+TABLES = (Table("baselines_results.csv", COLUMNS, ("config", "dataset", "method")),
+          Table("baselines_curves.csv", TIME_CURVE_COLUMNS, ("config", "dataset", "method", "point"), _curve_rows))
+
+
+class Baselines(ExperimentBase):
     """The comparison's test cells as an :class:`slr_suite.experiment.Experiment`."""
 
-    name = "baselines"
+    name = NAME
     help = "compare slr with SSVMs, perceptron, piecewise training and pystruct"
-    needs = ("tuning",)
+    needs = (tuning.NAME,)
     specs = SPECS
-    tables = (Table("baselines_results.csv", COLUMNS, ("config", "dataset", "method")),
-              Table("baselines_curves.csv", TIME_CURVE_COLUMNS, ("config", "dataset", "method", "point"), _curve_rows))
-
-    def spec(self, profile) -> BaselinesSpec:
-        return profile.spec(self.name)
+    tables = TABLES
 
     def select(self, profile, options: Mapping[str, Any]) -> list[str] | None:
         """The data sets of ``--datasets`` (None: all)."""
@@ -95,7 +96,7 @@ class Baselines:
                                                   method=method, status=f"skipped: {reason}", **ctx.info.row_fields()))
                     cells.append(cell(spec, dataset, group, method, default_regularisation(dataset), skipped))
                     continue
-                reg = tuning.chosen(spec, dataset, group, method, done["tuning"])
+                reg = tuning.chosen(spec, dataset, group, method, done[tuning.NAME])
                 if reg is not None:
                     cells.append(cell(spec, dataset, group, method, reg))
         return cells
@@ -113,11 +114,3 @@ class Baselines:
             return f"{row['dataset']}: {row['method']}: {row['status']}"
         return (f"{row['dataset']}: {row['method']}: train={row['train_error']:.3f} test={row['test_error']:.3f} "
                 f"({row['seconds']:.1f}s)")
-
-    def render(self, profile, out: Path, info: RunInfo, log: Logger, records=None) -> dict:
-        from slr_suite.render_baselines import write_report
-
-        return write_report(profile, out, info, log)
-
-
-EXPERIMENT = Baselines()

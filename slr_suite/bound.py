@@ -11,19 +11,18 @@ Hamming loss on nodes (``Delta_i(y_i, a) = [a != y_i]``, ``Delta_e = 0``):
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from slr_suite.common import Logger, RunContext
-from slr_suite.experiment import Cell, Table
+from slr_suite.common import RunContext
+from slr_suite.experiment import Cell, ExperimentBase, Table
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord
 
-__all__ = ["Bound", "BoundSpec", "EXPERIMENT", "SPECS", "random_problem", "cell", "COLUMNS", "TOL", "SEED"]
+__all__ = ["Bound", "BoundSpec", "NAME", "SPECS", "TABLES", "random_problem", "cell", "COLUMNS", "TOL", "SEED"]
 
 COLUMNS = ["config", "graph", "kind", "n", "m", "L", "eps", "l0", "l1", "l", "l_mp", "eps_hmax", "upper",
            "l0_le_l1", "l1_le_l", "l_le_upper", "holds", "tree_tight", *PROVENANCE_COLUMNS]
@@ -130,21 +129,18 @@ def _compute_graph(spec: BoundSpec, g: int, epsilons: list[float], info: RunInfo
     return records
 
 
-class Bound:
+NAME = "bound"
+TABLES = (Table("bound_results.csv", COLUMNS, ("config", "graph", "eps")),)
+
+
+class Bound(ExperimentBase):
     """Theorem 1.1 as an :class:`slr_suite.experiment.Experiment`: a cell is one (graph, eps);
     the eps values of one graph are computed by one task."""
 
-    name = "bound"
+    name = NAME
     help = "check Theorem 1.1 on random small graphs against exact solvers"
-    needs: tuple[str, ...] = ()
     specs = SPECS
-    tables = (Table("bound_results.csv", COLUMNS, ("config", "graph", "eps")),)
-
-    def spec(self, profile) -> BoundSpec:
-        return profile.spec(self.name)
-
-    def select(self, profile, options: Mapping[str, Any]) -> None:
-        return None
+    tables = TABLES
 
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
         spec = self.spec(profile)
@@ -155,19 +151,8 @@ class Bound:
         (g,) = {c.args[0] for c in cells}
         return _compute_graph(spec, g, [c.args[1] for c in cells], info)
 
-    def keep(self, record: CellRecord) -> bool:
-        return True
-
     def describe(self, record: CellRecord) -> str:
         row = record.row
         return (f"graph {row['graph']} ({row['kind']}, n={row['n']}, m={row['m']}, L={row['L']}) "
                 f"eps={row['eps']}: l0={row['l0']:.4f} l1={row['l1']:.4f} l={row['l']:.4f} <= "
                 f"{row['upper']:.4f} {'ok' if row['holds'] else 'VIOLATED'}")
-
-    def render(self, profile, out: Path, info: RunInfo, log: Logger, records=None) -> dict:
-        from slr_suite.render_bound import write_report
-
-        return write_report(profile, out, info, log)
-
-
-EXPERIMENT = Bound()

@@ -1,4 +1,4 @@
-"""Shared helpers of the experiment modules: logging, the run context, matplotlib setup."""
+"""Shared helpers of the experiment modules: logging, the run context, the data kept between cells."""
 from __future__ import annotations
 
 import sys
@@ -10,7 +10,7 @@ from typing import Any
 
 from slr_suite.provenance import RunInfo
 
-__all__ = ["Logger", "RunContext", "plt", "reuse_data", "save_fig", "unique"]
+__all__ = ["Logger", "RunContext", "reuse_data", "unique"]
 
 
 class Logger:
@@ -89,29 +89,6 @@ def reuse_data(key: str, make: Callable[[], Any]) -> Any:
 def unique(items):
     """``items`` without repeats, in first-seen order."""
     return list(dict.fromkeys(items))
-
-
-def plt():
-    """pyplot with the non-interactive Agg backend."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as pyplot
-
-    return pyplot
-
-
-def save_fig(fig, path: Path) -> None:
-    """Save (atomically) and close a figure."""
-    import io
-
-    from slr_suite.store import atomic_write_bytes
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    plt().close(fig)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, buffer.getvalue())
 
 
 LogFn = Callable[[str], None]

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import time
 
 import numpy as np
 
-from slr_suite.common import Logger, RunContext, reuse_data, unique
-from slr_suite.experiment import Cell, Table
+from slr_suite.common import RunContext, reuse_data, unique
+from slr_suite.experiment import Cell, ExperimentBase, Table
 from slr_suite.oracles import OracleSpec, fitted_oracle
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord
 
-__all__ = ["DenoisingData", "DenoisingSpec", "Denoising", "EXPERIMENT", "SPECS", "FUNCTION_CLASSES", "COLUMNS",
+__all__ = ["DenoisingData", "DenoisingSpec", "Denoising", "NAME", "SPECS", "TABLES", "FUNCTION_CLASSES", "COLUMNS",
            "LEARNING_CURVE_COLUMNS", "ENERGY_COLUMNS", "SHOWCASE", "SEED", "all_cells", "parse_cells", "cell"]
 
 #: The function classes of Table 1, in the paper's order.
@@ -261,21 +260,22 @@ def _energy_rows(row: dict, arrays: dict) -> list[dict]:
     return rows
 
 
-class Denoising:
+NAME = "denoising"
+#: The results (one row per cell), the learning curves and the learned energy functions.
+TABLES = (Table("denoising_results.csv", COLUMNS, ("config", "unary", "pairwise")),
+          Table("denoising_history.csv", LEARNING_CURVE_COLUMNS, ("config", "unary", "pairwise", "iteration"),
+                lambda record: _history_rows(record.row, record.arrays)),
+          Table("denoising_energies.csv", ENERGY_COLUMNS, ("config", "unary", "pairwise", "role", "state", "phi"),
+                lambda record: _energy_rows(record.row, record.arrays)))
+
+
+class Denoising(ExperimentBase):
     """Table 1 as an :class:`slr_suite.experiment.Experiment`."""
 
-    name = "denoising"
+    name = NAME
     help = "Table 1: every unary x pairwise function class on synthetic denoising"
-    needs: tuple[str, ...] = ()
     specs = SPECS
-    tables = (Table("denoising_results.csv", COLUMNS, ("config", "unary", "pairwise")),
-              Table("denoising_history.csv", LEARNING_CURVE_COLUMNS, ("config", "unary", "pairwise", "iteration"),
-                    lambda record: _history_rows(record.row, record.arrays)),
-              Table("denoising_energies.csv", ENERGY_COLUMNS, ("config", "unary", "pairwise", "role", "state", "phi"),
-                    lambda record: _energy_rows(record.row, record.arrays)))
-
-    def spec(self, profile) -> DenoisingSpec:
-        return profile.spec(self.name)
+    tables = TABLES
 
     def select(self, profile, options: Mapping[str, Any]) -> list[tuple[str, str]] | None:
         """The cells of ``--cells`` (None: all)."""
@@ -290,18 +290,7 @@ class Denoising:
                 n_threads: int | None) -> list[CellRecord]:
         return [compute_cell(spec, *c.args, info, n_threads) for c in cells]
 
-    def keep(self, record: CellRecord) -> bool:
-        return True
-
     def describe(self, record: CellRecord) -> str:
         row = record.row
         return (f"unary={row['unary']:8s} pairwise={row['pairwise']:8s} train={row['train_error']:.3f} "
                 f"test={row['test_error']:.3f} ({row['seconds']:.1f}s)")
-
-    def render(self, profile, out: Path, info: RunInfo, log: Logger, records=None) -> dict:
-        from slr_suite.render_denoising import write_report
-
-        return write_report(profile, out, info, log, records)
-
-
-EXPERIMENT = Denoising()

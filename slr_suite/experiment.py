@@ -7,7 +7,7 @@ drives them all the same way (cache, tasks, CSVs) and :mod:`slr_suite.registry` 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -16,7 +16,35 @@ from slr_suite.provenance import RunInfo, cache_key
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellRecord
 
-__all__ = ["Cell", "Experiment", "Table"]
+__all__ = ["Cell", "Experiment", "ExperimentBase", "Profile", "Report", "Table"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The settings of every experiment for one run size (:mod:`slr_suite.profiles` holds them).
+
+    Attributes
+    ----------
+    name : str
+        ``tiny``, ``quick`` or ``full``.
+    specs : mapping
+        ``{experiment name: its spec}`` (:class:`slr_suite.denoising.DenoisingSpec`,
+        :class:`slr_suite.methods.BaselinesSpec`, :class:`slr_suite.bound.BoundSpec`, ...).
+    """
+
+    name: str
+    specs: Mapping[str, Any]
+
+    def spec(self, experiment: str) -> Any:
+        """The spec of ``experiment``."""
+        try:
+            return self.specs[experiment]
+        except KeyError:
+            raise ValueError(f"experiment: profile {self.name!r} has no settings for {experiment!r}") from None
+
+    def with_spec(self, experiment: str, spec: Any) -> Profile:
+        """This profile with ``experiment``'s spec replaced by ``spec``."""
+        return replace(self, specs={**self.specs, experiment: spec})
 
 
 @dataclass(frozen=True)
@@ -99,14 +127,14 @@ class Experiment(Protocol):
     specs: Mapping[str, Any]
     tables: tuple[Table, ...]
 
-    def spec(self, profile: Any) -> Any:
-        """Its settings in ``profile`` (:meth:`slr_suite.profiles.Profile.spec`)."""
+    def spec(self, profile: Profile) -> Any:
+        """Its settings in ``profile`` (:meth:`Profile.spec`)."""
 
-    def select(self, profile: Any, options: Mapping[str, Any]) -> Any:
+    def select(self, profile: Profile, options: Mapping[str, Any]) -> Any:
         """The part of the experiment the command-line ``options`` ask for (e.g. ``--cells``),
         checked before any work starts: a ValueError naming the option if it is bad."""
 
-    def cells(self, profile: Any, selection: Any, done: Mapping[str, Mapping[str, CellRecord]],
+    def cells(self, profile: Profile, selection: Any, done: Mapping[str, Mapping[str, CellRecord]],
               ctx: RunContext) -> Iterable[Cell]:
         """Its cells that can be defined now. ``done`` holds, for each experiment in ``needs``,
         the records answered so far (by cache key); the runner asks again after computing, until
@@ -121,7 +149,40 @@ class Experiment(Protocol):
     def describe(self, record: CellRecord) -> str:
         """One log line about a computed record."""
 
-    def render(self, profile: Any, out: Path, info: RunInfo, log: Logger,
+    def render(self, profile: Profile, out: Path, info: RunInfo, log: Logger,
                records: Mapping[str, CellRecord] | None = None) -> dict | None:
         """Write its report from its CSVs in ``out`` (``records``: this run's, with their arrays);
         return its headline numbers for the index (None: no report of its own)."""
+
+
+#: A report writer, ``(profile, out, info, log, records) -> headline numbers``: an experiment's
+#: ``render_*`` module, given to the experiment where it is registered (:mod:`slr_suite.registry`),
+#: so that the module computing the cells never imports the one drawing them.
+Report = Callable[[Profile, Path, RunInfo, Logger, Mapping[str, CellRecord] | None], dict]
+
+
+class ExperimentBase:
+    """The defaults of :class:`Experiment` for an experiment class: it needs no other experiment,
+    takes no command-line option, caches every record, and renders with the ``report`` it is given."""
+
+    name: str
+    help = ""
+    needs: tuple[str, ...] = ()
+    specs: Mapping[str, Any] = {}
+    tables: tuple[Table, ...] = ()
+
+    def __init__(self, report: Report | None = None) -> None:
+        self.report = report
+
+    def spec(self, profile: Profile) -> Any:
+        return profile.spec(self.name)
+
+    def select(self, profile: Profile, options: Mapping[str, Any]) -> Any:
+        return None
+
+    def keep(self, record: CellRecord) -> bool:
+        return True
+
+    def render(self, profile: Profile, out: Path, info: RunInfo, log: Logger,
+               records: Mapping[str, CellRecord] | None = None) -> dict | None:
+        return None if self.report is None else self.report(profile, out, info, log, records)

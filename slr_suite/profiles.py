@@ -6,42 +6,12 @@ with the reasons for their values.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
-
 from slr_suite.denoising import FUNCTION_CLASSES
+from slr_suite.experiment import Profile
 from slr_suite.methods import PEER_LEARNERS
 from slr_suite.registry import EXPERIMENTS
 
 __all__ = ["Profile", "PROFILES", "get_profile", "FUNCTION_CLASSES", "PEER_LEARNERS"]
-
-
-@dataclass(frozen=True)
-class Profile:
-    """The settings of every experiment for one profile.
-
-    Attributes
-    ----------
-    name : str
-    specs : mapping
-        ``{experiment name: its spec}`` (:class:`slr_suite.denoising.DenoisingSpec`,
-        :class:`slr_suite.methods.BaselinesSpec`, :class:`slr_suite.bound.BoundSpec`, ...).
-    """
-
-    name: str
-    specs: Mapping[str, Any]
-
-    def spec(self, experiment: str) -> Any:
-        """The spec of ``experiment``."""
-        try:
-            return self.specs[experiment]
-        except KeyError:
-            raise ValueError(f"experiment: profile {self.name!r} has no settings for {experiment!r}") from None
-
-    def with_spec(self, experiment: str, spec: Any) -> Profile:
-        """This profile with ``experiment``'s spec replaced by ``spec``."""
-        return replace(self, specs={**self.specs, experiment: spec})
 
 
 PROFILES: dict[str, Profile] = {

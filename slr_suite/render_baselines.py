@@ -8,11 +8,11 @@ import numpy as np
 from dataclasses import asdict
 
 from slr_suite import baselines, tuning
-from slr_suite.common import plt, save_fig
+from slr_suite.figures import plt, save_fig
 from slr_suite.markdown import fmt, provenance_block, table
 from slr_suite.methods import (CRFSUITE_METHOD, DATASETS, EPSILON, RIDGED, SMOOTHED, BaselinesSpec, crfsuite_c2,
                                default_regularisation, grid, methods_of, tuned)
-from slr_suite.profiles import Profile
+from slr_suite.experiment import Profile
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.store import atomic_write_text
 
@@ -25,11 +25,12 @@ def time_to_target(seconds: np.ndarray, errors: np.ndarray, target: float) -> fl
     return float(np.asarray(seconds)[hit[0]]) if hit.size else float("nan")
 
 
-def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
-    """Write ``baselines.md`` and ``baselines_time.png`` from the CSVs in ``out``; return headline numbers."""
-    spec = baselines.EXPERIMENT.spec(profile)
-    results, curves_table = (t.open(out, log) for t in baselines.EXPERIMENT.tables)
-    (tuning_table,) = (t.open(out, log) for t in tuning.EXPERIMENT.tables)
+def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict | None = None) -> dict:
+    """Write ``baselines.md`` and ``baselines_time.png`` from the CSVs in ``out``; return headline
+    numbers (``records``, this run's cells, add nothing to the CSVs)."""
+    spec = profile.spec(baselines.NAME)
+    results, curves_table = (t.open(out, log) for t in baselines.TABLES)
+    (tuning_table,) = (t.open(out, log) for t in tuning.TABLES)
     config = config_hash(spec.config())
     df = results.frame(config=config)
     curves = curves_table.frame(config=config)

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from slr_suite.common import plt, save_fig
-from slr_suite.denoising import EXPERIMENT, SHOWCASE, DenoisingSpec
+from slr_suite.figures import plt, save_fig
+from slr_suite.denoising import NAME, SHOWCASE, TABLES, DenoisingSpec
+from slr_suite.experiment import Profile
 from slr_suite.markdown import fmt, provenance_block, table
-from slr_suite.profiles import Profile
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.store import atomic_write_text
 
@@ -210,10 +210,10 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
     ``records`` (the cells of this run, with their arrays) supply the example predictions;
     without them an existing ``denoising_examples.png`` is left as it is.
     """
-    cfg = EXPERIMENT.spec(profile)
+    cfg = profile.spec(NAME)
     classes = list(cfg.classes)
     config = config_hash(cfg.config())
-    results, history_table, energies_table = (table.open(out, log) for table in EXPERIMENT.tables)
+    results, history_table, energies_table = (table.open(out, log) for table in TABLES)
     computed = results.frame(config=config)
     in_table = computed["unary"].isin(classes) & computed["pairwise"].isin(classes)
     df, beside = computed[in_table], computed[~in_table]

@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 
 from slr_suite.common import RunContext, reuse_data
-from slr_suite.experiment import Cell, Table
+from slr_suite.experiment import Cell, ExperimentBase, Table
 from slr_suite.methods import (DATASETS, BaselinesSpec, default_regularisation, failure_status, fit_method, grid,
                                methods_of, parse_datasets, tuned, unavailable)
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord
 
-__all__ = ["Tuning", "EXPERIMENT", "TUNING_COLUMNS", "choose", "chosen", "hold_out", "cell"]
+__all__ = ["Tuning", "NAME", "TABLES", "TUNING_COLUMNS", "choose", "chosen", "hold_out", "cell"]
 
 TUNING_COLUMNS = ["config", "dataset", "method", "C", "epsilon", "val_error", "train_error", "seconds",
                   "iterations", "status", *PROVENANCE_COLUMNS]
@@ -74,7 +74,7 @@ def chosen(spec: BaselinesSpec, dataset: str, group: str, method: str,
     candidates = grid(spec, dataset, method)
     rows = []
     for reg in candidates:
-        record = records.get(cell(spec, dataset, group, method, reg).key(EXPERIMENT.name))
+        record = records.get(cell(spec, dataset, group, method, reg).key(NAME))
         if record is None:
             return None
         rows.append(record.row)
@@ -101,18 +101,19 @@ def _split(data: tuple) -> tuple:
     return (*hold_out(X_train, Y_train, SEED), n_states)
 
 
-class Tuning:
+NAME = "tuning"
+TABLES = (Table("tuning_results.csv", TUNING_COLUMNS, ("config", "dataset", "method", "C", "epsilon")),)
+
+
+class Tuning(ExperimentBase):
     """The validation fits as an :class:`slr_suite.experiment.Experiment`; no report of its own
     (the baselines report shows them). A cell is one (data set, method, grid value)."""
 
-    name = "tuning"
-    help = ""
-    needs: tuple[str, ...] = ()
-    specs: Mapping[str, Any] = {}   # it reads the baselines' settings
-    tables = (Table("tuning_results.csv", TUNING_COLUMNS, ("config", "dataset", "method", "C", "epsilon")),)
+    name = NAME
+    tables = TABLES
 
     def spec(self, profile) -> BaselinesSpec:
-        return profile.spec("baselines")
+        return profile.spec("baselines")   # it has no settings of its own
 
     def select(self, profile, options: Mapping[str, Any]) -> list[str] | None:
         """The data sets of ``--datasets`` (None: all)."""
@@ -141,9 +142,3 @@ class Tuning:
         result = (f"validation error {row['val_error']:.3f} ({row['seconds']:.1f}s)" if row["status"] == "ok"
                   else row["status"])
         return f"{row['dataset']}: {row['method']} C={row['C']:g} eps={row['epsilon']:g}: {result}"
-
-    def render(self, profile, out, info: RunInfo, log, records=None) -> None:
-        return None
-
-
-EXPERIMENT = Tuning()

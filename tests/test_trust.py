@@ -73,7 +73,8 @@ def test_cell_reused_then_recomputed_when_code_config_or_dependency_changes(tmp_
     import slr_suite.profiles as profiles
 
     tiny = profiles.PROFILES["tiny"]
-    monkeypatch.setitem(profiles.PROFILES, "tiny", tiny.with_spec("denoising", replace(tiny.spec("denoising"), n_iter=3)))
+    monkeypatch.setitem(profiles.PROFILES, "tiny",
+                        tiny.with_spec("denoising", replace(tiny.spec("denoising"), n_iter=3)))
     assert _one_cell(tmp_path / "e", cache_dir=cache).computed == [name]
     df = pd.read_csv(tmp_path / "e" / "denoising_results.csv")
     assert df.n_iter.tolist() == [3]
@@ -139,9 +140,9 @@ def test_rows_and_reports_carry_their_provenance(tmp_path):
         assert (df.command == "slr denoising --tiny").all()
         assert df.machine.str.contains(os.uname().machine).all()
     # rows from another run are named as such in the report
-    from slr_suite.denoising import EXPERIMENT
+    from slr_suite.denoising import TABLES
 
-    results = EXPERIMENT.tables[0].open(out, print)
+    results = TABLES[0].open(out, print)
     older = dict(results.rows()[0], commit="abcdef1234", dirty="False", code="feedfeedfeed",
                  command="slr denoising --full")
     results.upsert([older])

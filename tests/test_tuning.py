@@ -140,7 +140,7 @@ def test_report_ignores_tuning_rows_of_another_grid(tuned_run, tmp_path):
     profile, out = tuned_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    table = tuning.EXPERIMENT.tables[0].open(copy, lambda m: None)
+    table = tuning.TABLES[0].open(copy, lambda m: None)
     stale = dict(table.rows()[0], C=0.5, val_error=0.0)
     table.upsert([stale])
     render_baselines.write_report(profile, copy, RunInfo.collect("tiny", ["slr"]), Logger(quiet=True))
