@@ -18,8 +18,8 @@ import numpy as np
 from slr_suite import tuning
 from slr_suite.common import RunContext, reuse_data
 from slr_suite.experiment import Cell, ExperimentBase, Table
-from slr_suite.methods import (DATASETS, SEED, SPECS, BaselinesSpec, default_regularisation, failure_status,
-                               fit_method, methods_of, parse_datasets, unavailable)
+from slr_suite.methods import (SEED, SPECS, BaselinesSpec, default_regularisation, failure_status, fit_method,
+                               planned_methods, selected_datasets)
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord
 
@@ -79,26 +79,21 @@ class Baselines(ExperimentBase):
     tables = TABLES
 
     def select(self, profile, options: Mapping[str, Any]) -> list[str] | None:
-        """The data sets of ``--datasets`` (None: all)."""
-        text = options.get("datasets")
-        return None if text is None else parse_datasets(text)
+        return selected_datasets(options)
 
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
         """The test cells whose regularisation is known: a tuned method's once its validation fits are in."""
         spec = self.spec(profile)
         cells = []
-        for dataset in DATASETS if selection is None else selection:
-            reasons = unavailable(spec, dataset, ctx)
-            for group, method in methods_of(dataset, spec):
-                reason = reasons.get(group)
-                if reason:
-                    skipped = CellRecord(row=dict(config=config_hash(spec.config()), dataset=dataset, group=group,
-                                                  method=method, status=f"skipped: {reason}", **ctx.info.row_fields()))
-                    cells.append(cell(spec, dataset, group, method, default_regularisation(dataset), skipped))
-                    continue
-                reg = tuning.chosen(spec, dataset, group, method, done[tuning.NAME])
-                if reg is not None:
-                    cells.append(cell(spec, dataset, group, method, reg))
+        for dataset, group, method, reason in planned_methods(spec, selection, ctx):
+            if reason:
+                skipped = CellRecord(row=dict(config=config_hash(spec.config()), dataset=dataset, group=group,
+                                              method=method, status=f"skipped: {reason}", **ctx.info.row_fields()))
+                cells.append(cell(spec, dataset, group, method, default_regularisation(dataset), skipped))
+                continue
+            reg = tuning.chosen(spec, dataset, group, method, done[tuning.NAME])
+            if reg is not None:
+                cells.append(cell(spec, dataset, group, method, reg))
         return cells
 
     def compute(self, spec: BaselinesSpec, cells: Sequence[Cell], info: RunInfo, *,

@@ -22,7 +22,7 @@ from slr_suite.oracles import OracleSpec
 __all__ = ["BaselinesSpec", "LettersData", "SlrCell", "SlrLinear", "TuningGrid", "SPECS", "DATASETS", "C_VALUE",
            "EPSILON", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED", "SMOOTHED",
            "crfsuite_c2", "default_regularisation", "failure_status", "fit_method", "grid", "methods_of",
-           "parse_datasets", "tuned", "unavailable"]
+           "parse_datasets", "planned_methods", "selected_datasets", "tuned", "unavailable"]
 
 SEED = 0
 DATASETS = ("denoising", "letters")
@@ -334,6 +334,23 @@ def parse_datasets(text: str) -> list[str]:
     if not names:
         raise ValueError("--datasets: no data set given")
     return unique(names)
+
+
+def selected_datasets(options: Mapping[str, Any]) -> list[str] | None:
+    """The data sets of the ``--datasets`` option (None: all of ``DATASETS``)."""
+    text = options.get("datasets")
+    return None if text is None else parse_datasets(text)
+
+
+def planned_methods(spec: BaselinesSpec, datasets: list[str] | None,
+                    ctx: RunContext) -> list[tuple[str, str, str, str | None]]:
+    """``(data set, group, method, why it cannot run here or None)`` of every method ``spec`` runs
+    on ``datasets`` (None: all)."""
+    planned = []
+    for dataset in DATASETS if datasets is None else datasets:
+        reasons = unavailable(spec, dataset, ctx)
+        planned += [(dataset, group, method, reasons.get(group)) for group, method in methods_of(dataset, spec)]
+    return planned
 
 
 def unavailable(spec: BaselinesSpec, dataset: str, ctx: RunContext) -> dict[str, str | None]:

@@ -21,8 +21,8 @@ import numpy as np
 
 from slr_suite.common import RunContext, reuse_data
 from slr_suite.experiment import Cell, ExperimentBase, Table
-from slr_suite.methods import (DATASETS, BaselinesSpec, default_regularisation, failure_status, fit_method, grid,
-                               methods_of, parse_datasets, tuned, unavailable)
+from slr_suite.methods import (BaselinesSpec, default_regularisation, failure_status, fit_method, grid,
+                               planned_methods, selected_datasets, tuned)
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord
 
@@ -116,19 +116,14 @@ class Tuning(ExperimentBase):
         return profile.spec("baselines")   # it has no settings of its own
 
     def select(self, profile, options: Mapping[str, Any]) -> list[str] | None:
-        """The data sets of ``--datasets`` (None: all)."""
-        text = options.get("datasets")
-        return None if text is None else parse_datasets(text)
+        return selected_datasets(options)
 
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
+        """Every grid value of every tuned method that can run here."""
         spec = self.spec(profile)
-        cells = []
-        for dataset in DATASETS if selection is None else selection:
-            reasons = unavailable(spec, dataset, ctx)
-            cells += [cell(spec, dataset, group, method, reg) for group, method in methods_of(dataset, spec)
-                      if not reasons.get(group) and tuned(spec, dataset, method)
-                      for reg in grid(spec, dataset, method)]
-        return cells
+        return [cell(spec, dataset, group, method, reg)
+                for dataset, group, method, reason in planned_methods(spec, selection, ctx)
+                if not reason and tuned(spec, dataset, method) for reg in grid(spec, dataset, method)]
 
     def compute(self, spec: BaselinesSpec, cells: Sequence[Cell], info: RunInfo, *,
                 n_threads: int | None) -> list[CellRecord]:
