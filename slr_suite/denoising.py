@@ -1,34 +1,36 @@
 """Table 1 of the NIPS paper: every unary x pairwise function class on synthetic denoising.
 
-:func:`run` answers each cell from the cell cache when its key (profile settings, seed, code
-fingerprint, dependency versions) matches, computes it otherwise, and merges the rows into the
-report directory's CSVs: ``denoising_results.csv`` (one row per cell, with the run that
-computed it), ``denoising_history.csv`` (the learning curves) and ``denoising_energies.csv``
-(the learned energy functions of the showcase cells). :mod:`slr_suite.render_denoising`
-draws the report from them.
+A cell is one (unary, pairwise) pair of function classes, fitted on the profile's images; its
+rows go to ``denoising_results.csv`` (one per cell), ``denoising_history.csv`` (the learning
+curves) and ``denoising_energies.csv`` (the learned energy functions of the showcase cells).
+:mod:`slr_suite.render_denoising` draws the report from them.
 """
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
 import time
-from pathlib import Path
 
 import numpy as np
 
 from slr_suite.common import RunContext, reuse_data, unique
-from slr_suite.engine import Task
-from slr_suite.oracles import fitted_oracle, make_oracle
-from slr_suite.profiles import Profile
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, cache_key, config_hash
-from slr_suite.results import ResultsTable
-from slr_suite.store import CellCache, CellRecord, RecordSpec
+from slr_suite.experiment import Cell, ExperimentBase, Table
+from slr_suite.oracles import OracleSpec, fitted_oracle
+from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr_suite.store import CellRecord, RecordSpec
 
-__all__ = ["run", "parse_cells", "all_cells", "load_data", "tables", "COLUMNS", "HISTORY_COLUMNS", "ENERGY_COLUMNS",
-           "SHOWCASE", "SEED"]
+__all__ = ["DenoisingData", "DenoisingSpec", "Denoising", "NAME", "SPECS", "TABLES", "FUNCTION_CLASSES", "COLUMNS",
+           "LEARNING_CURVE_COLUMNS", "ENERGY_COLUMNS", "SHOWCASE", "SEED", "all_cells", "parse_cells", "cell"]
 
+#: The function classes of Table 1, in the paper's order.
+FUNCTION_CLASSES = ("Zero", "Constant", "Linear", "Boost", "MLP")
 COLUMNS = ["config", "unary", "pairwise", "train_error", "test_error", "objective", "n_iter", "seconds",
            *PROVENANCE_COLUMNS]
-HISTORY_COLUMNS = ["config", "unary", "pairwise", "iteration", "objective", "train_error", "val_error", "seconds"]
+#: The learning curves' CSV (the learner's own history columns are :data:`slr.estimator.HISTORY_COLUMNS`).
+LEARNING_CURVE_COLUMNS = ["config", "unary", "pairwise", "iteration", "objective", "train_error", "val_error",
+                          "seconds"]
 ENERGY_COLUMNS = ["config", "unary", "pairwise", "role", "state", "phi", "f"]
 SEED = 0
 SHOWCASE = ("Linear", "Boost", "MLP")   # the paper's Figures 1 and 3 (same class for both factors)
@@ -42,30 +44,134 @@ RECORD = RecordSpec(
     optional=dict(grid=("f", ("g",)), f_unary=("f", ("g", None)), f_pairwise=("f", ("g", None)),
                   example_input=("f", ("s", "s")), example_truth=("iu", ("s", "s")),
                   example_pred=("iu", ("s", "s"))))
+#: The MLP's SGD step (the paper's): .25 for unary factors, .05 for pairwise ones.
+_MLP_RATE = {"unary": 0.25, "pairwise": 0.05}
+#: Boosting's shrinkage (the paper's).
+_BOOST_STEP = 0.25
 
 
-def load_data(cfg: dict):
-    """Train and test splits for a profile's ``denoise``-like dict (fixed seeds)."""
-    from slr.datasets.denoising import make_denoising
+@dataclass(frozen=True)
+class DenoisingData:
+    """Synthetic binary denoising images: ``n_train`` + ``n_test`` of ``size`` x ``size``, blur ``sigma``."""
 
-    sigma = cfg.get("sigma", 10.0)
-    Xtr, Ytr = make_denoising(cfg["n_train"], cfg["size"], sigma, random_state=SEED)
-    Xte, Yte = make_denoising(cfg["n_test"], cfg["size"], sigma, random_state=SEED + 1)
-    return Xtr, Ytr, Xte, Yte
+    n_train: int
+    n_test: int
+    size: int
+    sigma: float = 10.0
+
+    def load(self) -> tuple:
+        """``(X_train, Y_train, X_test, Y_test)`` (fixed seeds)."""
+        from slr.datasets.denoising import make_denoising
+
+        Xtr, Ytr = make_denoising(self.n_train, self.size, self.sigma, random_state=SEED)
+        Xte, Yte = make_denoising(self.n_test, self.size, self.sigma, random_state=SEED + 1)
+        return Xtr, Ytr, Xte, Yte
 
 
-def tables(out: Path, log) -> tuple[ResultsTable, ResultsTable, ResultsTable]:
-    """The results, history and energies CSVs of a report directory."""
-    return (ResultsTable(out / "denoising_results.csv", COLUMNS, ["config", "unary", "pairwise"], log),
-            ResultsTable(out / "denoising_history.csv", HISTORY_COLUMNS,
-                         ["config", "unary", "pairwise", "iteration"], log),
-            ResultsTable(out / "denoising_energies.csv", ENERGY_COLUMNS,
-                         ["config", "unary", "pairwise", "role", "state", "phi"], log))
+@dataclass(frozen=True)
+class DenoisingSpec:
+    """Table 1's settings in one profile.
+
+    Attributes
+    ----------
+    data : DenoisingData
+        The ``quick`` profile's smaller images use ``sigma = 10 * size / 100`` so that an image
+        holds as many blobs as the paper's 100 x 100 ones and both labels occur in it.
+    n_iter, mp_sweeps, epsilon
+        The learner's iterations, message-passing sweeps per half step, and eps.
+    trees : mapping
+        BoostedTrees keywords of Table 1's ``Boost``: the NIPS paper's protocol, one tree per
+        class per round with leaves of at least 5% of the subsample.
+    chapter_trees : mapping
+        Those of ``ChapterBoost``, the chapter's protocol: one vector-leaf tree per round,
+        leaves of 1%.
+    mlp : mapping
+        MLP keywords. ``quick``'s MLP takes mini-batches of 100 instead of 1000 so that, with
+        about a tenth of the pixels, it still makes about as many SGD steps per learning
+        iteration as ``full``. ``full``'s MLP runs 8 epochs per fit (the papers do not say):
+        with 2 the MLP cells are still learning at iteration 25 (MLP/MLP .018 against the
+        paper's .008; 8 epochs: .012).
+    mlp_pairwise : mapping or None
+        Updates ``mlp`` for pairwise MLPs: ``full``'s take 32 epochs, 4x the unary's, as their
+        SGD step is 1/5 of the unary's (.05 against .25); with 8, Linear/MLP was still falling
+        at iteration 25 (.049 against the paper's .034; 32 epochs: .038).
+    classes : tuple of str
+        Table 1's function classes (rows and columns).
+    beside : tuple of (str, str)
+        Cells computed beside Table 1, shown in their own section.
+    """
+
+    data: DenoisingData
+    n_iter: int
+    mp_sweeps: int
+    epsilon: float
+    trees: Mapping[str, Any]
+    chapter_trees: Mapping[str, Any]
+    mlp: Mapping[str, Any]
+    mlp_pairwise: Mapping[str, Any] | None = None
+    classes: tuple[str, ...] = FUNCTION_CLASSES
+    beside: tuple[tuple[str, str], ...] = ()
+
+    def config(self) -> dict[str, Any]:
+        """Every setting, as the ``config`` column hashes it."""
+        settings = dict(asdict(self.data), n_iter=self.n_iter, mp_sweeps=self.mp_sweeps, epsilon=self.epsilon,
+                        trees=dict(self.trees), chapter_trees=dict(self.chapter_trees), mlp=dict(self.mlp),
+                        classes=self.classes, beside=self.beside)
+        if self.mlp_pairwise is not None:
+            settings["mlp_pairwise"] = dict(self.mlp_pairwise)
+        return settings
+
+    def oracle(self, name: str, role: str) -> OracleSpec:
+        """The oracle of function class ``name`` for the ``"unary"`` or ``"pairwise"`` factor.
+
+        ``Boost`` boosts with ``trees`` and ``ChapterBoost`` with ``chapter_trees``; the MLP
+        takes the paper's steps and ``mlp``, updated by ``mlp_pairwise`` for pairwise factors.
+        """
+        if name in ("Zero", "Constant", "LightGBM"):
+            return OracleSpec(name)
+        if name == "Linear":
+            return OracleSpec("Linear", dict(l2=0.0))
+        if name in ("Boost", "ChapterBoost"):
+            trees = self.trees if name == "Boost" else self.chapter_trees
+            return OracleSpec("BoostedTrees", dict(step=_BOOST_STEP, **trees))
+        if name == "MLP":
+            extra = self.mlp_pairwise if role == "pairwise" and self.mlp_pairwise else {}
+            return OracleSpec("MLP", dict(learning_rate=_MLP_RATE[role], **{**self.mlp, **extra}))
+        raise ValueError(f"unknown function class {name!r}")
+
+    def learner(self, unary: str, pairwise: str, n_threads: int | None):
+        """The learner of cell ``unary``/``pairwise``, with its two oracles."""
+        from slr.learner import StructuredLogisticRegression
+
+        return StructuredLogisticRegression(
+            unary=self.oracle(unary, "unary").build(SEED), pairwise=self.oracle(pairwise, "pairwise").build(SEED),
+            epsilon=self.epsilon, max_iter=self.n_iter, mp_sweeps=self.mp_sweeps, n_threads=n_threads,
+            random_state=SEED)
 
 
-def all_cells(cfg: dict) -> list[tuple[str, str]]:
+def _protocols(n_rounds: int, subsample: int) -> dict:
+    """``trees`` (NIPS: per-class trees) and ``chapter_trees`` (chapter: one vector tree) of a profile,
+    and the cell that compares them beside Table 1."""
+    return dict(trees=dict(n_rounds=n_rounds, subsample=subsample, tree="per_class"),
+                chapter_trees=dict(n_rounds=n_rounds, subsample=subsample, tree="vector"),
+                beside=(("ChapterBoost", "ChapterBoost"),))
+
+
+#: Table 1's settings in each profile.
+SPECS = {
+    "tiny": DenoisingSpec(DenoisingData(n_train=2, n_test=2, size=8, sigma=2.0), n_iter=2, mp_sweeps=5,
+                          epsilon=0.1, **_protocols(3, 1000), mlp=dict(n_hidden=8, n_epochs=1, batch_size=100)),
+    "quick": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=32, sigma=3.2), n_iter=25, mp_sweeps=25,
+                           epsilon=0.1, **_protocols(20, 5000), mlp=dict(n_hidden=100, n_epochs=2, batch_size=100)),
+    "full": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=100, sigma=10.0), n_iter=25, mp_sweeps=25,
+                          epsilon=0.1, **_protocols(200, 10000), mlp=dict(n_hidden=100, n_epochs=8, batch_size=1000),
+                          mlp_pairwise=dict(n_epochs=32)),
+}
+
+
+def all_cells(spec: DenoisingSpec) -> list[tuple[str, str]]:
     """Table 1's cells (every unary x pairwise class) followed by the cells computed beside it."""
-    return [(u, p) for u in cfg["classes"] for p in cfg["classes"]] + [tuple(c) for c in cfg.get("beside", ())]
+    return [(u, p) for u in spec.classes for p in spec.classes] + [tuple(c) for c in spec.beside]
 
 
 #: Relative cost of fitting each function class (from the full profile's wall times per cell);
@@ -80,20 +186,28 @@ def expected_cost(cell: tuple[str, str]) -> float:
     return _CLASS_COST.get(unary, 1.0) + 2.0 * _CLASS_COST.get(pairwise, 1.0)
 
 
-def parse_cells(text: str, cfg: dict) -> list[tuple[str, str]]:
+def parse_cells(text: str, spec: DenoisingSpec) -> list[tuple[str, str]]:
     """``"Boost/Boost,Linear/Zero"`` -> ``[("Boost", "Boost"), ("Linear", "Zero")]``, checked
-    against the cells of the profile's ``denoise`` settings ``cfg``, repeats dropped."""
-    known = all_cells(cfg)
+    against the cells of ``spec``, repeats dropped."""
+    known = all_cells(spec)
     cells = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         u, sep, p = item.partition("/")
         if not sep or (u, p) not in known:
             raise ValueError(f"--cells: {item!r} is not UNARY/PAIRWISE with classes from "
-                             f"{list(cfg['classes'])} (or one of {[f'{a}/{b}' for a, b in cfg.get('beside', ())]})")
+                             f"{list(spec.classes)} (or one of {[f'{a}/{b}' for a, b in spec.beside]})")
         cells.append((u, p))
     if not cells:
         raise ValueError("--cells: no cell given")
     return unique(cells)
+
+
+def cell(spec: DenoisingSpec, unary: str, pairwise: str) -> Cell:
+    """The ``unary``/``pairwise`` cell: its key holds the images, the learner's settings and its two oracles."""
+    config = dict(asdict(spec.data), n_iter=spec.n_iter, mp_sweeps=spec.mp_sweeps, epsilon=spec.epsilon,
+                  unary=spec.oracle(unary, "unary").config(), pairwise=spec.oracle(pairwise, "pairwise").config())
+    return Cell(label=f"{unary}-{pairwise}", identity=dict(unary=unary, pairwise=pairwise), config=config, seed=SEED,
+                args=(unary, pairwise), cost=expected_cost((unary, pairwise)))
 
 
 def _energies(model, unary_given, pairwise_given, eps: float) -> dict[str, np.ndarray]:
@@ -108,32 +222,28 @@ def _energies(model, unary_given, pairwise_given, eps: float) -> dict[str, np.nd
     return out
 
 
-def compute_cell(cfg: dict, u: str, p: str, info: RunInfo, *, n_threads: int | None) -> list[CellRecord]:
-    """Fit the ``u``/``p`` cell of a profile's ``denoise`` settings (a task; data made here)."""
-    from slr.learner import StructuredLogisticRegression
-
-    Xtr, Ytr, Xte, Yte = reuse_data("denoising " + json.dumps(cfg, sort_keys=True), lambda: load_data(cfg))
-    unary = make_oracle(u, "unary", cfg, SEED)
-    pairwise = make_oracle(p, "pairwise", cfg, SEED)
-    model = StructuredLogisticRegression(
-        unary=unary, pairwise=pairwise, epsilon=cfg["epsilon"], max_iter=cfg["n_iter"],
-        mp_sweeps=cfg["mp_sweeps"], n_threads=n_threads, random_state=SEED)
+def compute_cell(spec: DenoisingSpec, unary: str, pairwise: str, info: RunInfo,
+                  n_threads: int | None) -> CellRecord:
+    """Fit the ``unary``/``pairwise`` cell (the data made here, or kept from the previous cell)."""
+    data = spec.data
+    Xtr, Ytr, Xte, Yte = reuse_data(f"denoising {data}", data.load)
+    model = spec.learner(unary, pairwise, n_threads)
     t0 = time.perf_counter()
     model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
     seconds = time.perf_counter() - t0
     hist = model.history_
     arrays = {f"hist_{col}": np.asarray(hist[col], dtype=np.float64) for col in _HISTORY if col in hist}
-    if u == p and u in SHOWCASE:
-        size = cfg["size"]
-        arrays.update(_energies(model, unary, pairwise, cfg["epsilon"]),
+    if unary == pairwise and unary in SHOWCASE:
+        size = data.size
+        arrays.update(_energies(model, model.unary, model.pairwise, spec.epsilon),
                       example_input=Xte[0][0][:, 0].reshape(size, size),
                       example_truth=np.asarray(Yte[0]).reshape(size, size),
                       example_pred=np.asarray(model.predict(Xte[:1])[0]).reshape(size, size))
-    row = dict(config=config_hash(cfg), unary=u, pairwise=p,
+    row = dict(config=config_hash(spec.config()), unary=unary, pairwise=pairwise,
                train_error=1.0 - float(model.score(Xtr, Ytr)), test_error=1.0 - float(model.score(Xte, Yte)),
-               objective=float(hist["objective"].iloc[-1]), n_iter=cfg["n_iter"], seconds=seconds,
+               objective=float(hist["objective"].iloc[-1]), n_iter=spec.n_iter, seconds=seconds,
                **info.row_fields())
-    return [CellRecord(row=row, arrays=arrays)]
+    return CellRecord(row=row, arrays=arrays)
 
 
 def _history_rows(row: dict, arrays: dict) -> list[dict]:
@@ -159,42 +269,38 @@ def _energy_rows(row: dict, arrays: dict) -> list[dict]:
     return rows
 
 
-def run(profile: Profile, out: Path, ctx: RunContext,
-        cells: list[tuple[str, str]] | None = None) -> dict[tuple[str, str], CellRecord]:
-    """Answer every cell (or only ``cells``) from the cache or by fitting it; write the CSVs.
+NAME = "denoising"
+#: The results (one row per cell), the learning curves and the learned energy functions.
+TABLES = (Table("denoising_results.csv", COLUMNS, ("config", "unary", "pairwise")),
+          Table("denoising_history.csv", LEARNING_CURVE_COLUMNS, ("config", "unary", "pairwise", "iteration"),
+                lambda record: _history_rows(record.row, record.arrays)),
+          Table("denoising_energies.csv", ENERGY_COLUMNS, ("config", "unary", "pairwise", "role", "state", "phi"),
+                lambda record: _energy_rows(record.row, record.arrays)))
 
-    Returns
-    -------
-    dict
-        ``(unary, pairwise) -> CellRecord`` of the cells of this run.
-    """
-    cfg = profile.denoise
-    log = ctx.log
-    cache = CellCache(ctx.cache_dir, "denoising", log, read=ctx.read_cache)
-    results, history, energies = tables(out, log)
-    wanted = unique(cells if cells is not None else all_cells(cfg))
-    keys = {cell: cache_key("denoising", dict(unary=cell[0], pairwise=cell[1]), cfg, SEED) for cell in wanted}
-    records = {cell: cache.load(keys[cell], RECORD.check) for cell in wanted}
-    todo = [cell for cell in wanted if records[cell] is None]
-    log(f"denoising: {len(wanted) - len(todo)} of {len(wanted)} cells cached, {len(todo)} to compute "
-        f"({cfg['n_train']}+{cfg['n_test']} images of {cfg['size']}x{cfg['size']}, {cfg['n_iter']} iterations)")
-    todo.sort(key=expected_cost, reverse=True)  # the costliest first: no worker idles at the end
-    tasks = [Task(f"denoising:{u}-{p}", (keys[(u, p)],), compute_cell, (cfg, u, p, ctx.info)) for u, p in todo]
-    for i, (task, (record,)) in enumerate(ctx.computed(tasks)):
-        u, p = record.row["unary"], record.row["pairwise"]
-        cache.save(task.keys[0], record)
-        records[(u, p)] = record
-        log.computed.append(task.name)
+
+class Denoising(ExperimentBase):
+    """Table 1 as an :class:`slr_suite.experiment.Experiment`."""
+
+    name = NAME
+    record = RECORD
+    help = "Table 1: every unary x pairwise function class on synthetic denoising"
+    specs = SPECS
+    tables = TABLES
+
+    def select(self, profile, options: Mapping[str, Any]) -> list[tuple[str, str]] | None:
+        """The cells of ``--cells`` (None: all)."""
+        text = options.get("cells")
+        return None if text is None else parse_cells(text, self.spec(profile))
+
+    def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
+        spec = self.spec(profile)
+        return [cell(spec, u, p) for u, p in (all_cells(spec) if selection is None else selection)]
+
+    def compute(self, spec: DenoisingSpec, cells: Sequence[Cell], info: RunInfo, *,
+                n_threads: int | None) -> list[CellRecord]:
+        return [compute_cell(spec, *c.args, info, n_threads) for c in cells]
+
+    def describe(self, record: CellRecord) -> str:
         row = record.row
-        log(f"denoising [{i + 1}/{len(todo)}] unary={u:8s} pairwise={p:8s} "
-            f"train={row['train_error']:.3f} test={row['test_error']:.3f} ({row['seconds']:.1f}s)")
-        _write(results, history, energies, [record])
-    _write(results, history, energies, records.values())
-    return records
-
-
-def _write(results: ResultsTable, history: ResultsTable, energies: ResultsTable, records) -> None:
-    records = list(records)
-    results.upsert(r.row for r in records)
-    history.upsert(h for r in records for h in _history_rows(r.row, r.arrays))
-    energies.upsert(e for r in records for e in _energy_rows(r.row, r.arrays))
+        return (f"unary={row['unary']:8s} pairwise={row['pairwise']:8s} train={row['train_error']:.3f} "
+                f"test={row['test_error']:.3f} ({row['seconds']:.1f}s)")

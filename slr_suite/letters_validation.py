@@ -15,14 +15,14 @@ import json
 
 import numpy as np
 
-__all__ = ["validation_split", "validate"]
+__all__ = ["letters_split", "validate"]
 
 
-def validation_split(n_train: int | None = None, seed: int = 0):
+def letters_split(n_train: int | None = None, seed: int = 0):
     """``(X_fit, Y_fit, X_val, Y_val)``: fold 1's words (the first ``n_train``), a random fifth
-    held out (the split of :func:`slr_suite.tuning.validation_split`)."""
+    held out (:func:`slr_suite.tuning.hold_out`)."""
     from slr.datasets import load_letters
-    from slr_suite.tuning import validation_split as hold_out
+    from slr_suite.tuning import hold_out
 
     X, Y, folds = load_letters()
     train = np.flatnonzero(folds == 1)
@@ -34,19 +34,17 @@ def validate(spec: dict, split) -> "object":
     """The history (validation error against fit time) of one setting on ``split``."""
     from threadpoolctl import threadpool_limits
 
-    from slr import oracles
     from slr.learner import StructuredLogisticRegression
+    from slr_suite.oracles import OracleSpec
 
     spec = dict(spec)
     kind = spec.pop("unary")
     settings = {key: spec.pop(key) for key in ("epsilon", "max_iter", "mp_sweeps") if key in spec}
-    unary = getattr(oracles, kind)(**spec)
-    if "random_state" in unary.get_params():
-        unary.set_params(random_state=0)
+    unary = OracleSpec(kind, spec).build(random_state=0)
     X_fit, Y_fit, X_val, Y_val = split
     with threadpool_limits(1):
-        model = StructuredLogisticRegression(unary=unary, pairwise=oracles.Constant(), n_states=26, n_threads=1,
-                                             random_state=0, **settings)
+        model = StructuredLogisticRegression(unary=unary, pairwise=OracleSpec("Constant").build(), n_states=26,
+                                             n_threads=1, random_state=0, **settings)
         model.fit(X_fit, Y_fit, X_val=X_val, Y_val=Y_val)
     return model.history_.dropna(subset=["val_error"])
 
@@ -56,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-train", type=int, default=None, help="first N training words (quick: 100)")
     parser.add_argument("specs", nargs="+", help="JSON settings, e.g. '{\"unary\": \"MLP\", \"max_iter\": 12}'")
     args = parser.parse_args(argv)
-    split = validation_split(args.n_train)
+    split = letters_split(args.n_train)
     print(f"{len(split[0])} words to fit, {len(split[2])} to validate")
     for text in args.specs:
         hist = validate(json.loads(text), split)

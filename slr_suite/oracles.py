@@ -1,39 +1,53 @@
-"""Build the function classes of Table 1 for a profile, and find the fitted ones on a learner."""
+"""Oracles as settings: a class and its keywords, built with the suite's seed; the fitted ones found on a learner."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["make_oracle", "fitted_oracle"]
+__all__ = ["OracleSpec", "fitted_oracle"]
 
 
-def make_oracle(name: str, role: str, cfg: dict, seed: int) -> Any:
-    """A fresh oracle of class ``name`` for the ``"unary"`` or ``"pairwise"`` factor.
+@dataclass(frozen=True)
+class OracleSpec:
+    """An oracle to build: a class (or its name in :mod:`slr.oracles`) and its keywords.
 
-    ``cfg`` is a profile's ``denoise`` dict (its ``trees`` and ``mlp`` entries; ``l2``, the
-    ridge of ``Linear``, 0 if absent; ``linear``, further ``Linear`` keywords). ``Boost`` boosts
-    with ``cfg["trees"]`` and ``ChapterBoost`` with ``cfg["chapter_trees"]`` (the chapter's
-    protocol, computed beside Table 1). The MLP uses the paper's steps, .25 for unary and .05 for
-    pairwise factors, and ``cfg["mlp"]``, updated by ``cfg["mlp_pairwise"]`` for pairwise factors.
+    Attributes
+    ----------
+    cls : str or type
+        ``"BoostedTrees"`` names :class:`slr.oracles.BoostedTrees`; a class is used as it is.
+    keywords : mapping
+        Constructor keywords. A ``random_state`` here wins over the seed given to :meth:`build`.
     """
-    from slr import oracles
 
-    if name == "Zero":
-        return oracles.Zero()
-    if name == "Constant":
-        return oracles.Constant()
-    if name == "Linear":
-        return oracles.Linear(l2=cfg.get("l2", 0.0), **cfg.get("linear", {}))
-    if name == "Boost":
-        return oracles.BoostedTrees(step=0.25, random_state=seed, **cfg.get("trees", {}))
-    if name == "ChapterBoost":
-        return oracles.BoostedTrees(step=0.25, random_state=seed, **cfg.get("chapter_trees", {}))
-    if name == "MLP":
-        rate = 0.25 if role == "unary" else 0.05
-        settings = {**cfg.get("mlp", {}), **(cfg.get("mlp_pairwise", {}) if role == "pairwise" else {})}
-        return oracles.MLP(learning_rate=rate, random_state=seed, **settings)
-    if name == "LightGBM":
-        return oracles.LightGBM()
-    raise ValueError(f"unknown function class {name!r}")
+    cls: str | type
+    keywords: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The class's name."""
+        return self.cls if isinstance(self.cls, str) else self.cls.__name__
+
+    def build(self, random_state: int | None = None) -> Any:
+        """A fresh oracle; one that takes a ``random_state`` the keywords do not fix gets ``random_state``."""
+        if isinstance(self.cls, str):
+            from slr import oracles
+
+            try:
+                cls = getattr(oracles, self.cls)
+            except AttributeError:
+                raise ValueError(f"cls: {self.cls!r} is not an oracle of slr.oracles") from None
+        else:
+            cls = self.cls
+        oracle = cls(**self.keywords)
+        if random_state is not None and "random_state" not in self.keywords \
+                and "random_state" in oracle.get_params():
+            oracle.set_params(random_state=random_state)
+        return oracle
+
+    def config(self) -> list:
+        """``[class name, keywords]``: what enters a cache key or a ``config`` hash."""
+        return [self.name, dict(self.keywords)]
 
 
 def fitted_oracle(model: Any, role: str, given: Any) -> Any | None:

@@ -5,13 +5,15 @@ from pathlib import Path
 
 import numpy as np
 
-from slr_suite import tuning
-from slr_suite.baselines import (CRFSUITE_METHOD, DATASETS, EPSILON, config_key, crfsuite_c2, default_regularisation,
-                                 methods_of, tables)
-from slr_suite.common import plt, save_fig
+from dataclasses import asdict
+
+from slr_suite import baselines, tuning
+from slr_suite.figures import plt, save_fig
 from slr_suite.markdown import fmt, provenance_block, table
-from slr_suite.profiles import Profile
-from slr_suite.provenance import RunInfo
+from slr_suite.methods import (CRFSUITE_METHOD, DATASETS, EPSILON, RIDGED, SMOOTHED, BaselinesSpec, crfsuite_c2,
+                               default_regularisation, grid, methods_of, tuned)
+from slr_suite.experiment import Profile
+from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.store import atomic_write_text
 
 __all__ = ["write_report", "time_to_target"]
@@ -23,14 +25,17 @@ def time_to_target(seconds: np.ndarray, errors: np.ndarray, target: float) -> fl
     return float(np.asarray(seconds)[hit[0]]) if hit.size else float("nan")
 
 
-def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
-    """Write ``baselines.md`` and ``baselines_time.png`` from the CSVs in ``out``; return headline numbers."""
-    results, curves_table = tables(out, log)
-    config = config_key(profile.baselines)
+def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict | None = None) -> dict:
+    """Write ``baselines.md`` and ``baselines_time.png`` from the CSVs in ``out``; return headline
+    numbers (``records``, this run's cells, add nothing to the CSVs)."""
+    spec = profile.spec(baselines.NAME)
+    results, curves_table = (t.open(out, log) for t in baselines.TABLES)
+    (tuning_table,) = (t.open(out, log) for t in tuning.TABLES)
+    config = config_hash(spec.config())
     df = results.frame(config=config)
     curves = curves_table.frame(config=config)
-    tuning_rows = _current_tuning_rows(profile, tuning.tuning_table(out, log).frame(config=config))
-    chosen = _chosen(profile, tuning_rows)
+    tuning_rows = _current_tuning_rows(spec, tuning_table.frame(config=config))
+    chosen = _chosen(spec, tuning_rows)
     used = _regularisation_used(df, chosen)
     text = [
         "# Baselines: slr against structured SVMs, perceptron, piecewise training, pystruct and CRFsuite\n\n",
@@ -43,15 +48,15 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         "name (FrankWolfeSSVM gets SubgradientSSVM's) and their own C, chosen the same way as ours; "
         "the iterations column shows max_iter for them, "
         "their own stopping rules may end earlier.\n\n"
-        f"*Regularisation*: {_regularisation_text(profile)} A C is the same ridge on the weights of the "
+        f"*Regularisation*: {_regularisation_text(spec)} A C is the same ridge on the weights of the "
         "potentials for every method: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's "
         "Linear oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
         "GradientAlternation and for PiecewiseTraining's Linear oracles, `c2 = 1 / (2 C)` for CRFsuite. "
         "SubgradientSSVM takes online steps (batch size 1).\n"
-        f"{_slr_linear_text(profile)}{_crfsuite_text(profile, used)}{_slr_cells_text(profile)}\n"
-        f"*Sizes*: denoising {profile.baselines['denoise']}, letters {profile.baselines['letters']} "
+        f"{_slr_linear_text(spec)}{_crfsuite_text(spec, used)}{_slr_cells_text(spec)}\n"
+        f"*Sizes*: denoising {asdict(spec.denoise)}, letters {asdict(spec.letters)} "
         f"(train words from fold 1, test words from the other folds); iterations per baseline "
-        f"{profile.baselines['max_iter']}, slr iterations {profile.baselines['slr_iter']}.{_skipped(profile)}\n",
+        f"{dict(spec.max_iter)}, slr iterations {spec.slr_iter}.{_skipped(spec)}\n",
         "\n*Time to target*: the target is 1.1 x the best final test error on that data set, read off "
         "each learner's per-iteration test-error curve against its cumulative fit time (the time "
         "spent measuring the test error excluded, the same clock for slr and every baseline; the "
@@ -66,7 +71,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     present = [d for d in DATASETS if (df["dataset"] == d).any()] or list(DATASETS[:1])
     fig, axes = plt().subplots(1, len(present), figsize=(5.5 * len(present), 4), squeeze=False)
     for ax, dataset in zip(axes[0], present):
-        sub = _in_method_order(df[df["dataset"] == dataset], profile, dataset)
+        sub = _in_method_order(df[df["dataset"] == dataset], spec, dataset)
         if not len(sub):
             continue
         ok = sub[sub["status"] == "ok"].copy()
@@ -94,7 +99,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
         text += [f"\n## {dataset}\n\nTarget test error: {target:.3f}\n\n",
                  table(["group", "method", "regularisation", "train error", "test error", "seconds",
                         "time to target (s)", "iterations", "status"], rows)]
-        text += _tuning_section(profile, dataset, tuning_rows, chosen, out)
+        text += _tuning_section(spec, dataset, tuning_rows, chosen, out)
         if len(ok):
             best = ok.sort_values("test_error").iloc[0]
             summary[dataset] = dict(best=best["method"], best_test=float(best["test_error"]))
@@ -108,17 +113,17 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
     return summary
 
 
-def _in_method_order(rows, profile: Profile, dataset: str):
+def _in_method_order(rows, spec: BaselinesSpec, dataset: str):
     """``rows`` in the order the profile lists the methods (slr, our baselines, pystruct,
     CRFsuite), whatever order the cells finished in; methods it no longer runs last."""
-    order = {method: i for i, (_, method) in enumerate(methods_of(dataset, profile.baselines))}
+    order = {method: i for i, (_, method) in enumerate(methods_of(dataset, spec))}
     rank = rows["method"].map(lambda m: order.get(m, len(order)))
     return rows.iloc[np.argsort(rank.to_numpy(), kind="stable")]
 
 
-def _crfsuite_text(profile: Profile, used: dict) -> str:
+def _crfsuite_text(spec: BaselinesSpec, used: dict) -> str:
     """What the ``crfsuite:`` rows are and how their L2 follows from C."""
-    crfsuite = profile.baselines.get("crfsuite", {})
+    crfsuite = spec.crfsuite
     if not crfsuite:
         return ""
     settings = "".join(f", {_kw(kw)} on {d}" for d, kw in crfsuite.items() if kw)
@@ -133,21 +138,21 @@ def _crfsuite_text(profile: Profile, used: dict) -> str:
             f"is `c2 = 1 / (2 C)`: {c2}. Its seconds are CRFsuite's training call (1 thread).\n")
 
 
-def _current_tuning_rows(profile: Profile, rows):
+def _current_tuning_rows(spec: BaselinesSpec, rows):
     """The tuning rows of the profile's current grids (a report directory may hold rows of
     earlier grids under the same config: the grids are not part of it)."""
-    keep = [tuning.tuned(profile, r.dataset, r.method)
-            and dict(C=float(r.C), epsilon=float(r.epsilon)) in tuning.grid(profile, r.dataset, r.method)
+    keep = [tuned(spec, r.dataset, r.method)
+            and dict(C=float(r.C), epsilon=float(r.epsilon)) in grid(spec, r.dataset, r.method)
             for r in rows.itertuples()]
     return rows[np.asarray(keep, dtype=bool)] if len(rows) else rows
 
 
-def _chosen(profile: Profile, tuning_rows) -> dict:
+def _chosen(spec: BaselinesSpec, tuning_rows) -> dict:
     """``{(data set, method): {"C", "epsilon"}}`` that the tuning rows choose (the rule of
     :func:`slr_suite.tuning.choose`); methods whose every fit failed are left out."""
     chosen = {}
     for (dataset, method), rows in tuning_rows.groupby(["dataset", "method"]):
-        reg = tuning.choose(tuning.grid(profile, dataset, method), rows.to_dict("records"))
+        reg = tuning.choose(grid(spec, dataset, method), rows.to_dict("records"))
         if reg is not None:
             chosen[dataset, method] = reg
     return chosen
@@ -167,17 +172,16 @@ def _regularisation_used(df, chosen: dict) -> dict:
     return used
 
 
-def _regularisation_text(profile: Profile) -> str:
+def _regularisation_text(spec: BaselinesSpec) -> str:
     """Where C was chosen by validation and where it is the converted default."""
-    tuned = dict(profile.baselines.get("tune", {}))
     parts = []
     for dataset in DATASETS:
-        spec = tuned.get(dataset)
-        if spec:
+        grids = spec.tune.get(dataset)
+        if grids:
             parts.append(f"on {dataset} the C of each method with a ridge is chosen on a validation split of "
                          "the training examples (a seeded random fifth held out) from C in "
-                         f"{_values(spec['C'])}, and the eps of slr:Linear and GradientAlternation from "
-                         f"{_values(spec['epsilon'])}, each fit "
+                         f"{_values(grids.C)}, and the eps of slr:Linear and GradientAlternation from "
+                         f"{_values(grids.epsilon)}, each fit "
                          "with the method's own iteration budget; the lowest final validation error wins "
                          "(section below)")
         else:
@@ -196,22 +200,22 @@ def _reg_text(method: str, reg: dict | None) -> str:
     others, "—" for a row that did not run."""
     if reg is None:
         return "—"
-    if method not in tuning.RIDGED:
+    if method not in RIDGED:
         return ""
-    return f"C={reg['C']:g}" + (f", eps={reg['epsilon']:g}" if method in tuning.SMOOTHED else "")
+    return f"C={reg['C']:g}" + (f", eps={reg['epsilon']:g}" if method in SMOOTHED else "")
 
 
-def _tuning_section(profile: Profile, dataset: str, tuning_rows, chosen: dict, out: Path) -> list[str]:
+def _tuning_section(spec: BaselinesSpec, dataset: str, tuning_rows, chosen: dict, out: Path) -> list[str]:
     """The validation errors of every grid value, the values chosen, and their plot."""
     rows_here = tuning_rows[tuning_rows["dataset"] == dataset]
     if not len(rows_here):
         return []
-    Cs = list(profile.baselines["tune"][dataset]["C"])
+    Cs = list(spec.tune[dataset].C)
     header = ["method", "eps"] + [f"C={C:g}" for C in Cs] + ["chosen", "validation fits (s)"]
     body = []
     fig, ax = plt().subplots(figsize=(6.5, 4))
     for method, rows in rows_here.groupby("method", sort=False):
-        n_grid = len(tuning.grid(profile, dataset, method))
+        n_grid = len(grid(spec, dataset, method))
         failed = n_grid - int((rows["status"] == "ok").sum())
         reg = chosen.get((dataset, method))
         verdict = "none: the default C is kept" if reg is None else _reg_text(method, reg)
@@ -220,7 +224,7 @@ def _tuning_section(profile: Profile, dataset: str, tuning_rows, chosen: dict, o
         for eps, sub in rows.groupby("epsilon", sort=True):
             sub = sub[sub["status"] == "ok"]
             errors = {float(C): float(e) for C, e in zip(sub["C"], sub["val_error"])}
-            smoothed = method in tuning.SMOOTHED
+            smoothed = method in SMOOTHED
             label = f"{method} (eps {float(eps):g})" if smoothed else method
             body.append([method, f"{float(eps):g}" if smoothed else "",
                          *[errors.get(float(C), float("nan")) for C in Cs],
@@ -241,30 +245,32 @@ def _tuning_section(profile: Profile, dataset: str, tuning_rows, chosen: dict, o
             table(header, body), f"\n![validation error against C]({name})\n"]
 
 
-def _slr_linear_text(profile: Profile) -> str:
+def _slr_linear_text(spec: BaselinesSpec) -> str:
     """The solver settings of the slr:Linear row where a data set has its own."""
     parts = []
-    for dataset, settings in profile.baselines.get("slr_linear", {}).items():
-        sweeps = settings.get("mp_sweeps", profile.baselines["mp_sweeps"])
+    for dataset, settings in spec.slr_linear.items():
+        sweeps = spec.mp_sweeps if settings.mp_sweeps is None else settings.mp_sweeps
         parts.append(f"on {dataset}, {sweeps} message-passing iterations per half step, Linear "
-                     f"oracles with {_kw(settings.get('linear', {})) or 'their defaults'} and "
-                     f"over-relaxed steps, omega = {settings.get('relaxation', 1.0)}")
+                     f"oracles with {_kw(settings.linear) or 'their defaults'} and "
+                     f"over-relaxed steps, omega = {settings.relaxation}")
     if not parts:
         return ""
     return ("\n*slr:Linear's solver* (the model, ridge and objective as above): " + "; ".join(parts)
             + " (warm-started L-BFGS stopped early each iteration; docs/design.md, sections 1 and 6).\n")
 
 
-def _slr_cells_text(profile: Profile) -> str:
+def _slr_cells_text(spec: BaselinesSpec) -> str:
     """The function classes of the nonlinear slr rows."""
-    cells = profile.baselines.get("slr_cells", {})
     parts = []
-    for dataset, methods in cells.items():
-        for method, spec in methods.items():
-            (u, up), (p, pp) = spec["unary"], spec["pairwise"]
-            parts.append(f"`{method}` on {dataset}: unary {u}({_kw(up)}), pairwise {p}({_kw(pp)}), "
-                         f"eps = {spec.get('epsilon', EPSILON)}, {spec.get('max_iter', profile.baselines['slr_iter'])} "
-                         f"iterations of {spec.get('mp_sweeps', profile.baselines['mp_sweeps'])} sweeps")
+    for dataset, methods in spec.slr_cells.items():
+        for method, own in methods.items():
+            unary, pairwise = own.unary, own.pairwise
+            eps = EPSILON if own.epsilon is None else own.epsilon
+            iterations = spec.slr_iter if own.max_iter is None else own.max_iter
+            sweeps = spec.mp_sweeps if own.mp_sweeps is None else own.mp_sweeps
+            parts.append(f"`{method}` on {dataset}: unary {unary.name}({_kw(unary.keywords)}), pairwise "
+                         f"{pairwise.name}({_kw(pairwise.keywords)}), eps = {eps}, {iterations} "
+                         f"iterations of {sweeps} sweeps")
     if not parts:
         return ""
     return ("\n*Nonlinear slr rows* (settings chosen on a validation split of the training words only, "
@@ -275,13 +281,13 @@ def _kw(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-def _skipped(profile: Profile) -> str:
+def _skipped(spec: BaselinesSpec) -> str:
     """The sentence naming the methods this profile does not run, if any."""
-    skip = {dataset: methods for dataset, methods in profile.baselines.get("skip", {}).items() if methods}
+    skip = {dataset: methods for dataset, methods in spec.skip.items() if methods}
     if not skip:
         return ""
     parts = "; ".join(f"{', '.join(methods)} on {dataset}" for dataset, methods in skip.items())
-    reason = profile.baselines.get("skip_reason")
+    reason = spec.skip_reason
     return f" Not run in this profile: {parts}" + (f" ({reason})." if reason else ".")
 
 

@@ -5,19 +5,21 @@ from pathlib import Path
 
 import numpy as np
 
-from slr_suite.bound import TOL, results_table
-from slr_suite.common import plt, save_fig
+from slr_suite.bound import NAME, TABLES, TOL
+from slr_suite.experiment import Profile
+from slr_suite.figures import plt, save_fig
 from slr_suite.markdown import provenance_block, table
-from slr_suite.profiles import Profile
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.store import atomic_write_text
 
 __all__ = ["write_report"]
 
 
-def write_report(profile: Profile, out: Path, info: RunInfo, log) -> dict:
-    """Write ``out/bound.md`` and ``out/bound.png`` from ``bound_results.csv``; return headline numbers."""
-    df = results_table(out, log).frame(config=config_hash(profile.bound))
+def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict | None = None) -> dict:
+    """Write ``out/bound.md`` and ``out/bound.png`` from ``bound_results.csv``; return headline numbers
+    (``records``, this run's cells, add nothing to the CSV)."""
+    (results,) = (table.open(out, log) for table in TABLES)
+    df = results.frame(config=config_hash(profile.spec(NAME).config()))
     df = df.sort_values(["graph", "eps"]).reset_index(drop=True)
     holds = df["holds"].astype(str) == "True"
     trees = df[df["kind"] == "tree"]

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from slr_suite.common import plt, save_fig
-from slr_suite.denoising import SHOWCASE, load_data, tables
+from slr_suite.figures import plt, save_fig
+from slr_suite.denoising import NAME, SHOWCASE, TABLES, DenoisingSpec
+from slr_suite.experiment import Profile
 from slr_suite.markdown import fmt, provenance_block, table
-from slr_suite.profiles import Profile
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.store import atomic_write_text
 
@@ -51,15 +51,15 @@ def far_from_paper(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(paper=paper, diff=diff)[np.abs(diff) > PAPER_TOLERANCE + 1e-12]
 
 
-def _paper_size(cfg: dict) -> bool:
+def _paper_size(cfg: DenoisingSpec) -> bool:
     """True when ``cfg`` is the paper's configuration (16 + 16 images of 100 x 100, 25 iterations, 200 rounds)."""
-    return (cfg["n_train"], cfg["n_test"], cfg["size"], cfg["n_iter"], cfg["trees"].get("n_rounds")) == \
+    return (cfg.data.n_train, cfg.data.n_test, cfg.data.size, cfg.n_iter, cfg.trees.get("n_rounds")) == \
         (16, 16, 100, 25, 200)
 
 
-def _label_shares(cfg: dict) -> tuple[float, float]:
+def _label_shares(cfg: DenoisingSpec) -> tuple[float, float]:
     """Share of label 1 among the train and the test pixels."""
-    _, Ytr, _, Yte = load_data(cfg)
+    _, Ytr, _, Yte = cfg.data.load()
     return float(np.mean(np.concatenate(Ytr))), float(np.mean(np.concatenate(Yte)))
 
 
@@ -160,8 +160,9 @@ def _plot_energies(out: Path, classes, energies: pd.DataFrame) -> None:
 
 def _plot_examples(out: Path, records: dict) -> bool:
     """Example predictions of the showcase cells of this run; False (nothing drawn) without them."""
-    cells = [(name, records[(name, name)].arrays) for name in SHOWCASE
-             if (name, name) in records and "example_pred" in records[(name, name)].arrays]
+    by_cell = {(record.row["unary"], record.row["pairwise"]): record.arrays for record in records.values()}
+    cells = [(name, by_cell[(name, name)]) for name in SHOWCASE
+             if (name, name) in by_cell and "example_pred" in by_cell[(name, name)]]
     if not cells:
         return False
     pyplot = plt()
@@ -184,7 +185,7 @@ def _plot_examples(out: Path, records: dict) -> bool:
     return True
 
 
-def _beside_section(cfg: dict, lookup: dict, beside: pd.DataFrame) -> list[str]:
+def _beside_section(cfg: DenoisingSpec, lookup: dict, beside: pd.DataFrame) -> list[str]:
     """Table 1's ``Boost`` (the NIPS paper's per-class trees) beside the chapter's protocol."""
     if not len(beside):
         return []
@@ -195,9 +196,9 @@ def _beside_section(cfg: dict, lookup: dict, beside: pd.DataFrame) -> list[str]:
                      fmt(ours.test_error, 3) if ours is not None else "—",
                      fmt(ours.seconds, 1) if ours is not None else "—", f"{PAPER_TEST_ERROR['Boost']['Boost']:.3f}"])
     return ["\n## Boosting: the chapter's protocol beside the NIPS paper's\n\n"
-            f"Table 1 boosts as the NIPS paper does ({cfg['trees']}: one regression tree per class per "
+            f"Table 1 boosts as the NIPS paper does ({cfg.trees}: one regression tree per class per "
             "round, leaves of at least 5% of the subsample). `ChapterBoost` boosts as the book chapter does "
-            f"({cfg['chapter_trees']}: one tree with vector leaves for all classes per round, leaves of 1%, "
+            f"({cfg.chapter_trees}: one tree with vector leaves for all classes per round, leaves of 1%, "
             "splits of 2.5%).\n\n",
             table(["cell (chapter)", "test error", "train error", "seconds", "Boost/Boost (NIPS) test",
                    "NIPS seconds", "paper"], rows, align="lrrrrrr")]
@@ -209,10 +210,10 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
     ``records`` (the cells of this run, with their arrays) supply the example predictions;
     without them an existing ``denoising_examples.png`` is left as it is.
     """
-    cfg = profile.denoise
-    classes = list(cfg["classes"])
-    config = config_hash(cfg)
-    results, history_table, energies_table = tables(out, log)
+    cfg = profile.spec(NAME)
+    classes = list(cfg.classes)
+    config = config_hash(cfg.config())
+    results, history_table, energies_table = (table.open(out, log) for table in TABLES)
     computed = results.frame(config=config)
     in_table = computed["unary"].isin(classes) & computed["pairwise"].isin(classes)
     df, beside = computed[in_table], computed[~in_table]
@@ -238,15 +239,15 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
     far = far_from_paper(df) if len(df) else df
     best = df.sort_values("test_error").iloc[0] if len(df) else None
     head = ["unary \\ pairwise", *classes]
-    mlp_text = f"{cfg['mlp']}" + (f" (pairwise: {cfg['mlp_pairwise']})" if cfg.get("mlp_pairwise") else "")
+    mlp_text = f"{cfg.mlp}" + (f" (pairwise: {cfg.mlp_pairwise})" if cfg.mlp_pairwise else "")
     text = [
         "# Denoising: Table 1 of Domke (NIPS 2013)\n\n",
         provenance_block(df, info),
-        f"\nSynthetic binary denoising (paper Sec. 8): {cfg['n_train']} train and {cfg['n_test']} "
-        f"test images of {cfg['size']} x {cfg['size']} (blur sigma {cfg.get('sigma', 10.0)}), "
-        f"4-connected grid, eps = {cfg['epsilon']}, {cfg['n_iter']} learning iterations of "
-        f"(unary fit, {cfg['mp_sweeps']} sweeps, pairwise fit, {cfg['mp_sweeps']} sweeps). "
-        f"Boosted trees: {cfg['trees']}; MLP: {mlp_text}. The paper used 16 + 16 images of "
+        f"\nSynthetic binary denoising (paper Sec. 8): {cfg.data.n_train} train and {cfg.data.n_test} "
+        f"test images of {cfg.data.size} x {cfg.data.size} (blur sigma {cfg.data.sigma}), "
+        f"4-connected grid, eps = {cfg.epsilon}, {cfg.n_iter} learning iterations of "
+        f"(unary fit, {cfg.mp_sweeps} sweeps, pairwise fit, {cfg.mp_sweeps} sweeps). "
+        f"Boosted trees: {cfg.trees}; MLP: {mlp_text}. The paper used 16 + 16 images of "
         "100 x 100, 25 iterations and 200 boosting rounds (profile `full`). Label 1 makes up "
         f"{shares[0]:.1%} of the training pixels and {shares[1]:.1%} of the test pixels.\n",
         "\n## Test error (paper's Table 1 value in parentheses)\n\n",
@@ -264,8 +265,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         f"\n## Cells more than {PAPER_TOLERANCE} from the paper\n\n",
     ]
     if not _paper_size(cfg):
-        text.append(f"This profile is smaller than the paper's (images of {cfg['size']} x {cfg['size']}, "
-                    f"boosting {cfg['trees']}): the structured cells are not expected to reach the paper's errors "
+        text.append(f"This profile is smaller than the paper's (images of {cfg.data.size} x {cfg.data.size}, "
+                    f"boosting {cfg.trees}): the structured cells are not expected to reach the paper's errors "
                     "here; `slr denoising --full` runs the paper's configuration (see `full/denoising.md`).\n\n")
     if len(far):
         rows = [[f"{r.unary}/{r.pairwise}", r.test_error, r.paper, f"{r.diff:+.3f}", _why(r, history, shares)]

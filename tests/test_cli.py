@@ -48,15 +48,15 @@ def test_every_report_file_written(tiny_report):
 
 def test_denoising_table_is_complete_and_sane(tiny_report):
     df = pd.read_csv(tiny_report / "denoising_results.csv")
-    beside = set(get_profile("tiny").denoise["beside"])
+    beside = set(get_profile("tiny").spec("denoising").beside)
     assert beside == {("ChapterBoost", "ChapterBoost")}
     assert len(df) == len(FUNCTION_CLASSES) ** 2 + len(beside)
     assert set(zip(df.unary, df.pairwise)) == {(u, p) for u in FUNCTION_CLASSES for p in FUNCTION_CLASSES} | beside
     for col in ("train_error", "test_error"):
         assert df[col].between(0.0, 1.0).all()
     # An error rate on 2 tiny test images is a multiple of 1 / (number of test pixels).
-    cfg = get_profile("tiny").denoise
-    n_pix = cfg["n_test"] * cfg["size"] ** 2
+    data = get_profile("tiny").spec("denoising").data
+    n_pix = data.n_test * data.size ** 2
     assert np.allclose(df.test_error * n_pix, np.round(df.test_error * n_pix))
     text = (tiny_report / "denoising.md").read_text()
     assert "0.444" in text and "0.502" in text        # the paper's values beside ours
@@ -91,8 +91,8 @@ def test_bound_holds_and_matches_exact_solvers(tiny_report):
     from slr.inference.exact import brute_force_map, exact_lp
 
     df = pd.read_csv(tiny_report / "bound_results.csv")
-    cfg = get_profile("tiny").bound
-    assert len(df) == cfg["n_graphs"] * len(cfg["epsilons"])
+    cfg = get_profile("tiny").spec("bound")
+    assert len(df) == cfg.n_graphs * len(cfg.epsilons)
     assert df.holds.all()
     tol = bound_mod.TOL
     assert (df.l0 <= df.l1 + tol).all() and (df.l1 <= df.l + tol).all()
@@ -102,7 +102,7 @@ def test_bound_holds_and_matches_exact_solvers(tiny_report):
     assert len(trees) and np.allclose(trees.l0, trees.l1, atol=1e-6)
     # recompute one row independently
     row = df.iloc[-1]
-    kind, edges, tn, te, y = bound_mod.random_problem(int(row.graph), cfg["max_nodes"], tuple(cfg["states"]))
+    kind, edges, tn, te, y = bound_mod.random_problem(int(row.graph), cfg.max_nodes, cfg.states)
     L = tn.shape[1]
     theta = tn + (np.arange(L)[None, :] != y[:, None])
     f_y = tn[np.arange(len(y)), y].sum() + te[np.arange(len(edges)), y[edges[:, 0]], y[edges[:, 1]]].sum()
@@ -115,7 +115,6 @@ def test_resume_computes_only_missing_cells(tiny_report, tmp_path):
     import shutil
 
     from slr_suite import denoising
-    from slr_suite.provenance import cache_key
     from slr_suite.store import default_cache_dir
 
     out = tmp_path / "r"
@@ -125,12 +124,11 @@ def test_resume_computes_only_missing_cells(tiny_report, tmp_path):
     cache = default_cache_dir()
     den = pd.read_csv(out / "denoising_results.csv")
     dropped = den.iloc[7]
-    key = cache_key("denoising", dict(unary=dropped.unary, pairwise=dropped.pairwise), profile.denoise,
-                    denoising.SEED)
+    key = denoising.cell(profile.spec("denoising"), dropped.unary, dropped.pairwise).key("denoising")
     os.remove(cache / "denoising" / f"{key[:32]}.npz")
     bnd = pd.read_csv(out / "bound_results.csv")
     first = bnd.iloc[0]
-    key = cache_key("bound", dict(graph=int(first.graph), eps=float(first.eps)), profile.bound, bound_mod.SEED)
+    key = bound_mod.cell(profile.spec("bound"), int(first.graph), float(first.eps)).key("bound")
     os.remove(cache / "bound" / f"{key[:32]}.npz")
     log = run_experiments(["denoising", "bound"], "tiny", out, quiet=True)
     assert sorted(log.computed) == sorted([f"denoising:{dropped.unary}-{dropped.pairwise}",
@@ -176,17 +174,17 @@ def test_baselines_datasets_option_runs_only_those(tmp_path, capsys):
 def test_profile_skip_leaves_methods_out_and_says_so(tmp_path):
     from dataclasses import replace
 
-    from slr_suite import baselines, render_baselines
+    from slr_suite import render_baselines, runner
     from slr_suite.common import Logger, RunContext
     from slr_suite.provenance import RunInfo
 
     tiny = get_profile("tiny")
-    profile = replace(tiny, baselines={**tiny.baselines, "skip": {"denoising": ("NSlackSSVM", "slr:Linear")},
-                                       "skip_reason": "a test"})
+    profile = tiny.with_spec("baselines", replace(tiny.spec("baselines"), skip_reason="a test",
+                                                  skip={"denoising": ("NSlackSSVM", "slr:Linear")}))
     log = Logger(quiet=True)
     info = RunInfo.collect("tiny", ["slr"])
-    baselines.run(profile, tmp_path, RunContext(log=log, info=info, cache_dir=tmp_path / "cache"),
-                  datasets=["denoising"])
+    runner.run(runner.plan(["baselines"], profile, dict(datasets="denoising")), profile, tmp_path,
+               RunContext(log=log, info=info, cache_dir=tmp_path / "cache"))
     methods = set(pd.read_csv(tmp_path / "baselines_results.csv").method)
     assert "OneSlackSSVM" in methods and not methods & {"NSlackSSVM", "slr:Linear"}
     render_baselines.write_report(profile, tmp_path, info, log)
@@ -213,8 +211,8 @@ def test_interrupted_run_resumes(tmp_path, monkeypatch):
     assert len(pd.read_csv(tmp_path / "bound_results.csv")) == 2
     monkeypatch.setattr(exact, "exact_smoothed", real)
     log = run_experiments(["bound"], "tiny", tmp_path, quiet=True, cache_dir=cache)
-    cfg = get_profile("tiny").bound
-    total = cfg["n_graphs"] * len(cfg["epsilons"])
+    cfg = get_profile("tiny").spec("bound")
+    total = cfg.n_graphs * len(cfg.epsilons)
     assert len(log.computed) == total - 2
     df = pd.read_csv(tmp_path / "bound_results.csv")
     assert len(df) == total and not df.duplicated(["graph", "eps"]).any()
@@ -241,14 +239,12 @@ def test_python_dash_m_help():
 def test_table1_oracles_follow_the_profile_protocols():
     """Table 1's Boost is the NIPS per-class booster, ChapterBoost the chapter's vector trees; a
     pairwise MLP takes the paper's pairwise step and ``mlp_pairwise``'s epochs, a unary one not."""
-    from slr_suite.oracles import make_oracle
-
-    cfg = get_profile("full").denoise
-    assert make_oracle("Boost", "pairwise", cfg, 0).tree == "per_class"
-    assert make_oracle("ChapterBoost", "pairwise", cfg, 0).tree == "vector"
-    unary, pairwise = make_oracle("MLP", "unary", cfg, 0), make_oracle("MLP", "pairwise", cfg, 0)
-    assert (unary.learning_rate, unary.n_epochs) == (0.25, cfg["mlp"]["n_epochs"])
-    assert (pairwise.learning_rate, pairwise.n_epochs) == (0.05, cfg["mlp_pairwise"]["n_epochs"])
+    cfg = get_profile("full").spec("denoising")
+    assert cfg.oracle("Boost", "pairwise").build(0).tree == "per_class"
+    assert cfg.oracle("ChapterBoost", "pairwise").build(0).tree == "vector"
+    unary, pairwise = cfg.oracle("MLP", "unary").build(0), cfg.oracle("MLP", "pairwise").build(0)
+    assert (unary.learning_rate, unary.n_epochs) == (0.25, cfg.mlp["n_epochs"])
+    assert (pairwise.learning_rate, pairwise.n_epochs) == (0.05, cfg.mlp_pairwise["n_epochs"])
     assert pairwise.n_epochs != unary.n_epochs and pairwise.batch_size == unary.batch_size == 1000
 
 
@@ -256,22 +252,24 @@ def test_slr_linear_takes_its_letters_solver_settings_only_there():
     """slr:Linear on letters: 3 sweeps per half step, 10 L-BFGS iterations per fit and
     over-relaxed steps (its own cache key); on denoising the profile's sweeps, fits to
     convergence and exact steps; the default ridge on both when not tuned."""
-    from slr_suite import baselines as suite
+    from slr_suite import methods as suite
     from slr_suite.render_baselines import _slr_linear_text
 
-    cfg = get_profile("full").baselines
-    letters = suite._slr("slr:Linear", cfg, "letters", 26, 1)
-    denoising = suite._slr("slr:Linear", cfg, "denoising", 2, 1)
-    assert letters.mp_sweeps == 3 and denoising.mp_sweeps == cfg["mp_sweeps"] == 25
+    cfg = get_profile("full").spec("baselines")
+    letters = cfg.slr_learner("slr:Linear", "letters", 26, 1)
+    denoising = cfg.slr_learner("slr:Linear", "denoising", 2, 1)
+    assert letters.mp_sweeps == 3 and denoising.mp_sweeps == cfg.mp_sweeps == 25
     assert letters.relaxation == 1.9 and denoising.relaxation == 1.0
     for model, dataset, max_iter in ((letters, "letters", 10), (denoising, "denoising", 1000)):
         for oracle in (model.unary, model.pairwise):
             assert oracle.max_iter == max_iter
             assert oracle.l2 == suite.EPSILON / suite.C_VALUE[dataset]
-    assert suite.cell_config(cfg, "letters", "slr:Linear") != suite.cell_config(cfg, "letters", "OneSlackSSVM")
-    assert "cell" not in suite.cell_config(cfg, "denoising", "slr:Linear")
+    reg = suite.default_regularisation("letters")
+    assert cfg.method_config("letters", "slr", "slr:Linear", reg)["cell"] == dict(mp_sweeps=3, relaxation=1.9,
+                                                                                    linear=dict(max_iter=10))
+    assert cfg.method_config("denoising", "slr", "slr:Linear", reg)["cell"] is None
     assert ("on letters, 3 message-passing iterations per half step, Linear oracles with max_iter=10 "
-            "and over-relaxed steps, omega = 1.9" in _slr_linear_text(get_profile("full")))
+            "and over-relaxed steps, omega = 1.9" in _slr_linear_text(cfg))
 
 
 # ------------------------------------------------------------------ unclear failures (issue 26)
@@ -319,7 +317,7 @@ from dataclasses import replace
 import slr_suite.profiles as profiles
 from slr_suite.cli import main
 tiny = profiles.PROFILES["tiny"]
-profiles.PROFILES["tiny"] = replace(tiny, bound={**tiny.bound, "n_graphs": 1, "epsilons": [0.5]})
+profiles.PROFILES["tiny"] = tiny.with_spec("bound", replace(tiny.spec("bound"), n_graphs=1, epsilons=(0.5,)))
 sys.exit(main(["bound", "--tiny", "--quiet", "--out", sys.argv[1], "--cache-dir", sys.argv[2]]))
 """
 

@@ -93,23 +93,24 @@ def test_bad_input_raises_value_error(fitted):
 def _crfsuite_only(n_train=30, n_test=60):
     """The tiny profile with letters cut to the crfsuite row (every other method skipped), at the
     converted C (no tuning)."""
-    from slr_suite import baselines
+    from slr_suite import methods
     from slr_suite.profiles import get_profile
 
     tiny = get_profile("tiny")
-    cfg = {**tiny.baselines, "letters": dict(n_train=n_train, n_test=n_test)}
-    others = tuple(m for _, m in baselines.methods_of("letters", cfg) if m != baselines.CRFSUITE_METHOD)
-    return replace(tiny, baselines={**cfg, "skip": {"letters": others}, "tune": {}})
+    cfg = replace(tiny.spec("baselines"), letters=methods.LettersData(n_train=n_train, n_test=n_test))
+    others = tuple(m for _, m in methods.methods_of("letters", cfg) if m != methods.CRFSUITE_METHOD)
+    return tiny.with_spec("baselines", replace(cfg, skip={"letters": others}, tune={}))
 
 
 def _run_and_render(profile, out):
-    from slr_suite import baselines, render_baselines
+    from slr_suite import render_baselines, runner
     from slr_suite.common import Logger, RunContext
     from slr_suite.provenance import RunInfo
 
     log = Logger(quiet=True)
     info = RunInfo.collect("tiny", ["baselines"])
-    baselines.run(profile, out, RunContext(log=log, info=info, cache_dir=out / "cache"), datasets=["letters"])
+    runner.run(runner.plan(["baselines"], profile, dict(datasets="letters")), profile, out,
+               RunContext(log=log, info=info, cache_dir=out / "cache"))
     render_baselines.write_report(profile, out, info, log)
     return (out / "baselines.md").read_text()
 
@@ -117,8 +118,6 @@ def _run_and_render(profile, out):
 def test_crfsuite_row_parsed_from_the_report_matches_our_viterbi_on_its_weights(tmp_path):
     """The report's test error for CRFsuite equals the error of our Viterbi on the weights of an
     independent CRFsuite fit on the same words with c2 = 1 / (2 * 0.1)."""
-    from slr_suite import baselines
-
     profile = _crfsuite_only()
     text = _run_and_render(profile, tmp_path)
     number = r" \| ([0-9.]+)"
@@ -126,7 +125,7 @@ def test_crfsuite_row_parsed_from_the_report_matches_our_viterbi_on_its_weights(
     assert len(rows) == 1, text
     train_error, test_error, seconds, iterations = map(float, rows[0])
     assert "c2 = 5 on letters" in text
-    Xtr, Ytr, Xte, Yte, n_states = baselines.load_dataset("letters", profile)
+    Xtr, Ytr, Xte, Yte, n_states = profile.spec("baselines").load("letters")
     assert (len(Xtr), len(Xte)) == (30, 60)
     model = CRFsuiteChain(c2=5.0, n_states=n_states).fit(Xtr, Ytr)
     for X, Y, reported in ((Xte, Yte, test_error), (Xtr, Ytr, train_error)):

@@ -178,10 +178,8 @@ def test_forged_entry_is_recomputed_by_the_run(tmp_path, capsys):
     """The reproducer: a forged entry with the cell's key counted as cached, then crashed after
     the CSV was written. Now it is set aside, named, and the cell computed."""
     from slr_suite import get_profile
-    from slr_suite.provenance import cache_key
 
-    cfg = get_profile("tiny").denoise
-    key = cache_key("denoising", dict(unary="Zero", pairwise="Zero"), cfg, denoising.SEED)
+    key = denoising.cell(get_profile("tiny").spec("denoising"), "Zero", "Zero").key("denoising")
     cache = CellCache(tmp_path / "cache", "denoising", print)
     cache.directory.mkdir(parents=True)
     forged = _valid_record()

@@ -269,8 +269,8 @@ def test_missing_peer_environment_is_logged_and_reported(tmp_path, monkeypatch, 
     import slr_suite.profiles as profiles
 
     tiny = profiles.PROFILES["tiny"]
-    monkeypatch.setitem(profiles.PROFILES, "tiny", replace(
-        tiny, baselines={**tiny.baselines, "peer": {"denoising": ("OneSlackSSVM",)}}))
+    monkeypatch.setitem(profiles.PROFILES, "tiny", tiny.with_spec(
+        "baselines", replace(tiny.spec("baselines"), peer={"denoising": ("OneSlackSSVM",)})))
     monkeypatch.setattr(baselines.peer.client, "ensure_peer_env", lambda verbose=True: None)
     run_experiments(["baselines"], "tiny", tmp_path, datasets="denoising", cache_dir=tmp_path / "c")
     assert "pystruct rows skipped: no CPython 3.6 interpreter" in capsys.readouterr().err

@@ -73,7 +73,8 @@ def test_cell_reused_then_recomputed_when_code_config_or_dependency_changes(tmp_
     import slr_suite.profiles as profiles
 
     tiny = profiles.PROFILES["tiny"]
-    monkeypatch.setitem(profiles.PROFILES, "tiny", replace(tiny, denoise={**tiny.denoise, "n_iter": 3}))
+    monkeypatch.setitem(profiles.PROFILES, "tiny",
+                        tiny.with_spec("denoising", replace(tiny.spec("denoising"), n_iter=3)))
     assert _one_cell(tmp_path / "e", cache_dir=cache).computed == [name]
     df = pd.read_csv(tmp_path / "e" / "denoising_results.csv")
     assert df.n_iter.tolist() == [3]
@@ -219,9 +220,9 @@ def test_rows_and_reports_carry_their_provenance(tmp_path):
         assert (df.command == "slr denoising --tiny").all()
         assert df.machine.str.contains(os.uname().machine).all()
     # rows from another run are named as such in the report
-    from slr_suite.denoising import tables
+    from slr_suite.denoising import TABLES
 
-    results = tables(out, print)[0]
+    results = TABLES[0].open(out, print)
     older = dict(results.rows()[0], commit="abcdef1234", dirty="False", code="feedfeedfeed",
                  command="slr denoising --full")
     results.upsert([older])
@@ -238,12 +239,13 @@ def test_rows_and_reports_carry_their_provenance(tmp_path):
 def _fit_cell(unary: str, pairwise: str, n_threads: int) -> tuple[float, float, np.ndarray]:
     from slr import StructuredLogisticRegression
     from slr.datasets import make_denoising
-    from slr_suite.oracles import make_oracle
+    from slr_suite.profiles import get_profile
 
-    cfg = dict(trees=dict(n_rounds=5, subsample=500), mlp=dict(n_hidden=8, n_epochs=1, batch_size=50))
+    cfg = replace(get_profile("tiny").spec("denoising"), trees=dict(n_rounds=5, subsample=500),
+                  mlp=dict(n_hidden=8, n_epochs=1, batch_size=50))
     X, Y = make_denoising(n_images=2, size=12, sigma=2.0, random_state=3)
-    model = StructuredLogisticRegression(unary=make_oracle(unary, "unary", cfg, 0),
-                                         pairwise=make_oracle(pairwise, "pairwise", cfg, 0), epsilon=0.1,
+    model = StructuredLogisticRegression(unary=cfg.oracle(unary, "unary").build(0),
+                                         pairwise=cfg.oracle(pairwise, "pairwise").build(0), epsilon=0.1,
                                          max_iter=3, mp_sweeps=5, n_threads=n_threads, random_state=0)
     model.fit(X, Y)
     return float(model.score(X, Y)), float(model.history_["objective"].iloc[-1]), np.asarray(model.predict(X[:1])[0])

@@ -9,21 +9,22 @@ import pandas as pd
 import pytest
 
 from slr_suite import get_profile, tuning
+from slr_suite.methods import SMOOTHED
 
 
 def test_validation_split_holds_out_a_seeded_fifth():
     X = [np.full((2, 1), i) for i in range(23)]
     Y = [np.array([i, i]) for i in range(23)]
-    X_fit, Y_fit, X_val, Y_val = tuning.validation_split(X, Y, seed=0)
+    X_fit, Y_fit, X_val, Y_val = tuning.hold_out(X, Y, seed=0)
     fit = [int(x[0, 0]) for x in X_fit]
     val = [int(x[0, 0]) for x in X_val]
     assert len(val) == 23 // 5 and sorted(fit + val) == list(range(23))
     assert [int(y[0]) for y in Y_fit] == fit and [int(y[0]) for y in Y_val] == val
     assert val == [int(i) for i in np.random.default_rng(0).permutation(23)[-4:]]
-    assert [int(x[0, 0]) for x in tuning.validation_split(X, Y, seed=0)[2]] == val
-    assert [int(x[0, 0]) for x in tuning.validation_split(X, Y, seed=1)[2]] != val
+    assert [int(x[0, 0]) for x in tuning.hold_out(X, Y, seed=0)[2]] == val
+    assert [int(x[0, 0]) for x in tuning.hold_out(X, Y, seed=1)[2]] != val
     with pytest.raises(ValueError, match="too few"):
-        tuning.validation_split(X[:4], Y[:4])
+        tuning.hold_out(X[:4], Y[:4])
 
 
 def test_choose_takes_the_lowest_error_and_the_first_of_ties():
@@ -44,17 +45,19 @@ def test_choose_takes_the_lowest_error_and_the_first_of_ties():
 def tuned_run(tmp_path_factory):
     """Tiny denoising (5 training images: 4 to fit, 1 to validate) with C tuned from {0.1, 10}
     and eps from {0.1, 1}."""
-    from slr_suite import baselines, render_baselines
+    from slr_suite import render_baselines, runner
     from slr_suite.common import Logger, RunContext
+    from slr_suite.methods import TuningGrid
     from slr_suite.provenance import RunInfo
 
     tiny = get_profile("tiny")
-    profile = replace(tiny, baselines={**tiny.baselines, "denoise": {**tiny.baselines["denoise"], "n_train": 5},
-                                       "tune": {"denoising": dict(C=(0.1, 10.0), epsilon=(0.1, 1.0))}})
+    spec = tiny.spec("baselines")
+    profile = tiny.with_spec("baselines", replace(spec, denoise=replace(spec.denoise, n_train=5),
+                                                  tune={"denoising": TuningGrid(C=(0.1, 10.0), epsilon=(0.1, 1.0))}))
     out = tmp_path_factory.mktemp("tuned")
     log, info = Logger(quiet=True), RunInfo.collect("tiny", ["slr"])
-    baselines.run(profile, out, RunContext(log=log, info=info, cache_dir=out / "cache", n_threads=1),
-                  datasets=["denoising"])
+    runner.run(runner.plan(["baselines"], profile, dict(datasets="denoising")), profile, out,
+               RunContext(log=log, info=info, cache_dir=out / "cache", n_threads=1))
     render_baselines.write_report(profile, out, info, log)
     return profile, out
 
@@ -76,11 +79,10 @@ def test_validation_errors_and_test_rows_match_fits_made_here(tuned_run, method,
     """The SSVM refitted here on an independently drawn split gives the CSV's validation errors;
     refitted on all training images with the C of lowest validation error, the test row's error."""
     import baselines
-    from slr_suite.denoising import load_data
 
     profile, out = tuned_run
-    cfg = profile.baselines
-    Xtr, Ytr, Xte, Yte = load_data(cfg["denoise"])
+    cfg = profile.spec("baselines")
+    Xtr, Ytr, Xte, Yte = cfg.denoise.load()
     order = np.random.default_rng(0).permutation(len(Xtr))
     n_val = len(Xtr) // 5
     fit, val = order[:-n_val], order[-n_val:]
@@ -88,7 +90,7 @@ def test_validation_errors_and_test_rows_match_fits_made_here(tuned_run, method,
     ours = rows[rows.method == method].set_index("C")["val_error"]
 
     def model(C):
-        return getattr(baselines, method)(C=C, max_iter=cfg["max_iter"][method], n_states=2, random_state=0, **extra)
+        return getattr(baselines, method)(C=C, max_iter=cfg.max_iter[method], n_states=2, random_state=0, **extra)
 
     errors = {}
     for C in (0.1, 10.0):
@@ -109,13 +111,13 @@ def test_report_shows_the_chosen_values_and_the_validation_curves(tuned_run):
     for method, sub in rows.groupby("method"):
         # the lowest error, ties to the smaller C then the smaller eps (the grid's order)
         best = sub.sort_values(["val_error", "C", "epsilon"]).iloc[0]
-        chosen = f"C={best.C:g}" + (f", eps={best.epsilon:g}" if method in tuning.SMOOTHED else "")
+        chosen = f"C={best.C:g}" + (f", eps={best.epsilon:g}" if method in SMOOTHED else "")
         assert f"| {method} | {chosen} |" in text, method
     assert "On denoising the C of each method with a ridge is chosen on a validation split" in text
     # rows in the profile's order of the methods, whatever order the cells finished in
-    from slr_suite.baselines import methods_of
+    from slr_suite.methods import methods_of
 
-    listed = [m for _, m in methods_of("denoising", profile.baselines)]
+    listed = [m for _, m in methods_of("denoising", profile.spec("baselines"))]
     section = text.split("## denoising")[1].split("###")[0]
     shown = [line.split(" | ")[1] for line in section.splitlines() if line.startswith("| ")][2:]
     assert shown == listed
@@ -138,7 +140,7 @@ def test_report_ignores_tuning_rows_of_another_grid(tuned_run, tmp_path):
     profile, out = tuned_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    table = tuning.tuning_table(copy, lambda m: None)
+    table = tuning.TABLES[0].open(copy, lambda m: None)
     stale = dict(table.rows()[0], C=0.5, val_error=0.0)
     table.upsert([stale])
     render_baselines.write_report(profile, copy, RunInfo.collect("tiny", ["slr"]), Logger(quiet=True))

@@ -8,10 +8,12 @@ CRFsuite's, side by side.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from slr.learner import StructuredLogisticRegression
-from slr_suite.oracles import make_oracle
+from slr_suite.profiles import get_profile
 
 from . import common
 
@@ -20,9 +22,10 @@ CLASSES = ["Linear", "Boost", "MLP"]
 
 def learner(kind: str, max_iter: int, mp_sweeps: int = 25):
     """The learner with ``kind`` oracles for both factors (small boosting rounds, 1 MLP epoch)."""
-    cfg = dict(trees=dict(n_rounds=20, subsample=5000), mlp=dict(n_epochs=1, batch_size=1000))
+    cfg = replace(get_profile("quick").spec("denoising"), trees=dict(n_rounds=20, subsample=5000),
+                  mlp=dict(n_epochs=1, batch_size=1000))
     return StructuredLogisticRegression(
-        unary=make_oracle(kind, "unary", cfg, 0), pairwise=make_oracle(kind, "pairwise", cfg, 0),
+        unary=cfg.oracle(kind, "unary").build(0), pairwise=cfg.oracle(kind, "pairwise").build(0),
         epsilon=0.1, max_iter=max_iter, mp_sweeps=mp_sweeps, n_states=2, monitor=False,
         random_state=0)
 
@@ -85,14 +88,13 @@ class LettersAgainstCRFsuite(common.Benchmark):
     def track_slr_over_crfsuite_seconds(self):
         from threadpoolctl import threadpool_limits
 
-        from slr_suite import get_profile
-        from slr_suite.baselines import _fit_crfsuite, _slr
+        from slr_suite.methods import fit_crfsuite
 
-        cfg = dict(get_profile("full").baselines, slr_iter=self.MAX_ITER)
+        cfg = replace(get_profile("full").spec("baselines"), slr_iter=self.MAX_ITER)
         data = (*common.letters(None, None), 26)
         with threadpool_limits(1):
-            crfsuite, _, _ = _fit_crfsuite(1.0, data, {})
-            model = _slr("slr:Linear", cfg, "letters", 26, 1, dict(C=0.1, epsilon=0.1))
+            crfsuite, _, _ = fit_crfsuite(1.0, data, {})
+            model = cfg.slr_learner("slr:Linear", "letters", 26, 1, dict(C=0.1, epsilon=0.1))
             model.fit(data[0], data[1], X_val=data[2], Y_val=data[3])
         history = model.history_.dropna(subset=["val_error"])
         reached = np.flatnonzero(history["val_error"].to_numpy() <= crfsuite["test_error"])

@@ -1,0 +1,28 @@
+"""Figures of the reports: matplotlib, imported only when a report draws (the plotting extra)."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from slr_suite.store import atomic_write_bytes
+
+__all__ = ["plt", "save_fig"]
+
+
+def plt():
+    """pyplot with the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as pyplot
+
+    return pyplot
+
+
+def save_fig(fig, path: Path) -> None:
+    """Save (atomically) and close a figure."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt().close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, buffer.getvalue())

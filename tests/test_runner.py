@@ -1,0 +1,106 @@
+"""The one driver of every experiment (slr_suite/runner.py), on two toy experiments that plug into
+the protocol the way a new experiment does: one class each, no change to the runner."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from slr_suite import runner
+from slr_suite.common import Logger, RunContext
+from slr_suite.experiment import Cell, ExperimentBase, Profile, Table
+from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo
+from slr_suite.registry import EXPERIMENTS, REPORTED, with_needs
+from slr_suite.store import CellRecord
+
+
+@dataclass(frozen=True)
+class PowersSpec:
+    n: int
+    power: int
+
+
+class Powers(ExperimentBase):
+    """Cell x computes x ** power; the cells of one parity share a task."""
+
+    name = "powers"
+    help = "x ** power"
+    tables = (Table("powers.csv", ["config", "x", "y", *PROVENANCE_COLUMNS], ("config", "x")),)
+    failing: set[int] = set()
+
+    def cells(self, profile, selection, done, ctx):
+        spec = self.spec(profile)
+        return [Cell(label=str(x), identity=dict(x=x), config=dict(power=spec.power), seed=0, args=(x,),
+                     group=f"parity {x % 2}", cost=float(x % 2)) for x in range(spec.n)]
+
+    def compute(self, spec, cells, info, *, n_threads):
+        xs = [c.args[0] for c in cells]
+        return [CellRecord(row=dict(config="c", x=x, y="" if x in self.failing else x ** spec.power,
+                                    **info.row_fields())) for x in xs]
+
+    def keep(self, record):
+        return record.row["y"] != ""
+
+    def describe(self, record):
+        return f"x={record.row['x']}"
+
+
+class Total(ExperimentBase):
+    """One cell: the sum of every power, listed once all of them are answered."""
+
+    name = "total"
+    needs = ("powers",)
+    tables = (Table("total.csv", ["config", "total", *PROVENANCE_COLUMNS], ("config",)),)
+
+    def spec(self, profile):
+        return profile.spec("powers")
+
+    def cells(self, profile, selection, done, ctx):
+        records = list(done["powers"].values())
+        if len(records) < self.spec(profile).n:
+            return []
+        total = sum(int(r.row["y"] or 0) for r in records)
+        return [Cell(label="total", identity={}, config=dict(total=total), seed=0, args=(total,))]
+
+    def compute(self, spec, cells, info, *, n_threads):
+        return [CellRecord(row=dict(config="c", total=cells[0].args[0], **info.row_fields()))]
+
+    def describe(self, record):
+        return f"total={record.row['total']}"
+
+
+def _run(tmp_path, power=2, n=5):
+    profile = Profile("tiny", {"powers": PowersSpec(n=n, power=power)})
+    log = Logger(quiet=True)
+    ctx = RunContext(log=log, info=RunInfo.collect("tiny", ["test"]), cache_dir=tmp_path / "cache")
+    records = runner.run([(Powers(), None), (Total(), None)], profile, tmp_path / "out", ctx)
+    return log, records
+
+
+def test_cells_computed_cached_and_written_in_their_order(tmp_path):
+    log, records = _run(tmp_path)
+    # the total waited for the powers (listed in a later round), which ran one task per parity, odd first
+    assert log.computed == ["powers:1", "powers:3", "powers:0", "powers:2", "powers:4", "total:total"]
+    df = pd.read_csv(tmp_path / "out" / "powers.csv")
+    assert df.x.tolist() == [0, 1, 2, 3, 4] and df.y.tolist() == [x ** 2 for x in range(5)]
+    assert pd.read_csv(tmp_path / "out" / "total.csv").total.tolist() == [sum(x ** 2 for x in range(5))]
+    assert len(records["powers"]) == 5 and len(records["total"]) == 1
+    # a rerun answers every cell from the cache; a changed setting recomputes the cells that use it
+    assert _run(tmp_path)[0].computed == []
+    assert sorted(_run(tmp_path, power=3)[0].computed) == sorted([f"powers:{x}" for x in range(5)] + ["total:total"])
+    assert pd.read_csv(tmp_path / "out" / "total.csv").total.tolist() == [sum(x ** 3 for x in range(5))]
+
+
+def test_a_record_the_experiment_does_not_keep_is_computed_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(Powers, "failing", {2})
+    assert "powers:2" in _run(tmp_path)[0].computed
+    monkeypatch.setattr(Powers, "failing", set())
+    assert _run(tmp_path)[0].computed == ["powers:2", "total:total"]
+
+
+def test_registry_lists_the_needs_first_and_reports_the_named_experiments():
+    assert [e.name for e in with_needs(["baselines"])] == ["tuning", "baselines"]
+    assert REPORTED == ("denoising", "baselines", "bound") and set(EXPERIMENTS) == {*REPORTED, "tuning"}
+    with pytest.raises(ValueError, match="experiment must be one of"):
+        with_needs(["snakes"])
