@@ -43,8 +43,9 @@ from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, RandomSta
                          validate_params)
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.graph import GraphBatch, check_epsilon
-from slr.inference.batch import (_public_threads, batch_dual_parts, batch_node_beliefs, batch_sweeps,
-                                 resolve_threads)
+from slr.certificate import FitCertificate, certify
+from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
+                                 batch_sweeps, resolve_threads)
 from slr.models import MARGINALS, FlatData, PairwiseModel, hamming_margin
 from slr.oracles.base import LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
@@ -246,6 +247,7 @@ class _Alternation:
         self.messages = np.zeros((batch.n_edges, 2, L))
         self.unary_potentials = np.zeros((batch.n_nodes, L))   # g_u = 0 before the first fit
         self.fitted_pairwise = False
+        self.last_sweep: BatchSweepResult | None = None
         if resume is not None:   # fitted functions, and the messages if they fit this data
             messages, self.fitted_pairwise = resume
             self.messages = self.messages if messages is None else messages
@@ -314,9 +316,18 @@ class _Alternation:
 
     def _sweep(self) -> None:
         with self.timed("message passing"):
-            batch_sweeps(self.train.batch, self.theta_nodes, self.theta_edges, self.epsilon,
-                         max_sweeps=self.max_sweeps, tol=_SWEEP_TOL, n_jobs=self.threads, out=self.messages,
-                         check_input=False)
+            self.last_sweep = batch_sweeps(self.train.batch, self.theta_nodes, self.theta_edges, self.epsilon,
+                                           max_sweeps=self.max_sweeps, tol=_SWEEP_TOL, n_jobs=self.threads,
+                                           out=self.messages, check_input=False)
+
+    def certificate(self) -> FitCertificate:
+        """Theorem 1.1's bounds and the message passing's state at the current functions."""
+        last = self.last_sweep
+        with self.timed("certificate"):
+            return certify(self.train, self.theta_nodes, self.theta_edges, self.messages, self.epsilon,
+                           self.objective, last.n_sweeps if last else np.zeros(0, dtype=np.int32),
+                           last.converged if last else np.ones(0, dtype=bool), max_sweeps=self.max_sweeps,
+                           tol=_SWEEP_TOL, n_jobs=self.threads)
 
     def _objective(self, nodes: bool = True, edges: bool = True) -> float:
         """R, recomputing the parts whose inputs changed since the last call."""
@@ -339,13 +350,14 @@ class _Alternation:
 
 
 def _map_labels(predictor: PairwiseModel, data: FlatData, unary: Any, pairwise: Any | None,
-                timed: Callable[[str], AbstractContextManager]) -> np.ndarray:
-    """MAP labels of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term)."""
+                timed: Callable[[str], AbstractContextManager], warn: bool = False) -> np.ndarray:
+    """MAP labels of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term);
+    ``warn``: a ``ConvergenceWarning`` when the LP's sweeps stop before converging."""
     with timed("predict: potentials"):
         theta_nodes = predictor.unary_potentials(data, unary)
         theta_edges = predictor.pairwise_potentials(data, pairwise)
     with timed("predict: MAP"):
-        return predictor.decode(data, theta_nodes, theta_edges)
+        return predictor.decode(data, theta_nodes, theta_edges, warn=warn)
 
 
 def _clone_oracle(oracle: Any, name: str, rng: np.random.Generator) -> LogisticOracle:
@@ -475,6 +487,10 @@ class StructuredLogisticRegression(StructuredEstimator):
     objective_trace_ : pandas.DataFrame
         ``R`` after every half step: columns ``iteration``, ``stage`` (one of ``"start"``,
         ``"unary_fit"``, ``"unary_mp"``, ``"pairwise_fit"``, ``"pairwise_mp"``), ``objective``.
+    certificate_ : slr.certificate.FitCertificate
+        What the fit proves on its training set: Theorem 1.1's bounds (``R`` against the LP loss
+        bracketed by a decoded labelling and the ``eps = 0`` dual, and ``eps * Hmax``), the sweeps
+        and convergence of the last half step, the message residual.
 
     Notes
     -----
@@ -665,6 +681,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             "_n_states_inferred": inferred,
             "_fitted_pairwise": state.fitted_pairwise,
             "_predictor": predictor,
+            "certificate_": state.certificate(),
             "_train_messages": state.messages,
             "_train_layout": layout,
         })
@@ -732,7 +749,7 @@ class StructuredLogisticRegression(StructuredEstimator):
 
     def _predict_flat(self, data: FlatData) -> np.ndarray:
         return _map_labels(self._predictor, data, self.unary_, self.pairwise_ if self._fitted_pairwise else None,
-                           self._phase_timer or _untimed)
+                           self._phase_timer or _untimed, warn=True)
 
 
 def _print_progress(row: dict, half_steps: Sequence[tuple[int, str, float]]) -> None:
