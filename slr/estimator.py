@@ -42,6 +42,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from slr._versions import VersionedPickle
 from slr.formats import Labellings
 from slr.models import FlatData
 
@@ -114,7 +115,7 @@ class FitHistory:
         return pd.DataFrame(self.rows, columns=HISTORY_COLUMNS)
 
 
-class StructuredEstimator(BaseEstimator):
+class StructuredEstimator(VersionedPickle, BaseEstimator):
     """Base class of the structured learners (see the module docstring for the contract).
 
     Subclasses implement ``_data(X, Y)`` (the validated flat data, checked against the fitted

@@ -30,6 +30,7 @@ everything first and replaces its fitted attributes only when the loop has finis
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import sys
 from contextlib import AbstractContextManager, nullcontext
@@ -42,8 +43,9 @@ from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, RandomSta
                          validate_params)
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.graph import GraphBatch, check_epsilon
-from slr.inference.batch import (_public_threads, batch_dual_parts, batch_node_beliefs, batch_sweeps,
-                                 resolve_threads)
+from slr.certificate import FitCertificate, certify
+from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
+                                 batch_sweeps, resolve_threads)
 from slr.models import MARGINALS, FlatData, PairwiseModel, hamming_margin
 from slr.oracles.base import LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
@@ -225,11 +227,15 @@ class _Alternation:
         Over-relaxation ``omega`` of oracles linear in their parameters.
     timed : callable
         ``timed(phase)``, a context manager around each phase (the profiling hook).
+    resume : (messages or None, fitted_pairwise), optional
+        Continue a fit (``warm_start``): the oracles are fitted already (the pairwise one if
+        ``fitted_pairwise``), and ``messages`` of this data are kept (zeros when None).
     """
 
     def __init__(self, train: FlatData, oracles: dict[str, Any], epsilon: float, max_sweeps: int,
                  threads: int, relaxation: float,
-                 timed: Callable[[str], AbstractContextManager]) -> None:
+                 timed: Callable[[str], AbstractContextManager], *, resume: tuple[np.ndarray | None, bool] | None = None
+                 ) -> None:
         self.train, self.oracles = train, oracles
         self.tags: dict[str, OracleTags] = {factor: get_oracle_tags(oracles[factor]) for factor in _FACTORS}
         self.epsilon, self.max_sweeps, self.threads = epsilon, max_sweeps, threads
@@ -240,9 +246,15 @@ class _Alternation:
         self.delta = hamming_margin(train.labels, L)
         self.messages = np.zeros((batch.n_edges, 2, L))
         self.unary_potentials = np.zeros((batch.n_nodes, L))   # g_u = 0 before the first fit
-        self.theta_nodes = self.unary_potentials + self.delta
-        self.theta_edges = self.energy.pairwise_potentials(train, None)
         self.fitted_pairwise = False
+        self.last_sweep: BatchSweepResult | None = None
+        if resume is not None:   # fitted functions, and the messages if they fit this data
+            messages, self.fitted_pairwise = resume
+            self.messages = self.messages if messages is None else messages
+            self.unary_potentials = self.energy.unary_potentials(train, oracles["unary"])
+        self.theta_nodes = self.unary_potentials + self.delta
+        self.theta_edges = self.energy.pairwise_potentials(
+            train, oracles["pairwise"] if self.fitted_pairwise else None)
         self._split = _SplitObjective(batch, train.labels, epsilon, threads, check_input=False)
         self.node_part = self.edge_part = 0.0
         self.trace: list[tuple[int, str, float]] = []
@@ -304,9 +316,18 @@ class _Alternation:
 
     def _sweep(self) -> None:
         with self.timed("message passing"):
-            batch_sweeps(self.train.batch, self.theta_nodes, self.theta_edges, self.epsilon,
-                         max_sweeps=self.max_sweeps, tol=_SWEEP_TOL, n_jobs=self.threads, out=self.messages,
-                         check_input=False)
+            self.last_sweep = batch_sweeps(self.train.batch, self.theta_nodes, self.theta_edges, self.epsilon,
+                                           max_sweeps=self.max_sweeps, tol=_SWEEP_TOL, n_jobs=self.threads,
+                                           out=self.messages, check_input=False)
+
+    def certificate(self) -> FitCertificate:
+        """Theorem 1.1's bounds and the message passing's state at the current functions."""
+        last = self.last_sweep
+        with self.timed("certificate"):
+            return certify(self.train, self.theta_nodes, self.theta_edges, self.messages, self.epsilon,
+                           self.objective, last.n_sweeps if last else np.zeros(0, dtype=np.int32),
+                           last.converged if last else np.ones(0, dtype=bool), max_sweeps=self.max_sweeps,
+                           tol=_SWEEP_TOL, n_jobs=self.threads)
 
     def _objective(self, nodes: bool = True, edges: bool = True) -> float:
         """R, recomputing the parts whose inputs changed since the last call."""
@@ -329,13 +350,14 @@ class _Alternation:
 
 
 def _map_labels(predictor: PairwiseModel, data: FlatData, unary: Any, pairwise: Any | None,
-                timed: Callable[[str], AbstractContextManager]) -> np.ndarray:
-    """MAP labels of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term)."""
+                timed: Callable[[str], AbstractContextManager], warn: bool = False) -> np.ndarray:
+    """MAP labels of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term);
+    ``warn``: a ``ConvergenceWarning`` when the LP's sweeps stop before converging."""
     with timed("predict: potentials"):
         theta_nodes = predictor.unary_potentials(data, unary)
         theta_edges = predictor.pairwise_potentials(data, pairwise)
     with timed("predict: MAP"):
-        return predictor.decode(data, theta_nodes, theta_edges)
+        return predictor.decode(data, theta_nodes, theta_edges, warn=warn)
 
 
 def _clone_oracle(oracle: Any, name: str, rng: np.random.Generator) -> LogisticOracle:
@@ -360,6 +382,14 @@ def _checked_data(X: Sequence, Y: Sequence | None, n_states: int, inferred_n_sta
     data = FlatData(X, Y, n_states, inferred_n_states=Y is not None and inferred_n_states)
     data.check_widths(d_node, d_edge, name)
     return data
+
+
+def _layout_digest(data: FlatData) -> str:
+    """What identifies the messages' meaning: the examples' graphs and labels."""
+    digest = hashlib.blake2b(digest_size=16)
+    for array in (data.batch.node_ptr, data.batch.edges, data.labels):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def _edge_width(data: FlatData) -> int | None:
@@ -428,6 +458,12 @@ class StructuredLogisticRegression(StructuredEstimator):
         value before the fit, the exact fit is kept instead, so ``R`` still never increases.
         The minimised objective is unchanged; on strongly coupled problems the blocks move
         further per iteration (docs/design.md section 1). Other oracles take exact steps.
+    warm_start : bool, default=False
+        Continue the last fit instead of starting afresh: its fitted oracles and, on the same
+        training data, its messages are kept, and ``max_iter`` counts all iterations, so a fit of
+        10 iterations followed by ``set_params(max_iter=20, warm_start=True)`` and ``fit`` ends
+        where one fit of 20 would (``history_`` and ``objective_trace_`` continue). On other
+        training data (another graph layout or other labels) the messages start from zero.
     mp_sweeps : int, optional
         Deprecated (removed in 0.3): message-passing iterations of forward + backward passes;
         ``mp_sweeps=v`` is ``max_sweeps=2v``.
@@ -451,6 +487,10 @@ class StructuredLogisticRegression(StructuredEstimator):
     objective_trace_ : pandas.DataFrame
         ``R`` after every half step: columns ``iteration``, ``stage`` (one of ``"start"``,
         ``"unary_fit"``, ``"unary_mp"``, ``"pairwise_fit"``, ``"pairwise_mp"``), ``objective``.
+    certificate_ : slr.certificate.FitCertificate
+        What the fit proves on its training set: Theorem 1.1's bounds (``R`` against the LP loss
+        bracketed by a decoded labelling and the ``eps = 0`` dual, and ``eps * Hmax``), the sweeps
+        and convergence of the last half step, the message residual.
 
     Notes
     -----
@@ -496,6 +536,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         "verbose": (Boolean(), Integer(0)),
         "random_state": RandomState(),
         "relaxation": Real(1.0, 2.0, high_open=True),
+        "warm_start": Boolean(),
         "mp_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "predict_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "n_threads": NJobs(),
@@ -517,6 +558,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         verbose: int = 0,
         random_state: Any = None,
         relaxation: float = 1.0,
+        warm_start: bool = False,
         mp_sweeps: Any = DEPRECATED,
         predict_sweeps: Any = DEPRECATED,
         n_threads: Any = DEPRECATED,
@@ -534,6 +576,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         self.verbose = verbose
         self.random_state = random_state
         self.relaxation = relaxation
+        self.warm_start = warm_start
         self.mp_sweeps = mp_sweeps
         self.predict_sweeps = predict_sweeps
         self.n_threads = n_threads
@@ -577,11 +620,22 @@ class StructuredLogisticRegression(StructuredEstimator):
             attributes are then those of the previous fit (or none).
         """
         params = self._check_params()
-        rng = check_generator(params["random_state"])
-        unary = _clone_oracle(self.unary, "unary", rng)
-        pairwise = _clone_oracle(self.pairwise, "pairwise", rng)
-        train = FlatData(X, Y, params["n_states"])
-        inferred = params["n_states"] is None
+        warm = params["warm_start"] and hasattr(self, "history_")
+        if warm:
+            done = int(self.history_["iteration"].iloc[-1])
+            if params["max_iter"] < done:
+                raise ValueError(f"max_iter must be at least the {done} iterations done when warm_start=True "
+                                 f"(it counts all iterations), got {params['max_iter']}")
+            inferred = self._n_states_inferred
+            unary, pairwise = copy.deepcopy(self.unary_), copy.deepcopy(self.pairwise_)
+            train = _checked_data(X, Y, self.n_states_, inferred, self.n_node_features_, self.n_edge_features_,
+                                  "X")
+        else:
+            done, inferred = 0, params["n_states"] is None
+            rng = check_generator(params["random_state"])
+            unary = _clone_oracle(self.unary, "unary", rng)
+            pairwise = _clone_oracle(self.pairwise, "pairwise", rng)
+            train = FlatData(X, Y, params["n_states"])
         val = validation_data(X_val, Y_val, lambda X, Y: _checked_data(
             X, Y, train.n_states, inferred, train.d_node, _edge_width(train), "X_val"))
         threads = resolve_threads(params["n_jobs"])
@@ -590,14 +644,20 @@ class StructuredLogisticRegression(StructuredEstimator):
             epsilon=params["predict_epsilon"], max_sweeps=params["predict_max_sweeps"], tol=_SWEEP_TOL,
             n_jobs=params["n_jobs"],
         )
+        layout = _layout_digest(train)
+        resume = None
+        if warm:
+            same_data = layout == self._train_layout
+            resume = (self._train_messages.copy() if same_data else None, self._fitted_pairwise)
 
         history = FitHistory(train, val)
         timed = self._phase_timer or _untimed
         state = _Alternation(train, {"unary": unary, "pairwise": pairwise}, params["epsilon"],
-                             params["max_sweeps"], threads, params["relaxation"], timed)
-        history.record(0, state.objective)
+                             params["max_sweeps"], threads, params["relaxation"], timed, resume=resume)
+        if not warm:
+            history.record(0, state.objective)
         decode = (lambda data: state.map_labels(predictor, data)) if params["monitor"] else None
-        for iteration in range(1, params["max_iter"] + 1):
+        for iteration in range(done + 1, params["max_iter"] + 1):
             state.half_step(iteration, "unary")
             state.half_step(iteration, "pairwise")
             with timed("monitor"):
@@ -605,17 +665,25 @@ class StructuredLogisticRegression(StructuredEstimator):
             if params["verbose"]:
                 _print_progress(row, state.trace[-4:] if params["verbose"] > 1 else ())
 
+        history_frame, trace_frame = history.frame(), state.trace_frame()
+        if warm:   # the continued fit's rows after the earlier fit's, its clock after theirs
+            history_frame["seconds"] += self.history_["seconds"].iloc[-1]
+            history_frame = pd.concat([self.history_, history_frame], ignore_index=True)
+            trace_frame = pd.concat([self.objective_trace_, trace_frame.iloc[1:]], ignore_index=True)
         self._commit_fit({
             "n_states_": train.n_states,
             "n_node_features_": train.d_node,
             "n_edge_features_": _edge_width(train),
             "unary_": unary,
             "pairwise_": pairwise,
-            "history_": history.frame(),
-            "objective_trace_": state.trace_frame(),
+            "history_": history_frame,
+            "objective_trace_": trace_frame,
             "_n_states_inferred": inferred,
             "_fitted_pairwise": state.fitted_pairwise,
             "_predictor": predictor,
+            "certificate_": state.certificate(),
+            "_train_messages": state.messages,
+            "_train_layout": layout,
         })
         return self
 
@@ -681,7 +749,7 @@ class StructuredLogisticRegression(StructuredEstimator):
 
     def _predict_flat(self, data: FlatData) -> np.ndarray:
         return _map_labels(self._predictor, data, self.unary_, self.pairwise_ if self._fitted_pairwise else None,
-                           self._phase_timer or _untimed)
+                           self._phase_timer or _untimed, warn=True)
 
 
 def _print_progress(row: dict, half_steps: Sequence[tuple[int, str, float]]) -> None:

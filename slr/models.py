@@ -260,15 +260,31 @@ class PairwiseModel:
         return self.scores_to_potentials(scores, (M, L * L), "pairwise").reshape(M, L, L)
 
     # ------------------------------------------------------------------ inference
-    def decode(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray) -> np.ndarray:
-        """A labelling ``(n_nodes,)`` maximising ``theta``: Viterbi, or LP sweeps and each node's best state."""
+    def decode(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, *,
+               warn: bool = False) -> np.ndarray:
+        """A labelling ``(n_nodes,)`` maximising ``theta``: Viterbi, or LP sweeps and each node's best state.
+
+        ``warn``: a ``ConvergenceWarning`` when the sweeps stop at ``max_sweeps`` with labels that
+        one more sweep still changes. (The ``eps = 0`` messages need not settle on loopy graphs,
+        where the dual has many optima, so stable labels are the test, not the messages.)
+        """
         if self.method(data) == "chain":
             return batch_viterbi(data.batch, theta_nodes, theta_edges)
         result = batch_sweeps(
             data.batch, theta_nodes, theta_edges, self.epsilon, max_sweeps=self.max_sweeps,
             tol=self.tol, n_jobs=self.n_jobs, check_input=False,
         )
-        return np.argmax(batch_node_beliefs(data.batch, theta_nodes, result.messages), axis=1)
+        labels = np.argmax(batch_node_beliefs(data.batch, theta_nodes, result.messages), axis=1)
+        if warn and not result.converged.all():
+            batch_sweeps(data.batch, theta_nodes, theta_edges, self.epsilon, max_sweeps=1, tol=self.tol,
+                         n_jobs=self.n_jobs, out=result.messages, check_input=False)
+            moved = int((np.argmax(batch_node_beliefs(data.batch, theta_nodes, result.messages), axis=1)
+                         != labels).sum())
+            if moved:
+                warnings.warn(f"MAP decoding stopped at max_sweeps={self.max_sweeps} while one more sweep still "
+                              f"changes {moved} of {data.batch.n_nodes} labels, which may not be the MAP; raise "
+                              "predict_max_sweeps", ConvergenceWarning, stacklevel=4)
+        return labels
 
     def loss_augmented(
         self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, messages: np.ndarray

@@ -21,6 +21,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from slr._params import resolve_renamed, validate_params
+from slr._versions import VersionedPickle
 from slr.oracles.pair_bias import PairBias
 
 __all__ = [
@@ -232,7 +233,7 @@ def biased_logistic_loss(
     return loss, grad
 
 
-class LogisticOracle(BaseEstimator, metaclass=abc.ABCMeta):
+class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
     """Base class of the function classes the structured learner can fit.
 
     Subclasses declare their parameters' admissible values in ``_parameter_constraints``

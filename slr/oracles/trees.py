@@ -186,6 +186,9 @@ class BoostedTrees(LogisticOracle):
         Scores of the rows of the last fit, accumulated tree by tree while boosting in the
         order :meth:`decision_function` adds them, so bitwise equal to it (the oracle's tags
         declare ``training_scores``). Not pickled: large, and recomputable.
+    feature_importances_ : ndarray of shape (n_features_in_,)
+        The share of all splits that split on each feature (LightGBM's ``importance_type=
+        "split"``); zeros when no tree splits.
     n_classes_, n_features_in_ : int
         Shape of the last problem.
 
@@ -435,6 +438,13 @@ class BoostedTrees(LogisticOracle):
         state = dict(super().__getstate__())  # a copy: object.__getstate__ returns __dict__ itself
         state.pop("training_scores_", None)  # large and recomputable: not pickled
         return state
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """The share of all splits that split on each feature, shape ``(n_features_in_,)``."""
+        split = self.node_feature_[self.node_feature_ >= 0]
+        counts = np.bincount(split, minlength=self.n_features_in_).astype(np.float64)
+        return counts / counts.sum() if split.size else counts
 
     # --------------------------------------------------------------- prediction
     @property
