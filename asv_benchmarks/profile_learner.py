@@ -85,19 +85,6 @@ def wrapped(clock: PhaseClock, targets: list[tuple[object, str, str]]):
             setattr(owner, attr, original)
 
 
-def monitor_wrapper(clock: PhaseClock, learner):
-    """``slr.estimator._error`` split into the training and the validation half."""
-    import slr.estimator as estimator
-
-    original = estimator._error
-
-    def timed(decode, data):
-        with clock.phase("train" if data is learner._train else "validation"):
-            return original(decode, data)
-
-    return estimator, "_error", timed, original
-
-
 def load_case(case: str):
     """``(learner, Xtr, Ytr, Xval, Yval)`` of one case (1 thread, the suite's seeds)."""
     from slr import StructuredLogisticRegression
@@ -115,7 +102,7 @@ def load_case(case: str):
     u, p = case.split("/")
     learner = StructuredLogisticRegression(
         cfg.oracle(u, "unary").build(SEED), cfg.oracle(p, "pairwise").build(SEED), epsilon=cfg.epsilon,
-        mp_sweeps=cfg.mp_sweeps, random_state=SEED, n_threads=1)
+        max_sweeps=cfg.max_sweeps, random_state=SEED, n_jobs=1)
     return (learner, *cfg.data.load())
 
 
@@ -140,7 +127,6 @@ def profile_case(case: str, iterations: int) -> tuple[dict[str, float], dict[str
             sweeps.append(float(result.n_sweeps.mean()))
         return result
 
-    owner, attr, monitor, original_error = monitor_wrapper(clock, learner)
     targets = [
         (base, "check_logistic_problem", "check input"),
         (linear, "_ClassMajorLoss", "set-up (transposed copies)"),
@@ -148,15 +134,13 @@ def profile_case(case: str, iterations: int) -> tuple[dict[str, float], dict[str
         (learner_module, "node_message_sums", "message sums"),
         (learner_module, "batch_dual_parts", "dual values A"),
     ]
-    with threadpool_limits(1), wrapped(clock, targets):
-        setattr(owner, attr, monitor)
+    with threadpool_limits(1), wrapped(clock, targets):   # the learner times "train" / "validation" itself
         inference._run_sweeps = counted_sweeps
         try:
             start = time.perf_counter()
             learner.fit(Xtr, Ytr, Xval, Yval)
             total = time.perf_counter() - start
         finally:
-            setattr(owner, attr, original_error)
             inference._run_sweeps = run_sweeps
     hist = learner.history_
     summary = dict(
@@ -218,7 +202,7 @@ def read_csv(path: Path) -> dict[tuple[str, str], float]:
 
 def write_markdown(path: Path, results: dict, command: str, before: dict | None, before_name: str) -> None:
     lines = ["# Where a learning iteration spends its time", "",
-             f"- machine: {machine()}; 1 thread (`OMP_NUM_THREADS=1`, BLAS limited to 1, `n_threads=1`)",
+             f"- machine: {machine()}; 1 thread (`OMP_NUM_THREADS=1`, BLAS limited to 1, `n_jobs=1`)",
              f"- commit: {commit()}",
              f"- command: `{command}`",
              f"- written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",

@@ -77,8 +77,9 @@ class DenoisingSpec:
     data : DenoisingData
         The ``quick`` profile's smaller images use ``sigma = 10 * size / 100`` so that an image
         holds as many blobs as the paper's 100 x 100 ones and both labels occur in it.
-    n_iter, mp_sweeps, epsilon
-        The learner's iterations, message-passing sweeps per half step, and eps.
+    n_iter, max_sweeps, epsilon
+        The learner's iterations, star-update sweeps per half step (kernel sweeps: the chapter's
+        25 forward-backward iterations are 50), and eps.
     trees : mapping
         BoostedTrees keywords of Table 1's ``Boost``: the NIPS paper's protocol, one tree per
         class per round with leaves of at least 5% of the subsample.
@@ -103,7 +104,7 @@ class DenoisingSpec:
 
     data: DenoisingData
     n_iter: int
-    mp_sweeps: int
+    max_sweeps: int
     epsilon: float
     trees: Mapping[str, Any]
     chapter_trees: Mapping[str, Any]
@@ -114,7 +115,7 @@ class DenoisingSpec:
 
     def config(self) -> dict[str, Any]:
         """Every setting, as the ``config`` column hashes it."""
-        settings = dict(asdict(self.data), n_iter=self.n_iter, mp_sweeps=self.mp_sweeps, epsilon=self.epsilon,
+        settings = dict(asdict(self.data), n_iter=self.n_iter, max_sweeps=self.max_sweeps, epsilon=self.epsilon,
                         trees=dict(self.trees), chapter_trees=dict(self.chapter_trees), mlp=dict(self.mlp),
                         classes=self.classes, beside=self.beside)
         if self.mlp_pairwise is not None:
@@ -133,19 +134,19 @@ class DenoisingSpec:
             return OracleSpec("Linear", dict(l2=0.0))
         if name in ("Boost", "ChapterBoost"):
             trees = self.trees if name == "Boost" else self.chapter_trees
-            return OracleSpec("BoostedTrees", dict(step=_BOOST_STEP, **trees))
+            return OracleSpec("BoostedTrees", dict(learning_rate=_BOOST_STEP, **trees))
         if name == "MLP":
             extra = self.mlp_pairwise if role == "pairwise" and self.mlp_pairwise else {}
             return OracleSpec("MLP", dict(learning_rate=_MLP_RATE[role], **{**self.mlp, **extra}))
         raise ValueError(f"unknown function class {name!r}")
 
-    def learner(self, unary: str, pairwise: str, n_threads: int | None):
+    def learner(self, unary: str, pairwise: str, n_jobs: int | None):
         """The learner of cell ``unary``/``pairwise``, with its two oracles."""
         from slr.learner import StructuredLogisticRegression
 
         return StructuredLogisticRegression(
             unary=self.oracle(unary, "unary").build(SEED), pairwise=self.oracle(pairwise, "pairwise").build(SEED),
-            epsilon=self.epsilon, max_iter=self.n_iter, mp_sweeps=self.mp_sweeps, n_threads=n_threads,
+            epsilon=self.epsilon, max_iter=self.n_iter, max_sweeps=self.max_sweeps, n_jobs=n_jobs,
             random_state=SEED)
 
 
@@ -159,11 +160,11 @@ def _protocols(n_rounds: int, subsample: int) -> dict:
 
 #: Table 1's settings in each profile.
 SPECS = {
-    "tiny": DenoisingSpec(DenoisingData(n_train=2, n_test=2, size=8, sigma=2.0), n_iter=2, mp_sweeps=5,
+    "tiny": DenoisingSpec(DenoisingData(n_train=2, n_test=2, size=8, sigma=2.0), n_iter=2, max_sweeps=10,
                           epsilon=0.1, **_protocols(3, 1000), mlp=dict(n_hidden=8, n_epochs=1, batch_size=100)),
-    "quick": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=32, sigma=3.2), n_iter=25, mp_sweeps=25,
+    "quick": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=32, sigma=3.2), n_iter=25, max_sweeps=50,
                            epsilon=0.1, **_protocols(20, 5000), mlp=dict(n_hidden=100, n_epochs=2, batch_size=100)),
-    "full": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=100, sigma=10.0), n_iter=25, mp_sweeps=25,
+    "full": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=100, sigma=10.0), n_iter=25, max_sweeps=50,
                           epsilon=0.1, **_protocols(200, 10000), mlp=dict(n_hidden=100, n_epochs=8, batch_size=1000),
                           mlp_pairwise=dict(n_epochs=32)),
 }
@@ -204,7 +205,7 @@ def parse_cells(text: str, spec: DenoisingSpec) -> list[tuple[str, str]]:
 
 def cell(spec: DenoisingSpec, unary: str, pairwise: str) -> Cell:
     """The ``unary``/``pairwise`` cell: its key holds the images, the learner's settings and its two oracles."""
-    config = dict(asdict(spec.data), n_iter=spec.n_iter, mp_sweeps=spec.mp_sweeps, epsilon=spec.epsilon,
+    config = dict(asdict(spec.data), n_iter=spec.n_iter, max_sweeps=spec.max_sweeps, epsilon=spec.epsilon,
                   unary=spec.oracle(unary, "unary").config(), pairwise=spec.oracle(pairwise, "pairwise").config())
     return Cell(label=f"{unary}-{pairwise}", identity=dict(unary=unary, pairwise=pairwise), config=config, seed=SEED,
                 args=(unary, pairwise), cost=expected_cost((unary, pairwise)))

@@ -2,7 +2,7 @@
 
 ``python -m slr_suite.letters_validation [--n-train N] SPEC [SPEC ...]`` fits slr with each
 ``SPEC`` (JSON: ``unary`` "MLP" | "BoostedTrees" | "Linear" and its keywords; optional
-``epsilon``, ``max_iter``, ``mp_sweeps``) and a Constant pairwise table on four fifths of the
+``epsilon``, ``max_iter``, ``max_sweeps``) and a Constant pairwise table on four fifths of the
 training words of fold 1 (the first ``N`` of them, as the profile takes them, when given),
 with the other fifth, drawn at random with seed 0, as validation data; it prints the
 validation error after every iteration and the fit time (1 thread). The test words are never
@@ -39,12 +39,12 @@ def validate(spec: dict, split) -> "object":
 
     spec = dict(spec)
     kind = spec.pop("unary")
-    settings = {key: spec.pop(key) for key in ("epsilon", "max_iter", "mp_sweeps") if key in spec}
+    settings = {key: spec.pop(key) for key in ("epsilon", "max_iter", "max_sweeps") if key in spec}
     unary = OracleSpec(kind, spec).build(random_state=0)
     X_fit, Y_fit, X_val, Y_val = split
     with threadpool_limits(1):
         model = StructuredLogisticRegression(unary=unary, pairwise=OracleSpec("Constant").build(), n_states=26,
-                                             n_threads=1, random_state=0, **settings)
+                                             n_jobs=1, random_state=0, **settings)
         model.fit(X_fit, Y_fit, X_val=X_val, Y_val=Y_val)
     return model.history_.dropna(subset=["val_error"])
 

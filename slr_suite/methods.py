@@ -75,17 +75,17 @@ class LettersData:
 @dataclass(frozen=True)
 class SlrCell:
     """A further slr row: its two oracles, and its eps, iterations and sweeps (None: the spec's
-    ``EPSILON``, ``slr_iter`` and ``mp_sweeps``)."""
+    ``EPSILON``, ``slr_iter`` and ``max_sweeps``)."""
 
     unary: OracleSpec
     pairwise: OracleSpec
     max_iter: int | None = None
-    mp_sweeps: int | None = None
+    max_sweeps: int | None = None
     epsilon: float | None = None
 
     def config(self) -> dict[str, Any]:
         return dict(unary=self.unary.config(), pairwise=self.pairwise.config(), max_iter=self.max_iter,
-                    mp_sweeps=self.mp_sweeps, epsilon=self.epsilon)
+                    max_sweeps=self.max_sweeps, epsilon=self.epsilon)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class SlrLinear:
     """Solver settings of the ``slr:Linear`` row (its model and ridge are fixed): sweeps per half
     step (None: the spec's), over-relaxation, and further keywords of its ``Linear`` oracles."""
 
-    mp_sweeps: int | None = None
+    max_sweeps: int | None = None
     relaxation: float = 1.0
     linear: Mapping[str, Any] = field(default_factory=dict)
 
@@ -118,8 +118,8 @@ class BaselinesSpec:
     max_iter : mapping
         Iterations per baseline, by class name; pystruct's learner of the same name gets the
         same budget, its FrankWolfeSSVM that of SubgradientSSVM.
-    slr_iter, mp_sweeps : int
-        slr's iterations and message-passing sweeps per half step.
+    slr_iter, max_sweeps : int
+        slr's iterations and star-update sweeps per half step (kernel sweeps).
     peer : mapping
         pystruct's learners to run on each data set when its environment exists (``quick`` runs
         only the two cutting-plane SSVMs on denoising, where pystruct's LP inference takes
@@ -150,7 +150,7 @@ class BaselinesSpec:
     letters: LettersData
     max_iter: Mapping[str, int]
     slr_iter: int
-    mp_sweeps: int
+    max_sweeps: int
     peer: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     peer_timeout: float = 600.0
     skip: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -163,7 +163,7 @@ class BaselinesSpec:
     def config(self) -> dict[str, Any]:
         """The settings shared by every cell, as the ``config`` column hashes them."""
         return dict(denoise=asdict(self.denoise), letters=asdict(self.letters), max_iter=dict(self.max_iter),
-                    slr_iter=self.slr_iter, mp_sweeps=self.mp_sweeps, peer=dict(self.peer),
+                    slr_iter=self.slr_iter, max_sweeps=self.max_sweeps, peer=dict(self.peer),
                     peer_timeout=self.peer_timeout)
 
     def data(self, dataset: str) -> DenoisingData | LettersData:
@@ -184,7 +184,7 @@ class BaselinesSpec:
         if group == "slr":
             own = self.slr_cells.get(dataset, {}).get(method)
             solver = self.slr_linear.get(dataset) if method == "slr:Linear" else None
-            config.update(slr_iter=self.slr_iter, mp_sweeps=self.mp_sweeps,
+            config.update(slr_iter=self.slr_iter, max_sweeps=self.max_sweeps,
                           cell=own.config() if own is not None else asdict(solver) if solver is not None else None)
         elif group == "pystruct":
             config.update(max_iter=self.budget(method.split(":", 1)[1]), peer_timeout=self.peer_timeout)
@@ -194,7 +194,7 @@ class BaselinesSpec:
             config.update(max_iter=self.budget(method))
         return config
 
-    def slr_learner(self, method: str, dataset: str, n_states: int, n_threads: int | None,
+    def slr_learner(self, method: str, dataset: str, n_states: int, n_jobs: int | None,
                     reg: Mapping[str, float] | None = None):
         """slr as the row ``method`` (``slr:Linear``, ``slr:Boost`` or a name in ``slr_cells``) runs it."""
         from slr.learner import StructuredLogisticRegression
@@ -205,29 +205,30 @@ class BaselinesSpec:
                 unary=own.unary.build(SEED), pairwise=own.pairwise.build(SEED),
                 epsilon=EPSILON if own.epsilon is None else own.epsilon,
                 max_iter=self.slr_iter if own.max_iter is None else own.max_iter,
-                mp_sweeps=self.mp_sweeps if own.mp_sweeps is None else own.mp_sweeps,
-                n_states=n_states, random_state=SEED, n_threads=n_threads)
+                max_sweeps=self.max_sweeps if own.max_sweeps is None else own.max_sweeps,
+                n_states=n_states, random_state=SEED, n_jobs=n_jobs)
         reg = default_regularisation(dataset) if reg is None else reg
         if method == "slr:Linear":
             solver = self.slr_linear.get(dataset, SlrLinear())
             oracle = OracleSpec("Linear", dict(l2=reg["epsilon"] / reg["C"], **solver.linear))
         elif method == "slr:Boost":
             solver = SlrLinear()
-            oracle = OracleSpec("BoostedTrees", dict(step=0.25, n_rounds=20, subsample=5000))
+            oracle = OracleSpec("BoostedTrees", dict(learning_rate=0.25, n_rounds=20, subsample=5000))
         else:
             raise ValueError(f"method: unknown slr row {method!r} on {dataset}")
         return StructuredLogisticRegression(
             unary=oracle.build(SEED), pairwise=oracle.build(SEED), epsilon=reg["epsilon"], max_iter=self.slr_iter,
-            mp_sweeps=self.mp_sweeps if solver.mp_sweeps is None else solver.mp_sweeps,
-            relaxation=solver.relaxation, n_states=n_states, random_state=SEED, n_threads=n_threads)
+            max_sweeps=self.max_sweeps if solver.max_sweeps is None else solver.max_sweeps,
+            relaxation=solver.relaxation, n_states=n_states, random_state=SEED, n_jobs=n_jobs)
 
 
-def _letters_cells(mlp: dict, mlp_iter: int, trees: dict, boost_iter: int, mp_sweeps: int = 5) -> dict:
+def _letters_cells(mlp: dict, mlp_iter: int, trees: dict, boost_iter: int, max_sweeps: int = 10) -> dict:
     """The nonlinear slr rows on letters: MLP or boosted trees on the pixels, a constant pairwise table.
-    On chains 5 message-passing iterations per half step gave the same validation curve as 25."""
-    return {"slr:MLP": SlrCell(OracleSpec("MLP", mlp), OracleSpec("Constant"), max_iter=mlp_iter, mp_sweeps=mp_sweeps),
+    On chains 10 sweeps per half step gave the same validation curve as 50."""
+    return {"slr:MLP": SlrCell(OracleSpec("MLP", mlp), OracleSpec("Constant"), max_iter=mlp_iter,
+                               max_sweeps=max_sweeps),
             "slr:Boost": SlrCell(OracleSpec("BoostedTrees", trees), OracleSpec("Constant"), max_iter=boost_iter,
-                                 mp_sweeps=mp_sweeps)}
+                                 max_sweeps=max_sweeps)}
 
 
 def _budgets(one_slack: int, n_slack: int, subgradient: int, perceptron: int, alternation: int) -> dict:
@@ -240,13 +241,13 @@ def _budgets(one_slack: int, n_slack: int, subgradient: int, perceptron: int, al
 #: training words (docs/design.md section 6). Boosting warm-starts: each fit adds its rounds.
 _LETTERS_MLP = dict(n_hidden=100, learning_rate=0.25, n_epochs=2, batch_size=100, standardize=False)
 _LETTERS_TREES = dict(n_rounds=10, subsample=5000, warm_start=True)
-#: Solver settings of slr:Linear on letters (the model and its ridge are unchanged): on chains 3
-#: message-passing iterations per half step reach the objective of 5 and 25 (R 2,394.2 after 6
+#: Solver settings of slr:Linear on letters (the model and its ridge are unchanged): on chains 6
+#: sweeps per half step reach the objective of 10 and 50 (R 2,394.2 after 6
 #: iterations with 3 and with 5), 10 warm-started L-BFGS iterations per fit instead of fits to
 #: convergence make an iteration 2.7x cheaper for the same final error, and over-relaxed steps
 #: (omega = 1.9) reach in 2 iterations the objective exact steps reach in 5 (docs/design.md
 #: sections 1 and 6).
-_LETTERS_LINEAR = SlrLinear(mp_sweeps=3, relaxation=1.9, linear=dict(max_iter=10))
+_LETTERS_LINEAR = SlrLinear(max_sweeps=6, relaxation=1.9, linear=dict(max_iter=10))
 #: quick's 100 words make too few mini-batches of 100 for the MLP to fit in a few iterations
 _LETTERS_MLP_QUICK = dict(n_hidden=100, learning_rate=0.25, n_epochs=5, batch_size=20)
 #: Each method's C (and the smoothed methods' eps) is chosen on a validation split of the
@@ -260,20 +261,20 @@ _TUNE_QUICK = dict(letters=TuningGrid(C=(0.1, 1.0, 10.0), epsilon=(0.1, 1.0)))
 SPECS = {
     "tiny": BaselinesSpec(
         denoise=DenoisingData(n_train=2, n_test=2, size=8, sigma=2.0), letters=LettersData(n_train=10, n_test=10),
-        max_iter=_budgets(2, 2, 2, 2, 2), slr_iter=2, mp_sweeps=5, peer={}, peer_timeout=60.0,
+        max_iter=_budgets(2, 2, 2, 2, 2), slr_iter=2, max_sweeps=10, peer={}, peer_timeout=60.0,
         slr_cells=dict(letters=_letters_cells(dict(n_hidden=8, n_epochs=1), 2, dict(n_rounds=2, subsample=1000), 2)),
         slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}),
         tune=dict(letters=TuningGrid(C=(0.1, 1.0), epsilon=(0.1, 1.0)))),
     "quick": BaselinesSpec(
         denoise=DenoisingData(n_train=8, n_test=8, size=32, sigma=3.2), letters=LettersData(n_train=100, n_test=300),
-        max_iter=_budgets(100, 20, 100, 30, 100), slr_iter=40, mp_sweeps=25,
+        max_iter=_budgets(100, 20, 100, 30, 100), slr_iter=40, max_sweeps=50,
         peer=dict(letters=PEER_LEARNERS, denoising=("OneSlackSSVM", "NSlackSSVM")), peer_timeout=600.0,
         slr_cells=dict(letters=_letters_cells(_LETTERS_MLP_QUICK, 3, _LETTERS_TREES, 4)),
         slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE_QUICK),
     "full": BaselinesSpec(
         denoise=DenoisingData(n_train=16, n_test=16, size=100, sigma=10.0),
         letters=LettersData(n_train=None, n_test=None), max_iter=_budgets(500, 100, 300, 100, 300), slr_iter=50,
-        mp_sweeps=25, peer=dict(letters=PEER_LEARNERS, denoising=PEER_LEARNERS), peer_timeout=3600.0,
+        max_sweeps=50, peer=dict(letters=PEER_LEARNERS, denoising=PEER_LEARNERS), peer_timeout=3600.0,
         skip=dict(letters=("NSlackSSVM", "pystruct:NSlackSSVM")),
         skip_reason="the n-slack dual QP over thousands of dense constraints takes hours at this size",
         slr_cells=dict(letters=_letters_cells(_LETTERS_MLP, 12, _LETTERS_TREES, 7)),

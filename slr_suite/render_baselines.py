@@ -249,8 +249,8 @@ def _slr_linear_text(spec: BaselinesSpec) -> str:
     """The solver settings of the slr:Linear row where a data set has its own."""
     parts = []
     for dataset, settings in spec.slr_linear.items():
-        sweeps = spec.mp_sweeps if settings.mp_sweeps is None else settings.mp_sweeps
-        parts.append(f"on {dataset}, {sweeps} message-passing iterations per half step, Linear "
+        sweeps = spec.max_sweeps if settings.max_sweeps is None else settings.max_sweeps
+        parts.append(f"on {dataset}, {sweeps} sweeps per half step, Linear "
                      f"oracles with {_kw(settings.linear) or 'their defaults'} and "
                      f"over-relaxed steps, omega = {settings.relaxation}")
     if not parts:
@@ -267,7 +267,7 @@ def _slr_cells_text(spec: BaselinesSpec) -> str:
             unary, pairwise = own.unary, own.pairwise
             eps = EPSILON if own.epsilon is None else own.epsilon
             iterations = spec.slr_iter if own.max_iter is None else own.max_iter
-            sweeps = spec.mp_sweeps if own.mp_sweeps is None else own.mp_sweeps
+            sweeps = spec.max_sweeps if own.max_sweeps is None else own.max_sweeps
             parts.append(f"`{method}` on {dataset}: unary {unary.name}({_kw(unary.keywords)}), pairwise "
                          f"{pairwise.name}({_kw(pairwise.keywords)}), eps = {eps}, {iterations} "
                          f"iterations of {sweeps} sweeps")

@@ -246,7 +246,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         f"\nSynthetic binary denoising (paper Sec. 8): {cfg.data.n_train} train and {cfg.data.n_test} "
         f"test images of {cfg.data.size} x {cfg.data.size} (blur sigma {cfg.data.sigma}), "
         f"4-connected grid, eps = {cfg.epsilon}, {cfg.n_iter} learning iterations of "
-        f"(unary fit, {cfg.mp_sweeps} sweeps, pairwise fit, {cfg.mp_sweeps} sweeps). "
+        f"(unary fit, {cfg.max_sweeps} sweeps, pairwise fit, {cfg.max_sweeps} sweeps). "
         f"Boosted trees: {cfg.trees}; MLP: {mlp_text}. The paper used 16 + 16 images of "
         "100 x 100, 25 iterations and 200 boosting rounds (profile `full`). Label 1 makes up "
         f"{shares[0]:.1%} of the training pixels and {shares[1]:.1%} of the test pixels.\n",

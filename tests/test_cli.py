@@ -249,7 +249,7 @@ def test_table1_oracles_follow_the_profile_protocols():
 
 
 def test_slr_linear_takes_its_letters_solver_settings_only_there():
-    """slr:Linear on letters: 3 sweeps per half step, 10 L-BFGS iterations per fit and
+    """slr:Linear on letters: 6 sweeps per half step, 10 L-BFGS iterations per fit and
     over-relaxed steps (its own cache key); on denoising the profile's sweeps, fits to
     convergence and exact steps; the default ridge on both when not tuned."""
     from slr_suite import methods as suite
@@ -258,17 +258,17 @@ def test_slr_linear_takes_its_letters_solver_settings_only_there():
     cfg = get_profile("full").spec("baselines")
     letters = cfg.slr_learner("slr:Linear", "letters", 26, 1)
     denoising = cfg.slr_learner("slr:Linear", "denoising", 2, 1)
-    assert letters.mp_sweeps == 3 and denoising.mp_sweeps == cfg.mp_sweeps == 25
+    assert letters.max_sweeps == 6 and denoising.max_sweeps == cfg.max_sweeps == 50
     assert letters.relaxation == 1.9 and denoising.relaxation == 1.0
     for model, dataset, max_iter in ((letters, "letters", 10), (denoising, "denoising", 1000)):
         for oracle in (model.unary, model.pairwise):
             assert oracle.max_iter == max_iter
             assert oracle.l2 == suite.EPSILON / suite.C_VALUE[dataset]
     reg = suite.default_regularisation("letters")
-    assert cfg.method_config("letters", "slr", "slr:Linear", reg)["cell"] == dict(mp_sweeps=3, relaxation=1.9,
+    assert cfg.method_config("letters", "slr", "slr:Linear", reg)["cell"] == dict(max_sweeps=6, relaxation=1.9,
                                                                                     linear=dict(max_iter=10))
     assert cfg.method_config("denoising", "slr", "slr:Linear", reg)["cell"] is None
-    assert ("on letters, 3 message-passing iterations per half step, Linear oracles with max_iter=10 "
+    assert ("on letters, 6 sweeps per half step, Linear oracles with max_iter=10 "
             "and over-relaxed steps, omega = 1.9" in _slr_linear_text(cfg))
 
 

@@ -246,7 +246,7 @@ def _fit_cell(unary: str, pairwise: str, n_threads: int) -> tuple[float, float, 
     X, Y = make_denoising(n_images=2, size=12, sigma=2.0, random_state=3)
     model = StructuredLogisticRegression(unary=cfg.oracle(unary, "unary").build(0),
                                          pairwise=cfg.oracle(pairwise, "pairwise").build(0), epsilon=0.1,
-                                         max_iter=3, mp_sweeps=5, n_threads=n_threads, random_state=0)
+                                         max_iter=3, max_sweeps=10, n_jobs=n_threads, random_state=0)
     model.fit(X, Y)
     return float(model.score(X, Y)), float(model.history_["objective"].iloc[-1]), np.asarray(model.predict(X[:1])[0])
 

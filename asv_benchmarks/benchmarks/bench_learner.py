@@ -20,13 +20,13 @@ from . import common
 CLASSES = ["Linear", "Boost", "MLP"]
 
 
-def learner(kind: str, max_iter: int, mp_sweeps: int = 25):
+def learner(kind: str, max_iter: int, max_sweeps: int = 50):
     """The learner with ``kind`` oracles for both factors (small boosting rounds, 1 MLP epoch)."""
     cfg = replace(get_profile("quick").spec("denoising"), trees=dict(n_rounds=20, subsample=5000),
                   mlp=dict(n_epochs=1, batch_size=1000))
     return StructuredLogisticRegression(
         unary=cfg.oracle(kind, "unary").build(0), pairwise=cfg.oracle(kind, "pairwise").build(0),
-        epsilon=0.1, max_iter=max_iter, mp_sweeps=mp_sweeps, n_states=2, monitor=False,
+        epsilon=0.1, max_iter=max_iter, max_sweeps=max_sweeps, n_states=2, monitor=False,
         random_state=0)
 
 
@@ -55,7 +55,7 @@ class Relaxation(common.Benchmark):
     MAX_EXACT_ITERATIONS = 36
 
     def _objective(self, relaxation: float, max_iter: int) -> np.ndarray:
-        model = learner("Linear", max_iter).set_params(relaxation=relaxation, n_threads=1)
+        model = learner("Linear", max_iter).set_params(relaxation=relaxation, n_jobs=1)
         return model.fit(*common.denoising(8, 32, seed=1)).history_["objective"].to_numpy()
 
     def track_exact_over_relaxed_iterations(self):
