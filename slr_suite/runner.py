@@ -37,6 +37,8 @@ class _Answers:
         self.listed: dict[str, None] = {}   # cache keys in the order the experiment lists its cells
 
     def write(self, records: Sequence[CellRecord]) -> None:
+        if not records:   # nothing to add: the files stay as they are
+            return
         for table, spec in zip(self.tables, self.experiment.tables):
             table.upsert(row for record in records for row in spec.rows(record))
 
