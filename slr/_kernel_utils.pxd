@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Types and inline numerics shared by the Cython kernels of slr.
 
-``slr/inference/_star.pyx`` (message passing) and ``slr/oracles/_trees.pyx`` (boosted
+``slr/inference/_star.pyx`` (message passing) and ``slr/oracles/_boosting/`` (boosted
 trees) both reduce rows of scores by a logsumexp with the maximum subtracted; the one
 loop that sums the exponentials lives here. Everything is ``inline``, ``noexcept`` and
 ``nogil``: Cython copies it into each kernel, where the compiler specialises it.

@@ -96,7 +96,9 @@ def grid_example(image_features: Any, neighbourhood: int = 4, edge_features: str
     (node_features (h w, d), edges, edge_features)
     """
     image = _features(image_features, "image_features", 3)
-    check_option(neighbourhood, "neighbourhood", (4, 8))
+    if check_int(neighbourhood, "neighbourhood", 4, 8) not in (4, 8):
+        raise ValueError(f"neighbourhood must be 4 or 8, got {neighbourhood!r}")
+    neighbourhood = int(neighbourhood)
     check_option(edge_features, "edge_features", ("constant", "direction"))
     h, w, d = image.shape
     groups = [grid_edges(h, w)[: h * (w - 1)], grid_edges(h, w)[h * (w - 1):]]
@@ -240,6 +242,6 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """The node feature names (``DictVectorizer``'s; hashed columns have none)."""
         check_is_fitted(self, "vectorizer_")
-        if self.hashing is not None:
+        if isinstance(self.vectorizer_, FeatureHasher):
             return np.array([f"hash{i}" for i in range(self.n_features_)], dtype=object)
         return np.asarray(self.vectorizer_.get_feature_names_out(), dtype=object)

@@ -626,6 +626,8 @@ class StructuredLogisticRegression(StructuredEstimator):
             if params["max_iter"] < done:
                 raise ValueError(f"max_iter must be at least the {done} iterations done when warm_start=True "
                                  f"(it counts all iterations), got {params['max_iter']}")
+            if params["max_iter"] == done:   # nothing left to do: the fitted model stays as it is
+                return self
             inferred = self._n_states_inferred
             unary, pairwise = copy.deepcopy(self.unary_), copy.deepcopy(self.pairwise_)
             train = _checked_data(X, Y, self.n_states_, inferred, self.n_node_features_, self.n_edge_features_,

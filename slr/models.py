@@ -283,7 +283,7 @@ class PairwiseModel:
             if moved:
                 warnings.warn(f"MAP decoding stopped at max_sweeps={self.max_sweeps} while one more sweep still "
                               f"changes {moved} of {data.batch.n_nodes} labels, which may not be the MAP; raise "
-                              "predict_max_sweeps", ConvergenceWarning, stacklevel=4)
+                              "predict_max_sweeps", ConvergenceWarning, stacklevel=5)
         return labels
 
     def loss_augmented(

@@ -11,8 +11,9 @@ __all__ = ["plt", "save_fig"]
 
 def plt():
     """pyplot with the non-interactive Agg backend."""
-    import matplotlib
+    from slr._optional import import_optional
 
+    matplotlib = import_optional("matplotlib", "suite", "the reports' figures")
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as pyplot
 

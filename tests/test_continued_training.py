@@ -61,3 +61,11 @@ def test_a_warm_start_cannot_go_back_and_a_failed_one_changes_nothing(data):
     assert len(model.history_) == 4
     for a, b in zip(model.predict(Xv), before):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_warm_start_with_nothing_left_to_do_changes_nothing(data):
+    X, Y, Xv, Yv = data
+    model = StructuredLogisticRegression(Linear(), Constant(), max_iter=3, n_jobs=1).fit(X, Y)
+    certificate, history = model.certificate_, model.history_
+    model.set_params(warm_start=True).fit(X, Y)
+    assert model.certificate_ is certificate and model.history_ is history

@@ -69,7 +69,7 @@ def test_grid_edges_are_every_neighbouring_pair_once(neighbourhood):
 def test_grid_crf_labels_flatten_row_major():
     X, Y = from_grid_crf([np.zeros((2, 3, 1))], [np.array([[0, 1, 2], [3, 4, 5]])])
     assert Y[0].tolist() == [0, 1, 2, 3, 4, 5] and X[0][2].shape == (7, 1)
-    with pytest.raises(ValueError, match="neighbourhood must be one of"):
+    with pytest.raises(ValueError, match="neighbourhood must be 4 or 8, got 6"):
         from_grid_crf([np.zeros((2, 3, 1))], neighbourhood=6)
 
 
@@ -135,3 +135,11 @@ def test_cross_val_predict_returns_each_examples_labelling_in_order():
         for k, labels in zip(test, model.predict([X[k] for k in test])):
             np.testing.assert_array_equal(predicted[k], labels)
     assert isinstance(_model().fit(X, Y).predict(X), Labellings)
+
+
+def test_numpy_integers_choose_the_neighbourhood_and_hashing_names_follow_the_fit():
+    nodes, edges, _ = grid_example(np.zeros((3, 3, 1)), np.int64(8))
+    assert len(edges) == 12 + 8
+    vectorizer = SequenceVectorizer(hashing=4).fit([[{"a": 1.0}]])
+    vectorizer.set_params(hashing=None)      # a parameter changed after fit: the fitted names stay
+    assert vectorizer.get_feature_names_out().tolist() == ["hash0", "hash1", "hash2", "hash3"]

@@ -101,3 +101,8 @@ def test_on_a_chain_the_lp_marginals_differ_from_the_exact_ones():
     lp = smoothed_lp(theta_nodes, theta_edges, edges, 1.0, max_sweeps=10_000, tol=1e-12).node_marginals
     assert np.abs(exact - lp).max() > 1e-3
     np.testing.assert_allclose(lp.sum(axis=1), 1.0)
+
+
+def test_a_subnormal_temperature_is_refused_not_turned_into_nan():
+    with pytest.raises(ValueError, match="temperature=1e-320 is subnormal"):
+        forest_marginals(np.zeros((2, 2)), np.zeros((1, 2, 2)), np.array([[0, 1]]), 1e-320)

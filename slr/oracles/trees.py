@@ -276,11 +276,11 @@ class BoostedTrees(LogisticOracle):
             "tree": params["tree"],
             "splitter": resolve_splitter(params["splitter"], n_features),
             "n_rounds": params["n_rounds"],
-            "step": params["learning_rate"],
+            "learning_rate": params["learning_rate"],
             "n_sub": n_sub,
             "min_leaf": fraction_to_rows(min_leaf_fraction, n_sub, 1),
             "min_split": fraction_to_rows(min_split_fraction, n_sub, 2),
-            "max_leaves": max_leaves,
+            "max_leaf_nodes": max_leaves,
             "l2": params["l2_regularization"],
             "newton_steps": params["newton_steps"],
             "n_jobs": resolve_threads(params["n_jobs"]),
@@ -336,7 +336,7 @@ class BoostedTrees(LogisticOracle):
         class_margin = np.empty((n_sub, k)) if per_class else None
         # the K per-class steps are taken at once; Friedman's K-class boosting scales each
         # by (K - 1) / K (with K = 2 the two trees would otherwise move the margin twice)
-        shrink = p["step"] * ((k - 1) / k if per_class else 1.0)
+        shrink = p["learning_rate"] * ((k - 1) / k if per_class else 1.0)
         full = n_sub == n
         margins = np.empty((n_sub, k))
         grad = np.empty((n_sub, k))
@@ -371,12 +371,12 @@ class BoostedTrees(LogisticOracle):
                     grown = growth.grow_tree_hist(
                         sub_codes, target, n_bins, bin_low, bin_high,
                         np.arange(n_sub, dtype=np.intp), p["min_leaf"], p["min_split"],
-                        p["max_leaves"],
+                        p["max_leaf_nodes"],
                     )
                 else:
                     grown = growth.grow_tree(sub_features, target,
                                              order.copy() if per_class else order,
-                                             p["min_leaf"], p["min_split"], p["max_leaves"])
+                                             p["min_leaf"], p["min_split"], p["max_leaf_nodes"])
                 values = grown.leaf_value  # the mean gradients, re-fitted in place
                 if c < 0:
                     logistic.refit_leaves(margins, sub_labels, grown.rows, grown.leaf_start,
