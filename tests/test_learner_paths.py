@@ -91,6 +91,6 @@ def test_phase_timer_sees_every_phase_and_changes_nothing():
     assert calls == {"objective R": 1 + 4 * 2, "message passing": 2 * 2, "monitor": 2, "unary bias": 2,
                      "unary fit": 2, "unary potentials": 2, "pairwise bias": 2, "pairwise fit": 2,
                      "pairwise potentials": 2, "predict: MAP": 2 * 2, "predict: potentials": 2,
-                     "train": 2, "validation": 2}
+                     "train": 2, "validation": 2, "certificate": 1}
     columns = ["objective", "train_error", "val_error"]
     np.testing.assert_array_equal(timed.history_[columns], plain.history_[columns])
