@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 
 from baselines.features import StructuredData
 from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, resolve_renamed, validate_params
-from slr.estimator import StructuredEstimator
+from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.models import INFERENCE
 
 __all__ = ["BaseStructuredLearner"]
@@ -86,12 +86,13 @@ class BaseStructuredLearner(StructuredEstimator):
         data = StructuredData(X, Y, fitting.n_states, **fitting.inference_)
         fitting.n_states_ = data.n_states
         fitting.dims_ = (data.d_u, data.d_e)
-        fitting._start_history(data, X_val, Y_val)
+        fitting._history = FitHistory(data, validation_data(X_val, Y_val,
+                                                            lambda X, Y: fitting._data(X, Y, "X_val")))
         # the products here are small; BLAS threads only contend with the OpenMP kernels
         # and other jobs on a shared machine (as in slr.oracles.linear)
         with threadpool_limits(limits=1, user_api="blas"):
             fitting._fit(data)
-        fitting._finish_history()
+        fitting.history_ = fitting._history.frame()
         self._commit_fit({name: value for name, value in vars(fitting).items() if _is_fitted_name(name)})
         return self
 
@@ -125,7 +126,7 @@ class BaseStructuredLearner(StructuredEstimator):
         """A history row for the weights ``w`` (the fitted state when None); the validation
         error is measured under them."""
         decode = self._predict_flat if w is None else (lambda data: data.decode(*data.potentials(w)))
-        row = self._record(iteration, objective, train_error, decode=decode)
+        row = self._history.record(iteration, objective, train_error, decode=decode)
         if self.verbose:
             print(f"[{type(self).__name__}] iter {iteration:4d}  objective {objective:.6g}  "
                   f"train error {row['train_error']:.4f}  {row['seconds']:.2f}s", file=sys.stderr)

@@ -25,12 +25,9 @@ import math
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any, Union
 
-import numpy as np
-
-from slr.validation import C_INT_MAX, check_bool, check_int, check_n_jobs, check_option, check_real
+from slr.validation import C_INT_MAX, check_bool, check_int, check_n_jobs, check_option, check_real, check_seed
 
 __all__ = [
     "Boolean",
@@ -139,11 +136,7 @@ class RandomState(Constraint):
     as given; :func:`slr.validation.check_generator` turns it into the Generator ``fit`` draws from."""
 
     def check(self, value: Any, name: str) -> Any:
-        if value is None or isinstance(value, (np.random.Generator, np.random.RandomState)):
-            return value
-        if isinstance(value, Integral) and not isinstance(value, (bool, np.bool_)) and value >= 0:
-            return int(value)
-        raise ValueError(f"{name} must be {self.describe()}, got {value!r}")
+        return check_seed(value, name)
 
     def describe(self) -> str:
         return "None, a non-negative integer or a numpy Generator"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slr.inference.batch import batch_dual_values, batch_node_beliefs, batch_sweeps
+from slr.inference.exact import hmax
 from slr.inference.viterbi import batch_viterbi
 from slr.models import FlatData
 
@@ -77,21 +78,20 @@ def certify(train: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, m
     batch_sweeps(batch, theta_nodes, theta_edges, epsilon, max_sweeps=1, tol=0.0, n_jobs=n_jobs, out=probe,
                  check_input=False)
     residual = float(np.abs(probe - messages).max()) if messages.size else 0.0
-    if train.all_chains:
+    if train.all_chains:   # Viterbi: the decoded labelling's score is the LP's optimum
         decoded = batch_viterbi(batch, theta_nodes, theta_edges)
-        upper, lp_converged = float(train.labelling_scores(decoded, theta_nodes, theta_edges).sum()), True
+        dual, lp_converged = None, True
     else:
         lp = messages.copy()
         run = batch_sweeps(batch, theta_nodes, theta_edges, 0.0, max_sweeps=max_sweeps, tol=tol, n_jobs=n_jobs,
                            out=lp, check_input=False)
-        upper = float(batch_dual_values(batch, theta_nodes, theta_edges, lp, 0.0, n_jobs=n_jobs,
-                                        check_input=False).sum())
+        dual = float(batch_dual_values(batch, theta_nodes, theta_edges, lp, 0.0, n_jobs=n_jobs,
+                                       check_input=False).sum())
         decoded = np.argmax(batch_node_beliefs(batch, theta_nodes, lp), axis=1)
         lp_converged = bool(run.converged.all())
-    lower = float(train.labelling_scores(decoded, theta_nodes, theta_edges).sum()) - truth
-    upper -= truth
-    L = train.n_states
-    entropy = epsilon * (batch.n_nodes * np.log(L) + batch.n_edges * np.log(L * L))
+    primal = float(train.labelling_scores(decoded, theta_nodes, theta_edges).sum())
+    lower, upper = primal - truth, (primal if dual is None else dual) - truth
+    entropy = epsilon * hmax(batch.n_nodes, batch.n_edges, train.n_states)
     slack = _SLACK * max(1.0, abs(objective), abs(upper))
     return FitCertificate(
         objective=float(objective), lp_loss_lower=lower, lp_loss_upper=upper, entropy_bound=float(entropy),

@@ -147,23 +147,6 @@ class StructuredEstimator(VersionedPickle, BaseEstimator):
         self.__dict__.update(fitted)
         self._fitted_names = tuple(fitted)
 
-    # -------------------------------------------- history on the estimator (until 0.3)
-    # The baselines' fits record their history on the estimator while they run; they move to
-    # FitHistory and _commit_fit, after which these three methods go.
-    def _start_history(self, train: FlatData, X_val: Sequence | None, Y_val: Sequence | None) -> None:
-        """Start the clock; keep the data the errors are measured on (checked by ``_data``)."""
-        val = validation_data(X_val, Y_val, lambda X, Y: self._data(X, Y, "X_val"))
-        self._fit_history = FitHistory(train, val)
-
-    def _record(self, iteration: int, objective: float, train_error: float = float("nan"),
-                decode: Decoder | None = None, monitor_train: bool = False) -> dict:
-        """Append a history row (see :meth:`FitHistory.record`)."""
-        return self._fit_history.record(iteration, objective, train_error, decode, monitor_train)
-
-    def _finish_history(self) -> None:
-        self.history_ = self._fit_history.frame()
-        del self._fit_history
-
     # ------------------------------------------------------------------ public
     def _check_fitted(self) -> None:
         check_is_fitted(self, "history_")

@@ -233,9 +233,8 @@ class _Alternation:
     """
 
     def __init__(self, train: FlatData, oracles: dict[str, Any], epsilon: float, max_sweeps: int,
-                 threads: int, relaxation: float,
-                 timed: Callable[[str], AbstractContextManager], *, resume: tuple[np.ndarray | None, bool] | None = None
-                 ) -> None:
+                 threads: int, relaxation: float, timed: Callable[[str], AbstractContextManager], *,
+                 resume: tuple[np.ndarray | None, bool] | None = None) -> None:
         self.train, self.oracles = train, oracles
         self.tags: dict[str, OracleTags] = {factor: get_oracle_tags(oracles[factor]) for factor in _FACTORS}
         self.epsilon, self.max_sweeps, self.threads = epsilon, max_sweeps, threads
@@ -349,13 +348,18 @@ class _Alternation:
                 return predictor.decode(self.train, self.unary_potentials, self.theta_edges)
 
 
+def _potentials(predictor: PairwiseModel, data: FlatData, unary: Any,
+                pairwise: Any | None) -> tuple[np.ndarray, np.ndarray]:
+    """The potentials of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term)."""
+    return predictor.unary_potentials(data, unary), predictor.pairwise_potentials(data, pairwise)
+
+
 def _map_labels(predictor: PairwiseModel, data: FlatData, unary: Any, pairwise: Any | None,
                 timed: Callable[[str], AbstractContextManager], warn: bool = False) -> np.ndarray:
     """MAP labels of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term);
     ``warn``: a ``ConvergenceWarning`` when the LP's sweeps stop before converging."""
     with timed("predict: potentials"):
-        theta_nodes = predictor.unary_potentials(data, unary)
-        theta_edges = predictor.pairwise_potentials(data, pairwise)
+        theta_nodes, theta_edges = _potentials(predictor, data, unary, pairwise)
     with timed("predict: MAP"):
         return predictor.decode(data, theta_nodes, theta_edges, warn=warn)
 
@@ -394,8 +398,6 @@ def _layout_digest(data: FlatData) -> str:
 
 def _edge_width(data: FlatData) -> int | None:
     return data.d_edge if data.has_edges else None
-
-
 
 
 # ----------------------------------------------------------------------------------------
@@ -735,10 +737,9 @@ class StructuredLogisticRegression(StructuredEstimator):
         edge_marginals = check_bool(edge_marginals, "edge_marginals")
         max_sweeps, tol = check_int(max_sweeps, "max_sweeps"), check_real(tol, "tol", 0.0)
         data = self._data(X)
-        theta_nodes = self._predictor.unary_potentials(data, self.unary_)
-        theta_edges = self._predictor.pairwise_potentials(data, self.pairwise_ if self._fitted_pairwise else None)
+        theta_nodes, theta_edges = _potentials(self._predictor, data, self.unary_, self._fitted_pairwise_function())
         nodes, edges = self._predictor.marginals(data, theta_nodes, theta_edges, epsilon, method,
-                                                 max_sweeps=max_sweeps, tol=tol)
+                                                 max_sweeps=max_sweeps, tol=tol, edge_marginals=edge_marginals)
         per_node = data.split(nodes)
         if not edge_marginals:
             return per_node
@@ -750,8 +751,12 @@ class StructuredLogisticRegression(StructuredEstimator):
                              self.n_edge_features_, name)
 
     def _predict_flat(self, data: FlatData) -> np.ndarray:
-        return _map_labels(self._predictor, data, self.unary_, self.pairwise_ if self._fitted_pairwise else None,
+        return _map_labels(self._predictor, data, self.unary_, self._fitted_pairwise_function(),
                            self._phase_timer or _untimed, warn=True)
+
+    def _fitted_pairwise_function(self) -> LogisticOracle | None:
+        """``pairwise_`` if a fit ever fitted it (graphs without edges leave it unfitted), else None."""
+        return self.pairwise_ if self._fitted_pairwise else None
 
 
 def _print_progress(row: dict, half_steps: Sequence[tuple[int, str, float]]) -> None:

@@ -324,22 +324,24 @@ class PairwiseModel:
         return node_mu, edge_mu, loss, np.maximum(0.0, loss + score_hat - score_true)
 
     def marginals(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, epsilon: float,
-                  method: str, *, max_sweeps: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
+                  method: str, *, max_sweeps: int, tol: float,
+                  edge_marginals: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         """Node and edge marginals of every example at temperature ``epsilon``.
 
         ``method="lp"``: the smoothed LP's ``mu`` proportional to ``exp(b / epsilon)`` at the star
         updates' fixed point (any graph; a ``ConvergenceWarning`` when ``max_sweeps`` stop the
         sweeps before ``tol``). ``"exact"``: the marginals of ``p(y)`` proportional to
-        ``exp(theta(y) / epsilon)``, by sum-product (forests only; a ``ValueError`` otherwise).
+        ``exp(theta(y) / epsilon)``, by sum-product (forests only; a ``ValueError`` otherwise; the
+        ``(n_edges, L, L)`` edge marginals only with ``edge_marginals``).
 
         Returns
         -------
         node_marginals : ndarray of shape (n_nodes, L)
-        edge_marginals : ndarray of shape (n_edges, L, L)
+        edge_marginals : ndarray of shape (n_edges, L, L), or None
         """
         if method == "exact":
-            result = batch_forest_marginals(data.batch, theta_nodes, theta_edges, epsilon, edge_marginals=True,
-                                            n_jobs=self.n_jobs)
+            result = batch_forest_marginals(data.batch, theta_nodes, theta_edges, epsilon,
+                                            edge_marginals=edge_marginals, n_jobs=self.n_jobs)
             return result.node_marginals, result.edge_marginals
         run = batch_sweeps(data.batch, theta_nodes, theta_edges, epsilon, max_sweeps=max_sweeps, tol=tol,
                            n_jobs=self.n_jobs)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = ["C_INT_MAX", "check_bool", "check_generator", "check_int", "check_n_jobs", "check_option",
-           "check_random_state", "check_real"]
+           "check_random_state", "check_real", "check_seed"]
 
 #: Largest C ``int``: sweep, step and thread counts reach compiled code as one.
 C_INT_MAX = 2**31 - 1
@@ -140,6 +140,26 @@ def check_option(value: Any, name: str, options: Sequence) -> Any:
     return value
 
 
+def check_seed(random_state: Any, name: str = "random_state") -> Any:
+    """Validate a ``random_state`` argument without drawing from it.
+
+    Returns
+    -------
+    None, int, numpy.random.Generator or numpy.random.RandomState
+        The value as given (a NumPy integer as ``int``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, for anything else (strings, floats, bools, negative integers).
+    """
+    if random_state is None or isinstance(random_state, (np.random.Generator, np.random.RandomState)):
+        return random_state
+    if isinstance(random_state, Integral) and not _is_bool(random_state) and random_state >= 0:
+        return int(random_state)
+    raise ValueError(f"{name} must be None, a non-negative integer or a numpy Generator, got {random_state!r}")
+
+
 def check_generator(random_state: Any) -> np.random.Generator:
     """The one source of randomness for a ``random_state`` argument: a NumPy Generator.
 
@@ -161,16 +181,10 @@ def check_generator(random_state: Any) -> np.random.Generator:
     ValueError
         Naming ``random_state``, for anything else (strings, floats, bools, negative integers).
     """
-    if random_state is None or isinstance(random_state, np.random.Generator):
-        return np.random.default_rng(random_state)
+    random_state = check_seed(random_state)
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(2**31))
-    if isinstance(random_state, Integral) and not _is_bool(random_state) and random_state >= 0:
-        return np.random.default_rng(int(random_state))
-    raise ValueError(
-        "random_state must be None, a non-negative integer or a numpy Generator, "
-        f"got {random_state!r}"
-    )
+    return np.random.default_rng(random_state)
 
 
 def check_random_state(random_state: Any) -> np.random.Generator:

