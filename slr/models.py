@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 from slr._params import DEPRECATED, Checked, Integer, NJobs, Options, Real, resolve_renamed, validate_params
 from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
 from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps
-from slr.inference.sum_product import batch_forest_marginals
+from slr.inference.banded import batch_exact_marginals
 from slr.inference.viterbi import batch_viterbi, is_chain
 
 __all__ = ["INFERENCE", "MARGINALS", "FlatData", "PairwiseModel", "hamming_margin"]
@@ -331,8 +331,9 @@ class PairwiseModel:
         ``method="lp"``: the smoothed LP's ``mu`` proportional to ``exp(b / epsilon)`` at the star
         updates' fixed point (any graph; a ``ConvergenceWarning`` when ``max_sweeps`` stop the
         sweeps before ``tol``). ``"exact"``: the marginals of ``p(y)`` proportional to
-        ``exp(theta(y) / epsilon)``, by sum-product (forests only; a ``ValueError`` otherwise; the
-        ``(n_edges, L, L)`` edge marginals only with ``edge_marginals``).
+        ``exp(theta(y) / epsilon)``, by sum-product on forests and by elimination on graphs of small
+        bandwidth (:func:`slr.inference.banded.batch_exact_marginals`; a ``ValueError`` for a cyclic
+        example too wide for it; the ``(n_edges, L, L)`` edge marginals only with ``edge_marginals``).
 
         Returns
         -------
@@ -340,8 +341,8 @@ class PairwiseModel:
         edge_marginals : ndarray of shape (n_edges, L, L), or None
         """
         if method == "exact":
-            result = batch_forest_marginals(data.batch, theta_nodes, theta_edges, epsilon,
-                                            edge_marginals=edge_marginals, n_jobs=self.n_jobs)
+            result = batch_exact_marginals(data.batch, theta_nodes, theta_edges, epsilon,
+                                           edge_marginals=edge_marginals, n_jobs=self.n_jobs)
             return result.node_marginals, result.edge_marginals
         run = batch_sweeps(data.batch, theta_nodes, theta_edges, epsilon, max_sweeps=max_sweeps, tol=tol,
                            n_jobs=self.n_jobs)

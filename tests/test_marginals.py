@@ -70,10 +70,28 @@ def test_exact_marginals_on_chains_are_those_of_the_crf():
         np.testing.assert_allclose(edges[0], first, atol=1e-10)
 
 
-def test_exact_marginals_refuse_loopy_graphs_and_bad_arguments(grid_model):
+def _enumerated(theta_nodes, theta_edges, pairs, temperature):
+    """Node marginals of p(y) ~ exp(theta(y) / T) by enumerating every labelling."""
+    n, L = theta_nodes.shape
+    labellings = np.array(list(itertools.product(range(L), repeat=n)))
+    energy = theta_nodes[np.arange(n), labellings].sum(1) + theta_edges[
+        np.arange(len(pairs)), labellings[:, pairs[:, 0]], labellings[:, pairs[:, 1]]].sum(1)
+    p = np.exp(energy / temperature - logsumexp(energy / temperature))
+    return np.stack([np.bincount(labellings[:, i], weights=p, minlength=L) for i in range(n)])
+
+
+def test_exact_marginals_on_a_loopy_grid_are_those_of_the_crf(grid_model):
+    """On the 4 x 4 grids, method="exact" eliminates over windows: the CRF's marginals, by enumeration."""
     model, X = grid_model
-    with pytest.raises(ValueError, match="exact marginals need forests"):
-        model.predict_marginals(X[:1], method="exact")
+    nodes = model.predict_marginals(X[:1], method="exact")[0]
+    np.testing.assert_allclose(nodes, _enumerated(*_potentials(model, X[0], 0.5), 0.5), atol=1e-10)
+
+
+def test_exact_marginals_refuse_wide_loopy_graphs_and_bad_arguments(grid_model):
+    model, X = grid_model
+    wide, _ = make_denoising(n_images=1, size=30, sigma=3.0, random_state=1)
+    with pytest.raises(ValueError, match="example 0 has a cycle and bandwidth 30"):
+        model.predict_marginals(wide, method="exact")
     with pytest.raises(ValueError, match="method must be one of"):
         model.predict_marginals(X[:1], method="bethe")
     with pytest.raises(ValueError, match="epsilon"):

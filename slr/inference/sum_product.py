@@ -75,7 +75,21 @@ def batch_forest_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any
     theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input=True)
     temperature = check_epsilon(temperature, allow_zero=False, name="temperature")
     with_edges = check_bool(edge_marginals, "edge_marginals")
-    threads = _kernel_threads(resolve_threads(n_jobs), batch)
+    result, is_forest = _forest_pass(batch, theta_nodes, theta_edges, temperature, with_edges,
+                                     resolve_threads(n_jobs))
+    cyclic = np.flatnonzero(~is_forest)
+    if cyclic.size:
+        shown = ", ".join(map(str, cyclic[:5])) + (", ..." if cyclic.size > 5 else "")
+        raise ValueError(f"exact marginals need forests (chains, trees), but the graphs of examples {shown} "
+                         "have a cycle; use the smoothed LP's marginals (batch_marginals) instead")
+    return result
+
+
+def _forest_pass(batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarray, temperature: float,
+                 with_edges: bool, threads: int) -> tuple[ForestMarginals, np.ndarray]:
+    """Sum-product on every example of a checked batch; also the mask of the examples that are
+    forests (the others' marginals are meaningless)."""
+    threads = _kernel_threads(threads, batch)
     L = batch.n_states
     nodes = np.empty((batch.n_nodes, L))
     edges = np.empty((batch.n_edges if with_edges else 0, L, L))
@@ -84,12 +98,7 @@ def batch_forest_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any
     _sum_product.forest_marginals(theta_nodes, theta_edges, batch.edges, batch.node_ptr, batch.edge_ptr,
                                   batch.inc_ptr, batch.inc_edge, batch.inc_side, temperature, with_edges, threads,
                                   nodes, edges, log_z, is_forest)
-    cyclic = np.flatnonzero(is_forest == 0)
-    if cyclic.size:
-        shown = ", ".join(map(str, cyclic[:5])) + (", ..." if cyclic.size > 5 else "")
-        raise ValueError(f"exact marginals need forests (chains, trees), but the graphs of examples {shown} "
-                         "have a cycle; use the smoothed LP's marginals (batch_marginals) instead")
-    return ForestMarginals(nodes, edges if with_edges else None, log_z)
+    return ForestMarginals(nodes, edges if with_edges else None, log_z), is_forest.astype(bool)
 
 
 def forest_marginals(theta_nodes: Any, theta_edges: Any, edges: Any, temperature: float = 1.0, *,
