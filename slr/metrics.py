@@ -13,12 +13,14 @@ work with every slr learner.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sklearn.metrics import accuracy_score, f1_score
 
-__all__ = ["make_node_scorer", "node_accuracy", "node_accuracy_scorer", "node_f1", "node_f1_scorer"]
+__all__ = ["CalibrationCurve", "calibration_curve", "expected_calibration_error", "make_node_scorer", "node_accuracy",
+           "node_accuracy_scorer", "node_brier_score", "node_f1", "node_f1_scorer", "node_log_loss"]
 
 
 def _flatten(Y_true: Sequence, Y_pred: Sequence) -> tuple[np.ndarray, np.ndarray]:
@@ -65,3 +67,88 @@ def make_node_scorer(metric: Callable[..., float], **kwargs: Any) -> Callable[[A
 node_accuracy_scorer = make_node_scorer(node_accuracy)
 #: Macro F1 over the states of all nodes, as a scorer.
 node_f1_scorer = make_node_scorer(node_f1, average="macro")
+
+
+# ----------------------------------------------------------------------------------------
+# calibration of node marginals
+# ----------------------------------------------------------------------------------------
+def _flatten_marginals(Y_true: Sequence, marginals: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """All nodes' true labels ``(N,)`` and marginals ``(N, L)``, checked."""
+    if len(Y_true) != len(marginals):
+        raise ValueError(f"Y_true and marginals must hold as many examples, got {len(Y_true)} and {len(marginals)}")
+    if len(Y_true) == 0:
+        raise ValueError("Y_true must hold at least one example")
+    labels = np.concatenate([np.ravel(y) for y in Y_true]).astype(np.int64)
+    probabilities = np.concatenate([np.asarray(p, dtype=np.float64) for p in marginals])
+    if probabilities.ndim != 2 or probabilities.shape[0] != labels.shape[0]:
+        raise ValueError(f"marginals must be one (n, L) array per example matching Y_true's nodes, got "
+                         f"{probabilities.shape} for {labels.shape[0]} nodes")
+    if not np.all(np.isfinite(probabilities)) or probabilities.min() < 0:
+        raise ValueError("marginals must be finite and nonnegative")
+    if np.abs(probabilities.sum(axis=1) - 1).max() > 1e-6:
+        raise ValueError("marginals: every node's row must sum to 1")
+    if labels.min() < 0 or labels.max() >= probabilities.shape[1]:
+        raise ValueError(f"Y_true holds labels outside [0, {probabilities.shape[1]})")
+    return labels, probabilities
+
+
+def node_log_loss(Y_true: Sequence, marginals: Sequence, *, floor: float = 1e-15) -> float:
+    """Mean negative log marginal of the true label over all nodes (NLL per node).
+
+    Parameters
+    ----------
+    Y_true : list of int arrays (n,)
+    marginals : list of arrays (n, L)
+        Node marginals, e.g. from ``predict_marginals``.
+    floor : float, default=1e-15
+        Marginals are clipped below at ``floor`` (a zero marginal of the truth would be infinite).
+    """
+    labels, probabilities = _flatten_marginals(Y_true, marginals)
+    return float(-np.mean(np.log(np.maximum(probabilities[np.arange(labels.size), labels], floor))))
+
+
+def node_brier_score(Y_true: Sequence, marginals: Sequence) -> float:
+    """Mean over all nodes of ``sum_a (p(a) - [a = y])^2`` (0 is perfect, 2 the worst)."""
+    labels, probabilities = _flatten_marginals(Y_true, marginals)
+    errors = probabilities.copy()
+    errors[np.arange(labels.size), labels] -= 1.0
+    return float(np.mean(np.sum(errors**2, axis=1)))
+
+
+@dataclass(frozen=True)
+class CalibrationCurve:
+    """The nodes binned by confidence (their largest marginal): per bin its node count, mean
+    confidence and accuracy (the fraction whose most probable label is the truth; NaN when empty)."""
+
+    edges: np.ndarray
+    count: np.ndarray
+    confidence: np.ndarray
+    accuracy: np.ndarray
+
+
+def calibration_curve(Y_true: Sequence, marginals: Sequence, *, n_bins: int = 15) -> CalibrationCurve:
+    """Reliability diagram of node marginals: ``n_bins`` equal-width confidence bins on ``[0, 1]``.
+
+    The confidence of a node is its largest marginal and its prediction that label (ties: the
+    smallest); a calibrated model's accuracy in each bin equals the bin's mean confidence.
+    """
+    labels, probabilities = _flatten_marginals(Y_true, marginals)
+    if not isinstance(n_bins, (int, np.integer)) or isinstance(n_bins, bool) or n_bins < 1:
+        raise ValueError(f"n_bins must be an int >= 1, got {n_bins!r}")
+    confidence = probabilities.max(axis=1)
+    correct = probabilities.argmax(axis=1) == labels
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    bins = np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, n_bins - 1)
+    count = np.bincount(bins, minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_confidence = np.bincount(bins, weights=confidence, minlength=n_bins) / count
+        accuracy = np.bincount(bins, weights=correct, minlength=n_bins) / count
+    return CalibrationCurve(edges, count, mean_confidence, accuracy)
+
+
+def expected_calibration_error(Y_true: Sequence, marginals: Sequence, *, n_bins: int = 15) -> float:
+    """``sum_b (n_b / N) |accuracy_b - confidence_b|`` over the bins of :func:`calibration_curve`."""
+    curve = calibration_curve(Y_true, marginals, n_bins=n_bins)
+    used = curve.count > 0
+    weights = curve.count[used] / curve.count.sum()
+    return float(np.sum(weights * np.abs(curve.accuracy[used] - curve.confidence[used])))

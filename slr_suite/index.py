@@ -40,6 +40,8 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
         ("baselines.md", "slr against SSVMs (1-slack, n-slack, subgradient), perceptron, piecewise "
                          "training and pystruct on denoising and OCR letters"),
         ("bound.md", "Theorem 1.1 (l0 <= l1 <= l <= l1 + eps*Hmax) on random small graphs against exact solvers"),
+        ("calibration.md", "calibration (NLL, ECE, reliability diagrams) of the smoothed LP's and the exact node "
+                           "marginals on letters and denoising"),
     ]
     for name, what in entries:
         if (out / name).exists():
@@ -77,4 +79,8 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
                      f"every tree: {'yes' if t['tree_tight'] else 'no'}; the LP is strictly looser than "
                      f"MAP on {t['loose']} of {t['graphs']} graphs; message passing matches the exact "
                      f"smoothed LP to {t['mp_err']:.1e}.\n")
+    c = summaries.get("calibration")
+    if c and c.get("cells"):
+        lines.append("- Calibration, lowest ECE of the node marginals: "
+                     + "; ".join(f"{dataset}: {what}" for dataset, what in sorted(c["best"].items())) + ".\n")
     atomic_write_text(out / "README.md", "".join(lines))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from slr_suite import baselines, bound, denoising, render_baselines, render_bound, render_denoising, tuning
+from slr_suite import (baselines, bound, calibration, denoising, render_baselines, render_bound, render_calibration,
+                       render_denoising, tuning)
 from slr_suite.experiment import Experiment
 
 __all__ = ["EXPERIMENTS", "REPORTED", "get", "with_needs"]
@@ -18,6 +19,7 @@ EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment
     tuning.Tuning(),
     baselines.Baselines(render_baselines.write_report),
     bound.Bound(render_bound.write_report),
+    calibration.Calibration(render_calibration.write_report),
 )}
 #: The experiments with a report of their own: ``slr report`` runs these.
 REPORTED = tuple(name for name, experiment in EXPERIMENTS.items() if experiment.help)

@@ -17,10 +17,11 @@ from slr_suite import bound as bound_mod
 from slr_suite import get_profile
 from slr_suite.profiles import FUNCTION_CLASSES
 
-REPORT_FILES = ["README.md", "denoising.md", "baselines.md", "bound.md",
-                "denoising_results.csv", "baselines_results.csv", "bound_results.csv"]
+REPORT_FILES = ["README.md", "denoising.md", "baselines.md", "bound.md", "calibration.md",
+                "denoising_results.csv", "baselines_results.csv", "bound_results.csv", "calibration_results.csv",
+                "calibration_bins.csv"]
 FIGURES = ["denoising_curves.png", "denoising_energies.png", "denoising_examples.png",
-           "baselines_time.png", "bound.png"]
+           "baselines_time.png", "bound.png", "calibration.png"]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def test_every_report_file_written(tiny_report):
         data = (tiny_report / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000, name
     index = (tiny_report / "README.md").read_text()
-    for md in ("denoising.md", "baselines.md", "bound.md"):
+    for md in ("denoising.md", "baselines.md", "bound.md", "calibration.md"):
         assert f"]({md})" in index
         text = (tiny_report / md).read_text()
         # provenance: the run that computed the rows (command, commit, code, machine) and the render
@@ -108,6 +109,42 @@ def test_bound_holds_and_matches_exact_solvers(tiny_report):
     f_y = tn[np.arange(len(y)), y].sum() + te[np.arange(len(edges)), y[edges[:, 0]], y[edges[:, 1]]].sum()
     assert math.isclose(brute_force_map(theta, te, edges)[0] - f_y, row.l0, abs_tol=1e-9)
     assert math.isclose(exact_lp(theta, te, edges).value - f_y, row.l1, abs_tol=1e-6)
+
+
+def test_calibration_scores_match_enumeration_and_the_exact_smoothed_lp(tiny_report):
+    """The tiny calibration's 3 x 3 denoising images: its exact marginals' NLL against enumerating
+    all 512 labellings, its LP marginals' NLL against the smoothed LP solved by Clarabel."""
+    import itertools
+
+    from scipy.special import logsumexp
+
+    from slr.inference.exact import exact_smoothed
+    from slr.metrics import node_log_loss
+    from slr_suite import calibration
+
+    spec = get_profile("tiny").spec("calibration")
+    df = pd.read_csv(tiny_report / "calibration_results.csv")
+    bins = pd.read_csv(tiny_report / "calibration_bins.csv")
+    assert len(df) == 2 * len(spec.epsilons) * 2
+    rows = df[df.dataset == "denoising"].set_index("method")
+    counted = bins.groupby(["dataset", "epsilon", "method"])["count"].sum()
+    assert counted.to_dict() == df.set_index(["dataset", "epsilon", "method"])["n_nodes"].to_dict()
+    eps = spec.epsilons[0]
+    Xtr, Ytr, Xte, Yte = spec.denoise.load()
+    model = calibration._learner("denoising", eps, spec.max_iter, 1).fit(Xtr, Ytr)
+    exact, lp = [], []
+    for nodes, edges, on_edges in Xte:
+        theta_nodes = eps * model.unary_.decision_function(nodes)
+        theta_edges = eps * model.pairwise_.decision_function(on_edges).reshape(-1, 2, 2)
+        labellings = np.array(list(itertools.product(range(2), repeat=len(nodes))))
+        energy = (theta_nodes[np.arange(len(nodes)), labellings].sum(1) + theta_edges[
+            np.arange(len(edges)), labellings[:, edges[:, 0]], labellings[:, edges[:, 1]]].sum(1)) / eps
+        p = np.exp(energy - logsumexp(energy))
+        exact.append(np.stack([np.bincount(labellings[:, i], weights=p, minlength=2) for i in range(len(nodes))]))
+        lp.append(exact_smoothed(theta_nodes, theta_edges, edges, eps).node_marginals)
+    assert rows.loc["exact", "nll"] == pytest.approx(node_log_loss(Yte, exact), rel=1e-6)
+    assert rows.loc["lp", "nll"] == pytest.approx(node_log_loss(Yte, lp), rel=1e-4)
+    assert "calibration.md" in (tiny_report / "README.md").read_text()
 
 
 def test_resume_computes_only_missing_cells(tiny_report, tmp_path):
