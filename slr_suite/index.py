@@ -42,6 +42,8 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
         ("bound.md", "Theorem 1.1 (l0 <= l1 <= l <= l1 + eps*Hmax) on random small graphs against exact solvers"),
         ("calibration.md", "calibration (NLL, ECE, reliability diagrams) of the smoothed LP's and the exact node "
                            "marginals on letters and denoising"),
+        ("generalisation.md", "the library's defaults on held-out synthetic problems (chains, grids, loopy graphs) "
+                              "against linear peers: time to the best peer's error, iterations, why each fit stopped"),
     ]
     for name, what in entries:
         if (out / name).exists():
@@ -83,4 +85,8 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
     if c and c.get("cells"):
         lines.append("- Calibration, lowest ECE of the node marginals: "
                      + "; ".join(f"{dataset}: {what}" for dataset, what in sorted(c["best"].items())) + ".\n")
+    g = summaries.get("generalisation")
+    if g and g.get("problems"):
+        lines.append(f"- Held-out problems: slr:Linear with the library's defaults reached the best linear peer's "
+                     f"test error in no more than its time on {g['reached']} of {g['problems']} problems.\n")
     atomic_write_text(out / "README.md", "".join(lines))

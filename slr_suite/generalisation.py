@@ -1,0 +1,235 @@
+"""Held-out problems: slr with the library's defaults on a grid of problems nobody tuned on.
+
+Every default of the library is chosen on letters and denoising; this experiment checks them on
+synthetic problems of other shapes (:func:`slr.datasets.make_structured`: chains, grids and
+random loopy graphs; 2 to 20 states; weak and strong coupling; input-dependent edges; wide
+features). A cell is one (problem, method):
+
+- ``slr:Linear``, ``slr:MLP``, ``slr:Boost``: :class:`slr.StructuredLogisticRegression` with the
+  library's defaults, the oracles' defaults, and the model choice only: the function class of
+  both factors, the spec's ``epsilon`` and, for ``Linear``, the ridge ``l2 = eps / C``;
+- the linear peers at the same ``C`` with their defaults: our ``OneSlackSSVM`` on every problem,
+  CRFsuite's L-BFGS on the chains.
+
+Each learner is fitted with the test examples as validation data, so its row holds the test
+error against fit time (evaluation excluded); the report states for every slr row the time it
+took to come within ``tolerance`` of the best linear peer's test error, its iterations and why it
+stopped. Rows go to ``generalisation_results.csv`` and the curves to ``generalisation_curves.csv``.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from slr_suite.common import RunContext, reuse_data
+from slr_suite.experiment import Cell, ExperimentBase, Table
+from slr_suite.methods import crfsuite_c2, failure_status
+from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr_suite.store import CellRecord, RecordSpec
+
+__all__ = ["Generalisation", "GeneralisationSpec", "Problem", "COLUMNS", "CURVE_COLUMNS", "NAME", "SPECS", "TABLES"]
+
+SEED = 0
+SLR_METHODS = ("slr:Linear", "slr:MLP", "slr:Boost")
+PEERS = ("OneSlackSSVM", "crfsuite:lbfgs")
+COLUMNS = ["config", "problem", "method", "train_error", "test_error", "seconds", "iterations", "stopped", "status",
+           *PROVENANCE_COLUMNS]
+CURVE_COLUMNS = ["config", "problem", "method", "point", "seconds", "test_error"]
+_NUMBERS = ("train_error", "test_error", "seconds", "iterations")
+RECORD = RecordSpec(row={c: (int, float, str) if c in _NUMBERS else (bool,) if c == "dirty" else (str,)
+                         for c in COLUMNS},
+                    arrays=dict(seconds=("f", ("n",)), test_error=("f", ("n",))))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One held-out problem: :func:`slr.datasets.make_structured`'s settings, its sizes and seed."""
+
+    name: str
+    graph: str
+    n_nodes: int
+    n_states: int
+    coupling: float
+    n_features: int = 10
+    n_informative: int | None = None
+    noise: float = 1.0
+    edge_input: bool = False
+    n_train: int = 40
+    n_test: int = 40
+    seed: int = 0
+
+    def load(self) -> tuple:
+        """``(X_train, Y_train, X_test, Y_test)``: one draw, split in order."""
+        from slr.datasets.synthetic import make_structured
+
+        X, Y = make_structured(self.n_train + self.n_test, graph=self.graph, n_nodes=self.n_nodes,
+                               n_states=self.n_states, coupling=self.coupling, n_features=self.n_features,
+                               n_informative=self.n_informative, noise=self.noise, edge_input=self.edge_input,
+                               random_state=self.seed)
+        return X[:self.n_train], Y[:self.n_train], X[self.n_train:], Y[self.n_train:]
+
+
+@dataclass(frozen=True)
+class GeneralisationSpec:
+    """The problems of one profile and the model choice every method shares.
+
+    Attributes
+    ----------
+    problems : tuple of Problem
+    C : float
+        The regularisation of every linear method (``l2 = eps / C`` for slr, ``c2 = 1 / (2 C)`` for CRFsuite).
+    epsilon : float
+        slr's eps.
+    tolerance : float
+        An slr row reaches the best linear peer when its test error is within this of the peer's.
+    slr_methods : tuple of str
+        slr's rows (of ``SLR_METHODS``).
+    """
+
+    problems: tuple[Problem, ...]
+    C: float = 1.0
+    epsilon: float = 0.1
+    tolerance: float = 0.005
+    slr_methods: tuple[str, ...] = SLR_METHODS
+
+    def config(self) -> dict[str, Any]:
+        """Every setting, as the ``config`` column hashes it."""
+        return dict(problems=[asdict(p) for p in self.problems], C=self.C, epsilon=self.epsilon,
+                    tolerance=self.tolerance, slr_methods=self.slr_methods)
+
+    def problem(self, name: str) -> Problem:
+        """The problem called ``name``."""
+        return next(p for p in self.problems if p.name == name)
+
+
+def _grid(n_train: int, n_test: int) -> tuple[Problem, ...]:
+    """The held-out grid. Noise and coupling are set so that the structure matters: a model of
+    the nodes alone errs on 7 to 25 points more (Linear oracles, measured when the grid was made)."""
+    n = dict(n_train=n_train, n_test=n_test)
+    return (
+        Problem("chain L5", "chain", 20, 5, 2.5, noise=0.6, seed=101, **n),
+        Problem("chain L20 strong", "chain", 20, 20, 3.0, n_features=20, noise=0.4, seed=102, **n),
+        Problem("grid L2 strong", "grid", 64, 2, 1.5, n_features=5, noise=1.2, seed=103, **n),
+        Problem("loopy L6", "random", 30, 6, 1.5, noise=0.6, seed=105, **n),
+        Problem("grid L4 edge input", "grid", 36, 4, 2.0, noise=0.7, edge_input=True, seed=104, **n),
+        Problem("chain L10 wide", "chain", 20, 10, 2.0, n_features=200, n_informative=20, noise=0.3, seed=106, **n),
+    )
+
+
+#: ``quick`` (part of ``make report``): the first four problems, 30 training examples, no boosting
+#: (``BoostedTrees``' defaults take minutes per cell here); ``full``: all six, 80, every class.
+SPECS = {
+    "tiny": GeneralisationSpec((Problem("chain L3", "chain", 6, 3, 1.0, n_train=6, n_test=6, seed=1),
+                                Problem("grid L2", "grid", 9, 2, 1.0, n_train=6, n_test=6, seed=2)),
+                               slr_methods=("slr:Linear",)),
+    "quick": GeneralisationSpec(_grid(30, 30)[:4], slr_methods=("slr:Linear", "slr:MLP")),
+    "full": GeneralisationSpec(_grid(80, 80)),
+}
+
+
+def methods_of(spec: GeneralisationSpec, problem: Problem) -> tuple[str, ...]:
+    """slr's rows and the linear peers that apply (CRFsuite only on chains)."""
+    return (*spec.slr_methods, *(m for m in PEERS if m != "crfsuite:lbfgs" or problem.graph == "chain"))
+
+
+def cell(spec: GeneralisationSpec, problem: Problem, method: str) -> Cell:
+    """The (problem, method) cell."""
+    return Cell(label=f"{problem.name}:{method}", identity=dict(problem=problem.name, method=method),
+                config=dict(problem=asdict(problem), C=spec.C, epsilon=spec.epsilon), seed=SEED,
+                args=(problem.name, method), group=None,
+                cost=2.0 if method in ("slr:Boost", "slr:MLP", "OneSlackSSVM") else 1.0)
+
+
+def learner(spec: GeneralisationSpec, method: str, n_jobs: int | None) -> Any:
+    """The learner of a method: library defaults plus the model choice."""
+    if method == "OneSlackSSVM":
+        from baselines import OneSlackSSVM
+
+        return OneSlackSSVM(C=spec.C, n_jobs=n_jobs, random_state=SEED)
+    from slr.learner import StructuredLogisticRegression
+    from slr.oracles import MLP, BoostedTrees, Linear
+
+    make = {"slr:Linear": lambda: Linear(l2=spec.epsilon / spec.C), "slr:MLP": MLP, "slr:Boost": BoostedTrees}[method]
+    return StructuredLogisticRegression(make(), make(), epsilon=spec.epsilon, n_jobs=n_jobs, random_state=SEED)
+
+
+def _stop_reason(model: Any) -> str:
+    """Why an slr fit stopped (its ``stop_reason_``), or "" for a learner that does not say."""
+    return str(getattr(model, "stop_reason_", ""))
+
+
+def _fit(spec: GeneralisationSpec, method: str, data: tuple, n_jobs: int | None) -> tuple[dict, np.ndarray, np.ndarray]:
+    Xtr, Ytr, Xte, Yte = data
+    if method == "crfsuite:lbfgs":
+        from baselines.crfsuite_peer import CRFsuiteChain
+
+        model = CRFsuiteChain(c2=crfsuite_c2(spec.C)).fit(Xtr, Ytr)
+        error = 1.0 - float(model.score(Xte, Yte))
+        row = dict(train_error=1.0 - float(model.score(Xtr, Ytr)), test_error=error, seconds=model.fit_seconds_,
+                   iterations=model.n_iter_, stopped="")
+        return row, np.array([model.fit_seconds_]), np.array([error])
+    model = learner(spec, method, n_jobs)
+    model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
+    history = model.history_.dropna(subset=["val_error"])
+    row = dict(train_error=1.0 - float(model.score(Xtr, Ytr)), test_error=1.0 - float(model.score(Xte, Yte)),
+               seconds=float(history["seconds"].iloc[-1]), iterations=int(history["iteration"].max()),
+               stopped=_stop_reason(model))
+    return row, np.asarray(history["seconds"], dtype=float), np.asarray(history["val_error"], dtype=float)
+
+
+def compute_cell(spec: GeneralisationSpec, name: str, method: str, info: RunInfo,
+                 n_threads: int | None) -> CellRecord:
+    """Fit one (problem, method) cell; a failure becomes a row whose status says why."""
+    problem = spec.problem(name)
+    try:
+        data = reuse_data(f"generalisation {problem}", problem.load)
+        row, seconds, errors = _fit(spec, method, data, n_threads)
+        row["status"] = "ok"
+    except Exception as exc:
+        row = dict(train_error="", test_error="", seconds="", iterations="", stopped="", status=failure_status(exc))
+        seconds, errors = np.zeros(0), np.zeros(0)
+    row = dict(config=config_hash(spec.config()), problem=name, method=method, **row, **info.row_fields())
+    return CellRecord(row=row, arrays=dict(seconds=seconds, test_error=errors))
+
+
+def _curve_rows(record: CellRecord) -> list[dict]:
+    row, arrays = record.row, record.arrays
+    return [dict(config=row["config"], problem=row["problem"], method=row["method"], point=i, seconds=float(s),
+                 test_error=float(e)) for i, (s, e) in enumerate(zip(arrays["seconds"], arrays["test_error"]))]
+
+
+NAME = "generalisation"
+TABLES = (Table("generalisation_results.csv", COLUMNS, ("config", "problem", "method")),
+          Table("generalisation_curves.csv", CURVE_COLUMNS, ("config", "problem", "method", "point"), _curve_rows))
+
+
+class Generalisation(ExperimentBase):
+    """The held-out grid as an :class:`slr_suite.experiment.Experiment`."""
+
+    name = NAME
+    record = RECORD
+    help = "slr's defaults on held-out synthetic problems (chains, grids, loopy graphs) against linear peers"
+    specs = SPECS
+    tables = TABLES
+
+    def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
+        spec = self.spec(profile)
+        return [cell(spec, problem, method) for problem in spec.problems for method in methods_of(spec, problem)]
+
+    def compute(self, spec: GeneralisationSpec, cells: Sequence[Cell], info: RunInfo, *,
+                n_threads: int | None) -> list[CellRecord]:
+        return [compute_cell(spec, *c.args, info, n_threads) for c in cells]
+
+    def keep(self, record: CellRecord) -> bool:
+        return record.row["status"] == "ok"
+
+    def describe(self, record: CellRecord) -> str:
+        row = record.row
+        if row["status"] != "ok":
+            return f"{row['problem']}: {row['method']}: {row['status']}"
+        stopped = f", stopped by {row['stopped']}" if row["stopped"] else ""
+        return (f"{row['problem']}: {row['method']}: test={row['test_error']:.3f} ({row['seconds']:.1f}s, "
+                f"{row['iterations']} iterations{stopped})")
