@@ -5,9 +5,12 @@ regression whose examples carry a bias vector (Domke, chapter Sec. 1.7-1.8):
 
     maximise_g  sum_k [ g(x_k, y_k) + b_k(y_k) - log sum_y exp(g(x_k, y) + b_k(y)) ]
 
-An oracle solves this over its function class. ``fit`` warm-starts from the
-previous solution wherever the class allows it, so that every learning iteration
-of the structured learner starts from where the last one ended.
+More generally each row ``k`` carries a target distribution ``q_k`` (``onehot(y_k)`` for a
+label; soft targets otherwise) and a weight ``w_k >= 0``, and the oracle minimises
+``sum_k w_k [log sum_y exp(g(x_k, y) + b_k(y)) - <q_k, g(x_k, .) + b_k>]``
+(:mod:`slr.oracles.targets`). An oracle solves this over its function class. ``fit``
+warm-starts from the previous solution wherever the class allows it, so that every
+learning iteration of the structured learner starts from where the last one ended.
 """
 from __future__ import annotations
 

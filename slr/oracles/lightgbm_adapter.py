@@ -177,13 +177,14 @@ class LightGBM(LogisticOracle):
         self.constant_ = np.zeros(k)
         if k == 1 or n_rounds == 0:
             return
+        dataset_labels = labels
         if labels.ndim == 2:
             params["objective"] = _soft_target_objective(labels, sample_weight)
-            labels = labels.argmax(axis=1)   # not read by the custom objective
+            dataset_labels = labels.argmax(axis=1)   # not read by the custom objective
         if features.shape[1] > 0:  # LightGBM refuses a dataset without feature columns
             dataset = lightgbm.Dataset(
                 features,
-                label=labels,
+                label=dataset_labels,
                 weight=sample_weight,
                 init_score=bias.ravel(order="F"),  # class-major, see the module docstring
                 params={"max_bin": params["max_bin"], "verbosity": -1},

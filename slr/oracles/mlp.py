@@ -30,10 +30,11 @@ class MLP(LogisticOracle):
     i.e. "each step is a combination of .9 of the last step and .1 of the current
     gradient" (chapter Sec. 1.9.5). The loss is the weighted soft cross-entropy of
     :meth:`fit`; a row's gradient is ``w_k / mean(w) * (softmax - q_k)``, so the weights
-    only set the rows' relative importance (equal weights are the unweighted fit, and
-    integer weights equal duplicated rows in expectation over the batches). Fitting again on a problem of the same shape
-    continues from the current weights and momentum, as the chapter does across
-    learning iterations. SGD finds a local optimum only and does not guarantee that
+    only set the rows' relative importance (equal weights give the unweighted fit to
+    rounding; integer weights equal duplicated rows in expectation over the batches, and
+    exactly, to rounding, with one batch per epoch). Fitting again on a problem of the
+    same shape continues from the current weights and momentum, as the chapter does
+    across learning iterations. SGD finds a local optimum only and does not guarantee that
     a refit lowers the loss.
 
     Parameters
@@ -59,9 +60,9 @@ class MLP(LogisticOracle):
     standardize : bool, default=True
         Feed the network ``(x - mean) / std`` with the per-feature mean and standard
         deviation of the first fit (kept across warm starts; constant features pass
-        unchanged; weighted by ``sample_weight`` where given). This does not change the function class, only SGD's conditioning:
-        on denoising-like features in [0, 1] it is what lets the hidden units leave the
-        linear regime within the per-fit budget.
+        unchanged; weighted by ``sample_weight`` where given). This does not change the
+        function class, only SGD's conditioning: on denoising-like features in [0, 1] it
+        is what lets the hidden units leave the linear regime within the per-fit budget.
 
     Attributes
     ----------
@@ -205,7 +206,9 @@ class MLP(LogisticOracle):
         if soft:
             labels = labels.astype(_DTYPE)
         # relative weights (mean 1): the step size means what it means without weights
-        scale = None if sample_weight is None else (sample_weight * (n / sample_weight.sum())).astype(_DTYPE)
+        scale = None
+        if sample_weight is not None:
+            scale = (sample_weight * (n / sample_weight.sum())).astype(_DTYPE)
         mom, omm, eta = _DTYPE(mom), _DTYPE(1.0 - mom), _DTYPE(eta)
         params, velocity = self.params_, self.velocity_
         grad = np.empty_like(params)
