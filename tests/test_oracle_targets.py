@@ -314,6 +314,20 @@ def test_trees_minimum_leaf_counts_weight():
     assert refused.node_threshold_[0] != 89.5
 
 
+def test_trees_rounds_whose_rows_all_weigh_zero_add_nothing():
+    features, bias, labels, _, _ = make_problem(n=12)
+    weights = np.zeros(12)
+    weights[:2] = 1.0
+    model = BoostedTrees(n_rounds=10, subsample=2, random_state=0).fit(features, bias, labels, weights)
+    empty = model.subset_loss_ == 0.0       # the rounds that drew two rows of weight 0
+    assert empty.any() and not empty.all()
+    for r in np.flatnonzero(empty):
+        values = model.node_value_[model.tree_offsets_[r]:model.tree_offsets_[r + 1]]
+        assert np.all(values == 0.0)
+    assert model.loss(features, bias, labels, weights) < Zero().fit(features, bias, labels).loss(
+        features, bias, labels, weights)
+
+
 # --------------------------------------------------------------------------- LightGBM
 def lightgbm_leaf_check(model, features, bias, targets, weights):
     """Each class tree's leaf values are -learning_rate * sum(w g) / sum(w h) over the leaf's

@@ -394,7 +394,10 @@ class BoostedTrees(LogisticOracle):
                 order = full_order.copy() if full else sorted_orders(sub_features)
             loss = logistic.subset_gradient(scores, bias, hard_labels, rows, margins, grad, sub_labels,
                                             sub_weights, sub_targets)
-            subset_loss.append(loss / (n_sub if sample_weight is None else subset_weight))
+            if sample_weight is None:
+                subset_loss.append(loss / n_sub)
+            else:   # a subset of rows that all weigh 0 has loss 0, and its trees are zero
+                subset_loss.append(loss / subset_weight if subset_weight > 0 else 0.0)
             if per_class:
                 # every class's tree sees this round's margins: no tree of the round moves them
                 logistic.class_margins(margins, class_margin)
