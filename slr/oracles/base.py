@@ -5,9 +5,12 @@ regression whose examples carry a bias vector (Domke, chapter Sec. 1.7-1.8):
 
     maximise_g  sum_k [ g(x_k, y_k) + b_k(y_k) - log sum_y exp(g(x_k, y) + b_k(y)) ]
 
-An oracle solves this over its function class. ``fit`` warm-starts from the
-previous solution wherever the class allows it, so that every learning iteration
-of the structured learner starts from where the last one ended.
+More generally each row ``k`` carries a target distribution ``q_k`` (``onehot(y_k)`` for a
+label; soft targets otherwise) and a weight ``w_k >= 0``, and the oracle minimises
+``sum_k w_k [log sum_y exp(g(x_k, y) + b_k(y)) - <q_k, g(x_k, .) + b_k>]``
+(:mod:`slr.oracles.targets`). An oracle solves this over its function class. ``fit``
+warm-starts from the previous solution wherever the class allows it, so that every
+learning iteration of the structured learner starts from where the last one ended.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from slr._params import resolve_renamed, validate_params
 from slr._versions import VersionedPickle
 from slr.oracles.pair_bias import PairBias
+from slr.oracles.targets import check_sample_weight, check_targets, is_soft
 
 __all__ = [
     "LogisticOracle",
@@ -31,6 +35,7 @@ __all__ = [
     "biased_logistic_loss",
     "binary_exponents",
     "check_logistic_problem",
+    "check_sample_weight",
     "get_oracle_tags",
 ]
 
@@ -110,7 +115,9 @@ def check_logistic_problem(
     ----------
     features : array-like of shape (N, d)
     bias : array-like of shape (N, K), or PairBias
-    labels : array-like of shape (N,), integers in ``[0, K)``
+    labels : array-like of shape (N,) or (N, K)
+        Integer classes in ``[0, K)``, or soft targets: rows of nonnegative numbers summing
+        to 1 (see :func:`slr.oracles.targets.check_targets`).
     pair_bias : bool, default=False
         Return a :class:`~slr.oracles.pair_bias.PairBias` as it is (checked) instead of as its
         dense array.
@@ -118,15 +125,17 @@ def check_logistic_problem(
     Returns
     -------
     features, bias, labels : ndarray
-        C-contiguous float64, float64 and int64 arrays (``bias`` a PairBias where one was
-        given and ``pair_bias`` is True).
+        C-contiguous float64, float64 and int64 (N,) or float64 (N, K) arrays (``bias`` a
+        PairBias where one was given and ``pair_bias`` is True; soft targets divided by their
+        row sums).
 
     Raises
     ------
     ValueError
         Naming the argument that has the wrong shape, non-finite values (or, for
-        ``bias``, a row whose entries span more than :data:`MAX_BIAS_SPAN`) or
-        labels outside ``[0, K)``.
+        ``bias``, a row whose entries span more than :data:`MAX_BIAS_SPAN`),
+        labels outside ``[0, K)`` or soft targets that are negative, not finite or
+        whose rows do not sum to 1.
 
     Notes
     -----
@@ -142,20 +151,18 @@ def check_logistic_problem(
         bias = np.asarray(bias)
     if not isinstance(bias, PairBias):
         bias = np.ascontiguousarray(bias, dtype=np.float64)
-    labels_arr = np.asarray(labels)
     if features.ndim != 2:
         raise ValueError(f"features must be 2-D (N, d), got shape {features.shape}")
     if bias.ndim != 2:
         raise ValueError(f"bias must be 2-D (N, K), got shape {bias.shape}")
-    if labels_arr.ndim != 1:
-        raise ValueError(f"labels must be 1-D (N,), got shape {labels_arr.shape}")
     n = features.shape[0]
     if n == 0:
         raise ValueError("features must contain at least one row")
-    if bias.shape[0] != n or labels_arr.shape[0] != n:
+    labels_rows = np.shape(labels)[0] if np.ndim(labels) in (1, 2) else n
+    if bias.shape[0] != n or labels_rows != n:
         raise ValueError(
             f"features, bias and labels must have the same number of rows, got "
-            f"{n}, {bias.shape[0]} and {labels_arr.shape[0]}"
+            f"{n}, {bias.shape[0]} and {labels_rows}"
         )
     if bias.shape[1] < 1:
         raise ValueError("bias must have at least one column (class)")
@@ -164,16 +171,7 @@ def check_logistic_problem(
     if not isinstance(bias, PairBias) and not np.all(np.isfinite(bias)):
         raise ValueError("bias contains NaN or infinite values")   # a PairBias checked its factors
     bias = _resolvable_bias(bias)
-    if labels_arr.dtype.kind not in "iu":
-        if labels_arr.dtype.kind == "f" and np.all(labels_arr == np.round(labels_arr)):
-            labels_arr = labels_arr.astype(np.int64)
-        else:
-            raise ValueError(f"labels must be integers, got dtype {labels_arr.dtype}")
-    labels_arr = np.ascontiguousarray(labels_arr, dtype=np.int64)
-    k = bias.shape[1]
-    if labels_arr.min() < 0 or labels_arr.max() >= k:
-        raise ValueError(f"labels must lie in [0, {k}) (bias has {k} columns)")
-    return features, bias, labels_arr
+    return features, bias, check_targets(labels, n, bias.shape[1])
 
 
 def _resolvable_bias(bias: np.ndarray | PairBias) -> np.ndarray | PairBias:
@@ -206,7 +204,7 @@ def _resolvable_bias(bias: np.ndarray | PairBias) -> np.ndarray | PairBias:
 
 
 def biased_logistic_loss(
-    scores: np.ndarray, bias: np.ndarray, labels: np.ndarray
+    scores: np.ndarray, bias: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None = None
 ) -> tuple[float, np.ndarray]:
     """Negative biased log-likelihood and its gradient with respect to the scores.
 
@@ -215,22 +213,33 @@ def biased_logistic_loss(
     scores : ndarray of shape (N, K)
         ``g(x_k, y)`` for every example and class.
     bias : ndarray of shape (N, K)
-    labels : ndarray of shape (N,)
+    labels : ndarray of shape (N,) or (N, K)
+        Integer classes, or soft targets ``q_k`` (rows summing to 1).
+    sample_weight : ndarray of shape (N,) or None, default=None
+        Row weights ``w_k`` (None: all 1).
 
     Returns
     -------
     loss : float
-        ``sum_k [log sum_y exp(s_k(y) + b_k(y)) - s_k(y_k) - b_k(y_k)]`` (>= 0).
+        ``sum_k w_k [log sum_y exp(s_k(y) + b_k(y)) - sum_y q_k(y) (s_k(y) + b_k(y))]``
+        (>= 0), with ``q_k = onehot(y_k)`` for integer labels.
     grad : ndarray of shape (N, K)
-        ``softmax(s_k + b_k) - onehot(y_k)``.
+        ``w_k (softmax(s_k + b_k) - q_k)``.
     """
     z = scores + bias
     lse = logsumexp(z, axis=1)
-    rows = np.arange(z.shape[0])
-    loss = float(np.sum(lse - z[rows, labels]))
     grad = np.exp(z - lse[:, None])
-    grad[rows, labels] -= 1.0
-    return loss, grad
+    if is_soft(labels):
+        row_loss = lse - np.einsum("ny,ny->n", labels, z)
+        grad -= labels
+    else:
+        rows = np.arange(z.shape[0])
+        row_loss = lse - z[rows, labels]
+        grad[rows, labels] -= 1.0
+    if sample_weight is None:
+        return float(np.sum(row_loss)), grad
+    grad *= sample_weight[:, None]
+    return float(sample_weight @ row_loss), grad
 
 
 class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
@@ -265,8 +274,8 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
         """This oracle's :class:`OracleTags` (subclasses override to declare capabilities)."""
         return OracleTags()
 
-    def fit(self, features: Any, bias: Any, labels: Any) -> "LogisticOracle":
-        """Maximise the biased logistic likelihood over the function class.
+    def fit(self, features: Any, bias: Any, labels: Any, sample_weight: Any = None) -> "LogisticOracle":
+        """Maximise the (weighted) biased logistic likelihood over the function class.
 
         Parameters
         ----------
@@ -274,8 +283,15 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
         bias : array-like of shape (N, K), or PairBias
             Per-example offsets added to the scores before the softmax. Each row may span
             (``max - min``) at most :data:`MAX_BIAS_SPAN`.
-        labels : array-like of shape (N,)
-            True classes in ``[0, K)``.
+        labels : array-like of shape (N,) or (N, K)
+            True classes in ``[0, K)``, or soft targets: rows ``q_k`` of nonnegative numbers
+            summing to 1 (within :data:`slr.oracles.targets.TARGET_SUM_TOL`; divided by their
+            sums). The loss of a row is then ``lse(s_k + b_k) - <q_k, s_k + b_k>``, as if
+            it were its one-hot rows weighted by ``q_k``. For the pairwise problem, column
+            ``a * L + b`` is the pair class ``(a, b)``.
+        sample_weight : array-like of shape (N,) or None, default=None
+            Nonnegative finite row weights, not all zero (None: every row weighs 1). A row
+            of weight ``w`` counts as ``w`` copies of it in the loss.
 
         Returns
         -------
@@ -291,20 +307,23 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
             resolve_renamed(params, old, new)   # warns from the caller of fit
         features, bias, labels = check_logistic_problem(
             features, bias, labels, pair_bias=get_oracle_tags(self).factored_pair_bias)
+        sample_weight = check_sample_weight(sample_weight, features.shape[0])
         if getattr(self, "n_classes_", None) not in (None, bias.shape[1]) or getattr(
             self, "n_features_in_", None
         ) not in (None, features.shape[1]):
             self._reset()
         self.n_classes_ = bias.shape[1]
         self.n_features_in_ = features.shape[1]
-        self._fit(features, bias, labels, params)
+        self._fit(features, bias, labels, sample_weight, params)
         return self
 
     @abc.abstractmethod
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, params: dict[str, Any]) -> None:
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
+             sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
         """Fit on validated arrays with the validated parameters (new names only), warm-starting
         from the current state if any (``bias`` may be a PairBias in subclasses whose tags declare
-        ``factored_pair_bias``)."""
+        ``factored_pair_bias``; ``labels`` int64 (N,) or soft float64 (N, K); ``sample_weight``
+        float64 (N,) or None for unit weights)."""
 
     @abc.abstractmethod
     def decision_function(self, features: Any) -> np.ndarray:
@@ -316,10 +335,12 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
             if name.endswith("_") and not name.startswith("__"):
                 delattr(self, name)
 
-    def loss(self, features: Any, bias: Any, labels: Any) -> float:
-        """The biased logistic loss (negative log-likelihood, summed) of the fitted function."""
+    def loss(self, features: Any, bias: Any, labels: Any, sample_weight: Any = None) -> float:
+        """The biased logistic loss (negative log-likelihood, weighted sum over the rows) of the
+        fitted function, for labels or soft targets as :meth:`fit` takes them."""
         features, bias, labels = check_logistic_problem(features, bias, labels)
-        return biased_logistic_loss(self.decision_function(features), bias, labels)[0]
+        sample_weight = check_sample_weight(sample_weight, features.shape[0])
+        return biased_logistic_loss(self.decision_function(features), bias, labels, sample_weight)[0]
 
     def _check_features(self, features: Any) -> np.ndarray:
         """Validate features for prediction against the fitted input width."""

@@ -6,6 +6,14 @@ The biased problem maps onto LightGBM directly: the bias ``b`` is the Dataset's
 ``ravel(order="F")`` by the Python package), does not boost from the average when an
 init score is given, and leaves the init score out of ``predict(raw_score=True)``,
 so the raw prediction is exactly the learned ``f(x, y)``.
+
+Row weights are the Dataset's ``weight``. Soft targets go through a custom objective (a
+callable ``objective``, which LightGBM 4 calls with the training scores *including* the init
+score): LightGBM's ``multiclass`` objective takes integer labels only, and expanding each row
+into K weighted one-hot rows would multiply the data by K (676 pair classes on letters) and
+change what ``min_data_in_leaf`` counts. The custom objective returns what ``multiclass``
+computes, with the target in place of the one-hot label: gradient ``w (p - q)`` and Hessian
+``w K / (K - 1) p (1 - p)``.
 """
 from __future__ import annotations
 
@@ -157,7 +165,8 @@ class LightGBM(LogisticOracle):
             params.update(checked["params"])
         return params
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, checked: dict[str, Any]) -> None:
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
+             sample_weight: np.ndarray | None, checked: dict[str, Any]) -> None:
         lightgbm = import_optional("lightgbm", "lightgbm", "the LightGBM oracle")
         n, k = bias.shape
         if n < 2:
@@ -168,10 +177,15 @@ class LightGBM(LogisticOracle):
         self.constant_ = np.zeros(k)
         if k == 1 or n_rounds == 0:
             return
+        dataset_labels = labels
+        if labels.ndim == 2:
+            params["objective"] = _soft_target_objective(labels, sample_weight)
+            dataset_labels = labels.argmax(axis=1)   # not read by the custom objective
         if features.shape[1] > 0:  # LightGBM refuses a dataset without feature columns
             dataset = lightgbm.Dataset(
                 features,
-                label=labels,
+                label=dataset_labels,
+                weight=sample_weight,
                 init_score=bias.ravel(order="F"),  # class-major, see the module docstring
                 params={"max_bin": params["max_bin"], "verbosity": -1},
                 free_raw_data=True,
@@ -186,7 +200,7 @@ class LightGBM(LogisticOracle):
             subsample=checked["subsample"],
             l2_regularization=params["lambda_l2"],
             random_state=params["seed"],
-        ).fit(np.empty((n, 0)), bias, labels)
+        ).fit(np.empty((n, 0)), bias, labels, sample_weight)
         self.constant_ = single_leaves.decision_function(np.empty((1, 0)))[0]
 
     def decision_function(self, features: Any) -> np.ndarray:
@@ -198,6 +212,25 @@ class LightGBM(LogisticOracle):
             features, raw_score=True, num_threads=resolve_threads(self.n_jobs)
         )
         return np.asarray(scores, dtype=np.float64).reshape(features.shape[0], self.n_classes_)
+
+
+def _soft_target_objective(targets: np.ndarray, sample_weight: np.ndarray | None):
+    """LightGBM's multiclass gradient and Hessian for soft ``targets`` (N, K), as a custom
+    objective (see the module docstring); LightGBM does not weight a custom objective's
+    output, so the weights are applied here."""
+    factor = targets.shape[1] / (targets.shape[1] - 1.0)
+
+    def objective(scores: np.ndarray, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
+        probabilities = np.exp(scores - scores.max(axis=1, keepdims=True))
+        probabilities /= probabilities.sum(axis=1, keepdims=True)
+        grad = probabilities - targets
+        hess = factor * probabilities * (1.0 - probabilities)
+        if sample_weight is not None:
+            grad *= sample_weight[:, None]
+            hess *= sample_weight[:, None]
+        return grad, hess
+
+    return objective
 
 
 def _stopped_without_split(booster: Any) -> bool:

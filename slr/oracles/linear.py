@@ -42,26 +42,32 @@ class _ClassMajorLoss:
     classes run along contiguous rows, with preallocated block buffers; this is several
     times faster than row-major code for small K. With ``fit_intercept`` a constant
     feature is appended, so the intercept is the last column of ``coef``. Agrees with
-    :func:`slr.oracles.base.biased_logistic_loss` (tested).
+    :func:`slr.oracles.base.biased_logistic_loss` (tested). ``n`` is the total weight of the
+    rows (their number without weights).
     """
 
     def __init__(
-        self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, fit_intercept: bool
+        self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, fit_intercept: bool,
+        sample_weight: np.ndarray | None = None,
     ) -> None:
         n, k = bias.shape
-        self.n, self.k = n, k
+        self.n, self.k = (n if sample_weight is None else float(sample_weight.sum())), k
         features_t = features.T
         if fit_intercept:
             features_t = np.vstack([features_t, np.ones((1, n))])
         self.features_t = np.ascontiguousarray(features_t)
         self.bias_t = np.ascontiguousarray(bias.T)
+        self.weights = sample_weight
+        # soft targets class-major, as the scores
+        self.targets_t = np.ascontiguousarray(labels.T) if labels.ndim == 2 else None
         step = max(1, _BLOCK_ELEMENTS // k)
         self.buffer = np.empty(k * min(step, n))
         self.blocks = []
         for start in range(0, n, step):
             stop = min(n, start + step)
             # flat positions of the true labels inside a (k, stop - start) block
-            label_pos = labels[start:stop] * (stop - start) + np.arange(stop - start)
+            label_pos = (None if self.targets_t is not None
+                         else labels[start:stop] * (stop - start) + np.arange(stop - start))
             self.blocks.append((start, stop, label_pos))
 
     @property
@@ -69,7 +75,9 @@ class _ClassMajorLoss:
         return self.features_t.shape[0]
 
     def __call__(self, coef: np.ndarray) -> tuple[float, np.ndarray]:
-        """Summed loss and its gradient with respect to ``coef`` (K, n_columns)."""
+        """Summed (weighted) loss and its gradient with respect to ``coef`` (K, n_columns)."""
+        if self.weights is not None or self.targets_t is not None:
+            return self._general(coef)
         k = self.k
         loss = 0.0
         grad = np.zeros_like(coef)
@@ -90,6 +98,40 @@ class _ClassMajorLoss:
             grad += z @ x_t.T
         return loss, grad
 
+    def _general(self, coef: np.ndarray) -> tuple[float, np.ndarray]:
+        """:meth:`__call__` with row weights or soft targets (rows summing to 1, so the
+        shift by each row's maximum cancels in ``lse - <q, z>`` as it does for labels)."""
+        k = self.k
+        loss = 0.0
+        grad = np.zeros_like(coef)
+        for start, stop, label_pos in self.blocks:
+            m = stop - start
+            flat = self.buffer[: k * m]
+            z = flat.reshape(k, m)
+            x_t = self.features_t[:, start:stop]
+            np.matmul(coef, x_t, out=z)
+            z += self.bias_t[:, start:stop]
+            z -= z.max(axis=0)
+            if self.targets_t is None:
+                picked = flat[label_pos]
+            else:
+                targets = self.targets_t[:, start:stop]
+                picked = np.einsum("km,km->m", targets, z)
+            np.exp(z, out=z)
+            total = z.sum(axis=0)
+            row_loss = np.log(total) - picked
+            z /= total
+            if self.targets_t is None:
+                flat[label_pos] -= 1.0
+            else:
+                z -= targets
+            if self.weights is not None:
+                row_loss *= self.weights[start:stop]
+                z *= self.weights[start:stop]
+            loss += float(row_loss.sum())
+            grad += z @ x_t.T
+        return loss, grad
+
     def hessian_blocks(self, coef: np.ndarray) -> np.ndarray:
         """Per-class diagonal blocks ``sum_k p_k(y)(1 - p_k(y)) x_k x_k^T``, shape (K, D, D)."""
         k, cols = self.k, self.n_columns
@@ -104,6 +146,8 @@ class _ClassMajorLoss:
             np.exp(z, out=z)
             z /= z.sum(axis=0)
             z *= 1.0 - z
+            if self.weights is not None:
+                z *= self.weights[start:stop]
             # one matrix product per class or per column, whichever are fewer
             if k < cols:
                 np.sqrt(z, out=z)
@@ -117,13 +161,13 @@ class _ClassMajorLoss:
 
 
 def _loss(features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
-          fit_intercept: bool) -> _ClassMajorLoss | PairLoss:
+          fit_intercept: bool, sample_weight: np.ndarray | None) -> _ClassMajorLoss | PairLoss:
     """The loss of a fit: factored (:class:`PairLoss`) for a pair bias on rows that all have the
     same features (:func:`factorable`), else the dense class-major loss."""
     if factorable(features, bias):
         row = np.append(features[0], 1.0) if fit_intercept else features[0].copy()
-        return PairLoss(row, bias, labels)
-    return _ClassMajorLoss(features, np.asarray(bias), labels, fit_intercept)
+        return PairLoss(row, bias, labels, sample_weight)
+    return _ClassMajorLoss(features, np.asarray(bias), labels, fit_intercept, sample_weight)
 
 
 def _inverse_sqrt(blocks: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
@@ -138,9 +182,10 @@ def _inverse_sqrt(blocks: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
 class Linear(LogisticOracle):
     """Multinomial logistic regression with per-example biases.
 
-    Minimises ``sum_k loss_k(W x_k + c) + l2/2 ||W||_F^2`` (the intercept ``c`` is not
-    penalised), where ``loss_k(s) = log sum_y exp(s_y + b_k(y)) - s_{y_k} - b_k(y_k)``,
-    with scipy's L-BFGS-B on the exact loss and gradient. Each fit starts from the
+    Minimises ``sum_k w_k loss_k(W x_k + c) + l2/2 ||W||_F^2`` (the intercept ``c`` is not
+    penalised), where ``loss_k(s) = log sum_y exp(s_y + b_k(y)) - <q_k, s + b_k>`` with
+    ``q_k`` the one-hot label or soft target of row ``k`` and ``w_k`` its weight (1 by
+    default; see :meth:`fit`), with scipy's L-BFGS-B on the exact loss and gradient. Each fit starts from the
     previous solution when the problem's shape is unchanged, and never returns a
     solution with a higher objective than its starting point.
 
@@ -166,8 +211,8 @@ class Linear(LogisticOracle):
         Add an unpenalised per-class offset ``c_y``.
     tol : float, default=1e-6
         Stop when the largest gradient component of the *mean* objective
-        (objective divided by N) is below ``tol``, with respect to the coefficients of
-        the rescaled features (see Notes).
+        (objective divided by N, or by the total weight with ``sample_weight``) is below
+        ``tol``, with respect to the coefficients of the rescaled features (see Notes).
     max_iter : int, default=1000
         Maximum number of L-BFGS iterations per fit (over all cycles).
     refresh : int, default=50
@@ -228,7 +273,7 @@ class Linear(LogisticOracle):
         return loss / problem.n, grad / problem.n
 
     def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
-             params: dict[str, Any]) -> None:
+             sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
         l2, tol, fit_intercept, max_iter, refresh = (
             params[name] for name in ("l2", "tol", "fit_intercept", "max_iter", "refresh"))
         d, k = features.shape[1], bias.shape[1]
@@ -247,18 +292,16 @@ class Linear(LogisticOracle):
         self.n_iter_, self.converged_ = 0, True
         if coef.size:
             with _single_threaded_blas():
-                coef = self._minimise(
-                    coef, features, bias, labels, penalty, fit_intercept, tol, max_iter, refresh
-                )
+                problem = _loss(features, bias, labels, fit_intercept, sample_weight)
+                coef = self._minimise(coef, problem, bias, penalty, tol, max_iter, refresh)
         self.coef_ = np.ldexp(coef[:, :d], -exponents)
         self.intercept_ = coef[:, d].copy() if fit_intercept else np.zeros(k)
 
     def _minimise(
-        self, coef: np.ndarray, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
-        penalty: np.ndarray, fit_intercept: bool, tol: float, max_iter: int, refresh: int,
+        self, coef: np.ndarray, problem: _ClassMajorLoss | PairLoss, bias: np.ndarray | PairBias,
+        penalty: np.ndarray, tol: float, max_iter: int, refresh: int,
     ) -> np.ndarray:
         k, cols = coef.shape
-        problem = _loss(features, bias, labels, fit_intercept)
         value, grad = self._objective(coef, problem, penalty)
         if not np.isfinite(value) and np.any(coef):
             # a warm start fitted to differently scaled data: start from zero instead

@@ -28,9 +28,13 @@ class MLP(LogisticOracle):
         params <- params - eta * step
 
     i.e. "each step is a combination of .9 of the last step and .1 of the current
-    gradient" (chapter Sec. 1.9.5). Fitting again on a problem of the same shape
-    continues from the current weights and momentum, as the chapter does across
-    learning iterations. SGD finds a local optimum only and does not guarantee that
+    gradient" (chapter Sec. 1.9.5). The loss is the weighted soft cross-entropy of
+    :meth:`fit`; a row's gradient is ``w_k / mean(w) * (softmax - q_k)``, so the weights
+    only set the rows' relative importance (equal weights give the unweighted fit to
+    rounding; integer weights equal duplicated rows in expectation over the batches, and
+    exactly, to rounding, with one batch per epoch). Fitting again on a problem of the
+    same shape continues from the current weights and momentum, as the chapter does
+    across learning iterations. SGD finds a local optimum only and does not guarantee that
     a refit lowers the loss.
 
     Parameters
@@ -56,9 +60,9 @@ class MLP(LogisticOracle):
     standardize : bool, default=True
         Feed the network ``(x - mean) / std`` with the per-feature mean and standard
         deviation of the first fit (kept across warm starts; constant features pass
-        unchanged). This does not change the function class, only SGD's conditioning:
-        on denoising-like features in [0, 1] it is what lets the hidden units leave the
-        linear regime within the per-fit budget.
+        unchanged; weighted by ``sample_weight`` where given). This does not change the
+        function class, only SGD's conditioning: on denoising-like features in [0, 1] it
+        is what lets the hidden units leave the linear regime within the per-fit budget.
 
     Attributes
     ----------
@@ -138,7 +142,8 @@ class MLP(LogisticOracle):
         return self._split(self.params_)[3]
 
     # fitting -----------------------------------------------------------------------------
-    def _initialise(self, n_hidden: int, features: np.ndarray, settings: dict[str, Any]) -> None:
+    def _initialise(self, n_hidden: int, features: np.ndarray, sample_weight: np.ndarray | None,
+                    settings: dict[str, Any]) -> None:
         self.rng_ = check_generator(settings["random_state"])
         d, k = self.n_features_in_, self.n_classes_
         self.params_ = np.zeros(n_hidden * d + n_hidden + k * n_hidden + k, dtype=_DTYPE)
@@ -153,8 +158,14 @@ class MLP(LogisticOracle):
             # statistics of columns scaled by powers of two: exact, and no overflow
             exponents = binary_exponents(features)
             scaled = np.ldexp(features, -exponents)
-            mean = np.ldexp(scaled.mean(axis=0), exponents)
-            std = np.ldexp(scaled.std(axis=0), exponents)
+            if sample_weight is None:
+                mean = np.ldexp(scaled.mean(axis=0), exponents)
+                std = np.ldexp(scaled.std(axis=0), exponents)
+            else:
+                scaled_mean = np.average(scaled, axis=0, weights=sample_weight)
+                variance = np.average((scaled - scaled_mean) ** 2, axis=0, weights=sample_weight)
+                mean = np.ldexp(scaled_mean, exponents)
+                std = np.ldexp(np.sqrt(variance), exponents)
             varies = std > 1e-12 * np.maximum(1.0, np.abs(mean))
             self.input_mean_[varies] = mean[varies]
             self.input_scale_[varies] = std[varies]
@@ -177,18 +188,27 @@ class MLP(LogisticOracle):
             )
         return out.astype(_DTYPE)
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, params: dict[str, Any]) -> None:
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
+             sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
         with _single_threaded_blas():
-            self._sgd(features, bias, labels, params)
+            self._sgd(features, bias, labels, sample_weight, params)
 
-    def _sgd(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, settings: dict[str, Any]) -> None:
+    def _sgd(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
+             sample_weight: np.ndarray | None, settings: dict[str, Any]) -> None:
         n_hidden, eta, mom, batch_size, n_epochs = (
             settings[name] for name in ("n_hidden", "learning_rate", "momentum", "batch_size", "n_epochs"))
         if not hasattr(self, "params_"):
-            self._initialise(n_hidden, features, settings)
+            self._initialise(n_hidden, features, sample_weight, settings)
         n = features.shape[0]
         features = self._transform(features)
         bias = bias.astype(_DTYPE)
+        soft = labels.ndim == 2
+        if soft:
+            labels = labels.astype(_DTYPE)
+        # relative weights (mean 1): the step size means what it means without weights
+        scale = None
+        if sample_weight is not None:
+            scale = (sample_weight * (n / sample_weight.sum())).astype(_DTYPE)
         mom, omm, eta = _DTYPE(mom), _DTYPE(1.0 - mom), _DTYPE(eta)
         params, velocity = self.params_, self.velocity_
         grad = np.empty_like(params)
@@ -198,6 +218,7 @@ class MLP(LogisticOracle):
         for _ in range(n_epochs):
             order = self.rng_.permutation(n)
             xs, bs, ys = features[order], bias[order], labels[order]
+            ws = None if scale is None else scale[order]
             for start in range(0, n, batch_size):
                 stop = min(n, start + batch_size)
                 m = stop - start
@@ -211,7 +232,12 @@ class MLP(LogisticOracle):
                 z -= z.max(axis=1, keepdims=True)
                 np.exp(z, out=z)
                 z /= z.sum(axis=1, keepdims=True)
-                z[rows[:m], y] -= 1.0
+                if soft:
+                    z -= y
+                else:
+                    z[rows[:m], y] -= 1.0
+                if ws is not None:
+                    z *= ws[start:stop, None]
                 z /= m  # z is now d(mean loss)/d(scores)
                 np.matmul(z.T, hidden, out=gw)
                 z.sum(axis=0, out=ge)

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from slr.oracles.targets import is_soft, target_totals
+
 __all__ = ["PairBias", "PairLoss", "factorable"]
 
 # The factored sums are used when every row's factors span at most this many nats
@@ -108,20 +110,41 @@ class PairLoss:
     row : ndarray of shape (D,)
         The features of every row (with a trailing 1 for an intercept).
     bias : PairBias
-    labels : ndarray of shape (N,)
+    labels : ndarray of shape (N,), int, or (N, L * L), soft targets (rows summing to 1)
+    sample_weight : ndarray of shape (N,) or None, default=None
+        Row weights; ``n`` is then their sum (the number of rows without).
     """
 
-    def __init__(self, row: np.ndarray, bias: PairBias, labels: np.ndarray) -> None:
+    def __init__(self, row: np.ndarray, bias: PairBias, labels: np.ndarray,
+                 sample_weight: np.ndarray | None = None) -> None:
         self.n, self.k = bias.shape
         self.L = bias.n_states
         self.row = row
-        self.counts = np.bincount(labels, minlength=self.k).astype(np.float64)
-        self.truth_bias = float(bias.at(labels).sum())
+        self.weights = sample_weight
+        self.counts = target_totals(labels, self.k, sample_weight)
+        if is_soft(labels):
+            # <q_e, b_e> = <q_e's marginal of a, left_e> + <q_e's marginal of b, right_e>
+            pairs = labels.reshape(-1, self.L, self.L)
+            truth = (np.einsum("nab,na->n", pairs, bias.left)
+                     + np.einsum("nab,nb->n", pairs, bias.right))
+        else:
+            truth = bias.at(labels)
         left_top = bias.left.max(axis=1)
         right_top = bias.right.max(axis=1)
         self.U = np.exp(bias.left - left_top[:, None])
         self.V = np.exp(bias.right - right_top[:, None])
-        self.offset = float(np.sum(left_top + right_top))   # log Z_e = log(sum ...) + tops + max(s)
+        if sample_weight is None:
+            self.truth_bias = float(truth.sum())
+            self.offset = float(np.sum(left_top + right_top))   # log Z_e = log(sum ...) + tops + max(s)
+        else:
+            self.n = float(sample_weight.sum())
+            self.truth_bias = float(sample_weight @ truth)
+            self.offset = float(sample_weight @ (left_top + right_top))
+
+    def _row_scale(self, Z: np.ndarray, power: int = 1) -> np.ndarray:
+        """``w_e / Z_e^power`` as a column (``1 / Z_e^power`` without weights)."""
+        inv = 1.0 / Z if power == 1 else 1.0 / (Z * Z)
+        return (inv if self.weights is None else self.weights * inv)[:, None]
 
     def _factors(self, coef: np.ndarray):
         """The scores, ``S = exp(s - max s)`` as (L, L), ``max s`` and ``Z_e`` without its offsets."""
@@ -133,17 +156,26 @@ class PairLoss:
 
     def __call__(self, coef: np.ndarray) -> tuple[float, np.ndarray]:
         scores, S, top, Z = self._factors(coef)
-        loss = float(np.sum(np.log(Z))) + self.offset + self.n * top - float(self.counts @ scores) - self.truth_bias
-        # sum_e p_e(ab) = S_ab sum_e U_ea V_eb / Z_e
-        expected = (S * (self.U.T @ (self.V / Z[:, None]))).ravel()
+        if self.weights is None:
+            log_z = float(np.sum(np.log(Z)))
+            # sum_e p_e(ab) = S_ab sum_e U_ea V_eb / Z_e
+            expected = (S * (self.U.T @ (self.V / Z[:, None]))).ravel()
+        else:
+            log_z = float(self.weights @ np.log(Z))
+            expected = (S * (self.U.T @ (self.V * self._row_scale(Z)))).ravel()
+        loss = log_z + self.offset + self.n * top - float(self.counts @ scores) - self.truth_bias
         return loss, np.outer(expected - self.counts, self.row)
 
     def hessian_blocks(self, coef: np.ndarray) -> np.ndarray:
-        """``sum_e p_e(k)(1 - p_e(k)) x x^T`` per class ``k``, shape (K, D, D)."""
+        """``sum_e w_e p_e(k)(1 - p_e(k)) x x^T`` per class ``k``, shape (K, D, D)."""
         _, S, _, Z = self._factors(coef)
-        inv = 1.0 / Z[:, None]
-        expected = S * (self.U.T @ (self.V * inv))
-        squares = S * S * ((self.U * self.U).T @ (self.V * self.V * (inv * inv)))
+        if self.weights is None:
+            inv = 1.0 / Z[:, None]
+            once, twice = inv, inv * inv
+        else:
+            once, twice = self._row_scale(Z), self._row_scale(Z, 2)
+        expected = S * (self.U.T @ (self.V * once))
+        squares = S * S * ((self.U * self.U).T @ (self.V * self.V * twice))
         weights = (expected - squares).ravel()
         return weights[:, None, None] * np.outer(self.row, self.row)[None]
 

@@ -9,6 +9,7 @@ from slr._params import Integer, Real
 from slr.oracles.base import LogisticOracle, OracleTags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
+from slr.oracles.targets import target_totals
 
 __all__ = ["Zero", "Constant"]
 
@@ -31,7 +32,7 @@ class Zero(LogisticOracle):
         pass
 
     def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
-             params: dict[str, Any]) -> None:
+             sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
         pass
 
     def decision_function(self, features: Any) -> np.ndarray:
@@ -43,11 +44,13 @@ class Zero(LogisticOracle):
 class Constant(LogisticOracle):
     """A table ``g(y)`` that ignores the features (chapter Sec. 1.9.2).
 
-    Minimises ``sum_k [log sum_y exp(g(y) + b_k(y)) - g(y_k) - b_k(y_k)] + l2/2 ||g||^2``,
-    a smooth convex problem in ``K`` variables. When ``l2 == 0``, every class occurs and
-    all bias rows are equal, the optimum is in closed form (``softmax(g + b)`` equals
-    the empirical class frequencies; the table is centred to mean zero). Otherwise it is
-    solved with L-BFGS-B, warm-started from the previous table.
+    Minimises ``sum_k w_k [log sum_y exp(g(y) + b_k(y)) - <q_k, g + b_k>] + l2/2 ||g||^2``
+    (``q_k`` the target of row ``k``, ``w_k`` its weight; see :meth:`fit`), a smooth convex
+    problem in ``K`` variables. When ``l2 == 0``, every class has positive total target
+    weight ``c_y = sum_k w_k q_k(y)`` and all bias rows are equal, the optimum is in closed
+    form (``softmax(g + b)`` equals the class frequencies ``c / sum(c)``; the table is
+    centred to mean zero). Otherwise it is solved with L-BFGS-B, warm-started from the
+    previous table.
 
     Parameters
     ----------
@@ -79,10 +82,10 @@ class Constant(LogisticOracle):
         self.max_iter = max_iter
 
     def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
-             params: dict[str, Any]) -> None:
+             sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
         l2, tol, max_iter = params["l2"], params["tol"], params["max_iter"]
         n, k = bias.shape
-        counts = np.bincount(labels, minlength=k).astype(np.float64)
+        counts = target_totals(labels, k, sample_weight)
         pair = isinstance(bias, PairBias)
         if l2 == 0 and np.all(counts > 0) and (bias.rows_equal() if pair else np.all(bias == bias[0])):
             table = np.log(counts) - (bias.row(0) if pair else bias[0])
@@ -96,7 +99,7 @@ class Constant(LogisticOracle):
         if start is not None:
             solver.coef_ = start[:, None].copy()
             solver.n_classes_, solver.n_features_in_ = k, 1
-        solver.fit(np.ones((n, 1)), bias, labels)
+        solver.fit(np.ones((n, 1)), bias, labels, sample_weight)
         self.table_ = solver.coef_[:, 0].copy()
         self.n_iter_ = solver.n_iter_
 

@@ -94,7 +94,9 @@ class BoostedTrees(LogisticOracle):
     repeating") and performs ``n_rounds`` rounds, each of which
 
     1. draws ``subsample`` rows without replacement (the same rows serve steps 2-4);
-    2. computes the log-likelihood gradient ``g_k = onehot(y_k) - softmax(f(x_k) + b_k)``;
+    2. computes the log-likelihood gradient ``g_k = w_k (q_k - softmax(f(x_k) + b_k))``
+       (``q_k = onehot(y_k)`` and ``w_k = 1`` unless soft targets and weights are given:
+       see :meth:`fit` and Notes);
     3. induces, best split first, where a split must leave at least ``min_leaf_fraction``
        of the subset in each child and nodes holding less than ``min_split_fraction`` of
        it are not split,
@@ -176,7 +178,8 @@ class BoostedTrees(LogisticOracle):
         Leaf vectors (vector trees) or values (per-class trees), already multiplied by
         ``learning_rate`` (and ``(K - 1) / K`` per class; zero at internal nodes).
     subset_loss_ : ndarray of shape (n_rounds_total,)
-        Mean biased loss on each round's subset *before* that round's trees were added.
+        Mean (weighted mean, with weights) biased loss on each round's subset *before* that
+        round's trees were added.
     round_seconds_ : ndarray of shape (n_rounds_total,)
         Seconds from the start of the :meth:`fit` that ran each round to the round's end
         (binning and sorting included): the time the ensemble's first ``r`` rounds took.
@@ -194,6 +197,18 @@ class BoostedTrees(LogisticOracle):
 
     Notes
     -----
+    With ``sample_weight`` every tree is a weighted least-squares tree: it minimises
+    ``sum_k w_k ||r_k - t(x_k)||^2`` for the residuals ``r_k = q_k - softmax(f + b_k)`` (its
+    leaf values the weighted mean residuals, its splits scored with the children's weights in
+    place of their row counts), and the leaf re-fit minimises the weighted loss (gradient and
+    Hessian multiplied by the weights). The rows of a round are drawn uniformly, whatever
+    their weights; the leaf and split minima then count weight: a child must weigh at least
+    ``min_leaf_fraction`` of the round's subset's total weight (and more than 0), a node at
+    least ``min_split_fraction`` of it (and hold 2 rows) to be split. So a row of integer
+    weight ``w`` acts as ``w`` copies of it wherever the subset is the whole problem, and a
+    soft row as its one-hot rows weighted by its targets. ``subset_loss_`` is then the
+    weighted mean loss. Without weights every rule counts rows, as before.
+
     All fitted state is plain NumPy arrays, so the model pickles. ``K == 1`` gives
     the zero function (the loss is identically 0). Where no split is possible (no
     feature columns, constant features) every tree is a single leaf, so the ensemble
@@ -273,6 +288,8 @@ class BoostedTrees(LogisticOracle):
         if params["max_leaf_nodes"] is not None:
             max_leaves = min(max_leaves, params["max_leaf_nodes"])
         return {
+            "min_leaf_fraction": min_leaf_fraction,
+            "min_split_fraction": min_split_fraction,
             "tree": params["tree"],
             "splitter": resolve_splitter(params["splitter"], n_features),
             "n_rounds": params["n_rounds"],
@@ -286,7 +303,8 @@ class BoostedTrees(LogisticOracle):
             "n_jobs": resolve_threads(params["n_jobs"]),
         }
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray, params: dict[str, Any]) -> None:
+    def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
+             sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
         fit_start = time.perf_counter()
         n, k = bias.shape
         if n < 2:
@@ -306,7 +324,7 @@ class BoostedTrees(LogisticOracle):
             trees, subset_loss, round_seconds = [], [], []
 
         if k > 1:
-            self._boost(features, bias, labels, scores, p, rng, trees, subset_loss,
+            self._boost(features, bias, labels, sample_weight, scores, p, rng, trees, subset_loss,
                         round_seconds, fit_start)
         self._pack_trees(trees, k if not per_class else 1)
         self.subset_loss_ = np.asarray(subset_loss, dtype=np.float64)
@@ -320,6 +338,7 @@ class BoostedTrees(LogisticOracle):
         features: np.ndarray,
         bias: np.ndarray,
         labels: np.ndarray,
+        sample_weight: np.ndarray | None,
         scores: np.ndarray,
         p: dict,
         rng: np.random.Generator,
@@ -341,6 +360,11 @@ class BoostedTrees(LogisticOracle):
         margins = np.empty((n_sub, k))
         grad = np.empty((n_sub, k))
         sub_labels = np.empty(n_sub, dtype=np.int64)
+        soft = labels.ndim == 2
+        # with soft targets the kernels copy but never read the labels
+        hard_labels = np.zeros(n, dtype=np.int64) if soft else labels
+        sub_weights = sub_targets = None
+        min_leaf, min_split = p["min_leaf"], p["min_split"]
         if hist:
             all_codes, n_bins, bin_low, bin_high = bin_features(features)
         if full:
@@ -355,13 +379,25 @@ class BoostedTrees(LogisticOracle):
                 rows = np.sort(rng.choice(n, size=n_sub, replace=False, shuffle=False))
                 rows = rows.astype(np.intp, copy=False)
                 sub_features = features[rows]
+            if soft and (sub_targets is None or not full):
+                sub_targets = np.ascontiguousarray(labels[rows])
+            if sample_weight is not None and (sub_weights is None or not full):
+                sub_weights = np.ascontiguousarray(sample_weight[rows])
+                subset_weight = float(sub_weights.sum())
+                # the minima count weight (see Notes), rounded as fraction_to_rows rounds
+                min_leaf = p["min_leaf_fraction"] * subset_weight * (1.0 - 1e-12)
+                min_split = p["min_split_fraction"] * subset_weight * (1.0 - 1e-12)
             if hist:
                 if not full:
                     sub_codes = np.ascontiguousarray(all_codes[:, rows])
             else:
                 order = full_order.copy() if full else sorted_orders(sub_features)
-            loss = logistic.subset_gradient(scores, bias, labels, rows, margins, grad, sub_labels)
-            subset_loss.append(loss / n_sub)
+            loss = logistic.subset_gradient(scores, bias, hard_labels, rows, margins, grad, sub_labels,
+                                            sub_weights, sub_targets)
+            if sample_weight is None:
+                subset_loss.append(loss / n_sub)
+            else:   # a subset of rows that all weigh 0 has loss 0, and its trees are zero
+                subset_loss.append(loss / subset_weight if subset_weight > 0 else 0.0)
             if per_class:
                 # every class's tree sees this round's margins: no tree of the round moves them
                 logistic.class_margins(margins, class_margin)
@@ -370,22 +406,24 @@ class BoostedTrees(LogisticOracle):
                 if hist:
                     grown = growth.grow_tree_hist(
                         sub_codes, target, n_bins, bin_low, bin_high,
-                        np.arange(n_sub, dtype=np.intp), p["min_leaf"], p["min_split"],
-                        p["max_leaf_nodes"],
+                        np.arange(n_sub, dtype=np.intp), min_leaf, min_split,
+                        p["max_leaf_nodes"], sub_weights,
                     )
                 else:
                     grown = growth.grow_tree(sub_features, target,
                                              order.copy() if per_class else order,
-                                             p["min_leaf"], p["min_split"], p["max_leaf_nodes"])
+                                             min_leaf, min_split, p["max_leaf_nodes"], sub_weights)
                 values = grown.leaf_value  # the mean gradients, re-fitted in place
                 if c < 0:
                     logistic.refit_leaves(margins, sub_labels, grown.rows, grown.leaf_start,
-                                          grown.leaf_end, values, p["l2"], p["newton_steps"])
+                                          grown.leaf_end, values, p["l2"], p["newton_steps"],
+                                          sub_weights, sub_targets)
                 else:
                     values = np.ascontiguousarray(values[:, 0])
                     logistic.refit_class_leaves(class_margin, sub_labels, grown.rows,
                                                 grown.leaf_start, grown.leaf_end, values, c,
-                                                p["l2"], p["newton_steps"])
+                                                p["l2"], p["newton_steps"], sub_weights,
+                                                sub_targets)
                     values = values[:, None]
                 tree = grown.fitted(shrink * values, column=c)
                 predictor.add_tree(features, tree, scores, p["n_jobs"])

@@ -14,7 +14,7 @@ from slr._kernel_utils cimport intp_t
 
 cdef struct Split:
     intp_t feature      # -1: no admissible split
-    intp_t n_left       # rows that go left (x <= threshold)
+    intp_t n_left       # rows that go left (x <= threshold); the histogram search's partition sets it
     double threshold
     double gain         # decrease of the squared loss
     intp_t bin          # histogram search: the last bin that goes left
@@ -22,7 +22,7 @@ cdef struct Split:
 
 cdef struct SplitScan:
     # the best candidate of a split search so far
-    double score        # |S_L|^2 / n_L + |S_R|^2 / n_R
+    double score        # |S_L|^2 / w_L + |S_R|^2 / w_R
     intp_t feature      # -1: none yet
     intp_t n_left
     double below        # largest value going left
@@ -36,15 +36,16 @@ cdef inline void start_scan(SplitScan* best) noexcept nogil:
 
 
 cdef inline double children_score(const double* left_sum, const double* total, intp_t K,
-                                  intp_t n_left, intp_t n_right) noexcept nogil:
-    """``|S_L|^2 / n_L + |S_R|^2 / n_R`` with ``S_R = total - S_L``."""
+                                  double left_weight, double right_weight) noexcept nogil:
+    """``|S_L|^2 / w_L + |S_R|^2 / w_R`` with ``S_R = total - S_L`` (S the children's weighted
+    target sums, w their weights: row counts without weights)."""
     cdef intp_t k
     cdef double diff, left = 0.0, right = 0.0
     for k in range(K):
         left += left_sum[k] * left_sum[k]
         diff = total[k] - left_sum[k]
         right += diff * diff
-    return left / n_left + right / n_right
+    return left / left_weight + right / right_weight
 
 
 cdef inline double midpoint(double below, double above) noexcept nogil:
@@ -55,18 +56,18 @@ cdef inline double midpoint(double below, double above) noexcept nogil:
     return middle
 
 
-cdef inline void take_best(const SplitScan* best, const double* total, intp_t K, intp_t n,
+cdef inline void take_best(const SplitScan* best, const double* total, intp_t K, double weight,
                            Split* out) noexcept nogil:
-    """Make the search's best candidate the node's split if it lowers the squared loss:
-    its gain over the unsplit node, ``score - |S|^2 / n``, must be positive. Otherwise
-    ``out.feature`` stays -1."""
+    """Make the search's best candidate the node's split if it lowers the (weighted) squared
+    loss: its gain over the unsplit node of weight ``w``, ``score - |S|^2 / w``, must be
+    positive. Otherwise ``out.feature`` stays -1."""
     cdef intp_t k
     cdef double parent = 0.0, gain
     if best.feature < 0:
         return
     for k in range(K):
         parent += total[k] * total[k]
-    gain = best.score - parent / n
+    gain = best.score - parent / weight
     if not (gain > 0.0):
         return
     out.feature = best.feature

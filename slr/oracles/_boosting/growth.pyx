@@ -1,9 +1,12 @@
 # cython: language_level=3
 """Best-first growth of one regression tree on the squared loss.
 
-A tree for the gradient vectors ``G`` (one for all classes, vector leaves, or one per
-class, ``K = 1``) minimises ``sum_k ||g_k - t(x_k)||^2``: the leaf of largest gain is
-split first, until the tree has ``max_leaves`` leaves or no leaf can be split. The
+A tree for the gradient vectors ``r_k`` of rows of weight ``w_k`` (one for all classes,
+vector leaves, or one per class, ``K = 1``) minimises ``sum_k w_k ||r_k - t(x_k)||^2``
+from the weighted gradients ``G = w r`` and the weights ``W`` (ones without weights: a
+row's weight is then its count, and the sizes below are numbers of rows): the leaf of
+largest gain is split first, until the tree has ``max_leaves`` leaves or no leaf can be
+split. The
 growth keeps the tree as :c:type:`Node` records and the frontier of splittable leaves in a
 heap; a subclass of :class:`_Growth` finds and applies the splits, with the exact search
 (:class:`_TreeGrower`, :mod:`.splitting`) or on histograms (:class:`_HistGrower`,
@@ -92,25 +95,36 @@ cdef class _Growth:
     """
 
     cdef const double[:, ::1] G
-    cdef intp_t min_leaf, min_split, leaf_cap
+    cdef const double[::1] W
+    cdef double min_leaf, min_split
+    cdef intp_t leaf_cap
     cdef Node* nodes                # capacity 2 * leaf_cap - 1
-    cdef object sums_array
+    cdef object sums_array, weight_array
     cdef double[:, ::1] sums        # gradient sum of each node's rows
+    cdef double[::1] weight         # weight of each node's rows
     cdef intp_t n_nodes, n_leaves
     cdef double[::1] left_sum       # scratch of the split searches
     cdef FrontierEntry* frontier
     cdef intp_t frontier_size
 
-    cdef _allocate(self, const double[:, ::1] G, intp_t min_leaf, intp_t min_split,
-                   intp_t max_leaves):
-        cdef intp_t n = G.shape[0], K = G.shape[1], capacity
-        self.G = G
-        self.min_leaf = max(min_leaf, 1)
-        self.min_split = max(min_split, 2)
-        self.leaf_cap = min(max(n // self.min_leaf, 1), max(max_leaves, 1))
+    cdef _allocate(self, const double[:, ::1] G, const double[::1] W, double min_leaf,
+                   double min_split, intp_t max_leaves):
+        cdef intp_t n = G.shape[0], K = G.shape[1], capacity, i, most = n
+        cdef double total_weight = 0.0
+        self.G, self.W = G, W
+        self.min_leaf = max(min_leaf, 0.0)
+        self.min_split = min_split
+        for i in range(n):
+            total_weight += W[i]
+        if self.min_leaf > 0.0 and total_weight / self.min_leaf < n:
+            most = <intp_t> (total_weight / self.min_leaf)   # every leaf weighs min_leaf or more
+        self.leaf_cap = min(max(most, 1), max(max_leaves, 1))
         capacity = 2 * self.leaf_cap - 1
         self.sums_array = np.zeros((capacity, K))
         self.sums = self.sums_array
+        self.weight_array = np.zeros(capacity)
+        self.weight = self.weight_array
+        self.weight[0] = total_weight
         self.left_sum = np.zeros(K)
         self.nodes = <Node*> malloc(capacity * sizeof(Node))
         self.frontier = <FrontierEntry*> malloc(self.leaf_cap * sizeof(FrontierEntry))
@@ -146,8 +160,10 @@ cdef class _Growth:
         return self.nodes[node].end - self.nodes[node].start
 
     cdef bint _splittable(self, intp_t node) noexcept nogil:
-        """Whether the node may be split: it is large enough and the tree not yet full."""
-        return self._size(node) >= self.min_split and self.n_leaves < self.leaf_cap
+        """Whether the node may be split: it has two rows, weighs ``min_split`` or more and
+        the tree is not yet full."""
+        return (self._size(node) >= 2 and self.weight[node] >= self.min_split
+                and self.n_leaves < self.leaf_cap)
 
     cdef void _push(self, intp_t node, const Split* split) noexcept nogil:
         """Queue the node's best split, if it has one."""
@@ -161,7 +177,7 @@ cdef class _Growth:
     cdef void _open_root(self) noexcept nogil:
         pass
 
-    cdef const intp_t* _partition(self, intp_t node, const Split* split) noexcept nogil:
+    cdef const intp_t* _partition(self, intp_t node, Split* split) noexcept nogil:
         return NULL
 
     cdef void _open_children(self, intp_t node, intp_t left, intp_t right) noexcept nogil:
@@ -170,13 +186,13 @@ cdef class _Growth:
     cdef void _split(self, FrontierEntry entry) noexcept nogil:
         """Apply the queued split of a leaf: partition its rows, open and queue its children."""
         cdef intp_t node = entry.node
-        cdef intp_t lo = self.nodes[node].start, hi = self.nodes[node].end
-        cdef intp_t mid = lo + entry.split.n_left
+        cdef intp_t lo = self.nodes[node].start, hi = self.nodes[node].end, mid
         cdef intp_t left = self.n_nodes, right = self.n_nodes + 1, p, k
         cdef const intp_t* rows
         self.nodes[node].feature = entry.split.feature
         self.nodes[node].threshold = entry.split.threshold
         rows = self._partition(node, &entry.split)
+        mid = lo + entry.split.n_left
         self.nodes[node].left = left
         self.nodes[node].right = right
         self._open_leaf(left, lo, mid, self.nodes[node].rank)
@@ -184,8 +200,10 @@ cdef class _Growth:
         for p in range(lo, mid):
             for k in range(self.G.shape[1]):
                 self.sums[left, k] += self.G[rows[p], k]
+            self.weight[left] += self.W[rows[p]]
         for k in range(self.G.shape[1]):
             self.sums[right, k] = self.sums[node, k] - self.sums[left, k]
+        self.weight[right] = self.weight[node] - self.weight[left]
         self.n_nodes += 2
         self.n_leaves += 1
         self._open_children(node, left, right)
@@ -214,8 +232,9 @@ cdef class _Growth:
         leaf_of_node[leaf_nodes] = np.arange(leaf_nodes.size)
         leaf_start = start[leaf_nodes]
         leaf_end = end[leaf_nodes]
-        counts = (leaf_end - leaf_start).astype(np.float64)
-        leaf_value = self.sums_array[leaf_nodes] / np.maximum(counts, 1.0)[:, None]
+        weights = self.weight_array[leaf_nodes]
+        # a leaf without weight has a zero sum, and value zero
+        leaf_value = self.sums_array[leaf_nodes] / np.where(weights > 0.0, weights, 1.0)[:, None]
         return GrownTree(feature=feature, threshold=threshold, left=left, right=right,
                          leaf_of_node=leaf_of_node, rows=rows, leaf_start=leaf_start,
                          leaf_end=leaf_end, leaf_value=leaf_value)
@@ -229,10 +248,10 @@ cdef class _TreeGrower(_Growth):
     cdef intp_t[::1] spill
     cdef unsigned char[::1] goes_left
 
-    def __cinit__(self, const double[:, ::1] X, const double[:, ::1] G, intp_t[:, ::1] order,
-                  intp_t min_leaf, intp_t min_split, intp_t max_leaves):
+    def __cinit__(self, const double[:, ::1] X, const double[:, ::1] G, const double[::1] W,
+                  intp_t[:, ::1] order, double min_leaf, double min_split, intp_t max_leaves):
         cdef intp_t n = X.shape[0]
-        self._allocate(G, min_leaf, min_split, max_leaves)
+        self._allocate(G, W, min_leaf, min_split, max_leaves)
         self.X, self.order = X, order
         self.spill = np.empty(max(n, 1), dtype=np.intp)
         self.goes_left = np.zeros(max(n, 1), dtype=np.uint8)
@@ -242,14 +261,15 @@ cdef class _TreeGrower(_Growth):
         cdef Split split
         if not self._splittable(node):
             return
-        best_split(self.X, self.G, self.order, self.nodes[node].start, self.nodes[node].end,
-                   self.min_leaf, &self.sums[node, 0], &self.left_sum[0], &split)
+        best_split(self.X, self.G, self.W, self.order, self.nodes[node].start,
+                   self.nodes[node].end, self.min_leaf, &self.sums[node, 0], self.weight[node],
+                   &self.left_sum[0], &split)
         self._push(node, &split)
 
     cdef void _open_root(self) noexcept nogil:
         self._enqueue(0)
 
-    cdef const intp_t* _partition(self, intp_t node, const Split* split) noexcept nogil:
+    cdef const intp_t* _partition(self, intp_t node, Split* split) noexcept nogil:
         partition(self.order, split.feature, self.nodes[node].start, self.nodes[node].end,
                   split.n_left, self.goes_left, self.spill)
         return &self.order[split.feature, 0]
@@ -272,10 +292,10 @@ cdef class _HistGrower(_Growth):
     cdef intp_t[::1] slot          # pool slot of each node's histogram, or -1
 
     def __cinit__(self, const unsigned char[:, ::1] codes, const double[:, ::1] G,
-                  const intp_t[::1] n_bins, const double[:, ::1] bin_low,
-                  const double[:, ::1] bin_high, intp_t[::1] rows, intp_t min_leaf,
-                  intp_t min_split, intp_t max_leaves):
-        self._allocate(G, min_leaf, min_split, max_leaves)
+                  const double[::1] W, const intp_t[::1] n_bins, const double[:, ::1] bin_low,
+                  const double[:, ::1] bin_high, intp_t[::1] rows, double min_leaf,
+                  double min_split, intp_t max_leaves):
+        self._allocate(G, W, min_leaf, min_split, max_leaves)
         self.rows = rows
         # at most one histogram per leaf (plus the one being split) is alive at a time
         self.histograms = Histograms(codes, n_bins, bin_low, bin_high, G.shape[1],
@@ -283,14 +303,14 @@ cdef class _HistGrower(_Growth):
         self.slot = np.full(2 * self.leaf_cap - 1, -1, dtype=np.intp)
 
     cdef void _build(self, intp_t node, intp_t slot) noexcept nogil:
-        self.histograms.build(slot, self.G, self.rows, self.nodes[node].start,
+        self.histograms.build(slot, self.G, self.W, self.rows, self.nodes[node].start,
                               self.nodes[node].end)
 
     cdef void _keep(self, intp_t node, intp_t slot) noexcept nogil:
         """Queue the node's split from the histogram in ``slot``; keep the histogram for
         the split (unless it is the scratch slot) or release it."""
         cdef Split split
-        self.histograms.best_split(slot, self._size(node), &self.sums[node, 0], self.min_leaf,
+        self.histograms.best_split(slot, self.weight[node], &self.sums[node, 0], self.min_leaf,
                                    &split)
         self._push(node, &split)
         if split.feature >= 0 and self.histograms.pooled(slot):
@@ -305,7 +325,7 @@ cdef class _HistGrower(_Growth):
             self._build(0, slot)
             self._keep(0, slot)
 
-    cdef const intp_t* _partition(self, intp_t node, const Split* split) noexcept nogil:
+    cdef const intp_t* _partition(self, intp_t node, Split* split) noexcept nogil:
         self.histograms.partition(self.rows, self.nodes[node].start, self.nodes[node].end,
                                   split)
         return &self.rows[0]
@@ -337,8 +357,14 @@ cdef class _HistGrower(_Growth):
             self._keep(large, slot)
 
 
+def _unit_or(weights, intp_t n):
+    """``weights``, or ones (every row counts once) for None."""
+    return np.ones(n) if weights is None else weights
+
+
 def grow_tree(const double[:, ::1] X, const double[:, ::1] G, intp_t[:, ::1] order,
-              intp_t min_leaf, intp_t min_split, intp_t max_leaves) -> GrownTree:
+              double min_leaf, double min_split, intp_t max_leaves,
+              weights=None) -> GrownTree:
     """Induce one multivariate regression tree, best split first.
 
     Parameters
@@ -346,27 +372,32 @@ def grow_tree(const double[:, ::1] X, const double[:, ::1] G, intp_t[:, ::1] ord
     X : ndarray of shape (n, d), float64
         Features of the round's subset.
     G : ndarray of shape (n, K), float64
-        Targets (the gradient vectors).
+        Targets (the gradient vectors, multiplied by the rows' weights).
     order : ndarray of shape (d, n), intp
         ``order[f]`` sorts the rows by feature ``f``
         (:func:`slr.oracles._boosting.splitting.sorted_orders`). Overwritten: on return
         every leaf's rows are contiguous in ``order[0]``.
-    min_leaf : int
-        Minimum rows in each child of a split.
-    min_split : int
-        Nodes with fewer rows are not split.
+    min_leaf : float
+        Minimum weight (rows, without weights) in each child of a split; a child's weight
+        must also be positive.
+    min_split : float
+        Nodes of smaller weight (fewer rows), or of fewer than 2 rows, are not split.
     max_leaves : int
         Stop when the tree has this many leaves. Leaves are split in order of gain;
         among equal gains, in the order of a list of the leaves in which a split leaves
         its left child in its parent's place and appends its right child.
+    weights : ndarray of shape (n,), float64, or None
+        Nonnegative row weights (None: ones).
 
     Returns
     -------
     GrownTree
         Its ``rows`` are ``order[0]`` (a view), or ``arange(n)`` without features (the
-        tree is then a single leaf); ``leaf_value`` holds each leaf's mean gradient vector.
+        tree is then a single leaf); ``leaf_value`` holds each leaf's weighted mean gradient
+        vector ``sum G / sum W``.
     """
-    cdef _TreeGrower grower = _TreeGrower(X, G, order, min_leaf, min_split, max_leaves)
+    cdef _TreeGrower grower = _TreeGrower(X, G, _unit_or(weights, X.shape[0]), order, min_leaf,
+                                          min_split, max_leaves)
     with nogil:
         grower.grow()
     rows = np.asarray(order)[0] if order.shape[0] else np.arange(X.shape[0], dtype=np.intp)
@@ -375,8 +406,8 @@ def grow_tree(const double[:, ::1] X, const double[:, ::1] G, intp_t[:, ::1] ord
 
 def grow_tree_hist(const unsigned char[:, ::1] codes, const double[:, ::1] G,
                    const intp_t[::1] n_bins, const double[:, ::1] bin_low,
-                   const double[:, ::1] bin_high, intp_t[::1] rows, intp_t min_leaf,
-                   intp_t min_split, intp_t max_leaves) -> GrownTree:
+                   const double[:, ::1] bin_high, intp_t[::1] rows, double min_leaf,
+                   double min_split, intp_t max_leaves, weights=None) -> GrownTree:
     """:func:`grow_tree` with the histogram split search on binned features.
 
     Parameters
@@ -395,7 +426,7 @@ def grow_tree_hist(const unsigned char[:, ::1] codes, const double[:, ::1] G,
     rows : ndarray of shape (n,), intp
         A permutation of ``range(n)``. Overwritten: on return every leaf's rows are
         contiguous in it.
-    min_leaf, min_split, max_leaves : int
+    min_leaf, min_split, max_leaves, weights
         As in :func:`grow_tree`.
 
     Returns
@@ -403,8 +434,8 @@ def grow_tree_hist(const unsigned char[:, ::1] codes, const double[:, ::1] G,
     GrownTree
         Its ``rows`` are ``rows``.
     """
-    cdef _HistGrower grower = _HistGrower(codes, G, n_bins, bin_low, bin_high, rows, min_leaf,
-                                          min_split, max_leaves)
+    cdef _HistGrower grower = _HistGrower(codes, G, _unit_or(weights, G.shape[0]), n_bins, bin_low,
+                                          bin_high, rows, min_leaf, min_split, max_leaves)
     with nogil:
         grower.grow()
     return grower.grown_tree(np.asarray(rows))

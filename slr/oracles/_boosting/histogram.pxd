@@ -22,12 +22,12 @@ cdef class Histograms:
     cdef intp_t acquire(self) noexcept nogil
     cdef void release(self, intp_t slot) noexcept nogil
     cdef bint pooled(self, intp_t slot) noexcept nogil
-    cdef void build(self, intp_t slot, const double[:, ::1] G, const intp_t[::1] rows,
-                    intp_t start, intp_t end) noexcept nogil
+    cdef void build(self, intp_t slot, const double[:, ::1] G, const double[::1] W,
+                    const intp_t[::1] rows, intp_t start, intp_t end) noexcept nogil
     cdef void subtract(self, intp_t slot, intp_t other) noexcept nogil
-    cdef void best_split(self, intp_t slot, intp_t n, const double* total, intp_t min_leaf,
+    cdef void best_split(self, intp_t slot, double weight, const double* total, double min_leaf,
                          Split* out) noexcept nogil
-    cdef void _scan_scalar(self, const double* hist, intp_t n, double total, intp_t min_leaf,
-                           SplitScan* best, Split* out) noexcept nogil
+    cdef void _scan_scalar(self, const double* hist, double weight, double total,
+                           double min_leaf, SplitScan* best, Split* out) noexcept nogil
     cdef void partition(self, intp_t[::1] rows, intp_t start, intp_t end,
-                        const Split* split) noexcept nogil
+                        Split* split) noexcept nogil

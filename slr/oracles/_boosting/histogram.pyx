@@ -3,7 +3,8 @@
 
 The features are binned once per fit (:func:`slr.oracles._boosting.binning.bin_features`:
 at most 255 bins a feature, ordered by value). A node's histogram holds, per feature and
-bin, the gradient sum of its rows and their count (``K + 1`` doubles); its best split
+bin, the gradient sum of its rows and their weight, the row count without weights
+(``K + 1`` doubles); its best split
 (:meth:`Histograms.best_split`) lies between two consecutive bins holding rows of the
 node. :class:`Histograms` keeps one tree's histograms in a fixed pool of slots, so that
 the growth (:class:`slr.oracles._boosting.growth._HistGrower`) can build the smaller
@@ -88,9 +89,10 @@ cdef class Histograms:
         :meth:`acquire` may hand out again)."""
         return slot < self.n_slots
 
-    cdef void build(self, intp_t slot, const double[:, ::1] G, const intp_t[::1] rows,
-                    intp_t start, intp_t end) noexcept nogil:
-        """The histogram of the rows ``rows[start:end]`` for the targets ``G``, in ``slot``."""
+    cdef void build(self, intp_t slot, const double[:, ::1] G, const double[::1] W,
+                    const intp_t[::1] rows, intp_t start, intp_t end) noexcept nogil:
+        """The histogram of the rows ``rows[start:end]`` for the targets ``G`` and weights
+        ``W``, in ``slot``."""
         cdef intp_t K = self.n_targets, width = K + 1, f, r, k
         cdef double* hist = self.at(slot)
         cdef double* entry
@@ -105,13 +107,13 @@ cdef class Histograms:
                 for r in range(start, end):
                     entry = hist + (self.bin_offset[f] + column[rows[r]]) * 2
                     entry[0] += self.ordered[r - start, 0]
-                    entry[1] += 1.0
+                    entry[1] += W[rows[r]]
             else:
                 for r in range(start, end):
                     entry = hist + (self.bin_offset[f] + column[rows[r]]) * width
                     for k in range(K):
                         entry[k] += self.ordered[r - start, k]
-                    entry[K] += 1.0
+                    entry[K] += W[rows[r]]
 
     cdef void subtract(self, intp_t slot, intp_t other) noexcept nogil:
         """The histogram in ``slot`` minus the one in ``other`` (in ``slot``)."""
@@ -121,59 +123,60 @@ cdef class Histograms:
         for i in range(self.size):
             minuend[i] -= subtrahend[i]
 
-    cdef void best_split(self, intp_t slot, intp_t n, const double* total, intp_t min_leaf,
+    cdef void best_split(self, intp_t slot, double weight, const double* total, double min_leaf,
                          Split* out) noexcept nogil:
         """The exact search's best split (:func:`slr.oracles._boosting.splitting.best_split`)
-        on the histogram in ``slot`` of a node of ``n`` rows and gradient sum ``total``:
-        the candidates lie between consecutive bins that hold rows of the node; the
-        threshold is the midpoint of the largest value of the left bin and the smallest of
-        the right one (their values over all rows of the fit). ``out.bin`` is the last
-        bin that goes left."""
-        cdef intp_t K = self.n_targets, width = K + 1, f, b, k, previous, n_left
-        cdef double count, score
+        on the histogram in ``slot`` of a node of weight ``weight`` and gradient sum
+        ``total``: the candidates lie between consecutive bins that hold rows of the node
+        of positive weight (rows of weight 0 in other bins go right; they do not change the
+        loss); the threshold is the midpoint of the largest value of the left bin and the
+        smallest of the right one (their values over all rows of the fit). ``out.bin`` is
+        the last bin that goes left; :meth:`partition` sets ``out.n_left``."""
+        cdef intp_t K = self.n_targets, width = K + 1, f, b, k, previous
+        cdef double count, score, left_weight
         cdef const double* hist = self.at(slot)
         cdef double* left_sum = &self.left_sum[0]
         cdef const double* entry
         cdef SplitScan best
         out.feature = -1
-        if n < 2 * min_leaf:
+        if weight < 2 * min_leaf:
             return
         start_scan(&best)
+        best.n_left = 0
         if K == 1:
-            self._scan_scalar(hist, n, total[0], min_leaf, &best, out)
+            self._scan_scalar(hist, weight, total[0], min_leaf, &best, out)
         for f in range(self.codes.shape[0] if K > 1 else 0):
             memset(left_sum, 0, K * sizeof(double))
-            n_left = 0
+            left_weight = 0.0
             previous = -1
             for b in range(self.n_bins[f]):
                 entry = hist + (self.bin_offset[f] + b) * width
                 count = entry[K]
                 if count == 0.0:
                     continue
-                if previous >= 0 and n_left >= min_leaf:
-                    score = children_score(left_sum, total, K, n_left, n - n_left)
+                if previous >= 0 and left_weight >= min_leaf:
+                    score = children_score(left_sum, total, K, left_weight, weight - left_weight)
                     if score > best.score:
                         best.score = score
                         best.feature = f
-                        best.n_left = n_left
                         best.below = self.bin_high[f, previous]
                         best.above = self.bin_low[f, b]
                         out.bin = previous
                 for k in range(K):
                     left_sum[k] += entry[k]
-                n_left += <intp_t> count
+                left_weight += count
                 previous = b
-                if n - n_left < min_leaf:
-                    break  # no later candidate leaves enough rows on the right
-        take_best(&best, total, K, n, out)
+                if not (weight - left_weight >= min_leaf and weight - left_weight > 0.0):
+                    break  # no later candidate leaves enough weight on the right
+        take_best(&best, total, K, weight, out)
 
-    cdef void _scan_scalar(self, const double* hist, intp_t n, double total, intp_t min_leaf,
-                           SplitScan* best, Split* out) noexcept nogil:
+    cdef void _scan_scalar(self, const double* hist, double weight, double total,
+                           double min_leaf, SplitScan* best, Split* out) noexcept nogil:
         """The candidates of :meth:`best_split` for scalar targets (``K == 1``), with the
         running sums in registers: the scan of every bin of every feature is most of the
         time of a per-class tree."""
         cdef intp_t f, b, previous
-        cdef double n_rows = n, least = min_leaf, count, n_left, left, right, score
+        cdef double n_rows = weight, least = min_leaf, count, n_left, left, right, score
         cdef const double* entry
         for f in range(self.codes.shape[0]):
             entry = hist + 2 * self.bin_offset[f]
@@ -190,20 +193,19 @@ cdef class Histograms:
                     if score > best.score:
                         best.score = score
                         best.feature = f
-                        best.n_left = <intp_t> n_left
                         best.below = self.bin_high[f, previous]
                         best.above = self.bin_low[f, b]
                         out.bin = previous
                 left += entry[2 * b]
                 n_left += count
                 previous = b
-                if n_rows - n_left < least:
+                if not (n_rows - n_left >= least and n_rows - n_left > 0.0):
                     break
 
     cdef void partition(self, intp_t[::1] rows, intp_t start, intp_t end,
-                        const Split* split) noexcept nogil:
+                        Split* split) noexcept nogil:
         """Stable partition of ``rows[start:end]``: those with ``bin <= split.bin`` in the
-        split's feature first."""
+        split's feature first; sets ``split.n_left`` to their number."""
         cdef intp_t p, row, kept = start, spilled = 0
         cdef const unsigned char* column = &self.codes[split.feature, 0]
         cdef unsigned char last_left = <unsigned char> split.bin
@@ -216,3 +218,4 @@ cdef class Histograms:
                 self.spill[spilled] = row
                 spilled += 1
         memcpy(&rows[kept], &self.spill[0], spilled * sizeof(intp_t))
+        split.n_left = kept - start

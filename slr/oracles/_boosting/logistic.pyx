@@ -9,12 +9,18 @@
 * :func:`class_margins` and :func:`refit_class_leaves` -- the same for the scalar leaves
   of a per-class tree (the NIPS protocol), each class against the rest.
 
+Each takes optional row weights ``w`` (the loss of a row is multiplied by its weight;
+None: every row weighs 1) and optional soft targets ``q`` (a row's loss is
+``lse(z) - <q, z>``, its gradient ``q - softmax(z)``; None: the one-hot rows of the labels).
+
 Inputs are validated by the Python layer (``slr.oracles.trees``); nothing here checks.
 """
 from libc.math cimport exp, fabs, log, log1p, sqrt, INFINITY
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
+
+import numpy as np
 
 from slr._kernel_utils cimport exp_sum, intp_t, logsumexp
 
@@ -28,14 +34,20 @@ cdef enum:
 
 def subset_gradient(const double[:, ::1] F, const double[:, ::1] B, const int64_t[::1] labels,
                     const intp_t[::1] rows, double[:, ::1] Z, double[:, ::1] G,
-                    int64_t[::1] y_out):
+                    int64_t[::1] y_out, weights=None, targets=None):
     """Margins, labels and log-likelihood gradients of the subset ``rows``.
 
     Writes ``Z[j] = F[rows[j]] + B[rows[j]]``, ``y_out[j] = labels[rows[j]]`` and
-    ``G[j] = onehot(y_out[j]) - softmax(Z[j])``; returns the summed biased loss.
+    ``G[j] = w_j (q_j - softmax(Z[j]))`` with ``q_j = onehot(y_out[j])``; returns the summed
+    (weighted) biased loss. ``weights`` (n,) and ``targets`` (n, K), where given, are those
+    of the subset's rows (already taken at ``rows``); with ``targets`` the labels are not read
+    but copied.
     """
     cdef intp_t n = rows.shape[0], K = F.shape[1], j, i, k
-    cdef double log_normaliser, exp_total, total = 0.0
+    cdef double log_normaliser, exp_total, row_loss, total = 0.0
+    cdef bint weighted = weights is not None, soft = targets is not None
+    cdef const double[::1] W = weights if weighted else np.ones(1)
+    cdef const double[:, ::1] Q = targets if soft else np.zeros((1, K))
     with nogil:
         for j in range(n):
             i = rows[j]
@@ -44,13 +56,28 @@ def subset_gradient(const double[:, ::1] F, const double[:, ::1] B, const int64_
             log_normaliser = logsumexp(&Z[j, 0], K, &G[j, 0], &exp_total)
             for k in range(K):
                 G[j, k] = -G[j, k] / exp_total
-            G[j, labels[i]] += 1.0
+            if soft:
+                row_loss = log_normaliser
+                for k in range(K):
+                    G[j, k] += Q[j, k]
+                    row_loss -= Q[j, k] * Z[j, k]
+            else:
+                G[j, labels[i]] += 1.0
+                row_loss = log_normaliser - Z[j, labels[i]]
+            if weighted:
+                for k in range(K):
+                    G[j, k] *= W[j]
+                row_loss *= W[j]
             y_out[j] = labels[i]
-            total += log_normaliser - Z[j, labels[i]]
+            total += row_loss
     return total
 
 
 cdef struct NewtonWork:
+    # the rows' weights and soft targets (row i at targets + i * K; used if soft)
+    const double* weights
+    const double* targets
+    bint soft
     # scratch of the leaf re-fit, each of K entries unless said otherwise
     double* probabilities
     double* direction
@@ -61,47 +88,63 @@ cdef struct NewtonWork:
     double* trial_hess
 
 
-cdef inline void _add_softmax_hessian(const double* p, intp_t K, double* hess,
+cdef inline void _add_softmax_hessian(const double* p, intp_t K, double w, double* hess,
                                       bint full) noexcept nogil:
-    """``hess += diag(p) - p p^T`` (lower triangle), or its diagonal when not ``full``."""
+    """``hess += w (diag(p) - p p^T)`` (lower triangle), or its diagonal when not ``full``."""
     cdef intp_t a, b
     if full:
         for a in range(K):
-            hess[a * K + a] += p[a]
+            hess[a * K + a] += w * p[a]
             for b in range(a + 1):
-                hess[a * K + b] -= p[a] * p[b]
+                hess[a * K + b] -= w * p[a] * p[b]
     else:
         for a in range(K):
-            hess[a] += p[a] * (1.0 - p[a])
+            hess[a] += w * (p[a] * (1.0 - p[a]))
 
 
 cdef double _leaf_objective(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[::1] rows,
                             intp_t start, intp_t end, const double* v, double l2, double* p,
-                            double* grad, double* hess, bint full) noexcept nogil:
-    """Biased loss of one leaf at values v, plus l2/2 |v|^2, with its gradient and Hessian.
+                            double* grad, double* hess, bint full,
+                            const NewtonWork* work) noexcept nogil:
+    """Weighted biased loss of one leaf at values v, plus l2/2 |v|^2, with its gradient and
+    Hessian.
 
-    ``hess`` is K x K (lower triangle) if ``full`` else its diagonal (K); ``p`` is scratch.
+    ``hess`` is K x K (lower triangle) if ``full`` else its diagonal (K); ``p`` is scratch;
+    ``work`` gives the rows' weights and soft targets.
     """
     cdef intp_t K = Z.shape[1], r, i, a, label
-    cdef double largest, exp_total, objective = 0.0
+    cdef double largest, exp_total, w, row, objective = 0.0
+    cdef const double* q
     for a in range(K):
         grad[a] = l2 * v[a]
     memset(hess, 0, (K * K if full else K) * sizeof(double))
     for r in range(start, end):
         i = rows[r]
         label = y[i]
+        w = work.weights[i]
         # logsumexp with the maximum taken while the row is formed (one pass fewer)
         largest = -INFINITY
         for a in range(K):
             p[a] = Z[i, a] + v[a]
             largest = p[a] if p[a] > largest else largest
         exp_total = exp_sum(p, K, largest, 1.0, p)
-        objective += largest + log(exp_total) - Z[i, label] - v[label]
+        if work.soft:
+            q = work.targets + i * K
+            row = largest + log(exp_total)
+            for a in range(K):
+                row -= q[a] * (Z[i, a] + v[a])
+            objective += w * row
+        else:
+            objective += w * (largest + log(exp_total) - Z[i, label] - v[label])
         for a in range(K):
             p[a] /= exp_total
-            grad[a] += p[a]
-        grad[label] -= 1.0
-        _add_softmax_hessian(p, K, hess, full)
+            grad[a] += w * p[a]
+        if work.soft:
+            for a in range(K):
+                grad[a] -= w * q[a]
+        else:
+            grad[label] -= w
+        _add_softmax_hessian(p, K, w, hess, full)
     for a in range(K):
         objective += 0.5 * l2 * v[a] * v[a]
     return objective
@@ -139,7 +182,8 @@ cdef double _newton_direction(NewtonWork* work, intp_t K, bint full, double ridg
                               double n_rows) noexcept nogil:
     """Set ``work.direction`` to the ridged Newton step; return the decrement ``-grad . step``.
 
-    Overwrites ``work.hess`` (the Cholesky factor) when ``full``.
+    Overwrites ``work.hess`` (the Cholesky factor) when ``full``. ``n_rows`` is the leaf's
+    weight (its number of rows without weights).
     """
     cdef intp_t a
     cdef double decrement = 0.0
@@ -176,7 +220,7 @@ cdef bint _backtrack(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[
             work.trial[a] = v[a] + t * work.direction[a]
         trial_objective[0] = _leaf_objective(Z, y, rows, start, end, work.trial, l2,
                                              work.probabilities, work.trial_grad,
-                                             work.trial_hess, full)
+                                             work.trial_hess, full, work)
         if trial_objective[0] <= objective - 1e-4 * t * decrement:
             return True
         t *= 0.5
@@ -193,13 +237,16 @@ cdef void _refit_leaf(const double[:, ::1] Z, const int64_t[::1] y, const intp_t
                       intp_t start, intp_t end, double* v, double l2, int max_steps,
                       bint full, NewtonWork* work) noexcept nogil:
     """Newton's method on one leaf's biased loss, from the better of ``v`` and zero; in place."""
-    cdef intp_t K = Z.shape[1], step
-    cdef double n_rows = end - start, objective, trial_objective, decrement, ridge
+    cdef intp_t K = Z.shape[1], step, r
+    cdef double n_rows = 0.0, objective, trial_objective, decrement, ridge
+    for r in range(start, end):
+        n_rows += work.weights[rows[r]]   # the leaf's weight: its number of rows without weights
     objective = _leaf_objective(Z, y, rows, start, end, v, l2, work.probabilities, work.grad,
-                                work.hess, full)
+                                work.hess, full, work)
     memset(work.trial, 0, K * sizeof(double))
     trial_objective = _leaf_objective(Z, y, rows, start, end, work.trial, l2,
-                                      work.probabilities, work.trial_grad, work.trial_hess, full)
+                                      work.probabilities, work.trial_grad, work.trial_hess, full,
+                                      work)
     if trial_objective <= objective:
         objective = trial_objective
         memset(v, 0, K * sizeof(double))
@@ -220,11 +267,12 @@ cdef void _refit_leaf(const double[:, ::1] Z, const int64_t[::1] y, const intp_t
 
 def refit_leaves(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[::1] rows,
                  const intp_t[::1] leaf_start, const intp_t[::1] leaf_end,
-                 double[:, ::1] values, double l2, int max_steps):
+                 double[:, ::1] values, double l2, int max_steps, weights=None, targets=None):
     """Re-fit the leaf values of a tree to the biased logistic loss, splits fixed.
 
     For each leaf ``l`` minimises
-    ``sum_{j in leaf} [logsumexp(Z[j] + v) - Z[j, y[j]] - v[y[j]]] + l2/2 |v|^2`` by Newton
+    ``sum_{j in leaf} w_j [logsumexp(Z[j] + v) - <q_j, Z[j] + v>] + l2/2 |v|^2``
+    (``q_j = onehot(y[j])`` and ``w_j = 1`` unless given) by Newton
     steps with a backtracking (Armijo) line search, starting from whichever of
     ``values[l]`` (on input: the raw squared-loss leaves) and zero is lower, so the
     result is never worse than either. With more than ``FULL_HESSIAN_MAX_CLASSES``
@@ -241,7 +289,12 @@ def refit_leaves(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[::1]
     l2 : float
         Ridge on the leaf values.
     max_steps : int
-        Newton steps per leaf (fewer once the Newton decrement is below 1e-9 per row).
+        Newton steps per leaf (fewer once the Newton decrement is below 1e-9 per row, or
+        per unit of weight).
+    weights : ndarray (n,) float64 or None
+        Row weights ``w`` (None: ones).
+    targets : ndarray (n, K) float64 or None
+        Soft targets ``q`` (None: the labels ``y``, which are then not read).
     """
     cdef intp_t K = Z.shape[1], leaf
     cdef bint full = K <= FULL_HESSIAN_MAX_CLASSES
@@ -250,6 +303,11 @@ def refit_leaves(const double[:, ::1] Z, const int64_t[::1] y, const intp_t[::1]
     cdef double* buffer = <double*> malloc((5 * K + 2 * hess_size) * sizeof(double))
     if buffer == NULL:
         raise MemoryError()
+    cdef const double[::1] W = np.ones(Z.shape[0]) if weights is None else weights
+    cdef const double[:, ::1] Q = np.zeros((1, K)) if targets is None else targets
+    work.weights = &W[0] if W.shape[0] else NULL
+    work.targets = &Q[0, 0]
+    work.soft = targets is not None
     work.probabilities = buffer
     work.direction = buffer + K
     work.grad = buffer + 2 * K
@@ -309,38 +367,48 @@ def class_margins(const double[:, ::1] Z, double[:, ::1] U):
 cdef double _class_leaf_objective(const double[:, ::1] U, const int64_t[::1] y,
                                   const intp_t[::1] rows, intp_t start, intp_t end,
                                   intp_t k, double v, double l2, double* grad,
-                                  double* hess) noexcept nogil:
-    """Biased loss of one leaf when class ``k`` is shifted by ``v`` (plus ``l2/2 v^2``,
-    minus a constant), with its derivative and curvature (the latter without the ridge)."""
+                                  double* hess, const double[::1] W, const double[:, ::1] Q,
+                                  bint soft) noexcept nogil:
+    """Weighted biased loss of one leaf when class ``k`` is shifted by ``v`` (plus
+    ``l2/2 v^2``, minus a constant), with its derivative and curvature (the latter without
+    the ridge); with soft targets ``Q`` the row's target of class ``k`` replaces
+    ``[y == k]``."""
     cdef intp_t r, i
-    cdef double x, s, objective = 0.5 * l2 * v * v
+    cdef double x, s, w, objective = 0.5 * l2 * v * v
     grad[0] = l2 * v
     hess[0] = 0.0
     for r in range(start, end):
         i = rows[r]
+        w = W[i]
         x = U[i, k] + v
         # softplus(x) and sigmoid(x) from one exponential of -|x|
         s = exp(-fabs(x))
-        objective += (x if x > 0.0 else 0.0) + log1p(s)
+        objective += w * ((x if x > 0.0 else 0.0) + log1p(s))
         s = 1.0 / (1.0 + s) if x >= 0.0 else s / (1.0 + s)
-        grad[0] += s
-        hess[0] += s * (1.0 - s)
-        if y[i] == k:
-            objective -= x
-            grad[0] -= 1.0
+        grad[0] += w * s
+        hess[0] += w * (s * (1.0 - s))
+        if soft:
+            objective -= w * (Q[i, k] * x)
+            grad[0] -= w * Q[i, k]
+        elif y[i] == k:
+            objective -= w * x
+            grad[0] -= w
     return objective
 
 
 cdef double _refit_class_leaf(const double[:, ::1] U, const int64_t[::1] y,
                               const intp_t[::1] rows, intp_t start, intp_t end, intp_t k,
-                              double v, double l2, int max_steps) noexcept nogil:
+                              double v, double l2, int max_steps, const double[::1] W,
+                              const double[:, ::1] Q, bint soft) noexcept nogil:
     """Newton's method on one leaf's value for class ``k``, from the better of ``v`` and 0."""
-    cdef intp_t step, halvings
-    cdef double n_rows = end - start, objective, grad, hess, trial, trial_objective
+    cdef intp_t step, halvings, r
+    cdef double n_rows = 0.0, objective, grad, hess, trial, trial_objective
     cdef double trial_grad, trial_hess, direction, decrement, t, ridge
-    objective = _class_leaf_objective(U, y, rows, start, end, k, v, l2, &grad, &hess)
+    for r in range(start, end):
+        n_rows += W[rows[r]]   # the leaf's weight: its number of rows without weights
+    objective = _class_leaf_objective(U, y, rows, start, end, k, v, l2, &grad, &hess, W, Q, soft)
     trial_objective = _class_leaf_objective(U, y, rows, start, end, k, 0.0, l2, &trial_grad,
-                                            &trial_hess)
+                                            &trial_hess, W, Q, soft)
     if trial_objective <= objective:
         v, objective, grad, hess = 0.0, trial_objective, trial_grad, trial_hess
     ridge = l2 if l2 > 1e-9 * n_rows else 1e-9 * n_rows
@@ -353,7 +421,7 @@ cdef double _refit_class_leaf(const double[:, ::1] U, const int64_t[::1] y,
         for halvings in range(MAX_BACKTRACKS):
             trial = v + t * direction
             trial_objective = _class_leaf_objective(U, y, rows, start, end, k, trial, l2,
-                                                    &trial_grad, &trial_hess)
+                                                    &trial_grad, &trial_hess, W, Q, soft)
             if trial_objective <= objective - 1e-4 * t * decrement:
                 break
             t *= 0.5
@@ -365,12 +433,14 @@ cdef double _refit_class_leaf(const double[:, ::1] U, const int64_t[::1] y,
 
 def refit_class_leaves(const double[:, ::1] U, const int64_t[::1] y, const intp_t[::1] rows,
                        const intp_t[::1] leaf_start, const intp_t[::1] leaf_end,
-                       double[::1] values, intp_t k, double l2, int max_steps):
+                       double[::1] values, intp_t k, double l2, int max_steps, weights=None,
+                       targets=None):
     """Re-fit the scalar leaves of a tree for class ``k`` to the biased logistic loss.
 
     For each leaf ``l`` minimises, over ``v``, the loss of its rows when ``v`` is added to
     class ``k``'s score and the other classes' scores stay as they are,
-    ``sum_{j in leaf} [softplus(U[j, k] + v) - [y[j] == k] (U[j, k] + v)] + l2/2 v^2``,
+    ``sum_{j in leaf} w_j [softplus(U[j, k] + v) - q_j(k) (U[j, k] + v)] + l2/2 v^2``
+    (``q_j(k) = [y[j] == k]`` and ``w_j = 1`` unless given),
     by Newton steps with a backtracking (Armijo) line search, starting from whichever
     of ``values[l]`` and zero is lower.
 
@@ -387,13 +457,19 @@ def refit_class_leaves(const double[:, ::1] U, const int64_t[::1] y, const intp_
     l2 : float
         Ridge on the leaf values.
     max_steps : int
-        Newton steps per leaf (fewer once the Newton decrement is below 1e-9 per row).
+        Newton steps per leaf (fewer once the Newton decrement is below 1e-9 per row, or
+        per unit of weight).
+    weights, targets : ndarray or None
+        As in :func:`refit_leaves`.
     """
     cdef intp_t leaf
+    cdef bint soft = targets is not None
+    cdef const double[::1] W = np.ones(U.shape[0]) if weights is None else weights
+    cdef const double[:, ::1] Q = targets if soft else np.zeros((1, U.shape[1]))
     with nogil:
         for leaf in range(leaf_start.shape[0]):
             if leaf_end[leaf] > leaf_start[leaf]:
                 values[leaf] = _refit_class_leaf(U, y, rows, leaf_start[leaf], leaf_end[leaf],
-                                                 k, values[leaf], l2, max_steps)
+                                                 k, values[leaf], l2, max_steps, W, Q, soft)
 
 

@@ -22,73 +22,86 @@ def sorted_orders(X) -> np.ndarray:
     return np.ascontiguousarray(np.argsort(X, axis=0, kind="stable").T, dtype=np.intp)
 
 
-cdef void _scan_feature(const double[:, ::1] X, const double[:, ::1] G,
+cdef void _scan_feature(const double[:, ::1] X, const double[:, ::1] G, const double[::1] W,
                         const intp_t[:, ::1] order, intp_t f, intp_t start, intp_t end,
-                        intp_t min_leaf, const double* total, double* left_sum,
-                        SplitScan* best) noexcept nogil:
+                        double min_leaf, const double* total, double total_weight,
+                        double* left_sum, SplitScan* best) noexcept nogil:
     """Try every threshold of feature ``f`` on the rows ``order[f, start:end]``.
 
-    One left-to-right pass with the running sum of the gradient vectors; a candidate
-    replaces ``best`` only if it scores strictly higher, so ties keep the earlier one.
+    One left-to-right pass with the running sums of the gradient vectors and of the
+    weights; a candidate replaces ``best`` only if it scores strictly higher, so ties keep
+    the earlier one.
     """
-    cdef intp_t n = end - start, K = G.shape[1]
-    cdef intp_t p, k, row, n_left
-    cdef double value, next_value, score
+    cdef intp_t K = G.shape[1]
+    cdef intp_t p, k, row
+    cdef double value, next_value, score, left_weight = 0.0, right_weight
     memset(left_sum, 0, K * sizeof(double))
-    for p in range(start, end - min_leaf):
+    for p in range(start, end - 1):
         row = order[f, p]
         for k in range(K):
             left_sum[k] += G[row, k]
-        n_left = p - start + 1
-        if n_left < min_leaf:
+        left_weight += W[row]
+        right_weight = total_weight - left_weight
+        if not (right_weight >= min_leaf and right_weight > 0.0):
+            break  # the weights are nonnegative: no later candidate leaves enough on the right
+        if not (left_weight >= min_leaf and left_weight > 0.0):
             continue
         value = X[row, f]
         next_value = X[order[f, p + 1], f]
         if not (next_value > value):
             continue  # no threshold separates equal values
-        score = children_score(left_sum, total, K, n_left, n - n_left)
+        score = children_score(left_sum, total, K, left_weight, right_weight)
         if score > best.score:
             best.score = score
             best.feature = f
-            best.n_left = n_left
+            best.n_left = p - start + 1
             best.below = value
             best.above = next_value
 
 
-cdef void best_split(const double[:, ::1] X, const double[:, ::1] G,
-                     const intp_t[:, ::1] order, intp_t start, intp_t end, intp_t min_leaf,
-                     const double* total, double* left_sum, Split* out) noexcept nogil:
+cdef void best_split(const double[:, ::1] X, const double[:, ::1] G, const double[::1] W,
+                     const intp_t[:, ::1] order, intp_t start, intp_t end, double min_leaf,
+                     const double* total, double total_weight, double* left_sum,
+                     Split* out) noexcept nogil:
     """Best split of the node whose rows are ``order[f, start:end]`` for every f.
 
-    Minimising the summed squared distance to the child means is maximising
-    ``|S_L|^2 / n_L + |S_R|^2 / n_R`` (S = sum of gradient vectors, ``total`` the node's).
-    Ties keep the first candidate (lowest feature, lowest threshold). ``out.feature`` is
-    -1 when no split leaves ``min_leaf >= 1`` rows on each side and lowers the loss.
+    ``G`` holds the rows' weighted targets ``w_i r_i`` and ``W`` their weights ``w_i``
+    (ones: every row counts once). Minimising the weighted squared distance
+    ``sum_i w_i ||r_i - t||^2`` to the children's weighted means is maximising
+    ``|S_L|^2 / w_L + |S_R|^2 / w_R`` (S = sum of ``G`` over the child, ``total`` the
+    node's; w = the child's weight, ``total_weight`` the node's). Ties keep the first
+    candidate (lowest feature, lowest threshold). ``out.feature`` is -1 when no split
+    leaves a positive weight of at least ``min_leaf`` on each side and lowers the loss.
     ``left_sum`` is scratch of ``G.shape[1]`` entries.
     """
-    cdef intp_t n = end - start, K = G.shape[1], f
+    cdef intp_t K = G.shape[1], f
     cdef SplitScan best
     out.feature = -1
     out.n_left = 0
     out.threshold = 0.0
     out.gain = 0.0
-    if n < 2 * min_leaf:
+    if total_weight < 2 * min_leaf or end - start < 2:
         return
     start_scan(&best)
     for f in range(X.shape[1]):
-        _scan_feature(X, G, order, f, start, end, min_leaf, total, left_sum, &best)
-    take_best(&best, total, K, n, out)
+        _scan_feature(X, G, W, order, f, start, end, min_leaf, total, total_weight, left_sum,
+                      &best)
+    take_best(&best, total, K, total_weight, out)
 
 
-def find_best_split(const double[:, ::1] X, const double[:, ::1] G, intp_t min_leaf):
+def find_best_split(const double[:, ::1] X, const double[:, ::1] G, double min_leaf,
+                    weights=None):
     """Best root split of ``X`` for the gradient vectors ``G`` (exposed for tests).
 
     Parameters
     ----------
     X : ndarray of shape (n, d), float64
     G : ndarray of shape (n, K), float64
-    min_leaf : int
-        Minimum number of rows in each child.
+        The weighted targets ``w_i r_i``.
+    min_leaf : float
+        Minimum weight (without weights: number of rows, at least 1) in each child.
+    weights : ndarray of shape (n,), float64, or None
+        Row weights (None: ones).
 
     Returns
     -------
@@ -102,11 +115,18 @@ def find_best_split(const double[:, ::1] X, const double[:, ::1] G, intp_t min_l
     cdef const intp_t[:, ::1] order = sorted_orders(np.asarray(X))
     cdef double[::1] total = np.zeros(G.shape[1])
     cdef double[::1] left_sum = np.zeros(G.shape[1])
+    cdef const double[::1] W = np.ones(X.shape[0]) if weights is None else weights
+    cdef double total_weight = 0.0
     cdef Split split
+    cdef intp_t i
+    if weights is None:
+        min_leaf = max(min_leaf, 1.0)
     with nogil:
         add_column_sums(G, &total[0])
-        best_split(X, G, order, 0, X.shape[0], max(min_leaf, 1), &total[0], &left_sum[0],
-                   &split)
+        for i in range(W.shape[0]):
+            total_weight += W[i]
+        best_split(X, G, W, order, 0, X.shape[0], min_leaf, &total[0], total_weight,
+                   &left_sum[0], &split)
     return int(split.feature), float(split.threshold), float(split.gain)
 
 
