@@ -12,14 +12,15 @@ lower that loss. Two things of LightGBM's own ``multiclass`` objective (bias as
   ``p = 1 / (1 + e^10) = 4.5e-5``: a leaf of 135 rows has ``H = .0123``, above LightGBM's
   ``min_sum_hessian_in_leaf`` (1e-3), and the value 2,713 (after the step .25) where the
   minimiser lies within about 10. The loss rose from 36,000 (``f = 0``) to 1,960,843, and R of
-  4 denoising images of 30 x 30 from 4,565 to 2.0e5 after the first unary fit (5.5e6 later).
-* **Hessians below float32.** LightGBM keeps gradients and Hessians in float32. At
-  ``eps = .01`` ``p (1 - p) ~ e^-100`` is zero there, no leaf reaches
+  4 denoising images of 30 x 30 from 4,565 to 2.0e5 after the first unary fit (3.2e7 later).
+* **Hessians that vanish.** At ``eps = .01`` ``p (1 - p) ~ e^-100 = 4e-44`` (a subnormal in
+  float32, LightGBM's type for gradients and Hessians): no leaf's Hessian sum comes near
   ``min_sum_hessian_in_leaf``, no tree splits, and the oracle falls back to a per-class
   constant: the whole model ends as a constant.
 
-The init score itself is not at fault: with Hessians of ordinary size (``eps = 1``) the
-adapter's rounds give LightGBM's own loss to the printed digit. The adapter therefore
+The init score is not at fault: without the floor below, the adapter's rounds are LightGBM's
+own ``multiclass`` boosting with the bias as init score (the same loss, 3,296.9, on that first
+unary problem at ``eps = 1``). The adapter therefore
 
 1. floors every Hessian entry at :data:`HESSIAN_FLOOR` before LightGBM sees it, which bounds
    a leaf's value by ``learning_rate / HESSIAN_FLOOR`` (gradients lie in ``[-1, 1]``) and keeps
