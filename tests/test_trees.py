@@ -237,25 +237,30 @@ def test_single_class_is_zero_function(oracle):
 
 
 # ------------------------------------------------------------------ LightGBM
-def test_lightgbm_adapter_uses_bias_as_init_score():
-    """LightGBM's own multi_logloss (init score included) equals our biased loss."""
+def test_lightgbm_adapter_without_hessian_floor_is_lightgbms_multiclass(monkeypatch):
+    """Without the Hessian floor (and with no halving needed) the adapter's rounds are LightGBM's
+    own multiclass boosting with the bias as init score: its multi_logloss is our biased loss."""
+    import slr.oracles.lightgbm_adapter as adapter
+    monkeypatch.setattr(adapter, "HESSIAN_FLOOR", 0.0)
     features, bias, labels = make_problem(2000, 3, seed=10)
-    bias *= 3
     oracle = LightGBM(n_rounds=5, subsample=1.0, random_state=0).fit(features, bias, labels)
-    params = oracle.lightgbm_params(2000, 3) | {"metric": "multi_logloss"}
+    assert oracle.n_halvings_ == 0
+    params = oracle.lightgbm_params(2000, 3) | {"objective": "multiclass", "metric": "multi_logloss"}
     data = lightgbm.Dataset(features, label=labels, init_score=bias, params={"verbosity": -1})
     record: dict = {}
-    lightgbm.train(params, data, 5, valid_sets=[data],
-                   callbacks=[lightgbm.record_evaluation(record)])
+    reference = lightgbm.train(params, data, 5, valid_sets=[data],
+                               callbacks=[lightgbm.record_evaluation(record)])
     assert record["training"]["multi_logloss"][-1] == pytest.approx(
-        oracle.loss(features, bias, labels) / 2000, rel=1e-9
+        oracle.loss(features, bias, labels) / 2000, rel=1e-6
     )
+    np.testing.assert_allclose(oracle.decision_function(features),
+                               reference.predict(features, raw_score=True), rtol=1e-5, atol=1e-6)
 
 
-def test_binary_problem_goes_through_multiclass():
+def test_binary_problem_grows_one_tree_per_class():
     features, bias, labels = make_problem(2000, 2, seed=11)
     oracle = LightGBM(n_rounds=10, random_state=0).fit(features, bias, labels)
-    assert oracle.booster_.params["objective"] == "multiclass"
+    assert oracle.booster_.num_trees() == 2 * oracle.booster_.current_iteration() == 20
     assert oracle.decision_function(features).shape == (2000, 2)
 
 

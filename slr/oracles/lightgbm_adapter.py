@@ -1,19 +1,41 @@
-"""LightGBM's multiclass gradient boosting as a logistic oracle (reference for ``BoostedTrees``).
+"""LightGBM's gradient-boosted trees as a logistic oracle (reference for ``BoostedTrees``).
 
-The biased problem maps onto LightGBM directly: the bias ``b`` is the Dataset's
-``init_score``. LightGBM 4.x stores a multiclass init score class-major (entry
-``k * N + i`` is row ``i``, class ``k``; a 2-D array is flattened with
-``ravel(order="F")`` by the Python package), does not boost from the average when an
-init score is given, and leaves the init score out of ``predict(raw_score=True)``,
-so the raw prediction is exactly the learned ``f(x, y)``.
+LightGBM grows the trees; the adapter hands it the gradients and Hessians of the biased
+logistic loss, keeps the scores ``f`` of the training rows itself and makes every round
+lower that loss. Two things of LightGBM's own ``multiclass`` objective (bias as
+``init_score``) break on the structured learner's problems, whose biases scale as
+``1 / eps``:
 
-Row weights are the Dataset's ``weight``. Soft targets go through a custom objective (a
-callable ``objective``, which LightGBM 4 calls with the training scores *including* the init
-score): LightGBM's ``multiclass`` objective takes integer labels only, and expanding each row
-into K weighted one-hot rows would multiply the data by K (676 pair classes on letters) and
-change what ``min_data_in_leaf`` counts. The custom objective returns what ``multiclass``
-computes, with the target in place of the one-hot label: gradient ``w (p - q)`` and Hessian
-``w K / (K - 1) p (1 - p)``.
+* **Newton leaves from vanishing Hessians.** A leaf's value is ``-G / H`` (times the learning
+  rate), with ``H`` the sum of ``K / (K - 1) p (1 - p)`` over its rows. The learner's first
+  unary problem at ``eps = .1`` puts a bias of 10 on every wrong label, so the true label has
+  ``p = 1 / (1 + e^10) = 4.5e-5``: a leaf of 135 rows has ``H = .0123``, above LightGBM's
+  ``min_sum_hessian_in_leaf`` (1e-3), and the value 2,713 (after the step .25) where the
+  minimiser lies within about 10. The loss rose from 36,000 (``f = 0``) to 1,960,843, and R of
+  4 denoising images of 30 x 30 from 4,565 to 2.0e5 after the first unary fit (3.2e7 later).
+* **Hessians that vanish.** At ``eps = .01`` ``p (1 - p) ~ e^-100 = 4e-44`` (a subnormal in
+  float32, LightGBM's type for gradients and Hessians): no leaf's Hessian sum comes near
+  ``min_sum_hessian_in_leaf``, no tree splits, and the oracle falls back to a per-class
+  constant: the whole model ends as a constant.
+
+The init score is not at fault: without the floor below, the adapter's rounds are LightGBM's
+own ``multiclass`` boosting with the bias as init score (the same loss, 3,296.9, on that first
+unary problem at ``eps = 1``). The adapter therefore
+
+1. floors every Hessian entry at :data:`HESSIAN_FLOOR` before LightGBM sees it, which bounds
+   a leaf's value by ``learning_rate / HESSIAN_FLOOR`` (gradients lie in ``[-1, 1]``) and keeps
+   the sums far inside float32; where the Hessians are larger the leaves are LightGBM's own;
+2. evaluates the biased loss of the training rows after each round and halves the round's
+   leaf values (``Booster.set_leaf_output``) until it does not exceed the loss before the
+   round; a round that no halving (up to :data:`MAX_HALVINGS`) makes acceptable is removed and
+   boosting stops there.
+
+So the loss of a fit never exceeds that of ``f = 0``, and decreases round by round.
+
+Row weights and soft targets (:mod:`slr.oracles.targets`) enter through the same gradients:
+``w (p - q)`` and the Hessian ``w max(K / (K - 1) p (1 - p), HESSIAN_FLOOR)``, and the loss the
+halving checks is the weighted soft loss (expanding rows into K weighted one-hot rows would
+multiply the data by K, 676 pair classes on letters, and change what ``min_data_in_leaf`` counts).
 """
 from __future__ import annotations
 
@@ -21,26 +43,39 @@ from numbers import Integral
 from typing import Any
 
 import numpy as np
+from scipy.special import softmax
 
 from slr._optional import import_optional
 from slr._params import DEPRECATED, Integer, NJobs, RandomState, Real, Satisfies, resolve_renamed, validate_params
 from slr.inference.batch import resolve_threads
-from slr.oracles.base import LogisticOracle
+from slr.oracles.base import LogisticOracle, biased_logistic_loss
 from slr.oracles.trees import BoostedTrees, Subsample, fraction_to_rows, resolve_subsample
 from slr.validation import C_INT_MAX, check_generator
 
-__all__ = ["LightGBM"]
+__all__ = ["HESSIAN_FLOOR", "LightGBM", "MAX_HALVINGS"]
+
+#: Smallest Hessian entry handed to LightGBM (module docstring). Below it the Newton leaf
+#: overshoots; the largest Hessian entry of the softmax loss is ``K / (4 (K - 1)) <= 1/2``.
+HESSIAN_FLOOR = 0.05
+
+#: Halvings of a round's leaf values tried before the round is dropped and boosting stops.
+MAX_HALVINGS = 40
 
 
 class LightGBM(LogisticOracle):
-    """Boosted trees through LightGBM's ``multiclass`` objective, bias as ``init_score``.
+    """Boosted trees grown by LightGBM on the biased logistic loss, every round made to lower it.
 
     Every :meth:`fit` trains a new booster from ``f = 0`` (like :class:`BoostedTrees`
     with ``warm_start=False``). LightGBM grows one tree per class and round (K trees),
-    with second-order leaf values, histogram splits and best-first growth.
+    with histogram splits and best-first growth, and second-order leaf values from the
+    softmax loss's gradients and Hessians, the Hessians floored at :data:`HESSIAN_FLOOR`;
+    a round whose trees would raise the loss of the training rows has its leaf values
+    halved until they do not (module docstring: why LightGBM's own ``multiclass``
+    objective with the bias as ``init_score`` fails on the structured learner's biases).
+    The loss of the fitted function is therefore never above that of ``f = 0``.
 
     Where no split is possible (no feature columns, or none that varies) LightGBM
-    cannot boost: it stops after one round of zero-valued root leaves. The adapter then
+    cannot boost: it stops after one round of single-leaf trees. The adapter then
     returns what :class:`BoostedTrees` returns there, with the same rounds, step,
     subsample, leaf ridge and seed: single-leaf trees re-fitted by Newton's method,
     i.e. a per-class constant fitted to the bias (``constant_``).
@@ -71,7 +106,8 @@ class LightGBM(LogisticOracle):
         Seed of the bagging: a non-negative int (taken modulo ``2**31 - 1``), a
         Generator to draw it from, or ``None`` to draw it from fresh entropy.
     params : dict or None, default=None
-        Extra LightGBM parameters, applied last (they override the above).
+        Extra LightGBM parameters, applied last (they override the above, but not
+        ``objective``, which is the adapter's own, nor ``num_class``).
     num_leaves, lambda_l2 : deprecated
         The former names of ``max_leaf_nodes`` and ``l2_regularization``; a value given
         under them is used with a FutureWarning. They will be removed in 0.3.
@@ -84,6 +120,8 @@ class LightGBM(LogisticOracle):
     constant_ : ndarray of shape (K,)
         The scores of every row when ``booster_`` is None (zeros unless no split was
         possible).
+    n_halvings_ : int
+        How often the last fit halved a round's leaf values to keep the loss from rising.
     """
 
     _parameter_constraints = {
@@ -146,8 +184,6 @@ class LightGBM(LogisticOracle):
         else:
             seed = int(check_generator(random_state).integers(0, C_INT_MAX))
         params = {
-            "objective": "multiclass",
-            "num_class": n_classes,
             "learning_rate": checked["learning_rate"],
             "num_leaves": checked["max_leaf_nodes"],
             "min_data_in_leaf": fraction_to_rows(checked["min_leaf_fraction"], n_sub, 1),
@@ -163,6 +199,7 @@ class LightGBM(LogisticOracle):
             params.update(bagging_fraction=n_sub / n_rows, bagging_freq=1, bagging_seed=seed)
         if checked["params"] is not None:
             params.update(checked["params"])
+        params.update(objective="none", num_class=n_classes)  # the gradients are the adapter's
         return params
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
@@ -175,24 +212,16 @@ class LightGBM(LogisticOracle):
         params = self._lightgbm_params(checked, n, k)
         self.booster_ = None
         self.constant_ = np.zeros(k)
+        self.n_halvings_ = 0
         if k == 1 or n_rounds == 0:
             return
-        dataset_labels = labels
-        if labels.ndim == 2:
-            params["objective"] = _soft_target_objective(labels, sample_weight)
-            dataset_labels = labels.argmax(axis=1)   # not read by the custom objective
         if features.shape[1] > 0:  # LightGBM refuses a dataset without feature columns
-            dataset = lightgbm.Dataset(
-                features,
-                label=dataset_labels,
-                weight=sample_weight,
-                init_score=bias.ravel(order="F"),  # class-major, see the module docstring
-                params={"max_bin": params["max_bin"], "verbosity": -1},
-                free_raw_data=True,
-            )
-            booster = lightgbm.train(params, dataset, num_boost_round=n_rounds)
-            if not _stopped_without_split(booster):
-                self.booster_ = booster
+            boosting = _SafeguardedBoosting(lightgbm, features, bias, labels, sample_weight, params)
+            boosting.run(n_rounds)
+            self.n_halvings_ = boosting.n_halvings
+            if boosting.n_rounds > 0:
+                self.booster_ = boosting.booster
+            if not boosting.no_split:
                 return
         single_leaves = BoostedTrees(
             n_rounds=n_rounds,
@@ -214,31 +243,74 @@ class LightGBM(LogisticOracle):
         return np.asarray(scores, dtype=np.float64).reshape(features.shape[0], self.n_classes_)
 
 
-def _soft_target_objective(targets: np.ndarray, sample_weight: np.ndarray | None):
-    """LightGBM's multiclass gradient and Hessian for soft ``targets`` (N, K), as a custom
-    objective (see the module docstring); LightGBM does not weight a custom objective's
-    output, so the weights are applied here."""
-    factor = targets.shape[1] / (targets.shape[1] - 1.0)
+class _SafeguardedBoosting:
+    """LightGBM's rounds on the adapter's gradients and floored Hessians, each round's leaf
+    values halved until the biased loss of the training rows does not rise.
 
-    def objective(scores: np.ndarray, dataset: Any) -> tuple[np.ndarray, np.ndarray]:
-        probabilities = np.exp(scores - scores.max(axis=1, keepdims=True))
-        probabilities /= probabilities.sum(axis=1, keepdims=True)
-        grad = probabilities - targets
-        hess = factor * probabilities * (1.0 - probabilities)
-        if sample_weight is not None:
-            grad *= sample_weight[:, None]
-            hess *= sample_weight[:, None]
-        return grad, hess
-
-    return objective
-
-
-def _stopped_without_split(booster: Any) -> bool:
-    """Whether LightGBM stopped in its first round because no tree could split.
-
-    It then holds one round of single-leaf trees whose value is zero (with an init
-    score LightGBM does not fit a root leaf), i.e. the zero function.
+    ``scores`` are ``f`` of the training rows, accumulated round by round; LightGBM's own
+    record of them is never read (it misses the halvings).
     """
-    if booster.current_iteration() > 1:
-        return False
-    return all(tree["num_leaves"] == 1 for tree in booster.dump_model()["tree_info"])
+
+    def __init__(self, lightgbm: Any, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
+                 sample_weight: np.ndarray | None, params: dict) -> None:
+        self.features, self.bias, self.labels, self.weights = features, bias, labels, sample_weight
+        self.threads = params["num_threads"]
+        # the label is never read: the gradients are the adapter's
+        dataset = lightgbm.Dataset(features, label=np.zeros(features.shape[0]), params=params,
+                                   free_raw_data=True).construct()
+        # LightGBM drops the columns it cannot split (constant ones, say); with none left it
+        # refuses to boost on custom gradients
+        self.no_split = all(dataset.feature_num_bin(j) < 2 for j in range(features.shape[1]))
+        self.booster = None if self.no_split else lightgbm.Booster(params, dataset)
+        self.scores = np.zeros(bias.shape)
+        self.loss, self.grad = biased_logistic_loss(self.scores, bias, labels, sample_weight)
+        self.n_rounds = self.n_halvings = 0
+
+    def _gradients(self, _scores: np.ndarray, _dataset: Any) -> tuple[np.ndarray, np.ndarray]:
+        """LightGBM's multiclass gradient and Hessian at ``self.scores``, the Hessian floored (both
+        times the row weights)."""
+        k = self.bias.shape[1]
+        prob = softmax(self.scores + self.bias, axis=1)
+        hessian = np.maximum(k / (k - 1) * prob * (1.0 - prob), HESSIAN_FLOOR)
+        if self.weights is not None:
+            hessian *= self.weights[:, None]
+        return self.grad, hessian
+
+    def run(self, n_rounds: int) -> None:
+        """Boost up to ``n_rounds`` rounds; stop early when no tree can split (``no_split`` if
+        that happens in the first round) or when no halving of a round lowers the loss."""
+        n, k = self.bias.shape
+        for r in range(0 if self.no_split else n_rounds):
+            if self.booster.update(fobj=self._gradients):
+                self.no_split = r == 0   # LightGBM dropped the round (and keeps a first one)
+                return
+            step = self.booster.predict(self.features, start_iteration=r, num_iteration=1, raw_score=True,
+                                        num_threads=self.threads)
+            scale = self._line_search(np.asarray(step, dtype=np.float64).reshape(n, k))
+            if scale == 0.0:
+                self.booster.rollback_one_iter()
+                return
+            if scale < 1.0:
+                self._scale_round(r, scale)
+            self.n_rounds += 1
+
+    def _line_search(self, step: np.ndarray) -> float:
+        """The largest ``2**-j`` (``j <= MAX_HALVINGS``) with loss(scores + 2**-j step) <= loss(scores),
+        moving the scores there; 0 if there is none."""
+        scale = 1.0
+        for _ in range(MAX_HALVINGS + 1):
+            trial = self.scores + scale * step
+            loss, grad = biased_logistic_loss(trial, self.bias, self.labels, self.weights)
+            if loss <= self.loss:
+                self.scores, self.loss, self.grad = trial, loss, grad
+                return scale
+            scale *= 0.5
+            self.n_halvings += 1
+        return 0.0
+
+    def _scale_round(self, r: int, scale: float) -> None:
+        """Multiply the leaf values of round ``r``'s trees by ``scale`` (a power of two: exact)."""
+        for tree in self.booster.dump_model(start_iteration=r, num_iteration=1)["tree_info"]:
+            index = tree["tree_index"]
+            for leaf in range(tree["num_leaves"]):
+                self.booster.set_leaf_output(index, leaf, scale * self.booster.get_leaf_output(index, leaf))
