@@ -612,9 +612,11 @@ class StructuredLogisticRegression(StructuredEstimator):
     >>> from slr import StructuredLogisticRegression
     >>> from slr.datasets import make_denoising
     >>> X, Y = make_denoising(n_images=2, size=60, sigma=6.0, random_state=0)
-    >>> model = StructuredLogisticRegression(max_iter=10, random_state=0).fit(X, Y)
+    >>> model = StructuredLogisticRegression(max_iter=10, tol=0, random_state=0).fit(X, Y)  # no rule: 10 iterations
     >>> model.score(X, Y) > 0.85
     True
+    >>> model.n_iter_, model.stop_reason_
+    (10, 'max_iter')
     >>> model.history_.columns.tolist()
     ['iteration', 'objective', 'train_error', 'val_error', 'seconds', 'eval_seconds']
     """
