@@ -36,6 +36,8 @@ def test_ten_then_ten_more_equal_twenty(name, data):
         np.testing.assert_array_equal(parts.history_[column], whole.history_[column])
     np.testing.assert_array_equal(parts.objective_trace_["objective"], whole.objective_trace_["objective"])
     assert parts.history_["seconds"].is_monotonic_increasing
+    assert parts.n_iter_ == whole.n_iter_ == 8 and parts.stop_reason_ == whole.stop_reason_ == "max_iter"
+    assert parts.certificate_ == whole.certificate_
     for a, b in zip(parts.predict(Xv), whole.predict(Xv)):
         np.testing.assert_array_equal(a, b)
 
