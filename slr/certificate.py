@@ -50,11 +50,18 @@ class FitCertificate:
     last_sweeps : int
         The most sweeps any example ran in the fit's last half step.
     sweeps_converged : bool
-        Whether every example's sweeps met ``tol`` in the last half step.
+        Whether every example's sweeps met ``tol`` in the last half step (sweeps the learner
+        stopped for too little progress, its ``sweep_tol``, have not).
     message_residual : float
         The largest message change of one more sweep from the final messages.
     lp_converged : bool
         Whether the ``eps = 0`` sweeps behind ``lp_loss_upper`` met their ``tol`` (always on chains).
+    n_iter : int or None
+        Learning iterations run (all of them, also those after an early-stopped fit's best).
+    stop_reason : str or None
+        Why the learning stopped: ``"tol"`` (the stopping rule), ``"max_iter"`` (the cap) or
+        ``"early_stopping"`` (no better validation error for ``n_iter_no_change`` iterations: the
+        certificate is then that of the best iteration's model, the one kept).
     """
 
     objective: float
@@ -66,12 +73,16 @@ class FitCertificate:
     sweeps_converged: bool
     message_residual: float
     lp_converged: bool
+    n_iter: int | None = None
+    stop_reason: str | None = None
 
 
 def certify(train: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, messages: np.ndarray,
             epsilon: float, objective: float, last_sweeps: np.ndarray, last_converged: np.ndarray, *,
-            max_sweeps: int, tol: float, n_jobs: int) -> FitCertificate:
-    """The certificate of a fit from its final state (potentials with the margin, messages)."""
+            max_sweeps: int, tol: float, n_jobs: int, stop_reason: str | None = None,
+            n_iter: int | None = None) -> FitCertificate:
+    """The certificate of a fit from its final state (potentials with the margin, messages), and
+    why (``stop_reason``) and after how many iterations (``n_iter``) it stopped."""
     batch = train.batch
     truth = float(train.labelling_scores(train.labels, theta_nodes, theta_edges).sum())
     probe = messages.copy()
@@ -97,4 +108,5 @@ def certify(train: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, m
         objective=float(objective), lp_loss_lower=lower, lp_loss_upper=upper, entropy_bound=float(entropy),
         bounds_hold=bool(lower <= objective + slack and objective <= upper + entropy + slack),
         last_sweeps=int(last_sweeps.max()) if last_sweeps.size else 0,
-        sweeps_converged=bool(last_converged.all()), message_residual=residual, lp_converged=lp_converged)
+        sweeps_converged=bool(last_converged.all()), message_residual=residual, lp_converged=lp_converged,
+        n_iter=n_iter, stop_reason=stop_reason)

@@ -17,7 +17,7 @@ import numpy as np
 
 from slr_suite.common import RunContext, reuse_data, unique
 from slr_suite.experiment import Cell, ExperimentBase, Table
-from slr_suite.oracles import OracleSpec, fitted_oracle
+from slr_suite.oracles import OracleSpec, fitted_oracle, suite_learner
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
 
@@ -142,9 +142,7 @@ class DenoisingSpec:
 
     def learner(self, unary: str, pairwise: str, n_jobs: int | None):
         """The learner of cell ``unary``/``pairwise``, with its two oracles."""
-        from slr.learner import StructuredLogisticRegression
-
-        return StructuredLogisticRegression(
+        return suite_learner(
             unary=self.oracle(unary, "unary").build(SEED), pairwise=self.oracle(pairwise, "pairwise").build(SEED),
             epsilon=self.epsilon, max_iter=self.n_iter, max_sweeps=self.max_sweeps, n_jobs=n_jobs,
             random_state=SEED)

@@ -34,8 +34,7 @@ def validate(spec: dict, split) -> "object":
     """The history (validation error against fit time) of one setting on ``split``."""
     from threadpoolctl import threadpool_limits
 
-    from slr.learner import StructuredLogisticRegression
-    from slr_suite.oracles import OracleSpec
+    from slr_suite.oracles import OracleSpec, suite_learner
 
     spec = dict(spec)
     kind = spec.pop("unary")
@@ -43,8 +42,8 @@ def validate(spec: dict, split) -> "object":
     unary = OracleSpec(kind, spec).build(random_state=0)
     X_fit, Y_fit, X_val, Y_val = split
     with threadpool_limits(1):
-        model = StructuredLogisticRegression(unary=unary, pairwise=OracleSpec("Constant").build(), n_states=26,
-                                             n_jobs=1, random_state=0, **settings)
+        model = suite_learner(unary=unary, pairwise=OracleSpec("Constant").build(), n_states=26, n_jobs=1,
+                              random_state=0, **settings)
         model.fit(X_fit, Y_fit, X_val=X_val, Y_val=Y_val)
     return model.history_.dropna(subset=["val_error"])
 

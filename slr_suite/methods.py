@@ -17,7 +17,7 @@ import numpy as np
 
 from slr_suite.common import RunContext, unique
 from slr_suite.denoising import DenoisingData
-from slr_suite.oracles import OracleSpec
+from slr_suite.oracles import OracleSpec, suite_learner
 
 __all__ = ["BaselinesSpec", "LettersData", "SlrCell", "SlrLinear", "TuningGrid", "SPECS", "DATASETS", "C_VALUE",
            "EPSILON", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED", "SMOOTHED",
@@ -197,11 +197,9 @@ class BaselinesSpec:
     def slr_learner(self, method: str, dataset: str, n_states: int, n_jobs: int | None,
                     reg: Mapping[str, float] | None = None):
         """slr as the row ``method`` (``slr:Linear``, ``slr:Boost`` or a name in ``slr_cells``) runs it."""
-        from slr.learner import StructuredLogisticRegression
-
         own = self.slr_cells.get(dataset, {}).get(method)
         if own is not None:
-            return StructuredLogisticRegression(
+            return suite_learner(
                 unary=own.unary.build(SEED), pairwise=own.pairwise.build(SEED),
                 epsilon=EPSILON if own.epsilon is None else own.epsilon,
                 max_iter=self.slr_iter if own.max_iter is None else own.max_iter,
@@ -216,7 +214,7 @@ class BaselinesSpec:
             oracle = OracleSpec("BoostedTrees", dict(learning_rate=0.25, n_rounds=20, subsample=5000))
         else:
             raise ValueError(f"method: unknown slr row {method!r} on {dataset}")
-        return StructuredLogisticRegression(
+        return suite_learner(
             unary=oracle.build(SEED), pairwise=oracle.build(SEED), epsilon=reg["epsilon"], max_iter=self.slr_iter,
             max_sweeps=self.max_sweeps if solver.max_sweeps is None else solver.max_sweeps,
             relaxation=solver.relaxation, n_states=n_states, random_state=SEED, n_jobs=n_jobs)

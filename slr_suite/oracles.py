@@ -1,11 +1,12 @@
-"""Oracles as settings: a class and its keywords, built with the suite's seed; the fitted ones found on a learner."""
+"""Oracles as settings: a class and its keywords, built with the suite's seed; the fitted ones found on a learner;
+the learner the suite runs them in."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["OracleSpec", "fitted_oracle"]
+__all__ = ["OracleSpec", "fitted_oracle", "suite_learner"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,17 @@ def fitted_oracle(model: Any, role: str, given: Any) -> Any | None:
     if given is not None and hasattr(given, "n_classes_"):
         return given
     return None
+
+
+#: The learner settings every suite cell runs with unless it names them: the fixed budgets the cells'
+#: configs describe (their ``max_iter`` iterations, ``max_sweeps`` sweeps per half step, exact steps
+#: unless a cell names its ``relaxation``), not the library's stopping rule, progress-based sweeps,
+#: early stopping or over-relaxation, so that a cell's numbers depend on its config (and hash) alone.
+FIXED_BUDGET = dict(tol=0.0, sweep_tol=0.0, early_stopping=False, relaxation=1.0)
+
+
+def suite_learner(**params: Any) -> Any:
+    """A :class:`slr.learner.StructuredLogisticRegression` with ``params`` over :data:`FIXED_BUDGET`."""
+    from slr.learner import StructuredLogisticRegression
+
+    return StructuredLogisticRegression(**{**FIXED_BUDGET, **params})

@@ -27,14 +27,17 @@ ORACLES = {
 @pytest.mark.parametrize("name", ORACLES)
 def test_ten_then_ten_more_equal_twenty(name, data):
     X, Y, Xv, Yv = data
-    whole = StructuredLogisticRegression(**ORACLES[name](), max_iter=8, n_jobs=1, random_state=0)
+    rule = dict(tol=0, early_stopping=False)   # the sweeps stop on progress, as by default
+    whole = StructuredLogisticRegression(**ORACLES[name](), **rule, max_iter=8, n_jobs=1, random_state=0)
     whole.fit(X, Y, X_val=Xv, Y_val=Yv)
-    parts = StructuredLogisticRegression(**ORACLES[name](), max_iter=4, n_jobs=1, random_state=0)
+    parts = StructuredLogisticRegression(**ORACLES[name](), **rule, max_iter=4, n_jobs=1, random_state=0)
     parts.fit(X, Y, X_val=Xv, Y_val=Yv).set_params(max_iter=8, warm_start=True).fit(X, Y, X_val=Xv, Y_val=Yv)
     for column in ("iteration", "objective", "train_error", "val_error"):
         np.testing.assert_array_equal(parts.history_[column], whole.history_[column])
     np.testing.assert_array_equal(parts.objective_trace_["objective"], whole.objective_trace_["objective"])
     assert parts.history_["seconds"].is_monotonic_increasing
+    assert parts.n_iter_ == whole.n_iter_ == 8 and parts.stop_reason_ == whole.stop_reason_ == "max_iter"
+    assert parts.certificate_ == whole.certificate_
     for a, b in zip(parts.predict(Xv), whole.predict(Xv)):
         np.testing.assert_array_equal(a, b)
 

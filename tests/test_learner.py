@@ -245,7 +245,8 @@ def test_objective_matches_independent_recomputation(tiny):
     """history_'s final R equals R recomputed from the fitted oracles after replaying the messages."""
     X, Y = tiny
     batch, node_f, edge_f, labels = _flat(X, Y)
-    model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), max_iter=1, max_sweeps=6, n_jobs=1)
+    model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), max_iter=1, max_sweeps=6,
+                                         sweep_tol=0, n_jobs=1)
     model.fit(X, Y)
     delta = 1.0 - np.eye(2)[labels]
     # replay iteration 1 by hand: the unary fit depends only on lambda = 0
@@ -337,7 +338,9 @@ def test_sklearn_params_and_oracles_are_cloned(tiny):
 def test_defaults():
     model = StructuredLogisticRegression()
     p = model.get_params(deep=False)
-    assert p["epsilon"] == 0.1 and p["max_iter"] == 25 and p["max_sweeps"] == 50
+    assert p["epsilon"] == 0.1 and p["max_iter"] == 200 and p["max_sweeps"] == 50
+    assert p["tol"] == 1e-4 and p["sweep_tol"] == 0.1 and p["relaxation"] == 1.9
+    assert p["early_stopping"] == "auto" and p["validation_fraction"] == 0.1 and p["n_iter_no_change"] == 10
     assert p["predict_max_sweeps"] == 100 and p["n_jobs"] is None and p["verbose"] == 0
     assert p["predict_epsilon"] == 0.0 and p["unary"] is None and p["pairwise"] is None
 
@@ -389,14 +392,16 @@ def test_n_states_parameter_and_verbose(tiny, capsys):
     assert model.n_states_ == 3 and model.pairwise_.table_.shape == (9,)
     out = capsys.readouterr()
     lines = out.err.splitlines()
-    assert out.out == "" and len(lines) == 2     # verbose=True is 1: one line per iteration
+    # verbose=True is 1: one line per iteration, and why it stopped
+    assert out.out == "" and len(lines) == 3
+    assert lines[-1] == "[StructuredLogisticRegression] stopped after 2 iterations (max_iter)"
     for line, (_, row) in zip(lines, model.history_.iloc[1:].iterrows()):
         assert line.startswith(f"[StructuredLogisticRegression] iteration {int(row['iteration']):4d}  "
                                f"R {row['objective']:.6g}  train error {row['train_error']:.4f}")
     model.set_params(verbose=2, max_iter=1).fit(X, Y)
     trace = model.objective_trace_
-    line = capsys.readouterr().err.strip()
-    assert "\n" not in line and line.endswith("".join(f"  {stage} {value:.6g}" for stage, value in
+    line, stop = capsys.readouterr().err.strip().split("\n")
+    assert stop.endswith("(max_iter)") and line.endswith("".join(f"  {stage} {value:.6g}" for stage, value in
                                                       zip(trace["stage"][1:], trace["objective"][1:])))
     model.set_params(verbose=0).fit(X, Y)
     assert capsys.readouterr() == ("", "")

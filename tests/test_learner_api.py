@@ -170,7 +170,7 @@ def test_an_old_name_warns_and_fits_as_the_new_one(data, old, new):
 
 def test_old_names_are_deprecated_and_silent_by_default(data):
     X, Y = data
-    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, max_sweeps=2)
+    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, max_sweeps=2, tol=0)
     params = model.get_params()
     assert params["mp_sweeps"] is DEPRECATED and params["predict_sweeps"] is DEPRECATED
     assert params["n_threads"] is DEPRECATED and repr(model) == repr(clone(model))
