@@ -60,8 +60,9 @@ class CalibrationSpec:
         ``size`` pixels wide needs tables of ``2^(size+1)`` entries).
     epsilons : tuple of float
         The temperatures fitted (and at which the marginals are taken).
-    max_iter : int
-        The learner's iterations (its other settings are the library's defaults).
+    max_iter : int or None
+        A cap on the learner's iterations (None: the library's; its other settings are the
+        library's defaults, so it stops by its rule).
     n_bins : int
         Confidence bins of the calibration error and the reliability curves.
     """
@@ -69,7 +70,7 @@ class CalibrationSpec:
     letters: LettersData
     denoise: DenoisingData
     epsilons: tuple[float, ...]
-    max_iter: int
+    max_iter: int | None = None
     n_bins: int = 15
 
     def config(self) -> dict[str, Any]:
@@ -88,11 +89,9 @@ SPECS = {
     "tiny": CalibrationSpec(LettersData(n_train=10, n_test=10), DenoisingData(n_train=3, n_test=2, size=3, sigma=0.5),
                             epsilons=(0.1,), max_iter=2),
     "quick": CalibrationSpec(LettersData(n_train=60, n_test=200),
-                             DenoisingData(n_train=16, n_test=16, size=12, sigma=1.2), epsilons=(0.1, 1.0),
-                             max_iter=25),
+                             DenoisingData(n_train=16, n_test=16, size=12, sigma=1.2), epsilons=(0.1, 1.0)),
     "full": CalibrationSpec(LettersData(n_train=None, n_test=None),
-                            DenoisingData(n_train=32, n_test=32, size=16, sigma=1.6), epsilons=(0.1, 1.0),
-                            max_iter=25),
+                            DenoisingData(n_train=32, n_test=32, size=16, sigma=1.6), epsilons=(0.1, 1.0)),
 }
 DATASETS = ("letters", "denoising")
 
@@ -104,13 +103,14 @@ def cell(spec: CalibrationSpec, dataset: str, epsilon: float) -> Cell:
                 seed=SEED, args=(dataset, epsilon), cost=1.0 if dataset == "letters" else 0.5)
 
 
-def _learner(dataset: str, epsilon: float, max_iter: int, n_jobs: int | None):
+def _learner(dataset: str, epsilon: float, max_iter: int | None, n_jobs: int | None):
     from slr.learner import StructuredLogisticRegression
     from slr.oracles import Linear
 
     l2 = epsilon / C_VALUE[dataset]
-    return StructuredLogisticRegression(Linear(l2=l2), Linear(l2=l2), epsilon=epsilon, max_iter=max_iter,
-                                        n_jobs=n_jobs, random_state=SEED)
+    cap = {} if max_iter is None else {"max_iter": max_iter}
+    return StructuredLogisticRegression(Linear(l2=l2), Linear(l2=l2), epsilon=epsilon, n_jobs=n_jobs,
+                                        random_state=SEED, **cap)
 
 
 def compute_cell(spec: CalibrationSpec, dataset: str, epsilon: float, info: RunInfo,

@@ -7,7 +7,8 @@ features). A cell is one (problem, method):
 
 - ``slr:Linear``, ``slr:MLP``, ``slr:Boost``: :class:`slr.StructuredLogisticRegression` with the
   library's defaults, the oracles' defaults, and the model choice only: the function class of
-  both factors, the spec's ``epsilon`` and, for ``Linear``, the ridge ``l2 = eps / C``;
+  both factors, the spec's ``epsilon`` and, for ``Linear``, the ridge ``l2 = eps / C`` (and
+  ``early_stopping=False``, as the test examples are handed to ``fit`` to record its curve);
 - the linear peers at the same ``C`` with their defaults: our ``OneSlackSSVM`` on every problem,
   CRFsuite's L-BFGS on the chains.
 
@@ -153,12 +154,10 @@ def learner(spec: GeneralisationSpec, method: str, n_jobs: int | None) -> Any:
     from slr.oracles import MLP, BoostedTrees, Linear
 
     make = {"slr:Linear": lambda: Linear(l2=spec.epsilon / spec.C), "slr:MLP": MLP, "slr:Boost": BoostedTrees}[method]
-    return StructuredLogisticRegression(make(), make(), epsilon=spec.epsilon, n_jobs=n_jobs, random_state=SEED)
-
-
-def _stop_reason(model: Any) -> str:
-    """Why an slr fit stopped (its ``stop_reason_``), or "" for a learner that does not say."""
-    return str(getattr(model, "stop_reason_", ""))
+    # the test examples are given to fit to record the test error per iteration: early stopping,
+    # on when fit gets validation data, would choose the iteration by test error
+    return StructuredLogisticRegression(make(), make(), epsilon=spec.epsilon, early_stopping=False, n_jobs=n_jobs,
+                                        random_state=SEED)
 
 
 def _fit(spec: GeneralisationSpec, method: str, data: tuple, n_jobs: int | None) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -176,7 +175,7 @@ def _fit(spec: GeneralisationSpec, method: str, data: tuple, n_jobs: int | None)
     history = model.history_.dropna(subset=["val_error"])
     row = dict(train_error=1.0 - float(model.score(Xtr, Ytr)), test_error=1.0 - float(model.score(Xte, Yte)),
                seconds=float(history["seconds"].iloc[-1]), iterations=int(history["iteration"].max()),
-               stopped=_stop_reason(model))
+               stopped=model.stop_reason_ if method in SLR_METHODS else "")
     return row, np.asarray(history["seconds"], dtype=float), np.asarray(history["val_error"], dtype=float)
 
 
