@@ -72,9 +72,11 @@ def test_denoising_table_is_complete_and_sane(tiny_report):
 
 def test_baselines_table_is_sane(tiny_report):
     from slr.datasets.letters import letters_cache_path
+    from slr.datasets.snakes import snakes_cache_path
 
     df = pd.read_csv(tiny_report / "baselines_results.csv")
-    datasets = {"denoising", "letters"} if letters_cache_path().exists() else {"denoising"}
+    datasets = ({"denoising"} | ({"letters"} if letters_cache_path().exists() else set())
+                | ({"snakes"} if snakes_cache_path().exists() else set()))
     assert set(df.dataset) == datasets
     ok = df[df.status == "ok"]
     # slr and every one of our baselines ran on each data set
@@ -329,3 +331,40 @@ def test_quiet_prints_nothing_not_even_highs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (proc.stdout, proc.stderr) == ("", "")
     assert len(pd.read_csv(tmp_path / "o" / "bound_results.csv")) == 1
+
+
+def test_snakes_cells_run_every_learner_and_leave_the_other_data_sets_alone():
+    """Every profile plans snakes with slr's rows, our six baselines and pystruct's peer (quick:
+    the example's OneSlackSSVM only) but no CRFsuite (chain-only); full tunes C (and eps) on a
+    validation split; the shared config, and so the committed rows of denoising and letters,
+    is unchanged by the snakes."""
+    from slr_suite import baselines, tuning
+    from slr_suite.common import Logger, RunContext
+    from slr_suite.methods import OUR_BASELINES, PEER_LEARNERS, grid
+    from slr_suite.provenance import RunInfo, config_hash
+
+    ctx = RunContext(log=Logger(quiet=True), info=RunInfo.collect("quick", ["slr"]), cache_dir=None)
+    ctx.memo.update(pystruct=None, crfsuite=None)     # both peers available, as far as the plan goes
+    expected_peer = {"quick": ("OneSlackSSVM",), "full": PEER_LEARNERS}
+    for name in ("quick", "full"):
+        profile = get_profile(name)
+        spec = profile.spec("baselines")
+        assert spec.snakes.n_train is None or spec.snakes.n_train < 200
+        cells = baselines.Baselines().cells(profile, ["snakes"], {tuning.NAME: {}}, ctx)
+        tuning_cells = tuning.Tuning().cells(profile, ["snakes"], {}, ctx)
+        planned = {c.identity["method"] for c in cells} | {c.identity["method"] for c in tuning_cells}
+        assert planned == {"slr:Linear", "slr:Boost", *OUR_BASELINES,
+                           *(f"pystruct:{learner}" for learner in expected_peer[name])}
+        assert all(c.identity["dataset"] == "snakes" for c in cells + tuning_cells)
+        if name == "full":
+            untuned = {"slr:Boost", "StructuredPerceptron", "pystruct:StructuredPerceptron"}
+            assert {c.identity["method"] for c in cells} == untuned     # the others wait for their tuning
+            assert len(tuning_cells) == sum(len(grid(spec, "snakes", m)) for m in planned - untuned) == 4 * 2 * 2 + 4 * 8
+        else:
+            assert not tuning_cells and len(cells) == len(planned)
+            one_slack = next(c for c in cells if c.identity["method"] == "pystruct:OneSlackSSVM")
+            assert one_slack.config["params"] == dict(inference_cache=50, tol=0.1)
+            assert one_slack.config["max_iter"] == spec.budget("OneSlackSSVM", "snakes") < spec.max_iter["OneSlackSSVM"]
+    for name, report in (("quick", "reports"), ("full", "reports/full")):
+        committed = pd.read_csv(Path(__file__).resolve().parents[1] / report / "baselines_results.csv", dtype=str)
+        assert config_hash(get_profile(name).spec("baselines").config()) in set(committed.config)
