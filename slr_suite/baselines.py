@@ -84,7 +84,7 @@ class Baselines(ExperimentBase):
     tables = TABLES
 
     def select(self, profile, options: Mapping[str, Any]) -> list[str] | None:
-        return selected_datasets(options)
+        return selected_datasets(options, self.spec(profile))
 
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
         """The test cells whose regularisation is known: a tuned method's once its validation fits are in."""
