@@ -1,4 +1,4 @@
-"""Baselines against slr on denoising and OCR letters: errors, wall time, time to a target error.
+"""Baselines against slr on denoising, OCR letters and snakes: errors, wall time, time to a target error.
 
 A cell is one (data set, method), fitted on all training examples with its regularisation: the
 data set's default, or where the profile tunes the data set the value the validation fits of

@@ -332,6 +332,9 @@ _SNAKES_PEER = dict(snakes=dict(OneSlackSSVM=dict(inference_cache=50, tol=0.1)))
 #: `make report` (slr:Linear's pairwise Linear oracle, 180 x 121 weights, costs 2 to 4 s an
 #: iteration, most of it whatever the number of images).
 _SNAKES_BUDGETS_QUICK = dict(_budgets(15, 5, 15, 10, 15), slr=6)
+#: full's snakes: the other data sets' quick budgets and slr's 25 iterations of the paper; at the
+#: full budgets an slr:Linear fit on the 200 images (about 35 s an iteration) would take half an hour.
+_SNAKES_BUDGETS_FULL = dict(_budgets(100, 20, 100, 30, 100), slr=25)
 
 #: The comparison's settings in each profile.
 SPECS = {
@@ -359,7 +362,7 @@ SPECS = {
         skip_reason="the n-slack dual QP over thousands of dense constraints takes hours at this size",
         slr_cells=dict(letters=_letters_cells(_LETTERS_MLP, 12, _LETTERS_TREES, 7)),
         slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE,
-        snakes=SnakesData(None, None), peer_params=_SNAKES_PEER),
+        snakes=SnakesData(None, None), budgets=dict(snakes=_SNAKES_BUDGETS_FULL), peer_params=_SNAKES_PEER),
 }
 
 
