@@ -19,9 +19,9 @@ from slr_suite.common import RunContext, unique
 from slr_suite.denoising import DenoisingData
 from slr_suite.oracles import OracleSpec
 
-__all__ = ["BaselinesSpec", "LettersData", "SnakesData", "SlrCell", "SlrLinear", "TuningGrid", "SPECS", "DATASETS", "C_VALUE",
-           "EPSILON", "N_STATES", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED", "SMOOTHED",
-           "crfsuite_c2", "default_regularisation", "failure_status", "fit_method", "grid", "methods_of",
+__all__ = ["BaselinesSpec", "LettersData", "SnakesData", "SlrCell", "SlrLinear", "TuningGrid", "SPECS", "DATASETS",
+           "C_VALUE", "EPSILON", "N_STATES", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED",
+           "SMOOTHED", "crfsuite_c2", "default_regularisation", "failure_status", "fit_method", "grid", "methods_of",
            "parse_datasets", "planned_methods", "selected_datasets", "tuned", "unavailable"]
 
 SEED = 0
@@ -142,7 +142,7 @@ class BaselinesSpec:
     Attributes
     ----------
     denoise, letters : DenoisingData, LettersData
-        The two first data sets' sizes.
+        The first two data sets' sizes.
     max_iter : mapping
         Iterations per baseline, by class name; pystruct's learner of the same name gets the
         same budget, its FrankWolfeSSVM that of SubgradientSSVM.
