@@ -1,4 +1,4 @@
-"""Baselines against slr on denoising and OCR letters: errors, wall time, time to a target error.
+"""Baselines against slr on denoising, OCR letters and snakes: errors, wall time, time to a target error.
 
 A cell is one (data set, method), fitted on all training examples with its regularisation: the
 data set's default, or where the profile tunes the data set the value the validation fits of
@@ -84,7 +84,7 @@ class Baselines(ExperimentBase):
     tables = TABLES
 
     def select(self, profile, options: Mapping[str, Any]) -> list[str] | None:
-        return selected_datasets(options)
+        return selected_datasets(options, self.spec(profile))
 
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
         """The test cells whose regularisation is known: a tuned method's once its validation fits are in."""

