@@ -69,7 +69,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         if target is not None:
             ax.axhline(target, color="k", ls=":", lw=1)
         ax.set_title(name, fontsize=9)
-        ax.set_xscale("symlog", linthresh=0.1)
+        ax.set_xscale("log")
         ax.set_xlabel("fit seconds")
         ax.set_ylabel("test error")
         ax.legend(fontsize=6)
