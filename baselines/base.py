@@ -10,6 +10,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from baselines.features import StructuredData
+from baselines.weights import CLASS_WEIGHT
 from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, resolve_renamed, validate_params
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.models import INFERENCE
@@ -27,9 +28,10 @@ class BaseStructuredLearner(StructuredEstimator):
 
     Subclasses declare ``_parameter_constraints`` (this class's merged with their own; see
     :mod:`slr._params`) and implement ``_fit(data)``, which sets ``self.w_`` and records every
-    iteration through :meth:`_log`. The contract (``fit``, ``predict``, ``score``,
-    ``history_``) is :class:`slr.estimator.StructuredEstimator`'s; ``objective`` in the
-    history is the learner's primal objective.
+    iteration through :meth:`_log`; ``data`` carries the checked ``sample_weight`` and
+    ``class_weight`` (:meth:`StructuredData.weigh`), which ``_fit`` honours. The contract
+    (``fit``, ``predict``, ``score``, ``history_``) is :class:`slr.estimator.StructuredEstimator`'s;
+    ``objective`` in the history is the learner's primal objective.
 
     ``fit`` is transactional: it checks the parameters, ``X``, ``Y``, ``X_val`` and ``Y_val``
     before any work, fits a twin of the estimator that holds the checked parameters and no
@@ -47,6 +49,8 @@ class BaseStructuredLearner(StructuredEstimator):
         ``(d_u, d_e)`` of the training data.
     inference_ : dict
         The prediction inference settings of the fit (keywords of :class:`StructuredData`).
+    class_weight_ : ndarray of shape (n_states,)
+        The weight of each label in the fit (ones for ``class_weight=None``; see :mod:`baselines.weights`).
     history_ : pandas.DataFrame
     """
 
@@ -58,12 +62,13 @@ class BaseStructuredLearner(StructuredEstimator):
         "n_jobs": NJobs(),
         "verbose": (Integer(0), Boolean()),
         "random_state": RandomState(),
+        "class_weight": CLASS_WEIGHT,
     }
     #: ``(old, new, note)`` of the parameters renamed in this release (values carried over as they are).
     _renamed_parameters: tuple[tuple[str, str, str], ...] = ()
 
     def fit(self, X: Sequence, Y: Sequence, X_val: Sequence | None = None,
-            Y_val: Sequence | None = None) -> "BaseStructuredLearner":
+            Y_val: Sequence | None = None, sample_weight: Sequence | None = None) -> "BaseStructuredLearner":
         """Learn the weights.
 
         Parameters
@@ -72,6 +77,9 @@ class BaseStructuredLearner(StructuredEstimator):
         Y : sequence of int arrays (n,)
         X_val, Y_val : optional
             Validation data in the same format, for ``history_["val_error"]``.
+        sample_weight : array-like of shape (len(X),), optional
+            Weight of each example's term in the objective (finite, >= 0, not all 0); see
+            :mod:`baselines.weights`.
 
         Returns
         -------
@@ -84,6 +92,7 @@ class BaseStructuredLearner(StructuredEstimator):
         fitting = self._twin(params)
         fitting.inference_ = fitting._inference_settings()
         data = StructuredData(X, Y, fitting.n_states, **fitting.inference_)
+        fitting.class_weight_ = data.weigh(sample_weight, fitting.class_weight)
         fitting.n_states_ = data.n_states
         fitting.dims_ = (data.d_u, data.d_e)
         fitting._history = FitHistory(data, validation_data(X_val, Y_val,
@@ -132,12 +141,20 @@ class BaseStructuredLearner(StructuredEstimator):
                   f"train error {row['train_error']:.4f}  {row['seconds']:.2f}s", file=sys.stderr)
 
     @staticmethod
-    def _primal(w: np.ndarray, slack: np.ndarray, C: float) -> float:
-        return float(0.5 * w @ w + C * slack.sum())
+    def _primal(w: np.ndarray, data: StructuredData, slack: np.ndarray, C: float) -> float:
+        """``0.5 ||w||^2 + C sum_k sample_weight[k] slack_k`` (the weights of ``data``)."""
+        return float(0.5 * w @ w + C * data.weighted_sum(slack))
 
     @staticmethod
     def _train_error(data: StructuredData, w: np.ndarray) -> float:
-        return float(np.mean(data.decode(*data.potentials(w)) != data.labels))
+        return BaseStructuredLearner._node_error(data, data.decode(*data.potentials(w)))
+
+    @staticmethod
+    def _node_error(data: StructuredData, labels: np.ndarray) -> float:
+        """The per-node error of a flat labelling, each node weighted by its example's weight."""
+        wrong = labels != data.labels
+        weights = data.node_weights()
+        return float(np.mean(wrong) if weights is None else np.average(wrong, weights=weights))
 
     # ------------------------------------------------------------------ public
     def _predict_flat(self, data: StructuredData) -> np.ndarray:
@@ -152,8 +169,14 @@ class BaseStructuredLearner(StructuredEstimator):
         data = self._data(X)
         return (data, *self._potentials(data))
 
-    def primal_objective(self, X: Sequence, Y: Sequence, C: float | None = None) -> float:
-        """``0.5 ||w||^2 + C * sum_k slack_k`` at ``w_`` (``C`` defaults to the learner's)."""
+    def primal_objective(self, X: Sequence, Y: Sequence, C: float | None = None,
+                         sample_weight: Sequence | None = None) -> float:
+        """``0.5 ||w||^2 + C * sum_k sample_weight[k] slack_k`` at ``w_`` (``C`` defaults to the
+        learner's), the slacks under the fit's weighted Hamming loss (``class_weight_``)."""
         self._check_fitted()
         C = getattr(self, "C", 1.0) if C is None else C
-        return self._primal(self.w_, self._data(X, Y).loss_augmented(self.w_)[3], C)
+        data = self._data(X, Y)
+        data.weigh(sample_weight)
+        if self.class_weight is not None:
+            data.class_weight = self.class_weight_
+        return self._primal(self.w_, data, data.loss_augmented(self.w_)[3], C)

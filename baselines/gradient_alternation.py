@@ -4,14 +4,16 @@ The ablation of slr's learner in the style of Hazan and Urtasun (2010) / Meshi e
 (2010): slr's objective with its ``Linear``/``Linear`` function class (up to the factor
 ``eps`` slr puts on ``g``, a reparametrisation of ``w``),
 
-    R(w, lambda) = sum_k [ -F(x^k, y^k) + A(lambda^k, theta^k) ],
+    R(w, lambda) = sum_k s_k [ -F(x^k, y^k) + A(lambda^k, theta^k) ],
     theta^k_i(a) = W_u[a] . x_i + Delta(y^k_i, a),   theta^k_e(a, b) = W_p[a L + b] . x_e,
 
 (plus ``l2 / 2 ||w||^2``) minimised jointly over linear weights and messages, but where
 slr solves the logistic problem in the weights exactly after each round of message
 passing, this takes a single gradient step. With the messages fixed,
 ``dR/dw = sum over nodes and edges of (mu - onehot(truth)) x features`` (+ ``l2 w``),
-``mu`` the smoothed marginals ``∝ exp(b / eps)``.
+``mu`` the smoothed marginals ``∝ exp(b / eps)``. ``s_k`` is ``sample_weight[k]`` (1 by default)
+and ``Delta(y_i, a) = cw[y_i] [a != y_i]`` the Hamming margin, weighted by ``class_weight`` when
+given (:mod:`baselines.weights`), as in slr's learner.
 """
 from __future__ import annotations
 
@@ -46,7 +48,8 @@ class GradientAlternation(BaseStructuredLearner):
         ``R(w - s g) <= R(w) - s/2 ||g||^2``, never below the safe step ``1 / Lip`` with
         ``Lip = max(||X_u||_2^2, ||X_e||_2^2) / eps + l2`` (a Lipschitz constant of the
         gradient in the weights: the smoothed dual's curvature in each region's potentials
-        is at most ``1 / eps``). Every step decreases ``R``, so the objective never
+        is at most ``1 / eps``; with ``sample_weight`` each example's rows scaled by
+        ``sqrt(sample_weight[k])``). Every step decreases ``R``, so the objective never
         increases; the safe step alone is far too short to be a fair comparison.
     log_every : int, default=1
         Measure the MAP training error every this many rounds (NaN otherwise).
@@ -58,6 +61,8 @@ class GradientAlternation(BaseStructuredLearner):
         Unused (deterministic).
     mp_sweeps : int, optional
         Deprecated old name of ``sweeps_per_round`` (the same count: kernel sweeps), removed in 0.3.
+    class_weight : None, "balanced" or dict, default=None
+        Label weights of the Hamming margin (see above).
 
     Attributes
     ----------
@@ -79,38 +84,47 @@ class GradientAlternation(BaseStructuredLearner):
     def __init__(self, epsilon: float = 0.1, l2: float = 0.0, max_iter: int = 200, sweeps_per_round: int = 25,
                  learning_rate="auto", log_every: int = 1, model: str = "auto", max_sweeps: int = 200,
                  inference_tol: float = 1e-7, n_states: int | None = None, n_jobs: int | None = None,
-                 verbose: int = 0, random_state=None, mp_sweeps=DEPRECATED) -> None:
+                 verbose: int = 0, random_state=None, mp_sweeps=DEPRECATED, class_weight=None) -> None:
         self.epsilon, self.l2, self.max_iter = epsilon, l2, max_iter
         self.sweeps_per_round, self.mp_sweeps = sweeps_per_round, mp_sweeps
         self.learning_rate, self.log_every = learning_rate, log_every
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
+        self.class_weight = class_weight
 
     def _safe_step(self, data: StructuredData) -> float:
-        sigma_u = np.linalg.norm(data.node_features, 2) ** 2
-        sigma_e = np.linalg.norm(data.edge_features, 2) ** 2 if data.edge_features.size else 0.0
+        node_features, edge_features = data.node_features, data.edge_features
+        if data.sample_weight is not None:
+            # example k's curvature is scaled by its weight: the rows by sqrt(s_k), as k repeated s_k times
+            node_features = node_features * np.sqrt(data.node_weights())[:, None]
+            edge_features = edge_features * np.sqrt(data.edge_weights())[:, None]
+        sigma_u = np.linalg.norm(node_features, 2) ** 2
+        sigma_e = np.linalg.norm(edge_features, 2) ** 2 if edge_features.size else 0.0
         return 1.0 / (max(sigma_u, sigma_e) / self.epsilon + self.l2)
 
     def objective(self, data: StructuredData, w: np.ndarray, messages: np.ndarray) -> float:
-        """``R(w, lambda) + l2/2 ||w||^2`` on ``data``."""
+        """``R(w, lambda) + l2/2 ||w||^2`` on ``data`` (weighted by its ``sample_weight``)."""
         theta_nodes, theta_edges = self._theta(data, w)
         duals = batch_dual_values(data.batch, theta_nodes, theta_edges, messages, self.epsilon,
                                   n_jobs=self.n_jobs)
-        true_n, true_e = data.truth_marginals()
-        truth = (true_n * theta_nodes).sum() + (true_e * theta_edges).sum()
-        return float(duals.sum() - truth + 0.5 * self.l2 * w @ w)
+        if data.sample_weight is None:
+            true_n, true_e = data.truth_marginals()
+            truth = (true_n * theta_nodes).sum() + (true_e * theta_edges).sum()
+        else:
+            truth = data.weighted_sum(data.labelling_scores(data.labels, theta_nodes, theta_edges))
+        return float(data.weighted_sum(duals) - truth + 0.5 * self.l2 * w @ w)
 
     def gradient(self, data: StructuredData, w: np.ndarray, messages: np.ndarray) -> np.ndarray:
         """``dR/dw`` at fixed messages."""
         theta_nodes, theta_edges = self._theta(data, w)
         mu_n, mu_e = batch_marginals(data.batch, theta_nodes, theta_edges, messages, self.epsilon)
         true_n, true_e = data.truth_marginals()
-        return data.joint_feature(mu_n - true_n, mu_e - true_e) + self.l2 * w
+        return data.weighted_joint_feature(mu_n - true_n, mu_e - true_e) + self.l2 * w
 
     @staticmethod
     def _theta(data: StructuredData, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         theta_nodes, theta_edges = data.potentials(w)
-        return theta_nodes + hamming_margin(data.labels, data.n_states), theta_edges
+        return theta_nodes + hamming_margin(data.labels, data.n_states, data.class_weight), theta_edges
 
     def _fit(self, data: StructuredData) -> None:
         eps = self.epsilon

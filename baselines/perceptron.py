@@ -20,6 +20,14 @@ class StructuredPerceptron(BaseStructuredLearner):
     data with exact inference the number of mistakes is bounded (Novikoff / Collins), so
     training error reaches zero.
 
+    Weights (:mod:`baselines.weights`) scale the updates; decoding stays plain MAP (no
+    loss-augmented decoding, so no margin). Example ``k`` of weight ``s_k`` updates by
+    ``s_k (psi(x, y) - psi(x, y_hat))``, with each node's unary term scaled by
+    ``class_weight[y_i]``: class weights scale the updates of the mislabelled nodes by the
+    weight of their true label (correct nodes add nothing to an update) and leave the
+    pairwise terms alone. An example of weight 0 is never visited (no update, not counted in
+    the average), so it is the same as leaving it out.
+
     Parameters
     ----------
     max_iter : int, default=50
@@ -31,12 +39,15 @@ class StructuredPerceptron(BaseStructuredLearner):
         As in :class:`baselines.ssvm.OneSlackSSVM`.
     random_state : None, int or Generator
         Seed of the visiting order.
+    class_weight : None, "balanced" or dict, default=None
+        Label weights of the unary updates (see above).
 
     Attributes
     ----------
     history_ : pandas.DataFrame
         Per epoch: ``objective`` is NaN (the perceptron has no objective),
-        ``train_error`` the per-node error of the returned weights' MAP prediction.
+        ``train_error`` the per-node error of the returned weights' MAP prediction (each node
+        weighted by its example's ``sample_weight``); training stops early when it is 0.
     n_mistakes_ : list of int
         Examples mispredicted during each epoch.
     """
@@ -47,15 +58,18 @@ class StructuredPerceptron(BaseStructuredLearner):
     def __init__(self, max_iter: int = 50, average: bool = True, shuffle: bool = True,
                  model: str = "auto", max_sweeps: int = 200, inference_tol: float = 1e-7,
                  n_states: int | None = None, n_jobs: int | None = None, verbose: int = 0,
-                 random_state=None) -> None:
+                 random_state=None, class_weight=None) -> None:
         self.max_iter, self.average, self.shuffle = max_iter, average, shuffle
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
+        self.class_weight = class_weight
 
     def _fit(self, data: StructuredData) -> None:
         rng = check_generator(self.random_state)
-        # one single-example StructuredData per example, built once (inference per example)
-        singles = [data.subset([k]) for k in range(data.n_examples)]
+        # one single-example StructuredData per example of positive weight, built once
+        # (inference per example)
+        visited = range(data.n_examples) if data.sample_weight is None else np.flatnonzero(data.sample_weight)
+        singles = [data.subset([k]) for k in visited]
         w = np.zeros(data.size)
         u = np.zeros(data.size)  # sum of c * update: average = w - u / c
         c = 1
@@ -86,4 +100,8 @@ class StructuredPerceptron(BaseStructuredLearner):
     def _update(single: StructuredData, y: np.ndarray, y_hat: np.ndarray) -> np.ndarray:
         true_n, true_e = single.onehot(y)
         hat_n, hat_e = single.onehot(y_hat)
-        return single.joint_feature(true_n - hat_n, true_e - hat_e)
+        node, edge = true_n - hat_n, true_e - hat_e
+        if single.class_weight is not None:
+            node *= single.class_weight[y][:, None]
+        update = single.joint_feature(node, edge)
+        return update if single.sample_weight is None else single.sample_weight[0] * update

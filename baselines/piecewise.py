@@ -23,6 +23,10 @@ class PiecewiseTraining(BaseStructuredLearner):
     functions as potentials and decodes the MAP labelling (Viterbi on chains, LP star
     updates otherwise). Any slr oracle works, so the pieces can be nonlinear.
 
+    Weights (:mod:`baselines.weights`) are row weights of the two logistic fits: node ``i`` of
+    example ``k`` weighs ``sample_weight[k] * class_weight[y_i]``, edge ``e`` of example ``k``
+    weighs ``sample_weight[k]`` (class weights act on the node terms only).
+
     Parameters
     ----------
     unary : LogisticOracle, optional
@@ -35,14 +39,16 @@ class PiecewiseTraining(BaseStructuredLearner):
         As in :class:`baselines.ssvm.OneSlackSSVM` (inference for prediction only).
     random_state : None
         Unused (oracles carry their own seeds).
+    class_weight : None, "balanced" or dict, default=None
+        Label weights of the unary piece's rows (see above).
 
     Attributes
     ----------
     unary_, pairwise_ : LogisticOracle
         The fitted oracles.
     history_ : pandas.DataFrame
-        One row (iteration 0; ``objective`` is the sum of the two pieces'
-        logistic losses; ``train_error`` per node).
+        One row (iteration 0; ``objective`` is the sum of the two pieces' weighted
+        logistic losses; ``train_error`` per node, weighted by ``sample_weight``).
     """
 
     # the oracles are nested estimators, checked in _validate_extra
@@ -51,10 +57,11 @@ class PiecewiseTraining(BaseStructuredLearner):
     def __init__(self, unary: LogisticOracle | None = None, pairwise: LogisticOracle | None = None,
                  max_iter: int = 1, model: str = "auto", max_sweeps: int = 200, inference_tol: float = 1e-7,
                  n_states: int | None = None, n_jobs: int | None = None, verbose: int = 0,
-                 random_state=None) -> None:
+                 random_state=None, class_weight=None) -> None:
         self.unary, self.pairwise, self.max_iter = unary, pairwise, max_iter
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
+        self.class_weight = class_weight
 
     def _validate_extra(self) -> None:
         for name in ("unary", "pairwise"):
@@ -67,15 +74,21 @@ class PiecewiseTraining(BaseStructuredLearner):
         self.unary_ = copy.deepcopy(self.unary) if self.unary is not None else Linear()
         self.pairwise_ = copy.deepcopy(self.pairwise) if self.pairwise is not None else Linear()
         node_labels = data.labels
-        self.unary_.fit(data.node_features, np.zeros((data.batch.n_nodes, L)), node_labels)
-        losses = self.unary_.loss(data.node_features, np.zeros((data.batch.n_nodes, L)), node_labels)
+        node_weight = data.node_weights()
+        if data.class_weight is not None:
+            label_weight = data.class_weight[node_labels]
+            node_weight = label_weight if node_weight is None else node_weight * label_weight
+        zeros = np.zeros((data.batch.n_nodes, L))
+        self.unary_.fit(data.node_features, zeros, node_labels, sample_weight=node_weight)
+        losses = self.unary_.loss(data.node_features, zeros, node_labels, sample_weight=node_weight)
         self.has_pairwise_ = data.has_edges
         if self.has_pairwise_:
             zeros = np.zeros((data.batch.n_edges, L * L))
-            self.pairwise_.fit(data.edge_features, zeros, data.pair_labels)
-            losses += self.pairwise_.loss(data.edge_features, zeros, data.pair_labels)
+            edge_weight = data.edge_weights()
+            self.pairwise_.fit(data.edge_features, zeros, data.pair_labels, sample_weight=edge_weight)
+            losses += self.pairwise_.loss(data.edge_features, zeros, data.pair_labels, sample_weight=edge_weight)
         self.w_ = None  # not a linear weight vector in general; see decision_potentials
-        self._log(0, float(losses), None, float(np.mean(self._predict_flat(data) != data.labels)))
+        self._log(0, float(losses), None, self._node_error(data, self._predict_flat(data)))
 
     def _potentials(self, data: StructuredData) -> tuple[np.ndarray, np.ndarray]:
         """The two fitted oracles' scores as potentials (no ``eps``: piecewise works on ``theta``)."""
@@ -83,5 +96,5 @@ class PiecewiseTraining(BaseStructuredLearner):
         return (energy.unary_potentials(data, self.unary_),
                 energy.pairwise_potentials(data, self.pairwise_ if self.has_pairwise_ else None))
 
-    def primal_objective(self, X, Y, C=None) -> float:  # noqa: D102 - no SSVM objective here
+    def primal_objective(self, X, Y, C=None, sample_weight=None) -> float:  # noqa: D102 - no SSVM objective here
         raise NotImplementedError("PiecewiseTraining has no SSVM primal objective")

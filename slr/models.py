@@ -36,9 +36,15 @@ INFERENCE = ("auto", "chain", "lp")
 MARGINALS = ("lp", "exact")
 
 
-def hamming_margin(labels: np.ndarray, n_states: int) -> np.ndarray:
-    """``Delta(y_i, a) = [a != y_i]`` for every node, shape ``(n_nodes, L)``."""
-    delta = np.ones((labels.shape[0], n_states))
+def hamming_margin(labels: np.ndarray, n_states: int, class_weight: np.ndarray | None = None) -> np.ndarray:
+    """``Delta(y_i, a) = [a != y_i]`` for every node, shape ``(n_nodes, L)``.
+
+    ``class_weight`` (shape ``(L,)``): the weighted margin ``cw[y_i] [a != y_i]``.
+    """
+    if class_weight is None:
+        delta = np.ones((labels.shape[0], n_states))
+    else:
+        delta = np.repeat(class_weight[labels][:, None], n_states, axis=1)
     delta[np.arange(labels.shape[0]), labels] = 0.0
     return delta
 
@@ -140,9 +146,11 @@ class FlatData:
         edge_part = theta_edges[np.arange(edges.shape[0]), y[edges[:, 0]], y[edges[:, 1]]]
         return self.per_example_sum(node_part, edge_part)
 
-    def hamming(self, node_mu: np.ndarray) -> np.ndarray:
-        """Per-example Hamming loss ``sum_i (1 - mu_i(y_i))`` of (relaxed) labellings, shape ``(B,)``."""
-        return self.per_example_sum(1.0 - node_mu[np.arange(self.labels.shape[0]), self.labels])
+    def hamming(self, node_mu: np.ndarray, class_weight: np.ndarray | None = None) -> np.ndarray:
+        """Per-example Hamming loss ``sum_i (1 - mu_i(y_i))`` of (relaxed) labellings, shape ``(B,)``;
+        with ``class_weight`` (shape ``(L,)``) the weighted one ``sum_i cw[y_i] (1 - mu_i(y_i))``."""
+        wrong = 1.0 - node_mu[np.arange(self.labels.shape[0]), self.labels]
+        return self.per_example_sum(wrong if class_weight is None else class_weight[self.labels] * wrong)
 
 
 def _check_inferred_label_range(Y: list[np.ndarray], n_states: int) -> None:
@@ -287,7 +295,8 @@ class PairwiseModel:
         return labels
 
     def loss_augmented(
-        self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, messages: np.ndarray
+        self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, messages: np.ndarray,
+        class_weight: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Maximise ``Hamming(y, mu) + theta . mu`` on every example.
 
@@ -299,17 +308,19 @@ class PairwiseModel:
             The energy, without margin.
         messages : ndarray of shape (n_edges, 2, L)
             Warm start of the LP's star updates, updated in place.
+        class_weight : ndarray of shape (L,), optional
+            The weighted Hamming loss ``sum_i cw[y_i] (1 - mu_i(y_i))`` (see :func:`hamming_margin`).
 
         Returns
         -------
         node_mu, edge_mu : ndarray
             The maximiser (the relaxed "y hat"): integral for Viterbi, possibly fractional for the LP.
         loss : ndarray of shape (B,)
-            ``Hamming(y^k, mu^k)``.
+            ``Hamming(y^k, mu^k)`` (weighted with ``class_weight``).
         slack : ndarray of shape (B,)
             ``max(0, loss_k + theta . mu^k - theta . y^k)``.
         """
-        aug = theta_nodes + hamming_margin(data.labels, data.n_states)
+        aug = theta_nodes + hamming_margin(data.labels, data.n_states, class_weight)
         if self.method(data) == "chain":
             y_hat = batch_viterbi(data.batch, aug, theta_edges)
             node_mu, edge_mu = data.onehot(y_hat)
@@ -319,7 +330,7 @@ class PairwiseModel:
                                tol=self.tol, n_jobs=self.n_jobs, check_input=False)
             node_mu, edge_mu = batch_marginals(data.batch, aug, theta_edges, run.messages, 0.0)
             score_hat = data.per_example_sum((node_mu * theta_nodes).sum(1), (edge_mu * theta_edges).sum((1, 2)))
-        loss = data.hamming(node_mu)
+        loss = data.hamming(node_mu, class_weight)
         score_true = data.labelling_scores(data.labels, theta_nodes, theta_edges)
         return node_mu, edge_mu, loss, np.maximum(0.0, loss + score_hat - score_true)
 
