@@ -278,7 +278,7 @@ class _Alternation:
         self.node_weights = None if sample_weight is None else sample_weight[batch.node_example]
         self.edge_weights = None if sample_weight is None else sample_weight[batch.edge_example]
         self.latent = (LatentTargets(train, epsilon, max_sweeps, _SWEEP_TOL, threads)
-                       if (train.labels < 0).any() else None)
+                       if train.unlabelled.any() else None)
         self.latent_iter, self._iterations_on_targets = latent_iter, 0
         self.pair_labels = train.pair_labels if self.latent is None else None
         self.messages = np.zeros((batch.n_edges, 2, L))

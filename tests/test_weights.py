@@ -7,6 +7,8 @@ from sklearn.utils.class_weight import compute_class_weight
 
 from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
+from slr.learner import structured_objective
+from slr.models import FlatData, PairwiseModel, hamming_margin
 from slr.oracles import Linear
 
 EPS = 0.1
@@ -145,3 +147,19 @@ def test_bad_class_weight(class_weight, message):
     X, Y = _tiny_graph()
     with pytest.raises(ValueError, match=message):
         _model(class_weight=class_weight).fit(X, Y)
+
+
+def test_weighted_fit_certifies_the_unweighted_objective(images):
+    """Theorem 1.1 bounds the unweighted losses: a weighted fit's certificate holds the unweighted R
+    at its final functions and messages."""
+    X, Y = images
+    model = _model().fit(X, Y, sample_weight=[2.0, 1.0, 3.0])
+    data = FlatData(X, Y, 2)
+    energy = PairwiseModel(EPS)
+    theta_nodes = energy.unary_potentials(data, model.unary_) + hamming_margin(data.labels, 2)
+    theta_edges = energy.pairwise_potentials(data, model.pairwise_)
+    unweighted = structured_objective(data.batch, theta_nodes, theta_edges, model._train_messages, data.labels,
+                                      EPS)
+    assert model.certificate_.objective == pytest.approx(unweighted, rel=1e-10)
+    assert model.certificate_.objective < model.objective_trace_["objective"].iloc[-1]
+    assert model.certificate_.bounds_hold
