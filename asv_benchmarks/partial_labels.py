@@ -2,12 +2,13 @@
 
 Run from the repository root::
 
-    .venv/bin/python asv_benchmarks/partial_labels.py [--dataset denoising letters] [--hidden 0.25 0.5 0.75]
+    .venv/bin/python asv_benchmarks/partial_labels.py [--dataset denoising letters] [--hidden 0.25 0.5 0.75] [--l2 1.0]
 
 For each data set (denoising: the suite's ``quick`` images, 16 + 16 of 32 x 32; letters: the first
 ``--words`` words of fold 1 to train, the first 500 of the other folds to test) and each fraction of
 hidden labels (drawn per node, the same nodes for both methods) it fits ``StructuredLogisticRegression``
-with the library's defaults (Linear / Linear, eps 0.1, 25 iterations) and prints the per-node test error of
+with the library's defaults (Linear / Linear, eps 0.1, 25 iterations; ``--l2``: the unary Linear's ridge
+penalty, 0 by default) and prints the per-node test error of
 
 * ``full``: every label given;
 * ``drop``: the unlabelled nodes and their edges removed (train on the labelled subgraphs);
@@ -21,6 +22,7 @@ import warnings
 import numpy as np
 
 from slr import StructuredLogisticRegression
+from slr.oracles import Linear
 
 
 def load(dataset: str, words: int) -> tuple:
@@ -63,6 +65,7 @@ def main() -> None:
     parser.add_argument("--hidden", nargs="+", type=float, default=[0.25, 0.5, 0.75])
     parser.add_argument("--words", type=int, default=300)
     parser.add_argument("--max-iter", type=int, default=25)
+    parser.add_argument("--l2", type=float, default=0.0, help="ridge penalty of the unary Linear oracle")
     args = parser.parse_args()
     warnings.simplefilter("ignore")   # MAP decoding's convergence notes on loopy test images
 
@@ -71,11 +74,12 @@ def main() -> None:
         n_states = int(max(y.max() for y in Ytr + Yte)) + 1
 
         def fit(X, Y):
-            return StructuredLogisticRegression(max_iter=args.max_iter, n_states=n_states, monitor=False,
-                                                random_state=0).fit(X, Y)
+            return StructuredLogisticRegression(Linear(l2=args.l2), max_iter=args.max_iter, n_states=n_states,
+                                                monitor=False, random_state=0).fit(X, Y)
 
         n_nodes = sum(len(y) for y in Ytr)
-        print(f"{dataset}: {len(Ytr)} training examples ({n_nodes} nodes), {len(Yte)} test examples")
+        print(f"{dataset}: {len(Ytr)} training examples ({n_nodes} nodes), {len(Yte)} test examples, "
+              f"unary l2 {args.l2:g}")
         print(f"  full labels               test error {error(fit(Xtr, Ytr), Xte, Yte):.4f}")
         for hidden in args.hidden:
             rng = np.random.default_rng(0)
