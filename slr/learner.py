@@ -51,7 +51,9 @@ from slr.graph import GraphBatch, check_epsilon
 from slr.certificate import FitCertificate, certify
 from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
                                  batch_sweeps, resolve_threads)
-from slr.models import MARGINALS, FlatData, PairwiseModel, hamming_margin
+from slr.latent import LatentTargets
+from slr.models import (CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_example_weights, class_weights,
+                        hamming_margin)
 from slr.oracles.base import LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
@@ -156,25 +158,48 @@ def structured_objective(
 
 class _SplitObjective:
     """R as its node part (node terms of ``A`` minus the truth's node potentials) plus its edge
-    part: a unary fit changes only the first, a pairwise fit only the second."""
+    part: a unary fit changes only the first, a pairwise fit only the second.
+
+    With ``sample_weight`` (per example) each example's terms are weighted; with ``targets``
+    (:class:`slr.latent.LatentTargets`) the truth's potentials are the soft targets' expected
+    potentials plus their entropy (``<theta, q> + eps H(q)``) instead of the labels'.
+    """
 
     def __init__(self, batch: GraphBatch, labels: np.ndarray, epsilon: float, threads: int,
-                 check_input: bool) -> None:
+                 check_input: bool, *, sample_weight: np.ndarray | None = None,
+                 targets: LatentTargets | None = None) -> None:
         self.batch, self.labels, self.epsilon = batch, labels, epsilon
         self.threads, self.check_input = threads, check_input
-        self.sources = labels[batch.edges[:, 0]]
-        self.targets = labels[batch.edges[:, 1]]
+        self.weights, self.latent = sample_weight, targets
+        if targets is None:
+            self.sources = labels[batch.edges[:, 0]]
+            self.targets = labels[batch.edges[:, 1]]
+        if sample_weight is not None:
+            self.node_weights = sample_weight[batch.node_example]
+            self.edge_weights = sample_weight[batch.edge_example]
 
     def nodes(self, theta_nodes: np.ndarray, messages: np.ndarray) -> float:
         duals, _ = batch_dual_parts(self.batch, theta_nodes, None, messages, self.epsilon, edge_terms=False,
                                     n_jobs=self.threads, check_input=self.check_input)
-        return float(duals.sum() - theta_nodes[np.arange(self.labels.shape[0]), self.labels].sum())
+        if self.latent is None and self.weights is None:
+            return float(duals.sum() - theta_nodes[np.arange(self.labels.shape[0]), self.labels].sum())
+        truth = (theta_nodes[np.arange(self.labels.shape[0]), self.labels] if self.latent is None
+                 else self.latent.node_truth(theta_nodes))
+        if self.weights is None:
+            return float(duals.sum() - truth.sum())
+        return float(duals @ self.weights - truth @ self.node_weights)
 
     def edges(self, theta_edges: np.ndarray, messages: np.ndarray) -> float:
         _, duals = batch_dual_parts(self.batch, None, theta_edges, messages, self.epsilon, node_terms=False,
                                     n_jobs=self.threads, check_input=self.check_input)
-        truth = theta_edges[np.arange(self.batch.n_edges), self.sources, self.targets].sum()
-        return float(duals.sum() - truth)
+        if self.latent is None and self.weights is None:
+            truth = theta_edges[np.arange(self.batch.n_edges), self.sources, self.targets].sum()
+            return float(duals.sum() - truth)
+        rows = (theta_edges[np.arange(self.batch.n_edges), self.sources, self.targets] if self.latent is None
+                else self.latent.edge_truth(theta_edges))
+        if self.weights is None:
+            return float(duals.sum() - rows.sum())
+        return float(duals @ self.weights - rows @ self.edge_weights)
 
 
 def _linear_parameters(oracle: Any, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
@@ -252,11 +277,21 @@ class _Alternation:
         0: every half step runs ``max_sweeps`` sweeps (an example stops when its messages
         settle). Positive: the sweeps run in pairs and stop once a pair lowers R by no more
         than ``sweep_tol`` times what the half step (its fit and earlier sweeps) had gained.
+    sample_weight : ndarray of shape (B,), optional
+        Per-example weights: each example's terms of R, and its node and edge rows in the
+        oracle fits, are weighted.
+    class_weight : ndarray of shape (L,), optional
+        Per-label weights of the Hamming margin, ``Delta_i(a) = cw[y_i] [a != y_i]``.
+    latent_iter : int
+        With unlabelled nodes (label -1): learning iterations between CCCP target updates
+        (:mod:`slr.latent`).
     """
 
     def __init__(self, train: FlatData, oracles: dict[str, Any], epsilon: float, max_sweeps: int,
                  threads: int, relaxation: float, timed: Callable[[str], AbstractContextManager], *,
-                 resume: tuple[np.ndarray | None, bool] | None = None, sweep_tol: float = 0.0) -> None:
+                 resume: tuple[np.ndarray | None, bool] | None = None, sweep_tol: float = 0.0,
+                 sample_weight: np.ndarray | None = None, class_weight: np.ndarray | None = None,
+                 latent_iter: int = 1) -> None:
         self.train, self.oracles = train, oracles
         self.tags: dict[str, OracleTags] = {factor: get_oracle_tags(oracles[factor]) for factor in _FACTORS}
         self.epsilon, self.max_sweeps, self.threads = epsilon, max_sweeps, threads
@@ -264,8 +299,13 @@ class _Alternation:
         self.relaxation, self.timed = relaxation, timed
         batch, L = train.batch, train.n_states
         self.energy = PairwiseModel(epsilon)
-        self.pair_labels = train.pair_labels
-        self.delta = hamming_margin(train.labels, L)
+        self.delta = hamming_margin(train.labels, L, class_weight)
+        self.node_weights = None if sample_weight is None else sample_weight[batch.node_example]
+        self.edge_weights = None if sample_weight is None else sample_weight[batch.edge_example]
+        self.latent = (LatentTargets(train, epsilon, max_sweeps, _SWEEP_TOL, threads)
+                       if train.unlabelled.any() else None)
+        self.latent_iter, self._iterations_on_targets = latent_iter, 0
+        self.pair_labels = train.pair_labels if self.latent is None else None
         self.messages = np.zeros((batch.n_edges, 2, L))
         self.unary_potentials = np.zeros((batch.n_nodes, L))   # g_u = 0 before the first fit
         self.fitted_pairwise = False
@@ -278,7 +318,10 @@ class _Alternation:
         self.theta_nodes = self.unary_potentials + self.delta
         self.theta_edges = self.energy.pairwise_potentials(
             train, oracles["pairwise"] if self.fitted_pairwise else None)
-        self._split = _SplitObjective(batch, train.labels, epsilon, threads, check_input=False)
+        if self.latent is not None:
+            self.latent.update(self.theta_nodes, self.theta_edges)
+        self._split = _SplitObjective(batch, train.labels, epsilon, threads, check_input=False,
+                                      sample_weight=sample_weight, targets=self.latent)
         self.node_part = self.edge_part = 0.0
         self._restored: float | None = None   # R of a restored snapshot
         self.trace: list[tuple[int, str, float]] = []
@@ -297,6 +340,18 @@ class _Alternation:
         return frame
 
     # ------------------------------------------------------------------ the half step
+    def refresh_targets(self, iteration: int) -> None:
+        """Before ``iteration``'s half steps, with unlabelled nodes: every ``latent_iter``
+        iterations, the CCCP update of the soft targets (a trace row ``"targets"``; R does not rise)."""
+        if self.latent is None:
+            return
+        if self._iterations_on_targets == self.latent_iter:
+            with self.timed("targets"):
+                self.latent.update(self.theta_nodes, self.theta_edges)
+            self._iterations_on_targets = 0
+            self.trace.append((iteration, "targets", self._objective()))
+        self._iterations_on_targets += 1
+
     def half_step(self, iteration: int, factor: str) -> None:
         """Fit ``factor``'s function (``"unary"`` or ``"pairwise"``) for the current messages,
         then sweep; R after each part goes to the trace."""
@@ -318,13 +373,15 @@ class _Alternation:
         with self.timed(f"{factor} bias"):
             bias = self._bias(factor)
         before = _linear_parameters(oracle, names) if self.relaxation != 1.0 else None
+        targets, weights = self._fit_targets(factor)
+        extra = {} if weights is None else {"sample_weight": weights}
         with self.timed(f"{factor} fit"):
             kept = self._keep(factor) if factor == "pairwise" or self.fitted_unary else None
             if factor == "unary":
-                oracle.fit(self.train.node_features, bias, self.train.labels)
+                oracle.fit(self.train.node_features, bias, targets, **extra)
                 self.fitted_unary = True
             else:
-                oracle.fit(self.train.edge_features, bias, self.pair_labels)
+                oracle.fit(self.train.edge_features, bias, targets, **extra)
                 self.fitted_pairwise = True
         value = _relaxed_step(oracle, names, before, self.relaxation,
                               lambda exact: self._set_potentials(factor, exact),
@@ -357,9 +414,15 @@ class _Alternation:
         self.kept_rows.append(len(self.trace))
         return self.node_part + self.edge_part
 
-    def _bias(self, factor: str) -> np.ndarray | PairBias:
+    def _fit_targets(self, factor: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """What ``factor``'s oracle fits: its labels (soft targets with unlabelled nodes) and row weights."""
         if factor == "unary":
-            return unary_bias(self.train.batch, self.messages, self.train.labels, self.epsilon)
+            return (self.train.labels if self.latent is None else self.latent.nodes), self.node_weights
+        return (self.pair_labels if self.latent is None else self.latent.edges), self.edge_weights
+
+    def _bias(self, factor: str) -> np.ndarray | PairBias:
+        if factor == "unary":   # unary_bias with the margin at hand (class weights, unlabelled nodes)
+            return (self.delta - node_message_sums(self.train.batch, self.messages)) / self.epsilon
         return pairwise_bias(self.messages, self.epsilon, factored=self.tags[factor].factored_pair_bias)
 
     def _set_potentials(self, factor: str, exact: bool) -> None:
@@ -414,13 +477,22 @@ class _Alternation:
             setattr(self, name, snapshot[name])
         self._restored = self.trace[snapshot["trace"] - 1][2]
 
-    def certificate(self, stop_reason: str, n_iter: int) -> FitCertificate:
+    def certificate(self, stop_reason: str, n_iter: int) -> FitCertificate | None:
         """Theorem 1.1's bounds and the message passing's state at the current functions, with why
-        and after how many iterations the fit stopped."""
+        and after how many iterations the fit stopped; None with unlabelled nodes (the theorem
+        bounds the loss of labelled examples). The bounds are on the unweighted losses, so with
+        sample weights they hold the unweighted R."""
         last = self.last_sweep
+        if self.latent is not None:
+            return None
+        objective = self.objective
+        if self.node_weights is not None:
+            unweighted = _SplitObjective(self.train.batch, self.train.labels, self.epsilon, self.threads, False)
+            objective = (unweighted.nodes(self.theta_nodes, self.messages)
+                         + unweighted.edges(self.theta_edges, self.messages))
         with self.timed("certificate"):
             return certify(self.train, self.theta_nodes, self.theta_edges, self.messages, self.epsilon,
-                           self.objective, last.n_sweeps if last else np.zeros(0, dtype=np.int32),
+                           objective, last.n_sweeps if last else np.zeros(0, dtype=np.int32),
                            last.converged if last else np.ones(0, dtype=bool), max_sweeps=self.max_sweeps,
                            tol=_SWEEP_TOL, n_jobs=self.threads, stop_reason=stop_reason, n_iter=n_iter)
 
@@ -477,9 +549,10 @@ def _clone_oracle(oracle: Any, name: str, rng: np.random.Generator) -> LogisticO
 
 
 def _checked_data(X: Sequence, Y: Sequence | None, n_states: int, inferred_n_states: bool,
-                  d_node: int, d_edge: int | None, name: str) -> FlatData:
+                  d_node: int, d_edge: int | None, name: str, allow_unlabelled: bool = False) -> FlatData:
     """``X`` (and ``Y``) as flat data with ``n_states`` states and the given feature widths."""
-    data = FlatData(X, Y, n_states, inferred_n_states=Y is not None and inferred_n_states)
+    data = FlatData(X, Y, n_states, inferred_n_states=Y is not None and inferred_n_states,
+                    allow_unlabelled=allow_unlabelled)
     data.check_widths(d_node, d_edge, name)
     return data
 
@@ -598,6 +671,18 @@ class StructuredLogisticRegression(StructuredEstimator):
         (rounded up to whole examples; at least one must remain to train on).
     n_iter_no_change : int, default=10
         Iterations without a lower validation error after which early stopping ends the fit.
+        training data (another graph layout or other labels) the messages start from zero.
+    class_weight : None, "balanced" or dict, default=None
+        Per-label weights ``cw`` of the Hamming margin: ``Delta_i(y_i, a) = cw[y_i] [a != y_i]`` in
+        ``theta``, so R is the smoothed surrogate of the weighted Hamming loss (as the SSVMs' loss-
+        augmented inference uses it). A dict ``{label: weight}`` (labels it omits weigh 1), or
+        ``"balanced"``: ``n_nodes / (n_classes * count(label))`` over the labelled training nodes,
+        as scikit-learn defines it. (Weighting each node's term of the log-partition instead is not
+        possible: the smoothed LP couples the nodes of an example, its value does not split into
+        per-node parts that one could scale; docs/design.md section 1.)
+    latent_iter : int, default=1
+        With unlabelled nodes in ``Y`` (label ``-1``): learning iterations between updates of the
+        soft targets (CCCP, :mod:`slr.latent`). Fully labelled fits ignore it.
     mp_sweeps : int, optional
         Deprecated (removed in 0.3): message-passing iterations of forward + backward passes;
         ``mp_sweeps=v`` is ``max_sweeps=2v``.
@@ -629,16 +714,18 @@ class StructuredLogisticRegression(StructuredEstimator):
         validation error); None without.
     objective_trace_ : pandas.DataFrame
         ``R`` after every half step: columns ``iteration``, ``stage`` (one of ``"start"``,
-        ``"unary_fit"``, ``"unary_mp"``, ``"pairwise_fit"``, ``"pairwise_mp"``), ``objective``
-        and ``kept_previous``: True on a fit whose function raised R and was therefore undone
+        ``"unary_fit"``, ``"unary_mp"``, ``"pairwise_fit"``, ``"pairwise_mp"``, and ``"targets"``
+        after a soft-target update of a fit with unlabelled nodes), ``objective`` and
+        ``kept_previous``: True on a fit whose function raised R and was therefore undone
         (the previous function kept; oracles that are not exact minimisers, such as ``MLP``'s
         SGD or boosting from zero, can do that). So ``objective`` never increases, up to the
         rounding of its sums, except possibly at the first unary fit.
-    certificate_ : slr.certificate.FitCertificate
+    certificate_ : slr.certificate.FitCertificate or None
         What the fit proves on its training set: Theorem 1.1's bounds (``R`` against the LP loss
         bracketed by a decoded labelling and the ``eps = 0`` dual, and ``eps * Hmax``), the sweeps
         and convergence of the last half step, the message residual, ``n_iter`` and
-        ``stop_reason``. With early stopping it certifies the kept model.
+        ``stop_reason``. With early stopping it certifies the kept model; with ``sample_weight``
+        its bounds and ``objective`` are the unweighted ones; None after a fit with unlabelled nodes.
 
     Notes
     -----
@@ -692,6 +779,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         "early_stopping": (Options(("auto",)), Boolean()),
         "validation_fraction": Real(0.0, 1.0, low_open=True, high_open=True),
         "n_iter_no_change": Integer(1),
+        "class_weight": CLASS_WEIGHT,
+        "latent_iter": Integer(1),
         "mp_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "predict_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "n_threads": NJobs(),
@@ -719,6 +808,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         early_stopping: str | bool = "auto",
         validation_fraction: float = 0.1,
         n_iter_no_change: int = 10,
+        class_weight: dict | str | None = None,
+        latent_iter: int = 1,
         mp_sweeps: Any = DEPRECATED,
         predict_sweeps: Any = DEPRECATED,
         n_threads: Any = DEPRECATED,
@@ -742,6 +833,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
+        self.class_weight = class_weight
+        self.latent_iter = latent_iter
         self.mp_sweeps = mp_sweeps
         self.predict_sweeps = predict_sweeps
         self.n_threads = n_threads
@@ -764,6 +857,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         Y: Sequence,
         X_val: Sequence | None = None,
         Y_val: Sequence | None = None,
+        sample_weight: Any = None,
     ) -> "StructuredLogisticRegression":
         """Learn the unary and pairwise functions.
 
@@ -771,10 +865,16 @@ class StructuredLogisticRegression(StructuredEstimator):
         ----------
         X : list of (node_features (n, d_u), edges (m, 2), edge_features (m, d_e))
         Y : list of int arrays (n,)
+            Label ``-1``, or a masked entry of a numpy masked array, marks an unlabelled node,
+            learnt as a latent variable (:mod:`slr.latent`); an example may have no labelled node.
         X_val, Y_val : optional
-            Validation data in the same format, for ``history_["val_error"]`` and early stopping
-            (which they then turn on with ``early_stopping="auto"``, and which then holds nothing
-            out of ``X``).
+            Validation data in the same format (fully labelled), for ``history_["val_error"]`` and
+            early stopping (which they then turn on with ``early_stopping="auto"``, and which then
+            holds nothing out of ``X``).
+        sample_weight : array-like of shape (n_examples,), optional
+            Per-example weights ``w_k >= 0``: R becomes ``sum_k w_k [-F(x^k, y^k) + A(lambda^k, theta^k)]``
+            and every node and edge row of example ``k`` weighs ``w_k`` in the oracle fits. An
+            integer weight is the example repeated; weight 0 drops it.
 
         Returns
         -------
@@ -804,20 +904,22 @@ class StructuredLogisticRegression(StructuredEstimator):
             inferred = self._n_states_inferred
             unary, pairwise = copy.deepcopy(self.unary_), copy.deepcopy(self.pairwise_)
             data = _checked_data(X, Y, self.n_states_, inferred, self.n_node_features_, self.n_edge_features_,
-                                 "X")
+                                 "X", allow_unlabelled=True)
             rng = None
         else:
             done, inferred = 0, params["n_states"] is None
             rng = check_generator(params["random_state"])
             unary = _clone_oracle(self.unary, "unary", rng)
             pairwise = _clone_oracle(self.pairwise, "pairwise", rng)
-            data = FlatData(X, Y, params["n_states"])
+            data = FlatData(X, Y, params["n_states"], allow_unlabelled=True)
+        weights = check_example_weights(sample_weight, data.n_examples)
         val = validation_data(X_val, Y_val, lambda X, Y: _checked_data(
             X, Y, data.n_states, inferred, data.d_node, _edge_width(data), "X_val"))
         split = None
         if early and val is None:   # hold out validation_fraction of the examples
             split = self._validation_split(data.n_examples, params["validation_fraction"], warm, rng)
             train, val = data.subset(split[0]), data.subset(split[1])
+            weights = None if weights is None else weights[split[0]]
         else:
             train = data
         threads = resolve_threads(params["n_jobs"])
@@ -839,7 +941,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         timed = self._phase_timer or _untimed
         state = _Alternation(train, {"unary": unary, "pairwise": pairwise}, params["epsilon"],
                              params["max_sweeps"], threads, params["relaxation"], timed, resume=resume,
-                             sweep_tol=params["sweep_tol"])
+                             sweep_tol=params["sweep_tol"], sample_weight=weights, latent_iter=params["latent_iter"],
+                             class_weight=class_weights(params["class_weight"], train.labels, train.n_states))
         objectives = [] if earlier_history is None else earlier_history["objective"].tolist()
         if not warm:
             history.record(0, state.objective)
@@ -848,6 +951,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         best = _BestIteration(params["n_iter_no_change"]) if early else None
         stop_reason = "max_iter"
         for iteration in range(done + 1, params["max_iter"] + 1):
+            state.refresh_targets(iteration)
             state.half_step(iteration, "unary")
             state.half_step(iteration, "pairwise")
             with timed("monitor"):

@@ -22,13 +22,16 @@ from typing import Any, Sequence
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from slr._params import DEPRECATED, Checked, Integer, NJobs, Options, Real, resolve_renamed, validate_params
+from slr._params import (DEPRECATED, Checked, Integer, NJobs, Options, Real, Satisfies, resolve_renamed,
+                         validate_params)
 from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
 from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps
 from slr.inference.banded import batch_exact_marginals
 from slr.inference.viterbi import batch_viterbi, is_chain
+from slr.oracles.targets import check_sample_weight
 
-__all__ = ["INFERENCE", "MARGINALS", "FlatData", "PairwiseModel", "hamming_margin"]
+__all__ = ["CLASS_WEIGHT", "INFERENCE", "MARGINALS", "FlatData", "PairwiseModel", "check_example_weights",
+           "class_weights", "hamming_margin"]
 
 #: Inference methods: Viterbi when every example is a chain, else the LP ("auto"); either one.
 INFERENCE = ("auto", "chain", "lp")
@@ -37,16 +40,83 @@ MARGINALS = ("lp", "exact")
 
 
 def hamming_margin(labels: np.ndarray, n_states: int, class_weight: np.ndarray | None = None) -> np.ndarray:
-    """``Delta(y_i, a) = [a != y_i]`` for every node, shape ``(n_nodes, L)``.
+    """``Delta(y_i, a) = cw[y_i] [a != y_i]`` for every node, shape ``(n_nodes, L)``.
 
-    ``class_weight`` (shape ``(L,)``): the weighted margin ``cw[y_i] [a != y_i]``.
+    ``cw`` is 1 without ``class_weight`` (the Hamming loss). An unlabelled node (label ``-1``)
+    gets the zero row: its loss is unknown (see :mod:`slr.latent`).
+    """
+    delta = np.ones((labels.shape[0], n_states))
+    delta[np.arange(labels.shape[0]), labels] = 0.0
+    unlabelled = labels < 0
+    if unlabelled.any():
+        delta[unlabelled] = 0.0
+    if class_weight is not None:
+        delta *= class_weight[np.maximum(labels, 0)][:, None]
+    return delta
+
+
+#: The ``_parameter_constraints`` entry of a ``class_weight`` parameter (slr's learner and the
+#: baselines); the dict's keys and values are checked against the labels by :func:`class_weights`.
+CLASS_WEIGHT = (None, Options(("balanced",)), Satisfies(lambda value: isinstance(value, dict),
+                                                        "a dict {label: weight}"))
+
+
+def check_example_weights(sample_weight: Any, n_examples: int) -> np.ndarray | None:
+    """A ``sample_weight`` of a structured learner checked: None, or ``(n_examples,)`` finite
+    weights ``>= 0``, not all 0, as float64.
+
+    Raises
+    ------
+    ValueError
+        Naming ``sample_weight``.
+    """
+    if sample_weight is None:
+        return None
+    shape = np.shape(sample_weight)
+    if shape != (n_examples,):
+        raise ValueError(f"sample_weight must be a 1-D array of {n_examples} numbers (one per example), "
+                         f"got shape {shape}")
+    return check_sample_weight(sample_weight, n_examples)
+
+
+def class_weights(class_weight: Any, labels: np.ndarray, n_states: int) -> np.ndarray | None:
+    """The per-label weights ``cw`` of a ``class_weight`` parameter, shape ``(n_states,)``.
+
+    Parameters
+    ----------
+    class_weight : None, "balanced" or dict
+        None: no weights (returned as None). ``"balanced"``: as scikit-learn defines it,
+        ``n / (n_classes * count(c))`` over the ``n`` labelled training nodes and the
+        ``n_classes`` labels that occur among them (absent labels get 1; no node has them as
+        its label). A dict ``{label: weight}``: the weights of the labels it names, 1 for the others.
+    labels : ndarray of shape (n_nodes,)
+        The training labels (``-1`` unlabelled, not counted).
+    n_states : int
+
+    Raises
+    ------
+    ValueError
+        Naming ``class_weight``, for a label outside ``[0, n_states)`` or a weight that is
+        not a finite number ``>= 0``.
     """
     if class_weight is None:
-        delta = np.ones((labels.shape[0], n_states))
-    else:
-        delta = np.repeat(class_weight[labels][:, None], n_states, axis=1)
-    delta[np.arange(labels.shape[0]), labels] = 0.0
-    return delta
+        return None
+    weights = np.ones(n_states)
+    if isinstance(class_weight, str):   # "balanced" (the parameter's constraint admits no other string)
+        counts = np.bincount(labels[labels >= 0], minlength=n_states).astype(np.float64)
+        present = counts > 0
+        if present.any():
+            weights[present] = counts.sum() / (present.sum() * counts[present])
+        return weights
+    for label, weight in class_weight.items():
+        if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)) \
+                or not 0 <= label < n_states:
+            raise ValueError(f"class_weight has the key {label!r}, which is not a label in [0, {n_states})")
+        if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, (int, float, np.integer, np.floating)) \
+                or not (np.isfinite(weight) and weight >= 0):
+            raise ValueError(f"class_weight[{label}] must be a finite number >= 0, got {weight!r}")
+        weights[int(label)] = float(weight)
+    return weights
 
 
 class FlatData:
@@ -60,6 +130,8 @@ class FlatData:
     inferred_n_states : bool
         ``n_states`` was inferred from the training labels (the learner's ``n_states`` was
         None): labels outside its range then ask for ``n_states`` in the error.
+    allow_unlabelled : bool
+        Labels may be ``-1`` (or masked entries of masked arrays): unlabelled nodes.
 
     Attributes
     ----------
@@ -68,15 +140,17 @@ class FlatData:
     node_features : ndarray of shape (n_nodes, d_node)
     edge_features : ndarray of shape (n_edges, d_edge)
     labels : ndarray of shape (n_nodes,) or None
+        ``-1`` at unlabelled nodes (only with ``allow_unlabelled``).
     d_node, d_edge : int
     has_edges : bool
     """
 
     def __init__(
         self, X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *,
-        inferred_n_states: bool = False,
+        inferred_n_states: bool = False, allow_unlabelled: bool = False,
     ) -> None:
-        X, Y, found = check_dataset(X, Y, None if inferred_n_states else n_states)
+        X, Y, found = check_dataset(X, Y, None if inferred_n_states else n_states,
+                                    allow_unlabelled=allow_unlabelled)
         if inferred_n_states and Y is not None:
             _check_inferred_label_range(Y, n_states)
         self.n_states = found if n_states is None else n_states
@@ -97,6 +171,11 @@ class FlatData:
     @property
     def n_examples(self) -> int:
         return self.batch.n_examples
+
+    @property
+    def unlabelled(self) -> np.ndarray:
+        """Which nodes are unlabelled (label ``-1``), shape ``(n_nodes,)``."""
+        return self.labels < 0
 
     def subset(self, examples: Sequence[int]) -> "FlatData":
         """The listed examples as a data set of their own (same ``n_states``)."""

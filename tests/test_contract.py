@@ -55,8 +55,7 @@ def test_constructor_names_and_clone_round_trip(name):
     params = model.get_params(deep=False)
     assert set(CONTRACT) <= set(params)
     assert "n_states" not in inspect.signature(model.fit).parameters
-    # (the baselines take sample_weight fifth; slr's learner gets it in its own branch)
-    assert list(inspect.signature(model.fit).parameters)[:4] == ["X", "Y", "X_val", "Y_val"]
+    assert list(inspect.signature(model.fit).parameters) == ["X", "Y", "X_val", "Y_val", "sample_weight"]
     twin = clone(model)
     assert type(twin) is type(model) and twin.get_params(deep=False).keys() == params.keys()
     assert {k: v for k, v in twin.get_params().items() if not hasattr(v, "fit")} == {
