@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from slr_suite.experiment import Profile

@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from slr_suite import get_profile
 from slr_suite.common import Logger

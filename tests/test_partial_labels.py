@@ -1,7 +1,6 @@
 """Partial labels (-1 or masked entries) in StructuredLogisticRegression: the label checks, the
 clamped LP's soft targets against enumeration, and the CCCP objective computed with the library's
 own dual (it never increases)."""
-import itertools
 
 import numpy as np
 import pytest

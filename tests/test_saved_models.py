@@ -11,7 +11,7 @@ from baselines import OneSlackSSVM
 from slr import StructuredLogisticRegression
 from slr._versions import InconsistentVersionWarning
 from slr.datasets import make_denoising
-from slr.oracles import BoostedTrees, Constant, Linear
+from slr.oracles import BoostedTrees, Constant
 
 
 @pytest.fixture(scope="module")
