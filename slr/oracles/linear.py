@@ -74,13 +74,10 @@ class _ClassMajorLoss:
     def n_columns(self) -> int:
         return self.features_t.shape[0]
 
-    def __call__(self, coef: np.ndarray) -> tuple[float, np.ndarray]:
-        """Summed (weighted) loss and its gradient with respect to ``coef`` (K, n_columns)."""
-        if self.weights is not None or self.targets_t is not None:
-            return self._general(coef)
+    def _shifted_scores(self, coef: np.ndarray):
+        """Per block of rows: ``(start, stop, label_pos, flat, z, x_t)``, ``z`` (K, m) the biased
+        scores minus each row's maximum (a view of the shared buffer, ``flat`` its flat view)."""
         k = self.k
-        loss = 0.0
-        grad = np.zeros_like(coef)
         for start, stop, label_pos in self.blocks:
             m = stop - start
             flat = self.buffer[: k * m]
@@ -89,6 +86,15 @@ class _ClassMajorLoss:
             np.matmul(coef, x_t, out=z)
             z += self.bias_t[:, start:stop]
             z -= z.max(axis=0)
+            yield start, stop, label_pos, flat, z, x_t
+
+    def __call__(self, coef: np.ndarray) -> tuple[float, np.ndarray]:
+        """Summed (weighted) loss and its gradient with respect to ``coef`` (K, n_columns)."""
+        if self.weights is not None or self.targets_t is not None:
+            return self._general(coef)
+        loss = 0.0
+        grad = np.zeros_like(coef)
+        for start, stop, label_pos, flat, z, x_t in self._shifted_scores(coef):
             picked = float(flat[label_pos].sum())
             np.exp(z, out=z)
             total = z.sum(axis=0)
@@ -101,17 +107,9 @@ class _ClassMajorLoss:
     def _general(self, coef: np.ndarray) -> tuple[float, np.ndarray]:
         """:meth:`__call__` with row weights or soft targets (rows summing to 1, so the
         shift by each row's maximum cancels in ``lse - <q, z>`` as it does for labels)."""
-        k = self.k
         loss = 0.0
         grad = np.zeros_like(coef)
-        for start, stop, label_pos in self.blocks:
-            m = stop - start
-            flat = self.buffer[: k * m]
-            z = flat.reshape(k, m)
-            x_t = self.features_t[:, start:stop]
-            np.matmul(coef, x_t, out=z)
-            z += self.bias_t[:, start:stop]
-            z -= z.max(axis=0)
+        for start, stop, label_pos, flat, z, x_t in self._shifted_scores(coef):
             if self.targets_t is None:
                 picked = flat[label_pos]
             else:
