@@ -50,7 +50,7 @@ def test_error(model: PairwiseModel, data: FlatData, unary, pairwise) -> float:
     return float(np.mean(labels != data.labels))
 
 
-def run_joint(problem, mode: str, max_iter: int, every: int):
+def run_joint(problem, mode: str, max_iter: int, every: int, max_sweeps: int = 50):
     Xtr, Ytr, Xte, Yte, reg = problem
     train, test = FlatData(Xtr, Ytr), None
     test = FlatData(Xte, Yte, train.n_states)
@@ -65,7 +65,7 @@ def run_joint(problem, mode: str, max_iter: int, every: int):
 
     start = time.perf_counter()
     result = joint_minimise(train, eps, unary, pairwise, messages_mode=mode, max_iter=max_iter, tol=1e-7,
-                            callback=monitor)
+                            max_sweeps=max_sweeps, callback=monitor)
     total = time.perf_counter() - start
     final = test_error(predictor, test, unary, pairwise)
     rows = [(i, t, R, J, errors.get(i, np.nan)) for i, (t, R, J) in enumerate(result.trace)]
@@ -117,6 +117,8 @@ def main() -> None:
     parser.add_argument("--max-iter", type=int, default=200)
     parser.add_argument("--learner-iter", type=int, default=25)
     parser.add_argument("--modes", default="sweeps,joint")
+    parser.add_argument("--max-sweeps", type=int, default=50, help="sweeps per evaluation (sweeps mode)")
+    parser.add_argument("--no-learner", action="store_true")
     args = parser.parse_args()
     problems = ["letters", "denoising"] if args.problem == "both" else [args.problem]
     for name in problems:
@@ -129,9 +131,9 @@ def main() -> None:
                 target = error
                 print(f"CRFsuite c2=1: {seconds:.2f} s, test error {error:.4f}, {n_iter} iterations")
             for mode in args.modes.split(","):
-                rows, info = run_joint(problem, mode, args.max_iter, every=5 if name == "letters" else 2)
-                show(f"joint ({mode})", rows, info, target)
-            for omega in (1.0, 1.9):
+                rows, info = run_joint(problem, mode, args.max_iter, 10 if name == "letters" else 5, args.max_sweeps)
+                show(f"joint ({mode}, max_sweeps={args.max_sweeps})", rows, info, target)
+            for omega in () if args.no_learner else (1.0, 1.9):
                 rows, info = run_learner(problem, omega, args.learner_iter)
                 show(f"StructuredLogisticRegression relaxation={omega}", rows, info, target)
 

@@ -65,6 +65,10 @@ MESSAGES = ("joint", "sweeps")
 # message-change threshold of the sweeps that eliminate the messages
 _SWEEP_TOL = 1e-9
 
+# smallest diagonal curvature the preconditioner assumes (of J / eps per variable): saturated
+# marginals would otherwise give steps without bound
+_CURVATURE_FLOOR = 1e-4
+
 
 @dataclass
 class JointResult:
@@ -281,6 +285,34 @@ class _Objective:
         expected[np.arange(self.n_edges), self.pair_labels] -= 1.0
         return expected.T @ self.pairwise.features
 
+    def diagonal(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray) -> np.ndarray:
+        """The diagonal of the Hessian of ``J / eps`` in the layout of :meth:`join` (exact: each
+        variable's own second derivative, ``sum p (1 - p) x^2`` over the terms it enters)."""
+        batch = self.train.batch
+        sums = np.empty((self.n_nodes, self.L))
+        _star.node_message_sums(np.ascontiguousarray(nu), batch.inc_ptr, batch.inc_edge, batch.inc_side, sums)
+        beta = self.unary.scores(coef_u) + self.margin - sums
+        mu = np.exp(beta - beta.max(axis=1, keepdims=True))
+        mu /= mu.sum(axis=1, keepdims=True)
+        node_curvature = mu * (1.0 - mu)
+        diag_u = node_curvature.T @ self.unary.features**2 + self.unary.penalty
+        diag_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
+        diag_nu = np.zeros_like(nu)
+        if self.n_edges:
+            L, left, right = self.L, nu[:, 0], nu[:, 1]
+            beta_e = self.pairwise.scores(coef_p).reshape(self.n_edges, L, L)
+            beta_e = beta_e + left[:, :, None] + right[:, None, :]
+            flat = beta_e.reshape(self.n_edges, L * L)
+            flat = np.exp(flat - flat.max(axis=1, keepdims=True))
+            flat /= flat.sum(axis=1, keepdims=True)
+            pair = flat.reshape(self.n_edges, L, L)
+            rows, cols = pair.sum(axis=2), pair.sum(axis=1)
+            diag_p = (flat * (1.0 - flat)).T @ self.pairwise.features**2
+            diag_nu[:, 0] = rows * (1.0 - rows) + node_curvature[self.sources]
+            diag_nu[:, 1] = cols * (1.0 - cols) + node_curvature[self.targets]
+        diag_p += self.pairwise.penalty
+        return self.join(diag_u, diag_p, diag_nu)
+
     # ------------------------------------------------------------------ sweeps
     def sweep(self, coef_u: np.ndarray, coef_p: np.ndarray, messages: np.ndarray, max_sweeps: int) -> None:
         """Star sweeps on the learner's messages ``lambda`` (in place) at the potentials of ``coef``."""
@@ -339,6 +371,7 @@ def joint_minimise(
     warm_sweeps: int = 10,
     max_sweeps: int = 50,
     memory: int = 20,
+    refresh: int = 100,
     n_jobs: int | None = None,
     callback: Callable[[int, np.ndarray], None] | None = None,
 ) -> JointResult:
@@ -371,6 +404,9 @@ def joint_minimise(
         Sweeps per evaluation with ``messages_mode="sweeps"``.
     memory : int, default=20
         L-BFGS's number of stored corrections.
+    refresh : int, default=100
+        L-BFGS iterations per cycle: each cycle runs on the variables scaled by the square root of
+        the Hessian's diagonal at its start (a Jacobi preconditioner), L-BFGS's memory restarting.
     n_jobs : int, optional
         OpenMP threads of the sweeps; all cores when None or -1.
     callback : callable, optional
@@ -390,6 +426,7 @@ def joint_minimise(
     mode = check_option(messages_mode, "messages_mode", MESSAGES)
     max_iter, warm_sweeps = check_int(max_iter, "max_iter", 0), check_int(warm_sweeps, "warm_sweeps", 0)
     max_sweeps, memory = check_int(max_sweeps, "max_sweeps", 1), check_int(memory, "memory", 1)
+    refresh = check_int(refresh, "refresh", 1)
     tol = check_real(tol, "tol", 0.0)
     if train.labels is None:
         raise ValueError("train must have labels")
@@ -406,19 +443,24 @@ def joint_minimise(
     n_params = objective.sizes[0] + objective.sizes[1]
     state = {"lam": lam, "evaluations": 0, "last": None}
 
-    def evaluate(x: np.ndarray) -> tuple[float, np.ndarray]:
-        state["evaluations"] += 1
+    def unpack(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         if mode == "joint":
-            cu, cp, nu = objective.split(x)
-        else:
-            cu, cp, _ = objective.split(np.concatenate([x, np.zeros(objective.sizes[2])]))
+            return objective.split(x)
+        cu, cp, _ = objective.split(np.concatenate([x, np.zeros(objective.sizes[2])]))
+        return cu, cp, None
+
+    def evaluate(x: np.ndarray) -> tuple[float, np.ndarray]:
+        """``J / (eps N)`` and its gradient at ``x`` (the parameters, and the messages if joint)."""
+        state["evaluations"] += 1
+        cu, cp, nu = unpack(x)
+        if nu is None:
             if train.has_edges:
                 objective.sweep(cu, cp, state["lam"], max_sweeps)
             nu = state["lam"] / eps
         value, penalised, gu, gp, gnu = objective(cu, cp, nu, messages_gradient=mode == "joint")
-        grad = objective.join(gu, gp, gnu) if mode == "joint" else np.concatenate([gu.ravel(), gp.ravel()])
-        state["last"] = (x.copy(), value, penalised, nu)
-        return penalised * scale, grad * scale
+        grad = objective.join(gu, gp, gnu)
+        state["last"] = (x.copy(), value, penalised, nu, grad * scale)
+        return penalised * scale, grad[:x.size] * scale
 
     trace: list[tuple[float, float, float]] = []
     paused = [0.0]
@@ -428,33 +470,43 @@ def joint_minimise(
         if last is None or not np.array_equal(last[0], x):
             evaluate(x)
             state["evaluations"] -= 1
-        _, value, penalised, nu = state["last"]
+        _, value, penalised, nu, _ = state["last"]
         trace.append((time.perf_counter() - clock - paused[0], eps * value, eps * penalised))
         if callback is not None and len(trace) > 1:
             start = time.perf_counter()
-            cu, cp = objective.split(x if mode == "joint" else np.concatenate([x, np.zeros(objective.sizes[2])]))[:2]
+            cu, cp, _ = unpack(x)
             objective.unary.commit(cu, len(trace) - 1, False)
             objective.pairwise.commit(cp, len(trace) - 1, False)
             callback(len(trace) - 1, eps * nu)
             paused[0] += time.perf_counter() - start
 
-    x0 = objective.join(coef_u, coef_p, lam / eps)
-    if mode == "sweeps":
-        x0 = x0[:n_params]
-    record(x0)
-    result = minimize(evaluate, x0, jac=True, method="L-BFGS-B", callback=record,
-                      options={"maxiter": max_iter, "maxcor": memory, "gtol": tol, "ftol": 0.0,
-                               "maxfun": 4 * max_iter + 20, "maxls": 40})
-    x = result.x
-    if mode == "joint":
-        coef_u, coef_p, nu = objective.split(x)
-    else:
-        coef_u, coef_p, _ = objective.split(np.concatenate([x, np.zeros(objective.sizes[2])]))
-        nu = state["lam"] / eps
-    value, penalised, gu, gp, gnu = objective(coef_u, coef_p, nu, messages_gradient=mode == "joint")
-    gradient = np.concatenate([gu.ravel(), gp.ravel(), gnu.ravel()]) * scale
-    converged = bool(np.max(np.abs(gradient), initial=0.0) <= tol)
-    n_iter = int(result.nit)
+    x = objective.join(coef_u, coef_p, lam / eps)[:n_params if mode == "sweeps" else None]
+    record(x)
+    n_iter, converged = 0, False
+    while True:
+        _, _, penalised, nu, grad = state["last"]
+        converged = bool(np.max(np.abs(grad[:x.size]), initial=0.0) <= tol)
+        if converged or n_iter >= max_iter:
+            break
+        # L-BFGS on u = d x, d the square root of the Hessian's diagonal at the cycle's start
+        cu, cp, _ = unpack(x)
+        d = np.sqrt(np.maximum(objective.diagonal(cu, cp, nu)[:x.size] * scale, _CURVATURE_FLOOR * scale))
+        result = minimize(lambda u: (lambda f, g: (f, g / d))(*evaluate(u / d)), x * d, jac=True,
+                          method="L-BFGS-B", callback=lambda u: record(u / d),
+                          options={"maxiter": min(refresh, max_iter - n_iter), "maxcor": memory,
+                                   "gtol": tol / float(d.max(initial=1.0)), "ftol": 0.0, "maxls": 40,
+                                   "maxfun": 4 * refresh + 20})
+        n_iter += int(result.nit)
+        moved = result.x / d
+        if not np.array_equal(state["last"][0], moved):
+            evaluate(moved)
+        if not state["last"][2] < penalised:   # no progress in a whole cycle: as far as float64 goes
+            break
+        x = moved
+    if not np.array_equal(state["last"][0], x):
+        evaluate(x)
+    _, value, penalised, nu, _ = state["last"]
+    coef_u, coef_p, _ = unpack(x)
     objective.unary.commit(coef_u, n_iter, converged)
     objective.pairwise.commit(coef_p, n_iter, converged)
     return JointResult(messages=eps * nu, objective=eps * value, penalised=eps * penalised, trace=trace,
