@@ -130,7 +130,7 @@ def main() -> None:
                 seconds, error, n_iter = run_crfsuite(problem)
                 target = error
                 print(f"CRFsuite c2=1: {seconds:.2f} s, test error {error:.4f}, {n_iter} iterations")
-            for mode in args.modes.split(","):
+            for mode in filter(None, args.modes.split(",")):
                 rows, info = run_joint(problem, mode, args.max_iter, 10 if name == "letters" else 5, args.max_sweeps)
                 show(f"joint ({mode}, max_sweeps={args.max_sweeps})", rows, info, target)
             for omega in () if args.no_learner else (1.0, 1.9):
