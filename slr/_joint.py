@@ -32,10 +32,21 @@ Two ways to use it (:func:`joint_minimise`, ``messages=``):
 
 - ``"joint"``: L-BFGS over the concatenation of both oracles' parameters and all messages,
   after ``warm_sweeps`` star sweeps.
-- ``"sweeps"``: L-BFGS over the parameters only; each evaluation first runs star sweeps
-  (warm-started from the last evaluation's messages) towards ``min_lambda J(w, lambda)``, whose
-  gradient in ``w`` is the partial gradient at those messages (Danskin). The messages are then
-  eliminated by the kernels, not carried by L-BFGS.
+- ``"sweeps"`` (the default): L-BFGS over the parameters only; each evaluation first runs a few
+  star sweeps (warm-started from the last evaluation's messages) towards ``min_lambda J(w, lambda)``,
+  whose gradient in ``w`` is the partial gradient at those messages (Danskin). The messages are
+  eliminated by the kernels, not carried by L-BFGS. With few sweeps the evaluations are inexact
+  (``J`` at messages not yet optimal, an upper bound), which L-BFGS tolerated in every measurement.
+
+Both run in cycles of ``refresh`` iterations on variables scaled by the square root of the Hessian's
+diagonal at the cycle's start (a Jacobi preconditioner): the weights' curvature grows with the row
+count, the messages' is at most 1/2, and unscaled L-BFGS took about 6 times longer on a small grid.
+
+Measured with ``asv_benchmarks/compare_joint.py`` (a shared machine, load 5 to 9 on 2 cores): on
+letters the ``"sweeps"`` mode reaches in 23 s the ``J`` that Algorithm 1.1 with ``relaxation=1.9``
+reaches after 25 iterations (92 s); on the quick denoising data ``J`` falls in 3 s below what 40
+over-relaxed iterations reach in 19 s. ``"joint"`` needs hundreds of iterations on chains and
+grids: information travels one edge per gradient step, where a sweep carries it along the chain.
 """
 from __future__ import annotations
 

@@ -39,6 +39,12 @@ _ORACLES = [
 ]
 
 
+def _parameters(oracle):
+    """The names of the arrays an oracle's functions are linear in (an intercept only when fitted)."""
+    names = [name for name in ("coef_", "table_") if hasattr(oracle, name)]
+    return names + ["intercept_"] if getattr(oracle, "fit_intercept", False) else names
+
+
 def _fitted(train, eps, make_unary, make_pairwise, seed):
     """Oracles fitted to random messages (parameters away from zero), and those messages."""
     rng = np.random.default_rng(seed)
@@ -74,12 +80,6 @@ def test_objective_is_the_learners_R_plus_the_oracles_ridge(oracles, constant_ed
         weights = getattr(oracle, "coef_", getattr(oracle, "table_", np.zeros(0)))
         ridge += getattr(oracle, "l2", 0.0) / 2 * float(np.sum(weights**2))
     assert J == pytest.approx(R + eps * ridge, rel=1e-12)
-
-
-def _parameters(oracle):
-    """The names of the arrays an oracle's functions are linear in (an intercept only when fitted)."""
-    names = [name for name in ("coef_", "table_") if hasattr(oracle, name)]
-    return names + ["intercept_"] if getattr(oracle, "fit_intercept", False) else names
 
 
 @pytest.mark.parametrize("constant_edges", [False, True])
