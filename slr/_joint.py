@@ -495,10 +495,10 @@ def joint_minimise(
             paused[0] += time.perf_counter() - start
 
     # the products are tall and skinny: BLAS threads only slow them down (see slr.oracles.linear)
+    x0 = objective.join(coef_u, coef_p, lam / eps)[:n_params if mode == "sweeps" else None]
     with _single_threaded_blas():
         x, n_iter, converged = _cycles(objective, evaluate, record, unpack, state, tol, max_iter, refresh, memory,
-                                       objective.join(coef_u, coef_p, lam / eps)[:n_params if mode == "sweeps" else None],
-                                       scale)
+                                       x0, scale)
     _, value, penalised, nu, _ = state["last"]
     coef_u, coef_p, _ = unpack(x)
     objective.unary.commit(coef_u, n_iter, converged)
