@@ -50,7 +50,7 @@ def test_error(model: PairwiseModel, data: FlatData, unary, pairwise) -> float:
     return float(np.mean(labels != data.labels))
 
 
-def run_joint(problem, mode: str, max_iter: int, every: int, max_sweeps: int = 50):
+def run_joint(problem, mode: str, max_iter: int, every: int, max_sweeps: int):
     Xtr, Ytr, Xte, Yte, reg = problem
     train, test = FlatData(Xtr, Ytr), None
     test = FlatData(Xte, Yte, train.n_states)
@@ -117,8 +117,8 @@ def main() -> None:
     parser.add_argument("--max-iter", type=int, default=200)
     parser.add_argument("--learner-iter", type=int, default=25)
     parser.add_argument("--modes", default="sweeps,joint")
-    parser.add_argument("--max-sweeps", type=int, default=50, help="sweeps per evaluation (sweeps mode)")
-    parser.add_argument("--no-learner", action="store_true")
+    parser.add_argument("--max-sweeps", type=int, default=8, help="sweeps per evaluation (sweeps mode)")
+    parser.add_argument("--relaxations", default="1.0,1.9", help="Algorithm 1.1's runs ('' for none)")
     args = parser.parse_args()
     problems = ["letters", "denoising"] if args.problem == "both" else [args.problem]
     for name in problems:
@@ -133,7 +133,7 @@ def main() -> None:
             for mode in filter(None, args.modes.split(",")):
                 rows, info = run_joint(problem, mode, args.max_iter, 10 if name == "letters" else 5, args.max_sweeps)
                 show(f"joint ({mode}, max_sweeps={args.max_sweeps})", rows, info, target)
-            for omega in () if args.no_learner else (1.0, 1.9):
+            for omega in (float(value) for value in filter(None, args.relaxations.split(","))):
                 rows, info = run_learner(problem, omega, args.learner_iter)
                 show(f"StructuredLogisticRegression relaxation={omega}", rows, info, target)
 
