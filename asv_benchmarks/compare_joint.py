@@ -1,0 +1,151 @@
+"""The joint L-BFGS solver (``slr._joint``) against Algorithm 1.1 and CRFsuite, side by side.
+
+Run from the repository root::
+
+    .venv/bin/python asv_benchmarks/compare_joint.py [--problem letters|denoising|both] [--repeats 2]
+
+``letters``: fold 1 trains (704 words), the other folds test; ``Linear(l2=1)`` for both factors,
+``eps = .1``; CRFsuite's L-BFGS with ``c2 = 1`` (issue 24). ``denoising``: the quick profile's data
+(8 + 8 images of 32 x 32, sigma 3.2), ``Linear(l2=.1)`` both factors (C = 1), ``eps = .1``. Modes
+(``--modes``): ``sweeps`` and ``joint`` (see ``slr._joint``), ``hybrid`` (one iteration of
+Algorithm 1.1, then ``sweeps``).
+
+Each solver runs in this process one after the other (alternating over repeats); for each it
+prints the curve of R (without ridge), J (with it) and the test error against the solver's own
+clock (monitoring left out), and the first time at which the test error is at most the target
+(CRFsuite's error on letters). The machine's load average is printed with every repeat: timings on
+a shared machine are indicative only.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from slr import StructuredLogisticRegression
+from slr._joint import joint_minimise, joint_objective
+from slr.models import FlatData, PairwiseModel
+from slr.oracles import Linear
+
+
+def letters_problem():
+    from slr.datasets import load_letters
+
+    X, Y, folds = load_letters()
+    train, test = np.flatnonzero(folds == 1), np.flatnonzero(folds != 1)
+    return ([X[k] for k in train], [Y[k] for k in train], [X[k] for k in test], [Y[k] for k in test],
+            dict(l2=1.0, epsilon=0.1))
+
+
+def denoising_problem():
+    from slr.datasets import make_denoising
+
+    Xtr, Ytr = make_denoising(8, 32, 3.2, random_state=0)
+    Xte, Yte = make_denoising(8, 32, 3.2, random_state=1)
+    return Xtr, Ytr, Xte, Yte, dict(l2=0.1, epsilon=0.1)
+
+
+def test_error(model: PairwiseModel, data: FlatData, unary, pairwise) -> float:
+    labels = model.decode(data, model.unary_potentials(data, unary), model.pairwise_potentials(data, pairwise))
+    return float(np.mean(labels != data.labels))
+
+
+def run_joint(problem, mode: str, max_iter: int, every: int, max_sweeps: int):
+    """The joint solver from zeros, or with ``mode="hybrid"`` from one iteration of Algorithm 1.1
+    (its time included), then the sweeps mode."""
+    Xtr, Ytr, Xte, Yte, reg = problem
+    train = FlatData(Xtr, Ytr)
+    test = FlatData(Xte, Yte, train.n_states)
+    eps = reg["epsilon"]
+    unary, pairwise, messages, offset = Linear(l2=reg["l2"]), Linear(l2=reg["l2"]), None, 0.0
+    if mode == "hybrid":
+        start = time.perf_counter()
+        first = StructuredLogisticRegression(unary, pairwise, epsilon=eps, max_iter=1, monitor=False).fit(Xtr, Ytr)
+        unary, pairwise, messages = first.unary_, first.pairwise_, first._train_messages
+        offset, mode = time.perf_counter() - start, "sweeps"
+    predictor = PairwiseModel(eps, inference="auto", max_sweeps=100, tol=1e-9)
+    errors = {}
+
+    def monitor(iteration, messages):
+        if iteration % every == 0:
+            errors[iteration] = test_error(predictor, test, unary, pairwise)
+
+    start = time.perf_counter()
+    result = joint_minimise(train, eps, unary, pairwise, messages, messages_mode=mode, max_iter=max_iter, tol=1e-7,
+                            max_sweeps=max_sweeps, callback=monitor)
+    total = time.perf_counter() - start
+    final = test_error(predictor, test, unary, pairwise)
+    rows = [(i, offset + t, R, J, errors.get(i, np.nan)) for i, (t, R, J) in enumerate(result.trace)]
+    rows.append(("end", offset + result.trace[-1][0], result.objective, result.penalised, final))
+    return rows, dict(n_iter=result.n_iter, evaluations=result.n_evaluations, converged=result.converged,
+                      wall=total)
+
+
+def run_learner(problem, relaxation: float, max_iter: int):
+    Xtr, Ytr, Xte, Yte, reg = problem
+    model = StructuredLogisticRegression(Linear(l2=reg["l2"]), Linear(l2=reg["l2"]), epsilon=reg["epsilon"],
+                                         max_iter=max_iter, relaxation=relaxation)
+    model.fit(Xtr, Ytr, Xte, Yte)
+    train = FlatData(Xtr, Ytr)
+    R, J, _ = joint_objective(train, reg["epsilon"], model.unary_, model.pairwise_, model._train_messages)
+    h = model.history_
+    rows = [(int(i), t, R_, np.nan, e) for i, t, R_, e in zip(h["iteration"], h["seconds"], h["objective"],
+                                                               h["val_error"])]
+    rows.append(("end", float(h["seconds"].iloc[-1]), R, J, float(h["val_error"].iloc[-1])))
+    return rows, {}
+
+
+def run_crfsuite(problem):
+    from baselines.crfsuite_peer import CRFsuiteChain
+
+    Xtr, Ytr, Xte, Yte, _ = problem
+    model = CRFsuiteChain(c2=1.0).fit(Xtr, Ytr)
+    return model.fit_seconds_, 1.0 - model.score(Xte, Yte), model.n_iter_
+
+
+def first_time(rows, target: float) -> float:
+    times = [t for _, t, _, _, e in rows if e == e and e <= target]
+    return min(times) if times else float("nan")
+
+
+def show(name: str, rows, info: dict, target: float | None) -> None:
+    print(f"\n{name} {info}")
+    print(f"{'iter':>6} {'seconds':>8} {'R':>14} {'J':>14} {'test error':>10}")
+    for i, t, R, J, e in rows:
+        print(f"{i!s:>6} {t:8.2f} {R:14.6f} {J:14.6f} {e:10.4f}")
+    if target is not None:
+        print(f"first time at test error <= {target:.4f}: {first_time(rows, target):.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--problem", choices=("letters", "denoising", "both"), default="both")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--max-iter", type=int, default=200)
+    parser.add_argument("--learner-iter", type=int, default=25)
+    parser.add_argument("--modes", default="sweeps,hybrid,joint")
+    parser.add_argument("--max-sweeps", type=int, default=8, help="sweeps per evaluation (sweeps mode)")
+    parser.add_argument("--relaxations", default="1.0,1.9", help="Algorithm 1.1's runs ('' for none)")
+    args = parser.parse_args()
+    problems = ["letters", "denoising"] if args.problem == "both" else [args.problem]
+    for name in problems:
+        problem = letters_problem() if name == "letters" else denoising_problem()
+        for repeat in range(args.repeats):
+            print(f"\n=== {name}, repeat {repeat + 1}, load average {os.getloadavg()}")
+            target = None
+            if name == "letters":
+                seconds, error, n_iter = run_crfsuite(problem)
+                target = error
+                print(f"CRFsuite c2=1: {seconds:.2f} s, test error {error:.4f}, {n_iter} iterations")
+            for mode in filter(None, args.modes.split(",")):
+                rows, info = run_joint(problem, mode, args.max_iter, 10 if name == "letters" else 5, args.max_sweeps)
+                show(f"joint ({mode}, max_sweeps={args.max_sweeps})", rows, info, target)
+            for omega in (float(value) for value in filter(None, args.relaxations.split(","))):
+                rows, info = run_learner(problem, omega, args.learner_iter)
+                show(f"StructuredLogisticRegression relaxation={omega}", rows, info, target)
+
+
+if __name__ == "__main__":
+    main()

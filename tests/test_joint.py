@@ -1,0 +1,290 @@
+"""The joint L-BFGS solver over (weights, messages) of slr._joint."""
+import itertools
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from slr import StructuredLogisticRegression
+from slr._joint import joint_minimise, joint_objective
+from slr.datasets import make_denoising
+from slr.learner import pairwise_bias, structured_objective, unary_bias
+from slr.models import FlatData, PairwiseModel, hamming_margin
+from slr.oracles import MLP, Constant, Linear, Zero
+
+
+def _random_problem(edges_per_example, n_nodes, L, d_node, d_edge, seed, constant_edges=False):
+    rng = np.random.default_rng(seed)
+    X, Y = [], []
+    for n, edges in zip(n_nodes, edges_per_example):
+        edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+        node = rng.normal(size=(n, d_node)) * 3.0   # beyond 1: Linear's power-of-two column scaling
+        edge = np.ones((len(edges), d_edge)) if constant_edges else rng.normal(size=(len(edges), d_edge))
+        X.append((node, edges, edge))
+        Y.append(rng.integers(L, size=n))
+    return FlatData(X, Y, L)
+
+
+def _chain(n):
+    return [(i, i + 1) for i in range(n - 1)]
+
+
+# ----------------------------------------------------------------------------------------
+# R, J and the gradient against the learner's reduction and finite differences
+# ----------------------------------------------------------------------------------------
+_ORACLES = [
+    (lambda: Linear(l2=0.5, fit_intercept=True), lambda: Linear(l2=0.7)),
+    (lambda: Linear(l2=0.2), lambda: Constant(l2=0.3)),
+    (lambda: Linear(), lambda: Zero()),
+]
+
+
+def _parameters(oracle):
+    """The names of the arrays an oracle's functions are linear in (an intercept only when fitted)."""
+    names = [name for name in ("coef_", "table_") if hasattr(oracle, name)]
+    return names + ["intercept_"] if getattr(oracle, "fit_intercept", False) else names
+
+
+def _fitted(train, eps, make_unary, make_pairwise, seed):
+    """Oracles fitted to random messages (parameters away from zero), and those messages."""
+    rng = np.random.default_rng(seed)
+    lam = rng.normal(size=(train.batch.n_edges, 2, train.n_states))
+    unary, pairwise = make_unary(), make_pairwise()
+    unary.fit(train.node_features, unary_bias(train.batch, lam, train.labels, eps), train.labels)
+    pairwise.fit(train.edge_features, pairwise_bias(lam, eps), train.pair_labels)
+    for oracle in (unary, pairwise):   # move off the fitted optimum: weight gradients not zero
+        for name in _parameters(oracle):
+            setattr(oracle, name, getattr(oracle, name) + rng.normal(size=getattr(oracle, name).shape) * 0.3)
+    return unary, pairwise, lam * 2.0
+
+
+@pytest.mark.parametrize("constant_edges", [False, True])
+@pytest.mark.parametrize("oracles", range(len(_ORACLES)))
+def test_objective_is_the_learners_R_plus_the_oracles_ridge(oracles, constant_edges):
+    train = _random_problem([_chain(4), [(0, 1), (1, 2), (2, 0)]], [4, 3], 3, 2, 2, seed=oracles,
+                            constant_edges=constant_edges)
+    eps = 0.3
+    unary, pairwise, lam = _fitted(train, eps, *_ORACLES[oracles], seed=1)
+    R, J, _ = joint_objective(train, eps, unary, pairwise, lam)
+    model = PairwiseModel(eps)
+    theta_nodes = model.unary_potentials(train, unary) + hamming_margin(train.labels, train.n_states)
+    theta_edges = model.pairwise_potentials(train, pairwise)
+    assert R == pytest.approx(structured_objective(train.batch, theta_nodes, theta_edges, lam, train.labels, eps),
+                              rel=1e-12)
+    # R / eps is the sum of the two oracles' biased losses
+    losses = (unary.loss(train.node_features, unary_bias(train.batch, lam, train.labels, eps), train.labels)
+              + pairwise.loss(train.edge_features, pairwise_bias(lam, eps), train.pair_labels))
+    assert R == pytest.approx(eps * losses, rel=1e-12)
+    ridge = 0.0
+    for oracle in (unary, pairwise):
+        weights = getattr(oracle, "coef_", getattr(oracle, "table_", np.zeros(0)))
+        ridge += getattr(oracle, "l2", 0.0) / 2 * float(np.sum(weights**2))
+    assert J == pytest.approx(R + eps * ridge, rel=1e-12)
+
+
+@pytest.mark.parametrize("constant_edges", [False, True])
+@pytest.mark.parametrize("oracles", range(len(_ORACLES)))
+def test_gradient_matches_finite_differences(oracles, constant_edges):
+    train = _random_problem([_chain(4), [(0, 1), (1, 2), (2, 0), (2, 3)]], [4, 4], 3, 2, 2, seed=10 + oracles,
+                            constant_edges=constant_edges)
+    eps = 0.4
+    unary, pairwise, lam = _fitted(train, eps, *_ORACLES[oracles], seed=2)
+    _, _, grad = joint_objective(train, eps, unary, pairwise, lam)
+    h = 1e-6
+
+    def J_at(messages):
+        return joint_objective(train, eps, unary, pairwise, messages)[1]
+
+    rng = np.random.default_rng(0)
+    for index in [tuple(rng.integers(s) for s in lam.shape) for _ in range(6)]:
+        up, down = lam.copy(), lam.copy()
+        up[index] += h
+        down[index] -= h
+        assert grad["messages"][index] == pytest.approx((J_at(up) - J_at(down)) / (2 * h), rel=1e-5, abs=1e-7)
+    for factor, oracle in (("unary", unary), ("pairwise", pairwise)):
+        for name in _parameters(oracle):
+            values = getattr(oracle, name)
+            for flat in rng.choice(values.size, size=min(4, values.size), replace=False):
+                index = np.unravel_index(flat, values.shape)
+                column = index[1] if name == "coef_" else (-1 if name == "intercept_" else 0)
+                saved = values[index]
+                values[index] = saved + h
+                J_up = J_at(lam)
+                values[index] = saved - h
+                J_down = J_at(lam)
+                values[index] = saved
+                expected = grad[factor][index[0], column]
+                assert expected == pytest.approx((J_up - J_down) / (2 * h), rel=1e-5, abs=1e-7), (factor, name)
+
+
+# ----------------------------------------------------------------------------------------
+# the minimum against independent computations
+# ----------------------------------------------------------------------------------------
+def _smoothed_lp(theta_nodes, theta_edges, edges, eps):
+    """``A(theta)`` of one example and its marginals: the dual ``eps sum_alpha lse(b_alpha / eps)``
+    written out node by node and edge by edge (no kernels) and minimised over the messages by BFGS."""
+    n, L = theta_nodes.shape
+    m = len(edges)
+
+    def lse(x):
+        top = x.max()
+        return top + np.log(np.exp(x - top).sum())
+
+    def beliefs(v):
+        lam = v.reshape(m, 2, L)
+        node = theta_nodes.copy()
+        for e, (i, j) in enumerate(edges):
+            node[i] -= lam[e, 0]
+            node[j] -= lam[e, 1]
+        return node, theta_edges + lam[:, 0, :, None] + lam[:, 1, None, :]
+
+    def dual(v):
+        node, edge = beliefs(v)
+        value = eps * (sum(lse(b / eps) for b in node) + sum(lse(b.ravel() / eps) for b in edge))
+        mu_node = np.array([np.exp(b / eps - lse(b / eps)) for b in node])
+        mu_edge = np.array([np.exp(b / eps - lse(b.ravel() / eps)) for b in edge])
+        grad = np.zeros((m, 2, L))
+        for e, (i, j) in enumerate(edges):
+            grad[e, 0] = mu_edge[e].sum(axis=1) - mu_node[i]
+            grad[e, 1] = mu_edge[e].sum(axis=0) - mu_node[j]
+        return value, grad.ravel(), mu_node, mu_edge
+
+    result = minimize(lambda v: dual(v)[:2], np.zeros(m * 2 * L), jac=True, method="BFGS",
+                      options=dict(gtol=1e-12))
+    value, _, mu_node, mu_edge = dual(result.x)
+    return value, mu_node, mu_edge
+
+
+def _independent_minimum(X, Y, L, eps, l2):
+    """``min_w sum_k [-F(x^k, y^k) + A(theta^k(w))] + eps l2 / 2 ||w||^2`` for linear unary and pairwise
+    functions without intercept, ``A`` the smoothed LP solved afresh for every ``w`` (its gradient in
+    ``theta`` is the marginals at the optimal messages)."""
+    d_u, d_p = X[0][0].shape[1], X[0][2].shape[1]
+
+    def objective(w):
+        Wu, Wp = w[:L * d_u].reshape(L, d_u), w[L * d_u:].reshape(L * L, d_p)
+        value, gu, gp = 0.0, np.zeros_like(Wu), np.zeros_like(Wp)
+        for (node, edges, edge), y in zip(X, Y):
+            delta = 1.0 - np.eye(L)[y]
+            theta_nodes = eps * node @ Wu.T + delta
+            theta_edges = eps * (edge @ Wp.T).reshape(-1, L, L)
+            A, mu_node, mu_edge = _smoothed_lp(theta_nodes, theta_edges, edges, eps)
+            truth = theta_nodes[np.arange(len(y)), y].sum() + theta_edges[np.arange(len(edges)), y[edges[:, 0]],
+                                                                          y[edges[:, 1]]].sum()
+            value += A - truth
+            gu += eps * (mu_node - np.eye(L)[y]).T @ node
+            pair = np.eye(L * L)[y[edges[:, 0]] * L + y[edges[:, 1]]]
+            gp += eps * (mu_edge.reshape(-1, L * L) - pair).T @ edge
+        value += eps * l2 / 2 * float(w @ w)
+        return value, np.concatenate([gu.ravel(), gp.ravel()]) + eps * l2 * w
+
+    result = minimize(objective, np.zeros(L * d_u + L * L * d_p), jac=True, method="L-BFGS-B",
+                      options=dict(gtol=1e-9, ftol=1e-15))
+    return result.fun, result.x[:L * d_u].reshape(L, d_u), result.x[L * d_u:].reshape(L * L, d_p)
+
+
+@pytest.mark.parametrize("messages_mode", ["joint", "sweeps"])
+def test_minimum_on_tiny_trees_matches_nested_scipy_minimisation(messages_mode):
+    rng = np.random.default_rng(5)
+    L, eps, l2 = 2, 0.5, 0.3
+    X, Y = [], []
+    for edges in (_chain(3), [(0, 1), (0, 2), (0, 3)]):   # a chain and a star (a tree)
+        edges = np.array(edges)
+        n = edges.max() + 1
+        X.append((rng.normal(size=(n, 2)), edges, rng.normal(size=(len(edges), 1)) + 1.0))
+        Y.append(rng.integers(L, size=n))
+    expected, Wu, Wp = _independent_minimum(X, Y, L, eps, l2)
+    unary, pairwise = Linear(l2=l2), Linear(l2=l2)
+    result = joint_minimise(FlatData(X, Y, L), eps, unary, pairwise, messages_mode=messages_mode, tol=1e-10,
+                            max_iter=2000)
+    assert result.penalised == pytest.approx(expected, rel=1e-6)
+    np.testing.assert_allclose(unary.coef_, Wu, atol=1e-3)
+    np.testing.assert_allclose(pairwise.coef_, Wp, atol=1e-3)
+
+
+def test_minimum_without_edges_is_the_crf_by_enumeration():
+    """Without edges the smoothed LP is exactly eps log Z: the joint minimum is the CRF's, whose
+    log-partition we enumerate over all labellings."""
+    rng = np.random.default_rng(3)
+    L, eps, l2 = 3, 0.2, 0.5
+    X = [(rng.normal(size=(3, 2)), np.zeros((0, 2), dtype=np.int64), np.zeros((0, 1))) for _ in range(3)]
+    Y = [rng.integers(L, size=3) for _ in range(3)]
+
+    def crf(w):
+        W = w.reshape(L, 2)
+        value = 0.0
+        for (node, _, _), y in zip(X, Y):
+            theta = eps * node @ W.T + 1.0 - np.eye(L)[y]
+            scores = [theta[np.arange(3), list(labels)].sum() for labels in itertools.product(range(L), repeat=3)]
+            value += eps * np.log(np.sum(np.exp(np.array(scores) / eps))) - theta[np.arange(3), y].sum()
+        return value + eps * l2 / 2 * float(w @ w)
+
+    expected = minimize(crf, np.zeros(2 * L), method="BFGS", options=dict(gtol=1e-10)).fun
+    result = joint_minimise(FlatData(X, Y, L), eps, Linear(l2=l2), Linear(l2=l2), tol=1e-10)
+    assert result.penalised == pytest.approx(expected, rel=1e-8)
+
+
+@pytest.fixture(scope="module")
+def loopy_alternation():
+    """A small loopy grid and Algorithm 1.1 run to convergence on it (over-relaxed, oracles fitted to
+    tol 1e-10: 100 iterations bring J within 1e-7 of its minimum)."""
+    X, Y = make_denoising(n_images=2, size=5, sigma=2.0, random_state=3)
+    eps = 0.5
+    learner = StructuredLogisticRegression(
+        Linear(l2=1.0, fit_intercept=True, tol=1e-10), Linear(l2=1.0, tol=1e-10), epsilon=eps, max_iter=100,
+        max_sweeps=200, relaxation=1.9, monitor=False, n_jobs=1).fit(X, Y)
+    return FlatData(X, Y), eps, learner
+
+
+@pytest.mark.parametrize("messages_mode", ["joint", "sweeps"])
+def test_loopy_grid_reaches_the_objective_of_algorithm_1_1(loopy_alternation, messages_mode):
+    train, eps, learner = loopy_alternation
+    R_alt, J_alt, _ = joint_objective(train, eps, learner.unary_, learner.pairwise_, learner._train_messages)
+    assert R_alt == pytest.approx(learner.objective_trace_["objective"].iloc[-1], rel=1e-12)
+    unary, pairwise = Linear(l2=1.0, fit_intercept=True), Linear(l2=1.0)
+    result = joint_minimise(train, eps, unary, pairwise, messages_mode=messages_mode, tol=1e-10, max_iter=3000,
+                            n_jobs=1)
+    assert result.penalised == pytest.approx(J_alt, rel=1e-6)
+    # R alone moves to first order with the weights near the minimiser of J (the ridge's gradient)
+    assert result.objective == pytest.approx(R_alt, rel=1e-3)
+    assert result.penalised <= J_alt * (1 + 1e-9)
+    # the trace starts at the start and never rises (L-BFGS iterates descend)
+    values = np.array([J for _, _, J in result.trace])
+    assert np.all(np.diff(values) <= 1e-9 * abs(values[0]))
+    assert result.trace[-1][2] == pytest.approx(result.penalised, rel=1e-12)
+    # the oracles hold the solution: their potentials give the solver's R at its messages
+    model = PairwiseModel(eps)
+    theta_nodes = model.unary_potentials(train, unary) + hamming_margin(train.labels, train.n_states)
+    theta_edges = model.pairwise_potentials(train, pairwise)
+    assert structured_objective(train.batch, theta_nodes, theta_edges, result.messages, train.labels,
+                                eps) == pytest.approx(result.objective, rel=1e-12)
+
+
+def test_warm_start_from_a_solution_stays_there():
+    X, Y = make_denoising(n_images=1, size=5, sigma=2.0, random_state=4)
+    train = FlatData(X, Y)
+    unary, pairwise = Linear(l2=1.0), Constant(l2=1.0)
+    first = joint_minimise(train, 0.2, unary, pairwise, tol=1e-9, max_iter=3000)
+    again = joint_minimise(train, 0.2, unary, pairwise, first.messages, tol=1e-9, warm_sweeps=0)
+    assert again.penalised == pytest.approx(first.penalised, rel=1e-10)
+    assert again.n_iter <= 2
+
+
+# ----------------------------------------------------------------------------------------
+# bad input
+# ----------------------------------------------------------------------------------------
+def test_bad_input_is_refused_naming_the_argument():
+    X, Y = make_denoising(n_images=1, size=4, sigma=2.0, random_state=0)
+    train = FlatData(X, Y)
+    with pytest.raises(ValueError, match="unary"):
+        joint_minimise(train, 0.1, MLP(), Linear())
+    with pytest.raises(ValueError, match="pairwise"):
+        joint_minimise(train, 0.1, Linear(), MLP())
+    with pytest.raises(ValueError, match="messages must have shape"):
+        joint_minimise(train, 0.1, Linear(), Linear(), np.zeros((1, 2, 2)))
+    with pytest.raises(ValueError, match="messages_mode"):
+        joint_minimise(train, 0.1, Linear(), Linear(), messages_mode="newton")
+    with pytest.raises(ValueError, match="epsilon"):
+        joint_minimise(train, 0.0, Linear(), Linear())
+    with pytest.raises(ValueError, match="train must have labels"):
+        joint_minimise(FlatData(X, None, 2), 0.1, Linear(), Linear())
