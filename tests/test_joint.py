@@ -232,7 +232,7 @@ def loopy_alternation():
     eps = 0.5
     learner = StructuredLogisticRegression(
         Linear(l2=1.0, fit_intercept=True, tol=1e-10), Linear(l2=1.0, tol=1e-10), epsilon=eps, max_iter=100,
-        max_sweeps=200, relaxation=1.9, monitor=False, n_jobs=1).fit(X, Y)
+        max_sweeps=200, relaxation=1.9, tol=0, sweep_tol=0, monitor=False, n_jobs=1).fit(X, Y)
     return FlatData(X, Y), eps, learner
 
 
