@@ -44,6 +44,8 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
                            "marginals on letters and denoising"),
         ("generalisation.md", "the library's defaults on held-out synthetic problems (chains, grids, loopy graphs) "
                               "against linear peers: time to the best peer's error, iterations, why each fit stopped"),
+        ("partial_labels.md", "test error with 25/50/75% of the training labels hidden: full labels, the "
+                              "unlabelled nodes dropped, or learnt as latent variables"),
     ]
     for name, what in entries:
         if (out / name).exists():
@@ -89,4 +91,8 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
     if g and g.get("problems"):
         lines.append(f"- Held-out problems: slr:Linear with the library's defaults reached the best linear peer's "
                      f"test error in no more than its time on {g['reached']} of {g['problems']} problems.\n")
+    p = summaries.get("partial_labels")
+    if p and p.get("shares"):
+        lines.append(f"- Partial labels: latent learning beats dropping the unlabelled nodes in {p['wins']} of "
+                     f"{p['shares']} (data set, share hidden) cells.\n")
     atomic_write_text(out / "README.md", "".join(lines))

@@ -19,7 +19,7 @@ from slr_suite.profiles import FUNCTION_CLASSES
 
 REPORT_FILES = ["README.md", "denoising.md", "baselines.md", "bound.md", "calibration.md",
                 "denoising_results.csv", "baselines_results.csv", "bound_results.csv", "calibration_results.csv",
-                "calibration_bins.csv"]
+                "calibration_bins.csv", "partial_labels.md", "partial_labels_results.csv"]
 FIGURES = ["denoising_curves.png", "denoising_energies.png", "denoising_examples.png",
            "baselines_time.png", "bound.png", "calibration.png"]
 
@@ -38,7 +38,7 @@ def test_every_report_file_written(tiny_report):
         data = (tiny_report / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000, name
     index = (tiny_report / "README.md").read_text()
-    for md in ("denoising.md", "baselines.md", "bound.md", "calibration.md"):
+    for md in ("denoising.md", "baselines.md", "bound.md", "calibration.md", "generalisation.md", "partial_labels.md"):
         assert f"]({md})" in index
         text = (tiny_report / md).read_text()
         # provenance: the run that computed the rows (command, commit, code, machine) and the render
