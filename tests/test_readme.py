@@ -43,7 +43,10 @@ def test_marginals_formats_and_scoring_example():
 
 
 def test_weights_and_partial_labels_example():
-    assert _run(_block("masked_array"))[-1] == "9 True True"
+    *_, certified, continued = _run(_block("masked_array"))
+    assert certified == "9 True True"
+    iteration, reason = continued.split()
+    assert reason in ("tol", "max_iter") and 10 < int(iteration) <= 15   # continued past the first fit's 10
 
 
 def test_inference_example_converges():
