@@ -20,9 +20,7 @@ objective
     R = sum_k [ -F(x^k, y^k) + A(lambda^k, theta^k) ]
 
 never increases (``A`` is the smoothed dual, :func:`slr.inference.batch_dual_values`). Other
-oracles (SGD, boosting from zero) can return a function that raises R; such a fit is undone
-and the previous function kept (``objective_trace_["kept_previous"]``), so R never increases
-with them either, but for the unary function's first fit.
+oracles (SGD, boosting) can return a function that raises R (docs/design.md section 1).
 
 ``fit`` is that loop over one state object, :class:`_Alternation`: the messages, the potentials,
 R's node and edge parts and the trace of R, with one method per half step (bias, oracle fit with
@@ -69,10 +67,6 @@ __all__ = [
 
 # message-change threshold at which an example stops sweeping early
 _SWEEP_TOL = 1e-9
-
-# a fit that raises R by more than this many units of roundoff of max(|R at the start|, |R|) is
-# undone (_Alternation._fit); smaller rises are the rounding of R's sums
-_RISE_ULPS = 64
 
 # with sweep_tol > 0 the sweeps of a half step run in chunks of a forward and a backward sweep,
 # R evaluated after each
@@ -309,7 +303,6 @@ class _Alternation:
         self.messages = np.zeros((batch.n_edges, 2, L))
         self.unary_potentials = np.zeros((batch.n_nodes, L))   # g_u = 0 before the first fit
         self.fitted_pairwise = False
-        self.fitted_unary = resume is not None
         self.last_sweep: BatchSweepResult | None = None
         if resume is not None:   # fitted functions, and the messages if they fit this data
             messages, self.fitted_pairwise = resume
@@ -326,7 +319,6 @@ class _Alternation:
         self._restored: float | None = None   # R of a restored snapshot
         self.trace: list[tuple[int, str, float]] = []
         self.trace.append((0, "start", self._objective()))
-        self.kept_rows: list[int] = []   # the trace rows of fits that were undone
 
     @property
     def objective(self) -> float:
@@ -335,9 +327,7 @@ class _Alternation:
 
     def trace_frame(self) -> pd.DataFrame:
         """The trace as ``objective_trace_``."""
-        frame = pd.DataFrame(self.trace, columns=["iteration", "stage", "objective"])
-        frame["kept_previous"] = frame.index.isin(self.kept_rows)
-        return frame
+        return pd.DataFrame(self.trace, columns=["iteration", "stage", "objective"])
 
     # ------------------------------------------------------------------ the half step
     def refresh_targets(self, iteration: int) -> None:
@@ -363,12 +353,7 @@ class _Alternation:
         self.trace.append((iteration, f"{factor}_mp", self._sweep(start)))
 
     def _fit(self, factor: str) -> float:
-        """The oracle fit of one half step, over-relaxed where that lowers R; returns R.
-
-        An oracle that is not an exact minimiser (SGD, boosting from zero) can return a function
-        that raises R; the fit is then undone (:meth:`_undo`), except for the unary function's
-        first fit, whose predecessor, ``g_u = 0``, the oracle may not be able to represent.
-        """
+        """The oracle fit of one half step, over-relaxed where that lowers R; returns R."""
         oracle, names = self.oracles[factor], self.tags[factor].linear_parameters
         with self.timed(f"{factor} bias"):
             bias = self._bias(factor)
@@ -376,43 +361,15 @@ class _Alternation:
         targets, weights = self._fit_targets(factor)
         extra = {} if weights is None else {"sample_weight": weights}
         with self.timed(f"{factor} fit"):
-            kept = self._keep(factor) if factor == "pairwise" or self.fitted_unary else None
             if factor == "unary":
                 oracle.fit(self.train.node_features, bias, targets, **extra)
-                self.fitted_unary = True
             else:
                 oracle.fit(self.train.edge_features, bias, targets, **extra)
                 self.fitted_pairwise = True
-        value = _relaxed_step(oracle, names, before, self.relaxation,
-                              lambda exact: self._set_potentials(factor, exact),
-                              lambda: self._objective(nodes=factor == "unary", edges=factor == "pairwise"),
-                              self.objective)
-        scale = max(abs(self.trace[0][2]), abs(self.objective))
-        if kept is not None and value > self.objective + _RISE_ULPS * np.finfo(np.float64).eps * scale:
-            value = self._undo(factor, kept)
-        return value
-
-    def _keep(self, factor: str) -> tuple:
-        """What :meth:`_undo` restores: a copy of the oracle, the factor's potentials and R part
-        (arrays that are replaced, never written, by later half steps) and the pairwise flag."""
-        oracle = copy.deepcopy(self.oracles[factor])
-        if factor == "unary":
-            return oracle, (self.unary_potentials, self.theta_nodes), self.node_part, self.fitted_pairwise
-        return oracle, (self.theta_edges,), self.edge_part, self.fitted_pairwise
-
-    def _undo(self, factor: str, kept: tuple) -> float:
-        """Restore the function from before this half step's fit (the oracle in place, since the
-        estimator holds it); the trace row of the fit is marked ``kept_previous``. Returns R."""
-        oracle, potentials, part, self.fitted_pairwise = kept
-        state = vars(self.oracles[factor])
-        state.clear()
-        state.update(vars(oracle))
-        if factor == "unary":
-            (self.unary_potentials, self.theta_nodes), self.node_part = potentials, part
-        else:
-            (self.theta_edges,), self.edge_part = potentials, part
-        self.kept_rows.append(len(self.trace))
-        return self.node_part + self.edge_part
+        return _relaxed_step(oracle, names, before, self.relaxation,
+                             lambda exact: self._set_potentials(factor, exact),
+                             lambda: self._objective(nodes=factor == "unary", edges=factor == "pairwise"),
+                             self.objective)
 
     def _fit_targets(self, factor: str) -> tuple[np.ndarray, np.ndarray | None]:
         """What ``factor``'s oracle fits: its labels (soft targets with unlabelled nodes) and row weights."""
@@ -715,11 +672,9 @@ class StructuredLogisticRegression(StructuredEstimator):
     objective_trace_ : pandas.DataFrame
         ``R`` after every half step: columns ``iteration``, ``stage`` (one of ``"start"``,
         ``"unary_fit"``, ``"unary_mp"``, ``"pairwise_fit"``, ``"pairwise_mp"``, and ``"targets"``
-        after a soft-target update of a fit with unlabelled nodes), ``objective`` and
-        ``kept_previous``: True on a fit whose function raised R and was therefore undone
-        (the previous function kept; oracles that are not exact minimisers, such as ``MLP``'s
-        SGD or boosting from zero, can do that). So ``objective`` never increases, up to the
-        rounding of its sums, except possibly at the first unary fit.
+        after a soft-target update of a fit with unlabelled nodes), ``objective``. With exact
+        oracles (Zero, Constant, Linear) ``objective`` never increases, up to the rounding of its
+        sums; SGD (``MLP``) and boosting can raise it at a fit.
     certificate_ : slr.certificate.FitCertificate or None
         What the fit proves on its training set: Theorem 1.1's bounds (``R`` against the LP loss
         bracketed by a decoded labelling and the ``eps = 0`` dual, and ``eps * Hmax``), the sweeps
