@@ -988,9 +988,10 @@ class StructuredLogisticRegression(StructuredEstimator):
           quantities the model was trained with. They are locally consistent (each edge
           marginal sums to its nodes'), but not the marginals of any distribution over
           labellings, even on a chain.
-        - ``method="exact"`` (forests: chains and trees): the exact marginals of the CRF
-          ``p(y | x)`` proportional to ``exp(F(x, y) / epsilon)``, by sum-product; at the fit's
-          ``epsilon`` that is ``exp(g_u + g_p)``.
+        - ``method="exact"`` (forests, and loopy graphs of small bandwidth such as narrow grids):
+          the exact marginals of the CRF ``p(y | x)`` proportional to ``exp(F(x, y) / epsilon)``,
+          by sum-product on forests and by elimination over windows of the node order on the
+          others (:mod:`slr.inference.banded`); at the fit's ``epsilon`` that is ``exp(g_u + g_p)``.
 
         Parameters
         ----------
@@ -1014,7 +1015,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         Raises
         ------
         ValueError
-            For bad arguments, or ``method="exact"`` on an example whose graph has a cycle.
+            For bad arguments, or ``method="exact"`` on an example with a cycle whose bandwidth
+            is too large for elimination.
         """
         self._check_fitted()
         method = check_option(method, "method", MARGINALS)
