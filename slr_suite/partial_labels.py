@@ -153,7 +153,7 @@ class PartialLabels(ExperimentBase):
 
     name = NAME
     record = RECORD
-    help = "test error with 25/50/75% of the training labels hidden: full labels, dropped nodes, latent nodes"
+    help = "test error with 25, 50 and 75 percent of the training labels hidden: dropped or latent nodes"
     specs = SPECS
     tables = TABLES
 

@@ -104,7 +104,9 @@ def test_class_weight_margin_by_hand(class_weight):
         weights = compute_class_weight("balanced", classes=np.arange(3), y=labels)
     else:
         weights = np.array([0.5, 1.0, 3.0])
-    model = _model(class_weight=class_weight).fit(X, Y)
+    # exact steps: with a ridge Algorithm 1.1 descends on R plus the ridge, and the over-relaxed
+    # step's safeguard checks R alone (docs/design.md section 1, "When R rises")
+    model = _model(class_weight=class_weight, relaxation=1.0).fit(X, Y)
     trace = model.objective_trace_["objective"].to_numpy()
     assert trace[0] == pytest.approx(_start_R_by_hand(Y, weights, n_edges=4), rel=1e-12)
     assert np.all(np.diff(trace) <= 1e-9 * np.abs(trace[:-1]))   # still a descent method
