@@ -125,6 +125,13 @@ class CalibrationCurve:
     confidence: np.ndarray
     accuracy: np.ndarray
 
+    @property
+    def expected_error(self) -> float:
+        """The expected calibration error ``sum_b (n_b / N) |accuracy_b - confidence_b|``."""
+        used = self.count > 0
+        weights = self.count[used] / self.count.sum()
+        return float(np.sum(weights * np.abs(self.accuracy[used] - self.confidence[used])))
+
 
 def calibration_curve(Y_true: Sequence, marginals: Sequence, *, n_bins: int = 15) -> CalibrationCurve:
     """Reliability diagram of node marginals: ``n_bins`` equal-width confidence bins on ``[0, 1]``.
@@ -148,7 +155,4 @@ def calibration_curve(Y_true: Sequence, marginals: Sequence, *, n_bins: int = 15
 
 def expected_calibration_error(Y_true: Sequence, marginals: Sequence, *, n_bins: int = 15) -> float:
     """``sum_b (n_b / N) |accuracy_b - confidence_b|`` over the bins of :func:`calibration_curve`."""
-    curve = calibration_curve(Y_true, marginals, n_bins=n_bins)
-    used = curve.count > 0
-    weights = curve.count[used] / curve.count.sum()
-    return float(np.sum(weights * np.abs(curve.accuracy[used] - curve.confidence[used])))
+    return calibration_curve(Y_true, marginals, n_bins=n_bins).expected_error

@@ -116,7 +116,7 @@ def _learner(dataset: str, epsilon: float, max_iter: int | None, n_jobs: int | N
 def compute_cell(spec: CalibrationSpec, dataset: str, epsilon: float, info: RunInfo,
                  n_threads: int | None) -> CellRecord:
     """Fit one cell's model and score both kinds of its test marginals."""
-    from slr.metrics import calibration_curve, expected_calibration_error, node_brier_score, node_log_loss
+    from slr.metrics import calibration_curve, node_accuracy, node_brier_score, node_log_loss
 
     data = spec.data(dataset)
     Xtr, Ytr, Xte, Yte = reuse_data(f"calibration/{dataset} {data}", data.load)
@@ -131,9 +131,9 @@ def compute_cell(spec: CalibrationSpec, dataset: str, epsilon: float, info: RunI
         marginals = model.predict_marginals(Xte, method=method)
         seconds.append(time.perf_counter() - start)
         curve = calibration_curve(Yte, marginals, n_bins=spec.n_bins)
-        error = 1.0 - float(np.mean(np.concatenate([p.argmax(axis=1) == y for p, y in zip(marginals, Yte)])))
+        error = 1.0 - node_accuracy(Yte, [p.argmax(axis=1) for p in marginals])
         arrays[f"{method}_metrics"] = np.array([node_log_loss(Yte, marginals),
-                                                expected_calibration_error(Yte, marginals, n_bins=spec.n_bins),
+                                                curve.expected_error,
                                                 node_brier_score(Yte, marginals), error])
         arrays[f"{method}_count"] = curve.count.astype(np.int64)
         arrays[f"{method}_confidence"] = np.nan_to_num(curve.confidence)

@@ -74,7 +74,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         ax.legend(fontsize=6)
     save_fig(fig, out / "generalisation.png")
 
-    problems = [p for p in spec.problems]
+    problems = spec.problems
     text = [
         "# Held-out problems: the library's defaults where nobody tuned\n\n",
         provenance_block(results, info),
