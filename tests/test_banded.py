@@ -44,7 +44,8 @@ def test_grid_marginals_are_those_of_every_labelling(height, width, L):
     nodes, pairs, log_z = _enumerate(theta_nodes, theta_edges, edges, 0.7)
     np.testing.assert_allclose(result.node_marginals, nodes, atol=1e-12)
     np.testing.assert_allclose(result.edge_marginals, pairs, atol=1e-12)
-    assert result.log_partition == pytest.approx(log_z, rel=1e-13)
+    assert result.log_partition.shape == (1,)
+    assert result.log_partition[0] == pytest.approx(log_z, rel=1e-13)
 
 
 def test_a_tree_gives_sum_products_marginals_and_large_potentials_stay_finite():
@@ -54,9 +55,9 @@ def test_a_tree_gives_sum_products_marginals_and_large_potentials_stay_finite():
     theta_edges = rng.normal(0, 1e4, size=(4, 3, 3))
     result = banded_marginals(theta_nodes, theta_edges, edges, 1e-3, edge_marginals=True)
     reference = forest_marginals(theta_nodes, theta_edges, edges, 1e-3)
-    assert np.all(np.isfinite(result.node_marginals)) and np.isfinite(result.log_partition)
+    assert np.all(np.isfinite(result.node_marginals)) and np.isfinite(result.log_partition[0])
     np.testing.assert_allclose(result.edge_marginals, reference.edge_marginals, atol=1e-12)
-    assert result.log_partition == pytest.approx(reference.log_partition[0], rel=1e-12)
+    assert result.log_partition[0] == pytest.approx(reference.log_partition[0], rel=1e-12)
 
 
 def test_a_batch_mixes_forests_and_loopy_examples():

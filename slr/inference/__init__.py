@@ -17,13 +17,13 @@ from slr.inference.batch import (
 )
 from slr.inference.exact import hmax
 from slr.inference.single import MapResult, SmoothedResult, map_lp, smoothed_lp
-from slr.inference.sum_product import ForestMarginals, batch_forest_marginals, forest_marginals
+from slr.inference.sum_product import ExactMarginals, batch_forest_marginals, forest_marginals
 from slr.inference.viterbi import batch_viterbi, is_chain, viterbi, viterbi_chains
 
 
 __all__ = [
     "BatchSweepResult",
-    "ForestMarginals",
+    "ExactMarginals",
     "MapResult",
     "SmoothedResult",
     "batch_dual_parts",

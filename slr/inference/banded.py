@@ -5,7 +5,8 @@ join only nodes close in the node order -- its *bandwidth* ``W = max |i - j|`` o
 is small -- has exact marginals by forward-backward over windows: the state after node ``i`` is
 the labelling of the last ``W`` nodes ``(y_{i-W+1}, ..., y_i)``, every edge lies inside one
 window of ``W + 1`` nodes, and the windows form a chain. The cost is ``n L^(W+1)`` per pass and
-the memory ``n L^W``: an ``h x w`` grid in raster order has ``W = w``, so a binary grid 12
+the memory ``n L^W`` (the forward pass's tables; each step's factor is built in both passes,
+not kept): an ``h x w`` grid in raster order has ``W = w``, so a binary grid 12
 pixels wide takes 2^13 operations per pixel. Everything is in the log domain.
 
 This is the exact reference for the calibration of LP marginals on loopy graphs (the
@@ -13,7 +14,6 @@ This is the exact reference for the calibration of LP marginals on loopy graphs 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,32 +21,14 @@ from scipy.special import logsumexp
 
 from slr.graph import GraphBatch, check_epsilon, check_potentials
 from slr.inference.batch import _check_batch, _potentials, resolve_threads
-from slr.inference.sum_product import ForestMarginals, _forest_pass
+from slr.inference.sum_product import ExactMarginals, _forest_pass
 from slr.validation import check_bool, check_int
 
-__all__ = ["BandedMarginals", "MAX_WINDOW_STATES", "banded_marginals", "bandwidth", "batch_exact_marginals"]
+__all__ = ["MAX_WINDOW_STATES", "banded_marginals", "bandwidth", "batch_exact_marginals"]
 
 #: Largest ``L^(W+1)`` (labellings of one window plus its next node) :func:`banded_marginals`
 #: accepts by default: 2^22 doubles are 32 MiB per array.
 MAX_WINDOW_STATES = 2**22
-
-
-@dataclass(frozen=True)
-class BandedMarginals:
-    """Exact marginals of ``p(y) = exp(F(y) / T) / Z`` on one graph.
-
-    Attributes
-    ----------
-    node_marginals : ndarray of shape (n, L)
-    edge_marginals : ndarray of shape (m, L, L) or None
-        ``edge_marginals[e, a, b] = p(y_i = a, y_j = b)`` for ``edges[e] = (i, j)``; None unless asked for.
-    log_partition : float
-        ``log Z``.
-    """
-
-    node_marginals: np.ndarray
-    edge_marginals: np.ndarray | None
-    log_partition: float
 
 
 def bandwidth(edges: np.ndarray) -> int:
@@ -60,7 +42,7 @@ def window_states(n_states: int, width: int) -> int:
 
 
 def banded_marginals(theta_nodes: Any, theta_edges: Any, edges: Any, temperature: float = 1.0, *,
-                     edge_marginals: bool = False, max_states: int = MAX_WINDOW_STATES) -> BandedMarginals:
+                     edge_marginals: bool = False, max_states: int = MAX_WINDOW_STATES) -> ExactMarginals:
     """Exact node (and edge) marginals of one graph, by elimination over windows of its node order.
 
     Parameters
@@ -78,7 +60,8 @@ def banded_marginals(theta_nodes: Any, theta_edges: Any, edges: Any, temperature
 
     Returns
     -------
-    BandedMarginals
+    ExactMarginals
+        With a ``log_partition`` of shape (1,), as :func:`slr.inference.forest_marginals` gives.
 
     Raises
     ------
@@ -128,21 +111,21 @@ class _Elimination:
             table += pair.reshape(shape)
         return table
 
-    def run(self, with_edges: bool) -> BandedMarginals:
+    def run(self, with_edges: bool) -> ExactMarginals:
         W, L, n = self.width, self.L, self.n
-        factors = [self.factor(i) for i in range(n)]
         start = np.full((L,) * W, -np.inf)
         start[(0,) * W] = 0.0
         with np.errstate(divide="ignore"):   # windows of virtual labels other than 0 stay at -inf
             alphas = [start]   # alphas[i]: the window ending at node i - 1
             for i in range(n):
-                alphas.append(logsumexp(alphas[-1][..., None] + factors[i], axis=0))
+                alphas.append(logsumexp(alphas[-1][..., None] + self.factor(i), axis=0))
             log_z = float(logsumexp(alphas[-1]))
             beta = np.zeros((L,) * W)   # the window ending at node i
             nodes = np.empty((n, L))
             pairs = np.empty((len(self.first), L, L)) if with_edges else None
             for i in range(n - 1, -1, -1):
-                joint = np.exp(alphas[i][..., None] + factors[i] + beta[None, ...] - log_z)   # (y_{i-W}, ..., y_i)
+                factor = self.factor(i)
+                joint = np.exp(alphas[i][..., None] + factor + beta[None, ...] - log_z)   # (y_{i-W}, ..., y_i)
                 nodes[i] = joint.reshape(-1, L).sum(axis=0)
                 if with_edges:
                     for e in self.edges_at[i]:
@@ -150,13 +133,13 @@ class _Elimination:
                         kept = tuple(a for a in range(W) if a != axis)
                         pair = joint.sum(axis=kept)   # (y_earlier, y_i)
                         pairs[e] = pair if self.first[e] else pair.T
-                beta = logsumexp(factors[i] + beta[None, ...], axis=-1)
-        return BandedMarginals(nodes, pairs, log_z)
+                beta = logsumexp(factor + beta[None, ...], axis=-1)
+        return ExactMarginals(nodes, pairs, np.array([log_z]))
 
 
 def batch_exact_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any, temperature: float = 1.0, *,
                           edge_marginals: bool = False, max_states: int = MAX_WINDOW_STATES,
-                          n_jobs: int | None = None) -> ForestMarginals:
+                          n_jobs: int | None = None) -> ExactMarginals:
     """Exact marginals of every example of a batch: sum-product on forests, elimination
     (:func:`banded_marginals`) on the examples with a cycle.
 
@@ -174,7 +157,7 @@ def batch_exact_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any,
 
     Returns
     -------
-    ForestMarginals
+    ExactMarginals
         Of every example, forest or not.
 
     Raises
@@ -204,5 +187,5 @@ def batch_exact_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any,
         result.node_marginals[nodes] = exact.node_marginals
         if with_edges:
             result.edge_marginals[edges] = exact.edge_marginals
-        result.log_partition[k] = exact.log_partition
+        result.log_partition[k] = exact.log_partition[0]
     return result

@@ -24,12 +24,13 @@ from slr.inference import _sum_product
 from slr.inference.batch import _check_batch, _kernel_threads, _potentials, resolve_threads
 from slr.validation import check_bool
 
-__all__ = ["ForestMarginals", "batch_forest_marginals", "forest_marginals"]
+__all__ = ["ExactMarginals", "batch_forest_marginals", "forest_marginals"]
 
 
 @dataclass(frozen=True)
-class ForestMarginals:
-    """Exact marginals of ``p(y) = exp(F(y) / T) / Z`` on forests.
+class ExactMarginals:
+    """Exact marginals of ``p(y) = exp(F(y) / T) / Z``: sum-product's on forests, elimination's
+    (:mod:`slr.inference.banded`) on graphs of small bandwidth.
 
     Attributes
     ----------
@@ -46,7 +47,7 @@ class ForestMarginals:
 
 
 def batch_forest_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any, temperature: float = 1.0, *,
-                           edge_marginals: bool = False, n_jobs: int | None = None) -> ForestMarginals:
+                           edge_marginals: bool = False, n_jobs: int | None = None) -> ExactMarginals:
     """Exact marginals of every example of a batch whose graphs are forests.
 
     Parameters
@@ -63,7 +64,7 @@ def batch_forest_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any
 
     Returns
     -------
-    ForestMarginals
+    ExactMarginals
 
     Raises
     ------
@@ -86,7 +87,7 @@ def batch_forest_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any
 
 
 def _forest_pass(batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarray, temperature: float,
-                 with_edges: bool, threads: int) -> tuple[ForestMarginals, np.ndarray]:
+                 with_edges: bool, threads: int) -> tuple[ExactMarginals, np.ndarray]:
     """Sum-product on every example of a checked batch; also the mask of the examples that are
     forests (the others' marginals are meaningless)."""
     threads = _kernel_threads(threads, batch)
@@ -98,11 +99,11 @@ def _forest_pass(batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.nda
     _sum_product.forest_marginals(theta_nodes, theta_edges, batch.edges, batch.node_ptr, batch.edge_ptr,
                                   batch.inc_ptr, batch.inc_edge, batch.inc_side, temperature, with_edges, threads,
                                   nodes, edges, log_z, is_forest)
-    return ForestMarginals(nodes, edges if with_edges else None, log_z), is_forest.astype(bool)
+    return ExactMarginals(nodes, edges if with_edges else None, log_z), is_forest.astype(bool)
 
 
 def forest_marginals(theta_nodes: Any, theta_edges: Any, edges: Any, temperature: float = 1.0, *,
-                     n_jobs: int | None = None) -> ForestMarginals:
+                     n_jobs: int | None = None) -> ExactMarginals:
     """Exact node and edge marginals of one graph that is a forest (see :func:`batch_forest_marginals`).
 
     Parameters
@@ -115,7 +116,7 @@ def forest_marginals(theta_nodes: Any, theta_edges: Any, edges: Any, temperature
 
     Returns
     -------
-    ForestMarginals
+    ExactMarginals
         With edge marginals and a ``log_partition`` of shape (1,).
     """
     theta_nodes = np.asarray(theta_nodes, dtype=np.float64)
