@@ -70,13 +70,7 @@ def check_example_weights(sample_weight: Any, n_examples: int) -> np.ndarray | N
     ValueError
         Naming ``sample_weight``.
     """
-    if sample_weight is None:
-        return None
-    shape = np.shape(sample_weight)
-    if shape != (n_examples,):
-        raise ValueError(f"sample_weight must be a 1-D array of {n_examples} numbers (one per example), "
-                         f"got shape {shape}")
-    return check_sample_weight(sample_weight, n_examples)
+    return check_sample_weight(sample_weight, n_examples, row="example")
 
 
 def class_weights(class_weight: Any, labels: np.ndarray, n_states: int) -> np.ndarray | None:

@@ -91,8 +91,11 @@ def _check_soft(targets: np.ndarray, n_rows: int, n_classes: int) -> np.ndarray:
     return targets / sums[:, None]
 
 
-def check_sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray | None:
+def check_sample_weight(sample_weight: Any, n_rows: int, row: str = "row") -> np.ndarray | None:
     """Validate row weights: None (every row weighs 1) or (N,) finite, nonnegative, not all 0.
+
+    ``row`` is what one weight stands for in the error message (an oracle's row, a learner's
+    example).
 
     Returns
     -------
@@ -108,7 +111,7 @@ def check_sample_weight(sample_weight: Any, n_rows: int) -> np.ndarray | None:
     weights = np.asarray(sample_weight)
     if weights.dtype.kind not in "iuf" or weights.ndim != 1 or weights.shape[0] != n_rows:
         raise ValueError(
-            f"sample_weight must be a 1-D array of {n_rows} numbers (one per row), got "
+            f"sample_weight must be a 1-D array of {n_rows} numbers (one per {row}), got "
             f"shape {weights.shape} and dtype {weights.dtype}")
     weights = np.ascontiguousarray(weights, dtype=np.float64)
     if not np.all(np.isfinite(weights)):
