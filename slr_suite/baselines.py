@@ -17,13 +17,13 @@ import numpy as np
 
 from slr_suite import tuning
 from slr_suite.common import RunContext, reuse_data
-from slr_suite.experiment import Cell, ExperimentBase, Table
+from slr_suite.experiment import Cell, ExperimentBase, Table, time_curve_table
 from slr_suite.methods import (SEED, SPECS, BaselinesSpec, default_regularisation, failure_status, fit_method,
                                planned_methods, selected_datasets)
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
 
-__all__ = ["Baselines", "NAME", "TABLES", "COLUMNS", "TIME_CURVE_COLUMNS", "cell"]
+__all__ = ["Baselines", "NAME", "TABLES", "COLUMNS", "cell"]
 
 #: ``C`` and ``epsilon`` are the regularisation the cell was fitted with (empty in rows written
 #: before they were recorded: those used ``C_VALUE`` and ``EPSILON``).
@@ -33,7 +33,6 @@ COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", 
 RECORD = RecordSpec(row={c: (int, float) if c in ("train_error", "test_error", "seconds", "iterations", "C", "epsilon")
                          else (bool,) if c == "dirty" else (str,) for c in COLUMNS},
                     arrays=dict(seconds=("f", ("n",)), test_error=("f", ("n",))))
-TIME_CURVE_COLUMNS = ["config", "dataset", "method", "point", "seconds", "test_error"]
 
 
 def cell(spec: BaselinesSpec, dataset: str, group: str, method: str, reg: Mapping[str, float],
@@ -60,17 +59,10 @@ def _compute_cell(spec: BaselinesSpec, dataset: str, group: str, method: str, re
     return CellRecord(row=row, arrays=dict(seconds=np.asarray(cs, dtype=float), test_error=np.asarray(ce, dtype=float)))
 
 
-def _curve_rows(record: CellRecord) -> list[dict]:
-    row, arrays = record.row, record.arrays
-    return [dict(config=row["config"], dataset=row["dataset"], method=row["method"], point=i,
-                 seconds=float(s), test_error=float(e))
-            for i, (s, e) in enumerate(zip(arrays.get("seconds", ()), arrays.get("test_error", ())))]
-
-
 NAME = "baselines"
 #: The results (one row per cell) and the test error against time.
 TABLES = (Table("baselines_results.csv", COLUMNS, ("config", "dataset", "method")),
-          Table("baselines_curves.csv", TIME_CURVE_COLUMNS, ("config", "dataset", "method", "point"), _curve_rows))
+          time_curve_table("baselines_curves.csv", "dataset"))
 
 
 class Baselines(ExperimentBase):

@@ -16,7 +16,7 @@ from slr_suite.provenance import RunInfo, cache_key
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellRecord, RecordSpec
 
-__all__ = ["Cell", "Experiment", "ExperimentBase", "Profile", "Report", "Table"]
+__all__ = ["Cell", "Experiment", "ExperimentBase", "Profile", "Report", "Table", "time_curve_table"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,20 @@ class Table:
         """The table in report directory ``out``."""
         return ResultsTable(out / self.file, list(self.columns), list(self.key), log)
 
+
+
+def time_curve_table(file: str, key: str) -> Table:
+    """The test error against time of each cell: a record's ``seconds`` and ``test_error`` arrays
+    as rows ``config, <key>, method, point, seconds, test_error`` (``key`` names the data set column)."""
+
+    def rows(record: CellRecord) -> list[dict]:
+        row, arrays = record.row, record.arrays
+        return [{"config": row["config"], key: row[key], "method": row["method"], "point": i,
+                 "seconds": float(s), "test_error": float(e)}
+                for i, (s, e) in enumerate(zip(arrays.get("seconds", ()), arrays.get("test_error", ())))]
+
+    return Table(file, ["config", key, "method", "point", "seconds", "test_error"], ("config", key, "method", "point"),
+                 rows)
 
 class Experiment(Protocol):
     """An experiment of the suite.

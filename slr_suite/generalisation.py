@@ -26,19 +26,18 @@ from typing import Any
 import numpy as np
 
 from slr_suite.common import RunContext, reuse_data
-from slr_suite.experiment import Cell, ExperimentBase, Table
+from slr_suite.experiment import Cell, ExperimentBase, Table, time_curve_table
 from slr_suite.methods import crfsuite_c2, failure_status
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
 
-__all__ = ["Generalisation", "GeneralisationSpec", "Problem", "COLUMNS", "CURVE_COLUMNS", "NAME", "SPECS", "TABLES"]
+__all__ = ["Generalisation", "GeneralisationSpec", "Problem", "COLUMNS", "NAME", "SPECS", "TABLES"]
 
 SEED = 0
 SLR_METHODS = ("slr:Linear", "slr:MLP", "slr:Boost")
 PEERS = ("OneSlackSSVM", "crfsuite:lbfgs")
 COLUMNS = ["config", "problem", "method", "train_error", "test_error", "seconds", "iterations", "stopped", "status",
            *PROVENANCE_COLUMNS]
-CURVE_COLUMNS = ["config", "problem", "method", "point", "seconds", "test_error"]
 _NUMBERS = ("train_error", "test_error", "seconds", "iterations")
 RECORD = RecordSpec(row={c: (int, float, str) if c in _NUMBERS else (bool,) if c == "dirty" else (str,)
                          for c in COLUMNS},
@@ -194,15 +193,9 @@ def compute_cell(spec: GeneralisationSpec, name: str, method: str, info: RunInfo
     return CellRecord(row=row, arrays=dict(seconds=seconds, test_error=errors))
 
 
-def _curve_rows(record: CellRecord) -> list[dict]:
-    row, arrays = record.row, record.arrays
-    return [dict(config=row["config"], problem=row["problem"], method=row["method"], point=i, seconds=float(s),
-                 test_error=float(e)) for i, (s, e) in enumerate(zip(arrays["seconds"], arrays["test_error"]))]
-
-
 NAME = "generalisation"
 TABLES = (Table("generalisation_results.csv", COLUMNS, ("config", "problem", "method")),
-          Table("generalisation_curves.csv", CURVE_COLUMNS, ("config", "problem", "method", "point"), _curve_rows))
+          time_curve_table("generalisation_curves.csv", "problem"))
 
 
 class Generalisation(ExperimentBase):
