@@ -168,7 +168,8 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
                     quiet: bool = False, argv: list[str] | None = None, cells: str | None = None,
                     datasets: str | None = None, cache_dir: Path | None = None, read_cache: bool = True,
                     render_only: bool = False, workers: int | None = None, scheduler: str | None = None):
-    """Run the named experiments (each cell from the cache or computed) and write their reports.
+    """Run the named experiments and write their reports: the cells of all of them go to the
+    engine together (each from the cache or computed), then each report is rendered.
 
     ``cells`` (``"U/P,..."``) restricts the denoising experiment to those cells, ``datasets``
     (``"letters,..."``) the baselines experiment to those data sets. ``cache_dir`` defaults to
@@ -202,7 +203,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
 
     try:
         profile = get_profile(profile_name)
-        plans = {name: runner.plan([name], profile, dict(cells=cells, datasets=datasets)) for name in names}
+        planned = runner.plan(names, profile, dict(cells=cells, datasets=datasets))
         if threads is not None:
             check_int(threads, "--threads", 1)
         if scheduler is not None:
@@ -227,9 +228,12 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     t0 = time.perf_counter()
     locked = [out] if render_only else [out, cache_dir]
     with contextlib.closing(ctx.engine), run_locks(locked, log), _thread_limits(threads):
+        # one run for all experiments: the engine takes every experiment's cells, the costliest
+        # first, instead of idling at the end of each experiment
+        if not render_only:
+            log(f"== {', '.join(names)} ({profile.name} profile) -> {out}")
+        records = {} if render_only else runner.run(planned, profile, out, ctx)
         for name in names:
-            log(f"== {name} ({profile.name} profile) -> {out}")
-            records = {} if render_only else runner.run(plans[name], profile, out, ctx)
             summaries[name] = REGISTRY[name].render(profile, out, info, log, records.get(name))
             log(f"== {name}: wrote {out / (name + '.md')}")
         # The index lists every report present, with headlines re-read from their CSVs now.
