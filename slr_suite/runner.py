@@ -3,7 +3,8 @@
 For each experiment asked for (and those it needs, first), :func:`run` lists the cells the
 experiment can define now, answers each from the cell cache when its key matches, writes the
 rows of a cell that cannot run here, and sends the others to the engine (serial or Dask) as
-tasks, the costliest first. Records come back here as the tasks finish: this process alone
+tasks, the costliest first (by the seconds the cell took when its row was last written to the
+output directory's CSV, else by the experiment's own estimate). Records come back here as the tasks finish: this process alone
 caches them (those the experiment keeps) and upserts their rows into the experiment's CSVs.
 Then it asks the experiments again, with the records answered so far, until no new cell
 comes: an experiment whose cells depend on another's results (the test cells of tuned methods
@@ -20,6 +21,7 @@ from slr_suite.common import RunContext
 from slr_suite.engine import Task
 from slr_suite.experiment import Cell, Experiment
 from slr_suite.registry import with_needs
+from slr_suite.results import ResultsTable, format_value
 from slr_suite.store import CellCache, CellRecord
 
 __all__ = ["plan", "run"]
@@ -35,12 +37,34 @@ class _Answers:
         self.tables = [table.open(out, ctx.log) for table in experiment.tables]
         self.records: dict[str, CellRecord] = {}
         self.listed: dict[str, None] = {}   # cache keys in the order the experiment lists its cells
+        self.last_seconds = _last_seconds(self.tables[0]) if self.tables else {}
+
+    def expected_cost(self, cell: Cell) -> float:
+        """Seconds ``cell`` took when its row was last written to the results CSV, else
+        ``cell.cost`` (then a relative estimate, from an experiment new to the directory)."""
+        identity = tuple(sorted((k, format_value(v)) for k, v in cell.identity.items()))
+        return self.last_seconds.get(identity, cell.cost)
 
     def write(self, records: Sequence[CellRecord]) -> None:
         if not records:   # nothing to add: the files stay as they are
             return
         for table, spec in zip(self.tables, self.experiment.tables):
             table.upsert(row for record in records for row in spec.rows(record))
+
+
+def _last_seconds(table: ResultsTable) -> dict[tuple, float]:
+    """The ``seconds`` of the last row of each identity in ``table`` (its key columns but the
+    config), from whatever configuration wrote it; empty for a table without that column."""
+    if "seconds" not in table.columns:
+        return {}
+    identity = [c for c in table.key if c != "config"]
+    seconds = {}
+    for row in table.rows():
+        try:
+            seconds[tuple(sorted((c, row[c]) for c in identity))] = float(row["seconds"])
+        except ValueError:   # a failed cell's empty seconds
+            continue
+    return seconds
 
 
 def plan(names: Sequence[str], profile: Any, options: Mapping[str, Any] | None = None) -> list[tuple[Experiment, Any]]:
@@ -116,7 +140,7 @@ def _compute(todo: list[tuple[_Answers, str, Cell]], ctx: RunContext) -> None:
         name = f"{state.experiment.name}:{cells[0].group or cells[0].label}"
         task = Task(name, tuple(key for _, key, _ in members), state.experiment.compute,
                     (state.spec, cells, ctx.info))
-        tasks.append((max(cell.cost for cell in cells), task))
+        tasks.append((max(state.expected_cost(cell) for cell in cells), task))
         owners[task.keys] = (state, cells)
     tasks = [task for _, task in sorted(tasks, key=lambda pair: -pair[0])]
     for i, (task, records) in enumerate(ctx.computed(tasks)):

@@ -104,3 +104,38 @@ def test_registry_lists_the_needs_first_and_reports_the_named_experiments():
     assert REPORTED == ("denoising", "baselines", "bound", "calibration", "generalisation", "partial_labels") and set(EXPERIMENTS) == {*REPORTED, "tuning"}
     with pytest.raises(ValueError, match="experiment must be one of"):
         with_needs(["snakes"])
+
+
+class Timed(ExperimentBase):
+    """Cell x took ``SECONDS[x]`` seconds (as its row says); its own estimate is ``x``."""
+
+    name = "timed"
+    SECONDS = (3.0, 1.0, 4.0, 0.5, 2.0)
+    tables = (Table("timed.csv", ["config", "x", "seconds", *PROVENANCE_COLUMNS], ("config", "x")),)
+
+    def cells(self, profile, selection, done, ctx):
+        spec = self.spec(profile)
+        return [Cell(label=str(x), identity=dict(x=x), config=dict(power=spec.power), seed=0, args=(x,),
+                     cost=float(x)) for x in range(spec.n)]
+
+    def compute(self, spec, cells, info, *, n_threads):
+        return [CellRecord(row=dict(config=str(spec.power), x=c.args[0], seconds=self.SECONDS[c.args[0]],
+                                    **info.row_fields())) for c in cells]
+
+    def describe(self, record):
+        return f"x={record.row['x']}"
+
+
+def test_cells_run_the_longest_first_by_the_seconds_the_output_directory_records(tmp_path):
+    """Without earlier rows the experiment's own estimate orders the cells; once the results CSV
+    holds a cell's seconds (from any configuration) that orders them, so that experiments whose
+    estimates are in different units share the engine well."""
+    def run(power):
+        profile = Profile("tiny", {"timed": PowersSpec(n=5, power=power)})
+        log = Logger(quiet=True)
+        ctx = RunContext(log=log, info=RunInfo.collect("tiny", ["test"]), cache_dir=tmp_path / "cache")
+        runner.run([(Timed(), None)], profile, tmp_path / "out", ctx)
+        return log.computed
+
+    assert run(2) == ["timed:4", "timed:3", "timed:2", "timed:1", "timed:0"]
+    assert run(3) == ["timed:2", "timed:0", "timed:4", "timed:1", "timed:3"]
