@@ -236,6 +236,81 @@ def test_single_class_is_zero_function(oracle):
     np.testing.assert_array_equal(oracle.decision_function(features), np.zeros((50, 1)))
 
 
+# ------------------------------------------------------------------ never above the replaced function
+NODE_ARRAYS = ("tree_offsets_", "tree_class_", "node_feature_", "node_threshold_", "node_left_", "node_right_",
+               "node_value_")
+
+
+def shifted(bias: np.ndarray, seed: int) -> np.ndarray:
+    """The next bias of a structured learner: the last one moved a little."""
+    return bias + 0.2 * np.random.default_rng(seed).normal(size=bias.shape)
+
+
+def prefix_scores(model: BoostedTrees, features: np.ndarray, n_trees: int) -> np.ndarray:
+    """Scores of the ensemble's first ``n_trees`` trees."""
+    out = np.zeros((features.shape[0], model.n_classes_))
+    predictor.predict_ensemble(features, model.tree_offsets_[:n_trees + 1].copy(), model.tree_class_,
+                               model.node_feature_, model.node_threshold_, model.node_left_, model.node_right_,
+                               model.node_value_, out, 1)
+    return out
+
+
+@pytest.mark.parametrize("tree", ["vector", "per_class"])
+def test_refit_that_would_rise_boosts_on_from_the_replaced_function(tree):
+    """A well-fitted ensemble refitted with 2 rounds for a new bias: from 0 the fit ends above the
+    replaced function's loss; the oracle boosts on from that function instead, round by round
+    without a rise, and ends below it. The training rows' scores are taken from
+    ``training_scores_`` (or, after pickling, predicted): the same fit either way."""
+    features, bias, labels = make_problem(2000, 3, seed=11)
+    model = BoostedTrees(n_rounds=40, subsample=500, tree=tree, random_state=0).fit(features, bias, labels)
+    replaced = pickle.loads(pickle.dumps(model))
+    new_bias = shifted(bias, 1)
+    reference = biased_logistic_loss(replaced.decision_function(features), new_bias, labels)[0]
+    fresh = BoostedTrees(n_rounds=2, subsample=500, tree=tree, random_state=0).fit(features, new_bias, labels)
+    assert fresh.loss(features, new_bias, labels) > reference
+    assert not fresh.continued_
+
+    model.set_params(n_rounds=2).fit(features, new_bias, labels)
+    assert model.continued_
+    n_old, per_round = replaced.n_trees_, 3 if tree == "per_class" else 1
+    assert replaced.n_trees_ < model.n_trees_ <= n_old + 2 * per_round
+    for name in NODE_ARRAYS[1:]:   # the replaced trees come first, unchanged
+        old = getattr(replaced, name)
+        np.testing.assert_array_equal(getattr(model, name)[:old.shape[0]], old)
+    losses = [biased_logistic_loss(prefix_scores(model, features, t), new_bias, labels)[0]
+              for t in range(n_old, model.n_trees_ + 1, per_round)]
+    assert losses[0] == pytest.approx(reference, rel=1e-12)
+    assert np.all(np.diff(losses) <= 0) and losses[-1] < reference
+    np.testing.assert_array_equal(model.training_scores_, model.decision_function(features))
+
+    replaced.set_params(n_rounds=2).fit(features, new_bias, labels)   # no training_scores_ after pickling
+    for name in NODE_ARRAYS:
+        np.testing.assert_array_equal(getattr(replaced, name), getattr(model, name))
+
+
+@pytest.mark.parametrize("tree", ["vector", "per_class"])
+def test_refit_that_does_not_rise_is_the_fit_from_zero(tree):
+    features, bias, labels = make_problem(2000, 3, seed=12)
+    model = BoostedTrees(n_rounds=1, subsample=500, tree=tree, random_state=0).fit(features, bias, labels)
+    new_bias = shifted(bias, 2)
+    model.set_params(n_rounds=20).fit(features, new_bias, labels)
+    fresh = BoostedTrees(n_rounds=20, subsample=500, tree=tree, random_state=0).fit(features, new_bias, labels)
+    assert not model.continued_ and model.n_halvings_ == 0
+    for name in NODE_ARRAYS + ("subset_loss_",):
+        np.testing.assert_array_equal(getattr(model, name), getattr(fresh, name))
+
+
+def test_first_fit_never_ends_above_the_zero_function():
+    """Without the Newton re-fit, a step of 50 overshoots: the fit from 0 continues from 0 with its
+    rounds halved, and ends below the loss of f = 0."""
+    features, bias, labels = make_problem(1000, 4, seed=13)
+    zero = biased_logistic_loss(np.zeros_like(bias), bias, labels)[0]
+    model = BoostedTrees(n_rounds=5, learning_rate=50.0, newton_steps=0, random_state=0)
+    model.fit(features, bias, labels)
+    assert model.continued_ and model.n_halvings_ > 0
+    assert model.loss(features, bias, labels) < zero
+
+
 # ------------------------------------------------------------------ LightGBM
 def test_lightgbm_adapter_without_hessian_floor_is_lightgbms_multiclass(monkeypatch):
     """Without the Hessian floor (and with no halving needed) the adapter's rounds are LightGBM's
