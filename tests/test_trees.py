@@ -311,6 +311,61 @@ def test_first_fit_never_ends_above_the_zero_function():
     assert model.loss(features, bias, labels) < zero
 
 
+def test_lightgbm_refit_that_would_rise_boosts_on_from_the_replaced_function():
+    """As BoostedTrees: the new booster is added to the replaced function's, and the loss falls;
+    the training rows' scores are taken from training_scores_ or, after pickling, predicted."""
+    features, bias, labels = make_problem(2000, 3, seed=11)
+    model = LightGBM(n_rounds=40, random_state=0).fit(features, bias, labels)
+    replaced = pickle.loads(pickle.dumps(model))
+    new_bias = shifted(bias, 1)
+    reference = biased_logistic_loss(replaced.decision_function(features), new_bias, labels)[0]
+    fresh = LightGBM(n_rounds=2, random_state=0).fit(features, new_bias, labels)
+    assert fresh.loss(features, new_bias, labels) > reference
+    assert not fresh.continued_ and fresh.base_boosters_ == ()
+
+    model.set_params(n_rounds=2).fit(features, new_bias, labels)
+    assert model.continued_ and len(model.base_boosters_) == 1
+    assert model.loss(features, new_bias, labels) < reference
+    added = model.booster_.predict(features, raw_score=True, num_threads=1)
+    np.testing.assert_allclose(model.decision_function(features), replaced.decision_function(features) + added,
+                               rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(model.training_scores_, model.decision_function(features))
+
+    replaced.set_params(n_rounds=2).fit(features, new_bias, labels)   # no training_scores_ after pickling
+    np.testing.assert_array_equal(replaced.decision_function(features), model.decision_function(features))
+    test = np.random.default_rng(1).uniform(size=(100, 2))
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).decision_function(test),
+                                  model.decision_function(test))
+
+
+def test_lightgbm_refit_that_does_not_rise_is_the_fit_from_zero():
+    features, bias, labels = make_problem(2000, 3, seed=12)
+    model = LightGBM(n_rounds=1, random_state=0).fit(features, bias, labels)
+    new_bias = shifted(bias, 2)
+    model.set_params(n_rounds=20).fit(features, new_bias, labels)
+    fresh = LightGBM(n_rounds=20, random_state=0).fit(features, new_bias, labels)
+    assert not model.continued_ and model.base_boosters_ == ()
+    np.testing.assert_array_equal(model.decision_function(features), fresh.decision_function(features))
+
+
+def test_lightgbm_constant_that_would_rise_is_refitted_from_the_replaced_constant():
+    """No split possible: a per-class constant. One round from 0 moves a quarter of the way to the
+    new optimum, above the replaced constant's loss; the constant boosts on from the replaced one."""
+    rng = np.random.default_rng(14)
+    features, labels = np.ones((500, 2)), rng.integers(0, 3, 500)
+    bias = rng.normal(size=(500, 3))
+    model = LightGBM(n_rounds=60, random_state=0).fit(features, bias, labels)
+    assert model.booster_ is None
+    new_bias = shifted(bias, 3)
+    reference = biased_logistic_loss(model.decision_function(features), new_bias, labels)[0]
+    fresh = LightGBM(n_rounds=1, random_state=0).fit(features, new_bias, labels)
+    assert fresh.loss(features, new_bias, labels) > reference
+    model.set_params(n_rounds=1).fit(features, new_bias, labels)
+    assert model.continued_ and model.booster_ is None
+    assert model.loss(features, new_bias, labels) < reference
+    np.testing.assert_array_equal(model.decision_function(features[:3]), np.tile(model.constant_, (3, 1)))
+
+
 # ------------------------------------------------------------------ LightGBM
 def test_lightgbm_adapter_without_hessian_floor_is_lightgbms_multiclass(monkeypatch):
     """Without the Hessian floor (and with no halving needed) the adapter's rounds are LightGBM's

@@ -526,6 +526,16 @@ class BoostedTrees(LogisticOracle):
         scores[...] = before
         return None
 
+    def _set_constant(self, constant: np.ndarray) -> None:
+        """Make the fitted function the per-class ``constant`` (one single-leaf vector tree, no
+        rounds), the function the next :meth:`fit` replaces (:class:`~slr.oracles.LightGBM`
+        hands over its constant this way)."""
+        leaf = Tree(feature=np.full(1, -1, dtype=np.intp), threshold=np.zeros(1), left=np.full(1, -1, dtype=np.intp),
+                    right=np.full(1, -1, dtype=np.intp), value=np.array(constant, dtype=np.float64)[None, :])
+        self._pack_trees([leaf], constant.shape[0])
+        self.subset_loss_ = np.zeros(0)
+        self.round_seconds_ = np.zeros(0)
+
     def _pack_trees(self, trees: list[Tree], k: int) -> None:
         """Concatenate the trees' node arrays into the flat fitted attributes."""
         offsets = np.zeros(len(trees) + 1, dtype=np.intp)
