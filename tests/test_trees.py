@@ -13,7 +13,7 @@ from slr.oracles._boosting import growth, logistic, predictor
 from slr.oracles._boosting.splitting import find_best_split, sorted_orders
 from slr.oracles._boosting.tree import Tree
 from slr.oracles.base import biased_logistic_loss
-from slr.oracles.trees import BoostedTrees
+from slr.oracles.trees import AUTO_PER_CLASS_MIN_CLASSES, TREE_DEFAULTS, BoostedTrees, resolve_tree
 
 lightgbm = pytest.importorskip("lightgbm")
 from slr.oracles.lightgbm_adapter import LightGBM  # noqa: E402
@@ -364,6 +364,44 @@ def test_lightgbm_constant_that_would_rise_is_refitted_from_the_replaced_constan
     assert model.continued_ and model.booster_ is None
     assert model.loss(features, new_bias, labels) < reference
     np.testing.assert_array_equal(model.decision_function(features[:3]), np.tile(model.constant_, (3, 1)))
+
+
+# ------------------------------------------------------------------ tree="auto"
+def test_auto_resolves_by_the_number_of_classes():
+    below, at = AUTO_PER_CLASS_MIN_CLASSES - 1, AUTO_PER_CLASS_MIN_CLASSES
+    assert resolve_tree("auto", below) == ("vector", TREE_DEFAULTS["vector"])
+    assert resolve_tree("auto", at) == ("per_class", TREE_DEFAULTS["auto"])
+    for tree in ("vector", "per_class"):   # an explicit protocol keeps its own defaults whatever K
+        assert resolve_tree(tree, below) == resolve_tree(tree, at) == (tree, TREE_DEFAULTS[tree])
+
+
+@pytest.mark.parametrize("n_classes", [3, AUTO_PER_CLASS_MIN_CLASSES - 1])
+def test_default_below_the_threshold_is_the_former_vector_default(n_classes):
+    """Below the threshold the defaults fit what tree="vector", newton_steps=8 (the defaults before
+    "auto") fit, bit for bit."""
+    features, bias, labels = make_problem(600, n_classes, d=3, seed=15)
+    auto = BoostedTrees(n_rounds=3, subsample=300, random_state=0).fit(features, bias, labels)
+    former = BoostedTrees(n_rounds=3, subsample=300, tree="vector", newton_steps=8, max_leaf_nodes=None,
+                          random_state=0).fit(features, bias, labels)
+    assert auto.tree_ == "vector"
+    for name in NODE_ARRAYS:
+        np.testing.assert_array_equal(getattr(auto, name), getattr(former, name))
+
+
+def test_default_from_the_threshold_grows_lightgbm_shaped_per_class_trees():
+    k = AUTO_PER_CLASS_MIN_CLASSES
+    features, bias, labels = make_problem(3000, k, d=3, seed=16)
+    auto = BoostedTrees(n_rounds=2, random_state=0).fit(features, bias, labels)
+    spelled = BoostedTrees(n_rounds=2, tree="per_class", min_leaf_fraction=0.01, min_split_fraction=0.02,
+                           max_leaf_nodes=31, newton_steps=1, random_state=0).fit(features, bias, labels)
+    assert auto.tree_ == "per_class" and auto.n_trees_ == 2 * k
+    assert auto.n_leaves_.max() <= 31 and auto.n_leaves_.max() > 20   # 1% leaves of 3,000 rows, capped
+    for name in NODE_ARRAYS:
+        np.testing.assert_array_equal(getattr(auto, name), getattr(spelled, name))
+    # a parameter given explicitly overrides what "auto" would take
+    three = BoostedTrees(n_rounds=2, newton_steps=3, max_leaf_nodes=4, random_state=0).fit(features, bias, labels)
+    assert three.n_leaves_.max() == 4
+    assert three.loss(features, bias, labels) != auto.loss(features, bias, labels)
 
 
 # ------------------------------------------------------------------ LightGBM

@@ -298,6 +298,7 @@ class LightGBM(LogisticOracle):
                 return None
         single_leaves = BoostedTrees(
             n_rounds=n_rounds,
+            tree="vector",
             learning_rate=params["learning_rate"],
             subsample=checked["subsample"],
             l2_regularization=params["lambda_l2"],
