@@ -152,7 +152,8 @@ def learner(spec: GeneralisationSpec, method: str, n_jobs: int | None) -> Any:
     from slr.learner import StructuredLogisticRegression
     from slr.oracles import MLP, BoostedTrees, Linear
 
-    make = {"slr:Linear": lambda: Linear(l2=spec.epsilon / spec.C), "slr:MLP": MLP, "slr:Boost": BoostedTrees}[method]
+    make = {"slr:Linear": lambda: Linear(l2=spec.epsilon / spec.C), "slr:MLP": MLP,
+            "slr:Boost": lambda: BoostedTrees(tree="vector")}[method]
     # the test examples are given to fit to record the test error per iteration: early stopping,
     # on when fit gets validation data, would choose the iteration by test error
     return StructuredLogisticRegression(make(), make(), epsilon=spec.epsilon, early_stopping=False, n_jobs=n_jobs,

@@ -277,7 +277,7 @@ class BaselinesSpec:
             oracle = OracleSpec("Linear", dict(l2=reg["epsilon"] / reg["C"], **solver.linear))
         elif method == "slr:Boost":
             solver = SlrLinear()
-            oracle = OracleSpec("BoostedTrees", dict(learning_rate=0.25, n_rounds=20, subsample=5000))
+            oracle = OracleSpec("BoostedTrees", dict(learning_rate=0.25, n_rounds=20, subsample=5000, tree="vector"))
         else:
             raise ValueError(f"method: unknown slr row {method!r} on {dataset}")
         return suite_learner(
@@ -305,7 +305,7 @@ def _budgets(one_slack: int, n_slack: int, subgradient: int, perceptron: int, al
 #: Oracle settings of the nonlinear letters rows, chosen on a validation split of each profile's
 #: training words (docs/design.md section 6). Boosting warm-starts: each fit adds its rounds.
 _LETTERS_MLP = dict(n_hidden=100, learning_rate=0.25, n_epochs=2, batch_size=100, standardize=False)
-_LETTERS_TREES = dict(n_rounds=10, subsample=5000, warm_start=True)
+_LETTERS_TREES = dict(n_rounds=10, subsample=5000, warm_start=True, tree="vector")
 #: Solver settings of slr:Linear on letters (the model and its ridge are unchanged): on chains 6
 #: sweeps per half step reach the objective of 10 and 50 (R 2,394.2 after 6
 #: iterations with 3 and with 5), 10 warm-started L-BFGS iterations per fit instead of fits to
@@ -339,7 +339,7 @@ SPECS = {
     "tiny": BaselinesSpec(
         denoise=DenoisingData(n_train=2, n_test=2, size=8, sigma=2.0), letters=LettersData(n_train=10, n_test=10),
         max_iter=_budgets(2, 2, 2, 2, 2), slr_iter=2, max_sweeps=10, peer={}, peer_timeout=60.0,
-        slr_cells=dict(letters=_letters_cells(dict(n_hidden=8, n_epochs=1), 2, dict(n_rounds=2, subsample=1000), 2)),
+        slr_cells=dict(letters=_letters_cells(dict(n_hidden=8, n_epochs=1), 2, dict(n_rounds=2, subsample=1000, tree="vector"), 2)),
         slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}),
         tune=dict(letters=TuningGrid(C=(0.1, 1.0), epsilon=(0.1, 1.0)))),
     "quick": BaselinesSpec(

@@ -48,7 +48,7 @@ def test_every_oracle_declares_its_tags():
         Linear: OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_")),
         MLP: OracleTags(),
         BoostedTrees: OracleTags(training_scores=True),
-        LightGBM: OracleTags(),
+        LightGBM: OracleTags(training_scores=True),
     }
     for cls, tags in expected.items():
         assert get_oracle_tags(cls()) == tags, cls.__name__

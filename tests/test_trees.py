@@ -13,7 +13,7 @@ from slr.oracles._boosting import growth, logistic, predictor
 from slr.oracles._boosting.splitting import find_best_split, sorted_orders
 from slr.oracles._boosting.tree import Tree
 from slr.oracles.base import biased_logistic_loss
-from slr.oracles.trees import BoostedTrees
+from slr.oracles.trees import AUTO_PER_CLASS_MIN_CLASSES, TREE_DEFAULTS, BoostedTrees, resolve_tree
 
 lightgbm = pytest.importorskip("lightgbm")
 from slr.oracles.lightgbm_adapter import LightGBM  # noqa: E402
@@ -234,6 +234,174 @@ def test_single_class_is_zero_function(oracle):
     features = np.random.default_rng(0).uniform(size=(50, 2))
     oracle.fit(features, np.zeros((50, 1)), np.zeros(50, dtype=int))
     np.testing.assert_array_equal(oracle.decision_function(features), np.zeros((50, 1)))
+
+
+# ------------------------------------------------------------------ never above the replaced function
+NODE_ARRAYS = ("tree_offsets_", "tree_class_", "node_feature_", "node_threshold_", "node_left_", "node_right_",
+               "node_value_")
+
+
+def shifted(bias: np.ndarray, seed: int) -> np.ndarray:
+    """The next bias of a structured learner: the last one moved a little."""
+    return bias + 0.2 * np.random.default_rng(seed).normal(size=bias.shape)
+
+
+def prefix_scores(model: BoostedTrees, features: np.ndarray, n_trees: int) -> np.ndarray:
+    """Scores of the ensemble's first ``n_trees`` trees."""
+    out = np.zeros((features.shape[0], model.n_classes_))
+    predictor.predict_ensemble(features, model.tree_offsets_[:n_trees + 1].copy(), model.tree_class_,
+                               model.node_feature_, model.node_threshold_, model.node_left_, model.node_right_,
+                               model.node_value_, out, 1)
+    return out
+
+
+@pytest.mark.parametrize("tree", ["vector", "per_class"])
+def test_refit_that_would_rise_boosts_on_from_the_replaced_function(tree):
+    """A well-fitted ensemble refitted with 2 rounds for a new bias: from 0 the fit ends above the
+    replaced function's loss; the oracle boosts on from that function instead, round by round
+    without a rise, and ends below it. The training rows' scores are taken from
+    ``training_scores_`` (or, after pickling, predicted): the same fit either way."""
+    features, bias, labels = make_problem(2000, 3, seed=11)
+    model = BoostedTrees(n_rounds=40, subsample=500, tree=tree, random_state=0).fit(features, bias, labels)
+    replaced = pickle.loads(pickle.dumps(model))
+    new_bias = shifted(bias, 1)
+    reference = biased_logistic_loss(replaced.decision_function(features), new_bias, labels)[0]
+    fresh = BoostedTrees(n_rounds=2, subsample=500, tree=tree, random_state=0).fit(features, new_bias, labels)
+    assert fresh.loss(features, new_bias, labels) > reference
+    assert not fresh.continued_
+
+    model.set_params(n_rounds=2).fit(features, new_bias, labels)
+    assert model.continued_
+    n_old, per_round = replaced.n_trees_, 3 if tree == "per_class" else 1
+    assert replaced.n_trees_ < model.n_trees_ <= n_old + 2 * per_round
+    for name in NODE_ARRAYS[1:]:   # the replaced trees come first, unchanged
+        old = getattr(replaced, name)
+        np.testing.assert_array_equal(getattr(model, name)[:old.shape[0]], old)
+    losses = [biased_logistic_loss(prefix_scores(model, features, t), new_bias, labels)[0]
+              for t in range(n_old, model.n_trees_ + 1, per_round)]
+    assert losses[0] == pytest.approx(reference, rel=1e-12)
+    assert np.all(np.diff(losses) <= 0) and losses[-1] < reference
+    np.testing.assert_array_equal(model.training_scores_, model.decision_function(features))
+
+    replaced.set_params(n_rounds=2).fit(features, new_bias, labels)   # no training_scores_ after pickling
+    for name in NODE_ARRAYS:
+        np.testing.assert_array_equal(getattr(replaced, name), getattr(model, name))
+
+
+@pytest.mark.parametrize("tree", ["vector", "per_class"])
+def test_refit_that_does_not_rise_is_the_fit_from_zero(tree):
+    features, bias, labels = make_problem(2000, 3, seed=12)
+    model = BoostedTrees(n_rounds=1, subsample=500, tree=tree, random_state=0).fit(features, bias, labels)
+    new_bias = shifted(bias, 2)
+    model.set_params(n_rounds=20).fit(features, new_bias, labels)
+    fresh = BoostedTrees(n_rounds=20, subsample=500, tree=tree, random_state=0).fit(features, new_bias, labels)
+    assert not model.continued_ and model.n_halvings_ == 0
+    for name in NODE_ARRAYS + ("subset_loss_",):
+        np.testing.assert_array_equal(getattr(model, name), getattr(fresh, name))
+
+
+def test_first_fit_never_ends_above_the_zero_function():
+    """Without the Newton re-fit, a step of 50 overshoots: the fit from 0 continues from 0 with its
+    rounds halved, and ends below the loss of f = 0."""
+    features, bias, labels = make_problem(1000, 4, seed=13)
+    zero = biased_logistic_loss(np.zeros_like(bias), bias, labels)[0]
+    model = BoostedTrees(n_rounds=5, learning_rate=50.0, newton_steps=0, random_state=0)
+    model.fit(features, bias, labels)
+    assert model.continued_ and model.n_halvings_ > 0
+    assert model.loss(features, bias, labels) < zero
+
+
+def test_lightgbm_refit_that_would_rise_boosts_on_from_the_replaced_function():
+    """As BoostedTrees: the new booster is added to the replaced function's, and the loss falls;
+    the training rows' scores are taken from training_scores_ or, after pickling, predicted."""
+    features, bias, labels = make_problem(2000, 3, seed=11)
+    model = LightGBM(n_rounds=40, random_state=0).fit(features, bias, labels)
+    replaced = pickle.loads(pickle.dumps(model))
+    new_bias = shifted(bias, 1)
+    reference = biased_logistic_loss(replaced.decision_function(features), new_bias, labels)[0]
+    fresh = LightGBM(n_rounds=2, random_state=0).fit(features, new_bias, labels)
+    assert fresh.loss(features, new_bias, labels) > reference
+    assert not fresh.continued_ and fresh.base_boosters_ == ()
+
+    model.set_params(n_rounds=2).fit(features, new_bias, labels)
+    assert model.continued_ and len(model.base_boosters_) == 1
+    assert model.loss(features, new_bias, labels) < reference
+    added = model.booster_.predict(features, raw_score=True, num_threads=1)
+    np.testing.assert_allclose(model.decision_function(features), replaced.decision_function(features) + added,
+                               rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(model.training_scores_, model.decision_function(features))
+
+    replaced.set_params(n_rounds=2).fit(features, new_bias, labels)   # no training_scores_ after pickling
+    np.testing.assert_array_equal(replaced.decision_function(features), model.decision_function(features))
+    test = np.random.default_rng(1).uniform(size=(100, 2))
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).decision_function(test),
+                                  model.decision_function(test))
+
+
+def test_lightgbm_refit_that_does_not_rise_is_the_fit_from_zero():
+    features, bias, labels = make_problem(2000, 3, seed=12)
+    model = LightGBM(n_rounds=1, random_state=0).fit(features, bias, labels)
+    new_bias = shifted(bias, 2)
+    model.set_params(n_rounds=20).fit(features, new_bias, labels)
+    fresh = LightGBM(n_rounds=20, random_state=0).fit(features, new_bias, labels)
+    assert not model.continued_ and model.base_boosters_ == ()
+    np.testing.assert_array_equal(model.decision_function(features), fresh.decision_function(features))
+
+
+def test_lightgbm_constant_that_would_rise_is_refitted_from_the_replaced_constant():
+    """No split possible: a per-class constant. One round from 0 moves a quarter of the way to the
+    new optimum, above the replaced constant's loss; the constant boosts on from the replaced one."""
+    rng = np.random.default_rng(14)
+    features, labels = np.ones((500, 2)), rng.integers(0, 3, 500)
+    bias = rng.normal(size=(500, 3))
+    model = LightGBM(n_rounds=60, random_state=0).fit(features, bias, labels)
+    assert model.booster_ is None
+    new_bias = shifted(bias, 3)
+    reference = biased_logistic_loss(model.decision_function(features), new_bias, labels)[0]
+    fresh = LightGBM(n_rounds=1, random_state=0).fit(features, new_bias, labels)
+    assert fresh.loss(features, new_bias, labels) > reference
+    model.set_params(n_rounds=1).fit(features, new_bias, labels)
+    assert model.continued_ and model.booster_ is None
+    assert model.loss(features, new_bias, labels) < reference
+    np.testing.assert_array_equal(model.decision_function(features[:3]), np.tile(model.constant_, (3, 1)))
+
+
+# ------------------------------------------------------------------ tree="auto"
+def test_auto_resolves_by_the_number_of_classes():
+    below, at = AUTO_PER_CLASS_MIN_CLASSES - 1, AUTO_PER_CLASS_MIN_CLASSES
+    assert resolve_tree("auto", below) == ("vector", TREE_DEFAULTS["vector"])
+    assert resolve_tree("auto", at) == ("per_class", TREE_DEFAULTS["auto"])
+    for tree in ("vector", "per_class"):   # an explicit protocol keeps its own defaults whatever K
+        assert resolve_tree(tree, below) == resolve_tree(tree, at) == (tree, TREE_DEFAULTS[tree])
+
+
+@pytest.mark.parametrize("n_classes", [3, AUTO_PER_CLASS_MIN_CLASSES - 1])
+def test_default_below_the_threshold_is_the_former_vector_default(n_classes):
+    """Below the threshold the defaults fit what tree="vector", newton_steps=8 (the defaults before
+    "auto") fit, bit for bit."""
+    features, bias, labels = make_problem(600, n_classes, d=3, seed=15)
+    auto = BoostedTrees(n_rounds=3, subsample=300, random_state=0).fit(features, bias, labels)
+    former = BoostedTrees(n_rounds=3, subsample=300, tree="vector", newton_steps=8, max_leaf_nodes=None,
+                          random_state=0).fit(features, bias, labels)
+    assert auto.tree_ == "vector"
+    for name in NODE_ARRAYS:
+        np.testing.assert_array_equal(getattr(auto, name), getattr(former, name))
+
+
+def test_default_from_the_threshold_grows_lightgbm_shaped_per_class_trees():
+    k = AUTO_PER_CLASS_MIN_CLASSES
+    features, bias, labels = make_problem(3000, k, d=3, seed=16)
+    auto = BoostedTrees(n_rounds=2, random_state=0).fit(features, bias, labels)
+    spelled = BoostedTrees(n_rounds=2, tree="per_class", min_leaf_fraction=0.01, min_split_fraction=0.02,
+                           max_leaf_nodes=31, newton_steps=1, random_state=0).fit(features, bias, labels)
+    assert auto.tree_ == "per_class" and auto.n_trees_ == 2 * k
+    assert auto.n_leaves_.max() <= 31 and auto.n_leaves_.max() > 20   # 1% leaves of 3,000 rows, capped
+    for name in NODE_ARRAYS:
+        np.testing.assert_array_equal(getattr(auto, name), getattr(spelled, name))
+    # a parameter given explicitly overrides what "auto" would take
+    three = BoostedTrees(n_rounds=2, newton_steps=3, max_leaf_nodes=4, random_state=0).fit(features, bias, labels)
+    assert three.n_leaves_.max() == 4
+    assert three.loss(features, bias, labels) != auto.loss(features, bias, labels)
 
 
 # ------------------------------------------------------------------ LightGBM

@@ -276,3 +276,74 @@ class GridRatios(common.Benchmark):
                          lgbm_min_hessian=1.0)["ratio"]
 
     track_time_to_lightgbm_loss_ratio.unit = "ratio"
+
+
+#: The wide problem of issue 24: 20,000 rows, 128 features, 26 classes (a cell of ``GRID``).
+WIDE = (20_000, 128, 26)
+
+
+def lightgbm_multiclass(features: np.ndarray, bias: np.ndarray, labels: np.ndarray, rounds: int,
+                        seed: int = 0) -> tuple[float, float]:
+    """Seconds and mean training loss of LightGBM's own ``multiclass`` objective, the bias as init
+    score, with the parameters of ``LightGBM(n_rounds=rounds)`` (dataset construction timed)."""
+    import lightgbm
+
+    from slr.oracles.base import biased_logistic_loss
+    from slr.oracles.lightgbm_adapter import LightGBM
+
+    n, k = bias.shape
+    params = dict(LightGBM(n_rounds=rounds, random_state=seed).lightgbm_params(n, k), objective="multiclass")
+    start = time.perf_counter()
+    dataset = lightgbm.Dataset(features, label=labels, init_score=bias.ravel(order="F"), params=params)
+    booster = lightgbm.train(params, dataset, num_boost_round=rounds)
+    seconds = time.perf_counter() - start
+    scores = booster.predict(features, raw_score=True, num_threads=params["num_threads"])
+    return seconds, biased_logistic_loss(scores, bias, labels)[0] / n
+
+
+def defaults_cell(n: int, d: int, k: int, rounds: int = 30, reference: str = "multiclass",
+                  max_factor: float = 3.0, seed: int = 0) -> dict:
+    """Time ``BoostedTrees()`` with its defaults needs to reach LightGBM's training loss after
+    ``rounds`` rounds, over LightGBM's time (one process, one after the other).
+
+    ``reference``: ``"multiclass"`` (LightGBM's own objective, :func:`lightgbm_multiclass`) or
+    ``"adapter"`` (the ``LightGBM`` oracle, whose Hessian floor and halvings make its rounds
+    smaller). Ours runs ``max_factor * rounds`` rounds (the first rounds of a longer fit are the
+    same rounds); its time is the ``round_seconds_`` of the first round that reaches the loss,
+    or of the last round when none does (``reached`` False).
+    """
+    from slr.oracles.lightgbm_adapter import LightGBM
+    from slr.oracles.trees import BoostedTrees
+
+    data = make_grid_problem(n, d, k, seed)
+    if reference == "multiclass":
+        lgbm_seconds, target = lightgbm_multiclass(*data, rounds, seed)
+    elif reference == "adapter":
+        lgbm = LightGBM(n_rounds=rounds, random_state=seed)
+        start = time.perf_counter()
+        lgbm.fit(*data)
+        lgbm_seconds = time.perf_counter() - start
+        target = mean_loss(lgbm, *data)
+    else:
+        raise ValueError(f"reference must be 'multiclass' or 'adapter', got {reference!r}")
+    ours = BoostedTrees(n_rounds=int(max_factor * rounds), random_state=seed).fit(*data)
+    reached, loss = first_round_reaching(ours, *data, target)
+    ours_seconds = ours.round_seconds_[reached if reached >= 0 else -1]
+    return {"lgbm_seconds": lgbm_seconds, "lgbm_loss": target, "reached": reached >= 0, "tree": ours.tree_,
+            "ours_rounds": (reached if reached >= 0 else ours.subset_loss_.shape[0] - 1) + 1,
+            "ours_seconds": float(ours_seconds), "ours_loss": loss, "ratio": float(ours_seconds / lgbm_seconds)}
+
+
+class DefaultsRatios(common.Benchmark):
+    """``BoostedTrees()`` with its defaults on the wide problem (:data:`WIDE`): its time to reach
+    LightGBM's 30-round training loss over LightGBM's time, against LightGBM's own multiclass
+    objective and against the ``LightGBM`` oracle. Goal (issue 24): <= 1.5."""
+
+    params = ["multiclass", "adapter"]
+    param_names = ["reference"]
+    timeout = 900
+
+    def track_defaults_time_to_lightgbm_loss_ratio(self, reference):
+        return defaults_cell(*WIDE, rounds=30, reference=reference)["ratio"]
+
+    track_defaults_time_to_lightgbm_loss_ratio.unit = "ratio"
