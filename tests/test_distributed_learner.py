@@ -23,7 +23,7 @@ SETTINGS = dict(max_iter=4, tol=0, random_state=0, n_jobs=1)
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
                                   silence_logs=50) as cluster, distributed.Client(cluster) as client:
         yield client
 
@@ -112,7 +112,7 @@ def test_sources_and_distributed_scoring(client):
 
 def test_refuses_what_it_cannot_distribute(client, images):
     X, Y = images
-    with pytest.raises(ValueError, match="unary must be a Linear or Constant"):
+    with pytest.raises(ValueError, match="unary must be a Linear, Constant or LightGBM"):
         DaskStructuredLogisticRegression(unary=MLP(), max_iter=1).fit(X, Y)
     with pytest.raises(ValueError, match="warm_start"):
         DaskStructuredLogisticRegression(warm_start=True, max_iter=1).fit(X, Y)
@@ -122,14 +122,42 @@ def test_refuses_what_it_cannot_distribute(client, images):
     assert clone(model).get_params()["n_partitions"] == 3 and clone(model).epsilon == 0.5
 
 
-def test_a_worker_killed_mid_fit_changes_nothing(images):
+@pytest.fixture(scope="module")
+def process_client(client):
+    """A cluster of worker processes (LightGBM's network training needs one process per worker),
+    the default client while it is up."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as process_client:
+        with process_client.as_current():
+            yield process_client
+
+
+def test_lightgbm_through_lightgbm_dask_never_raises_r(process_client):
+    """LightGBM's data-parallel training with the bias as init score: R never rises (a boosted
+    function that would raise it is not taken) and stays within 15% of the single-process fit's R
+    (the .005 of test error that issue 28 asks is not met: see slr.distributed._lightgbm)."""
+    pytest.importorskip("lightgbm")
+    from slr.oracles import LightGBM
+
+    X, Y = make_denoising(n_images=4, size=16, sigma=4.0, random_state=0)
+    settings = dict(unary=LightGBM(n_rounds=10, random_state=0), max_iter=3, tol=0, random_state=0, n_jobs=1)
+    model = DaskStructuredLogisticRegression(n_partitions=2, **settings).fit(X, Y)
+    single = StructuredLogisticRegression(**settings).fit(X, Y)
+    trace = model.objective_trace_["objective"].to_numpy()
+    assert np.all(np.diff(trace) <= 1e-9 * trace[:-1])
+    assert trace[1] < trace[0]   # the first unary fit was taken
+    assert model.unary_.booster_ is not None
+    assert trace[-1] <= 1.15 * single.objective_trace_["objective"].iloc[-1]
+
+
+def test_a_worker_killed_mid_fit_changes_nothing(images, process_client):
     """Worker processes; one killed after iteration 2. Its partitions are recomputed from their
     lineage (the source and the tasks since), so the fit ends as the single-process one."""
     X, Y = images
     settings = {**SETTINGS, "max_iter": 4}
     single = StructuredLogisticRegression(**settings).fit(X, Y)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    client = process_client
+    if True:
         killed, iterations = [], []
 
         @contextlib.contextmanager

@@ -17,6 +17,7 @@ partition's source and the tasks since, all deterministic), so the fit goes on t
 """
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import math
@@ -33,6 +34,7 @@ from slr._optional import import_optional
 from slr._params import Integer
 from slr.distributed import _shard
 from slr.distributed._backend import Backend
+from slr.distributed._lightgbm import fit_lightgbm
 from slr.distributed._oracles import fit_distributed, supported
 from slr.estimator import FitHistory
 from slr.inference.batch import BatchSweepResult
@@ -40,6 +42,7 @@ from slr.learner import (_FACTORS, _SWEEP_TOL, _Alternation, StructuredLogisticR
                          _print_progress, _relaxed_step, _tol_reached, _untimed)
 from slr.models import PairwiseModel, class_weights
 from slr.oracles.base import get_oracle_tags
+from slr.oracles.lightgbm_adapter import LightGBM
 from slr.validation import check_generator
 
 __all__ = ["DaskStructuredLogisticRegression"]
@@ -57,6 +60,7 @@ class _Layout:
         self.n_edges = sum(d["n_edges"] for d in descriptions)
         self.has_edges = any(d["has_edges"] for d in descriptions)
         self.all_chains = all(d["all_chains"] for d in descriptions)
+        self.rows = {"unary": [d["n_nodes"] for d in descriptions], "pairwise": [d["n_edges"] for d in descriptions]}
         self.d_node = descriptions[0]["d_node"]
         self.d_edge = descriptions[0]["d_edge"]
         for name in ("d_node", "d_edge"):
@@ -99,21 +103,37 @@ class _DistributedAlternation(_Alternation):
         self.last_sweep: BatchSweepResult | None = None
         self.node_part = self.edge_part = 0.0
         self._restored = None
+        self.rejected = 0   # tree fits that would have raised R
         self.trace: list[tuple[int, str, float]] = [(0, "start", self._objective())]
 
     def _fit(self, factor: str) -> float:
+        """The oracle fit of one half step on the shards, over-relaxed where that lowers R (Linear,
+        Constant); a tree oracle's new function is kept only if it does not raise R."""
         oracle, names = self.oracles[factor], self.tags[factor].linear_parameters
         before = _linear_parameters(oracle, names) if self.relaxation != 1.0 else None
         width = self.train.d_node if factor == "unary" else self.train.d_edge
         n_classes = self.train.n_states if factor == "unary" else self.train.n_states ** 2
+        trees = isinstance(oracle, LightGBM)
+        previous = (copy.deepcopy(oracle), self.shards, self.fitted_pairwise, self.node_part, self.edge_part) \
+            if trees else None
         with self.timed(f"{factor} fit"):
-            fit_distributed(oracle, self.backend, self.shards, factor, self.epsilon, n_classes, width)
+            if trees:
+                fit_lightgbm(oracle, self.backend, self.shards, self.train.rows[factor], factor, self.epsilon,
+                             n_classes, width)
+            else:
+                fit_distributed(oracle, self.backend, self.shards, factor, self.epsilon, n_classes, width)
         if factor == "pairwise":
             self.fitted_pairwise = True
-        return _relaxed_step(oracle, names, before, self.relaxation,
-                             lambda exact: self._set_potentials(factor, exact),
-                             lambda: self._objective(nodes=factor == "unary", edges=factor == "pairwise"),
-                             self.objective)
+        value = _relaxed_step(oracle, names, before, self.relaxation,
+                              lambda exact: self._set_potentials(factor, exact),
+                              lambda: self._objective(nodes=factor == "unary", edges=factor == "pairwise"),
+                              self.objective)
+        if trees and not value <= self.objective:
+            # the boosted function raised R: the previous function (and its potentials) stay
+            self.oracles[factor], self.shards, self.fitted_pairwise, self.node_part, self.edge_part = previous
+            self.rejected += 1
+            value = self.objective
+        return value
 
     def _set_potentials(self, factor: str, exact: bool) -> None:
         with self.timed(f"{factor} potentials"):
@@ -256,9 +276,9 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         rng = check_generator(params["random_state"])
         oracles = {name: _clone_oracle(getattr(self, name), name, rng) for name in _FACTORS}
         for name, oracle in oracles.items():
-            if not supported(oracle):
-                raise ValueError(f"{name} must be a Linear or Constant oracle for DaskStructuredLogisticRegression "
-                                 f"(their fits sum over partitions), got {type(oracle).__name__}")
+            if not (supported(oracle) or isinstance(oracle, LightGBM)):
+                raise ValueError(f"{name} must be a Linear, Constant or LightGBM oracle for "
+                                 f"DaskStructuredLogisticRegression, got {type(oracle).__name__}")
         raw = [backend.submit(_shard.load_source, source) for source in sources]
         descriptions = backend.gather(backend.map(_shard.describe, raw))
         n_states = params["n_states"] or max(d["n_states"] for d in descriptions)
