@@ -52,10 +52,15 @@ def _peak_rss() -> int:
 
 
 def _cluster(n_workers: int, memory_limit: str | None = None):
+    """Worker processes; with ``memory_limit`` a worker is killed above 95% of it, and never paused
+    or spilled first (a paused worker would stall the fit instead of failing it)."""
+    import dask
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           silence_logs=50, memory_limit=memory_limit)
+    with dask.config.set({"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
+                          "distributed.worker.memory.pause": False}):
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                               silence_logs=50, memory_limit=memory_limit)
     return cluster, Client(cluster)
 
 
@@ -106,7 +111,7 @@ def workers(n_images: int = 8, counts=(1, 2)) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def limit(big: int = 48, small: int = 8, memory_limit: str = "600MB", max_iter: int = 10,
+def limit(big: int = 64, small: int = 8, memory_limit: str = "450MB", max_iter: int = 10,
           n_test: int = 8) -> pd.DataFrame:
     """Train ``big`` images on 2 workers of ``memory_limit`` (and try 1), and ``small`` images in one process."""
     from slr import StructuredLogisticRegression
@@ -123,9 +128,9 @@ def limit(big: int = 48, small: int = 8, memory_limit: str = "600MB", max_iter: 
                 error, outcome = 1.0 - model.score_sources(test), "trained"
             except Exception as failure:   # the worker over its limit is killed: KilledWorker
                 error, outcome = float("nan"), type(failure).__name__
-            peaks = client.run(_peak_rss)
+            peaks = client.run(_peak_rss) if outcome == "trained" else {}   # a killed worker's peak is gone
         rows.append({"run": f"{n_workers} worker(s) x {memory_limit}", "n_images": big, "outcome": outcome,
-                     "test_error": error, "worker_peak_mb": max(peaks.values()) / 2**20,
+                     "test_error": error, "worker_peak_mb": max(peaks.values(), default=float("nan")) / 2**20,
                      "seconds": time.perf_counter() - start})
     parts = [source() for source in _sources(small, 2)]
     single = StructuredLogisticRegression(**{**PROTOCOL, **settings}).fit(
