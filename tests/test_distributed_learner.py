@@ -150,29 +150,34 @@ def test_lightgbm_through_lightgbm_dask_never_raises_r(process_client):
     assert trace[-1] <= 1.15 * single.objective_trace_["objective"].iloc[-1]
 
 
-def test_a_worker_killed_mid_fit_changes_nothing(images, process_client):
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["lineage", "checkpoint"])
+def test_a_worker_killed_mid_fit_changes_nothing(images, process_client, checkpoint, tmp_path):
     """Worker processes; one killed after iteration 2. Its partitions are recomputed from their
-    lineage (the source and the tasks since), so the fit ends as the single-process one."""
+    lineage (the source and the tasks since, or the checkpoint written after iteration 1 and the
+    tasks since), so the fit ends as the single-process one."""
     X, Y = images
     settings = {**SETTINGS, "max_iter": 4}
     single = StructuredLogisticRegression(**settings).fit(X, Y)
     client = process_client
-    if True:
-        killed, iterations = [], []
+    killed, iterations = [], []
 
-        @contextlib.contextmanager
-        def kill_after_iteration_2(phase):
-            yield
-            if phase == "monitor":
-                iterations.append(phase)
-                if len(iterations) == 2:
-                    address = sorted(client.scheduler_info()["workers"])[0]
-                    pid = client.run(os.getpid, workers=[address])[address]
-                    os.kill(pid, 9)
-                    killed.append(address)
+    @contextlib.contextmanager
+    def kill_after_iteration_2(phase):
+        yield
+        if phase == "monitor":
+            iterations.append(phase)
+            if len(iterations) == 2:
+                address = sorted(client.scheduler_info()["workers"])[0]
+                pid = client.run(os.getpid, workers=[address])[address]
+                os.kill(pid, 9)
+                killed.append(address)
 
-        model = DaskStructuredLogisticRegression(n_partitions=2, **settings)
-        model._phase_timer = kill_after_iteration_2
-        model.fit(X, Y)
-        assert killed and killed[0] not in client.scheduler_info()["workers"]
+    model = DaskStructuredLogisticRegression(n_partitions=2, checkpoint_dir=tmp_path if checkpoint else None,
+                                             checkpoint_every=1, **settings)
+    model._phase_timer = kill_after_iteration_2
+    model.fit(X, Y)
+    assert killed and killed[0] not in client.scheduler_info()["workers"]
     _assert_same_fit(single, model, X)
+    if checkpoint:   # the last checkpoint's files, one per partition
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["iteration00004-partition00000.npy",
+                                                              "iteration00004-partition00001.npy"]

@@ -204,3 +204,24 @@ def constant_summary(shard: Shard, factor: str, epsilon: float
     if isinstance(bias, PairBias):
         return counts, bias.rows_equal(), PairBias(bias.left[:1].copy(), bias.right[:1].copy())
     return counts, bool(np.all(bias == bias[0])), bias[0].copy()
+
+
+# ------------------------------------------------------------------ checkpoints
+def save_messages(shard: Shard, path: str) -> str:
+    """Write the shard's messages to ``path`` (``.npy``) and return it."""
+    with open(path, "wb") as file:
+        np.save(file, shard.messages, allow_pickle=False)
+    return path
+
+
+def restore(source: Callable[[], tuple], n_states: int, class_weight: np.ndarray | None, path: str,
+            oracles: tuple[Any, Any | None], epsilon: float) -> Shard:
+    """A shard rebuilt from its source, its messages read from ``path`` and the potentials of
+    ``oracles`` (unary, pairwise or None): the shard as it was when ``path`` was written."""
+    shard = build(load_source(source), n_states, class_weight)
+    messages = np.load(path, allow_pickle=False)
+    if messages.shape != shard.messages.shape:
+        raise ValueError(f"the checkpoint {path} holds messages of shape {messages.shape}, "
+                         f"its partition has {shard.messages.shape}")
+    shard = with_potentials(dataclasses.replace(shard, messages=messages), "unary", oracles[0], epsilon)
+    return shard if oracles[1] is None else with_potentials(shard, "pairwise", oracles[1], epsilon)

@@ -21,6 +21,7 @@ import copy
 import functools
 import inspect
 import math
+import os
 import sys
 import warnings
 from contextlib import AbstractContextManager
@@ -31,7 +32,7 @@ import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
 from slr._optional import import_optional
-from slr._params import Integer
+from slr._params import Integer, Satisfies
 from slr.distributed import _shard
 from slr.distributed._backend import Backend
 from slr.distributed._lightgbm import fit_lightgbm
@@ -104,6 +105,7 @@ class _DistributedAlternation(_Alternation):
         self.node_part = self.edge_part = 0.0
         self._restored = None
         self.rejected = 0   # tree fits that would have raised R
+        self.checkpoints: list[str] = []   # the files of the last checkpoint
         self.trace: list[tuple[int, str, float]] = [(0, "start", self._objective())]
 
     def _fit(self, factor: str) -> float:
@@ -158,6 +160,20 @@ class _DistributedAlternation(_Alternation):
                 self.edge_part = math.fsum(part[1] for part in parts)
             return self.node_part + self.edge_part
 
+    def checkpoint(self, directory: str, iteration: int, rebuild: Callable[[int, str], Any]) -> None:
+        """Write every shard's messages to ``directory`` and replace the shards by tasks that rebuild
+        them from their source and those files (``rebuild(index, path)``, each meant for the worker
+        that holds the shard now), so that a lost shard is recomputed from its last checkpoint
+        rather than from the start of the fit."""
+        paths = [os.path.join(directory, f"iteration{iteration:05d}-partition{index:05d}.npy")
+                 for index in range(len(self.shards))]
+        saved = self.backend.gather([self.backend.client.submit(_shard.save_messages, shard, path, pure=False)
+                                     for shard, path in zip(self.shards, paths)])
+        self.shards = [rebuild(index, path) for index, path in enumerate(saved)]
+        # no task reads the previous checkpoint any more
+        self.backend.gather([self.backend.client.submit(os.remove, path, pure=False) for path in self.checkpoints])
+        self.checkpoints = saved
+
     def training_error(self, predictor: PairwiseModel) -> float:
         """Per-node error of MAP labels of the training set under the current functions."""
         counts = self.backend.gather(self.backend.map(_shard.errors, self.shards, predictor))
@@ -199,13 +215,22 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
     (:meth:`predict`) or on the workers (:meth:`score_sources`).
 
     A worker lost mid-fit costs a recomputation: its partitions are rebuilt by Dask from their
-    source and the tasks run on them since (deterministic), and the fit continues unchanged.
+    source and the tasks run on them since (deterministic), and the fit continues unchanged. With
+    ``checkpoint_dir`` the replay starts from the last checkpoint instead of the fit's start.
 
     Parameters
     ----------
     n_partitions : int, optional
         Partitions of ``fit(X, Y)``'s examples (contiguous blocks); the client's number of workers
         when None. :meth:`fit_sources` takes one partition per source.
+    checkpoint_dir : str or path, optional
+        A directory every worker can write and read (shared storage on a real cluster). Every
+        ``checkpoint_every`` iterations each partition writes its messages there and is then
+        rebuilt from its source and that file (its potentials from the model), which bounds what
+        a lost worker costs (and the scheduler's record of each partition's tasks) to the
+        iterations since. Each checkpoint deletes the previous one's files; the last stay.
+    checkpoint_every : int, default=10
+        Iterations between checkpoints (with ``checkpoint_dir``).
     **params
         Every parameter of :class:`slr.StructuredLogisticRegression`, with these limits: the
         oracles must be ``Linear`` or ``Constant`` (None is Linear); ``warm_start``,
@@ -224,12 +249,17 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
     """
 
     _parameter_constraints = {**StructuredLogisticRegression._parameter_constraints,
-                              "n_partitions": (None, Integer(1))}
+                              "n_partitions": (None, Integer(1)),
+                              "checkpoint_dir": (None, Satisfies(lambda value: isinstance(value, (str, os.PathLike)),
+                                                                 "a path")),
+                              "checkpoint_every": Integer(1)}
 
     def __init__(self, unary: Any = None, pairwise: Any = None, *, n_partitions: int | None = None,
-                 **params: Any) -> None:
+                 checkpoint_dir: str | None = None, checkpoint_every: int = 10, **params: Any) -> None:
         super().__init__(unary, pairwise, **params)
         self.n_partitions = n_partitions
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
 
     # ------------------------------------------------------------------------------------
     def fit(self, X: Sequence, Y: Sequence, sample_weight: Any = None) -> "DaskStructuredLogisticRegression":
@@ -283,8 +313,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         descriptions = backend.gather(backend.map(_shard.describe, raw))
         n_states = params["n_states"] or max(d["n_states"] for d in descriptions)
         layout = _Layout(descriptions, n_states)
-        shards = backend.map(_shard.build, raw, n_states,
-                             class_weights(params["class_weight"], np.zeros(0, dtype=np.int64), n_states))
+        class_weight = class_weights(params["class_weight"], np.zeros(0, dtype=np.int64), n_states)
+        shards = backend.map(_shard.build, raw, n_states, class_weight)
         del raw
         predictor = PairwiseModel(
             params["epsilon"], inference="auto" if params["predict_epsilon"] == 0 else "lp",
@@ -301,6 +331,13 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
                 error = state.training_error(predictor) if params["monitor"] else float("nan")
             return history.record(iteration, state.objective, train_error=error)
 
+        def rebuild(index: int, path: str) -> Any:
+            holders = backend.client.who_has([state.shards[index]]).get(state.shards[index].key, ())
+            pairwise = state.oracles["pairwise"] if state.fitted_pairwise else None
+            return backend.client.submit(_shard.restore, sources[index], n_states, class_weight, path,
+                                         (state.oracles["unary"], pairwise), params["epsilon"], pure=False,
+                                         workers=list(holders) or None, allow_other_workers=True)
+
         history.record(0, state.objective)   # as the single-process fit: no error at the start
         objectives = [state.objective]
         stop_reason = "max_iter"
@@ -310,6 +347,9 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
             row = record(iteration)
             transfer.append((iteration, *backend.counters()))
             objectives.append(state.objective)
+            if params["checkpoint_dir"] is not None and iteration % params["checkpoint_every"] == 0:
+                with timed("checkpoint"):
+                    state.checkpoint(os.fspath(params["checkpoint_dir"]), iteration, rebuild)
             if params["verbose"]:
                 _print_progress(row, state.trace[-4:] if params["verbose"] > 1 else ())
             if _tol_reached(objectives, params["tol"]):
@@ -380,10 +420,11 @@ def _transfer_frame(counters: list[tuple[int, int, int, int]]) -> pd.DataFrame:
 
 
 def _signature() -> inspect.Signature:
-    """The parent's signature with ``n_partitions``: scikit-learn reads the parameters from it."""
+    """The parent's signature with this class's own parameters: scikit-learn reads the parameters from it."""
     parent = inspect.signature(StructuredLogisticRegression.__init__)
-    extra = inspect.Parameter("n_partitions", inspect.Parameter.KEYWORD_ONLY, default=None)
-    return parent.replace(parameters=[*parent.parameters.values(), extra])
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+             for name, default in (("n_partitions", None), ("checkpoint_dir", None), ("checkpoint_every", 10))]
+    return parent.replace(parameters=[*parent.parameters.values(), *extra])
 
 
 DaskStructuredLogisticRegression.__init__.__signature__ = _signature()
