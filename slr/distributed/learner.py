@@ -239,12 +239,14 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
 
     Attributes
     ----------
-    Those of StructuredLogisticRegression (``certificate_`` is None), and:
+    Those of StructuredLogisticRegression, with ``certificate_`` None (its bounds need every
+    example's messages in one place) and ``history_["seconds"]`` including the training error's
+    evaluation (``monitor=False`` leaves it out), and:
 
     transfer_ : pandas.DataFrame
         One row per iteration (row 0: loading and the start): ``iteration``, ``bytes_sent``
         (pickled task arguments, once per partition), ``bytes_received`` (pickled results) and
-        ``tasks``.
+        ``tasks``; LightGBM's own network traffic and the checkpoints are not counted.
     n_partitions_ : int
     """
 
