@@ -103,9 +103,10 @@ def workers(n_images: int = 8, counts=(1, 2)) -> pd.DataFrame:
         with cluster, client:
             model = _distributed_fit(client, _sources(n_images, n_workers))
         per_iteration = model.transfer_.iloc[1:]
+        moved = per_iteration["bytes_sent"] + per_iteration["bytes_received"]
         rows.append({"n_workers": n_workers, "n_images": n_images,
                      "seconds_per_iteration": float(np.diff(model.history_["seconds"]).mean()),
-                     "bytes_per_iteration": float((per_iteration["bytes_sent"] + per_iteration["bytes_received"]).mean()),
+                     "bytes_per_iteration": float(moved.mean()),
                      "tasks_per_iteration": float(per_iteration["tasks"].mean()),
                      "load_bytes": int(model.transfer_["bytes_sent"].iloc[0])})
     return pd.DataFrame(rows)

@@ -18,7 +18,7 @@ from slr.datasets import make_denoising  # noqa: E402
 from slr.distributed import DaskStructuredLogisticRegression  # noqa: E402
 from slr.oracles import MLP, Constant, Linear  # noqa: E402
 
-SETTINGS = dict(max_iter=4, tol=0, random_state=0, n_jobs=1)
+SETTINGS = dict(max_iter=3, tol=0, random_state=0, n_jobs=1)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_the_distributed_fit_is_the_single_process_fit(client, images, oracles):
 def test_sample_weights_reach_the_partitions(client, images):
     X, Y = images
     weights = np.array([0.0, 1.0, 2.0, 1.0, 3.0, 0.5])
-    settings = {**SETTINGS, "max_iter": 3}
+    settings = {**SETTINGS, "max_iter": 2}
     single = StructuredLogisticRegression(**settings).fit(X, Y, sample_weight=weights)
     dist = DaskStructuredLogisticRegression(n_partitions=3, **settings).fit(X, Y, sample_weight=weights)
     _assert_same_fit(single, dist, X)
@@ -156,7 +156,7 @@ def test_a_worker_killed_mid_fit_changes_nothing(images, process_client, checkpo
     lineage (the source and the tasks since, or the checkpoint written after iteration 1 and the
     tasks since), so the fit ends as the single-process one."""
     X, Y = images
-    settings = {**SETTINGS, "max_iter": 4}
+    settings = {**SETTINGS, "max_iter": 3}
     single = StructuredLogisticRegression(**settings).fit(X, Y)
     client = process_client
     killed, iterations = [], []
@@ -179,5 +179,5 @@ def test_a_worker_killed_mid_fit_changes_nothing(images, process_client, checkpo
     assert killed and killed[0] not in client.scheduler_info()["workers"]
     _assert_same_fit(single, model, X)
     if checkpoint:   # the last checkpoint's files, one per partition
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["iteration00004-partition00000.npy",
-                                                              "iteration00004-partition00001.npy"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["iteration00003-partition00000.npy",
+                                                              "iteration00003-partition00001.npy"]

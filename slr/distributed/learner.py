@@ -39,16 +39,14 @@ from slr.distributed._lightgbm import fit_lightgbm
 from slr.distributed._oracles import fit_distributed, supported
 from slr.estimator import FitHistory
 from slr.inference.batch import BatchSweepResult
-from slr.learner import (_FACTORS, _SWEEP_TOL, _Alternation, StructuredLogisticRegression, _clone_oracle, _linear_parameters,
-                         _print_progress, _relaxed_step, _tol_reached, _untimed)
+from slr.learner import (_FACTORS, _SWEEP_TOL, StructuredLogisticRegression, _Alternation, _clone_oracle,
+                         _linear_parameters, _print_progress, _relaxed_step, _tol_reached, _untimed)
 from slr.models import PairwiseModel, class_weights
 from slr.oracles.base import get_oracle_tags
 from slr.oracles.lightgbm_adapter import LightGBM
 from slr.validation import check_generator
 
 __all__ = ["DaskStructuredLogisticRegression"]
-
-
 
 
 class _Layout:
