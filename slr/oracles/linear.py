@@ -1,7 +1,7 @@
 """Linear functions ``g(x, y) = (W x)_y (+ b_y)`` fitted exactly with L-BFGS (chapter Sec. 1.9.3)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from scipy.optimize import minimize
@@ -272,13 +272,22 @@ class Linear(LogisticOracle):
 
     def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
              sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
-        l2, tol, fit_intercept, max_iter, refresh = (
-            params[name] for name in ("l2", "tol", "fit_intercept", "max_iter", "refresh"))
-        d, k = features.shape[1], bias.shape[1]
         # The fit works on columns scaled into [-1, 1] by powers of two (see Notes).
         exponents = np.maximum(binary_exponents(features), 0)
         if exponents.any():
             features = np.ldexp(features, -exponents)
+        self._fit_problem(lambda: _loss(features, bias, labels, params["fit_intercept"], sample_weight),
+                          exponents, bias.shape[1], lambda: float(np.max(np.abs(np.asarray(bias)))), params)
+
+    def _fit_problem(self, make_problem: Callable[[], Any], exponents: np.ndarray, k: int,
+                     largest_bias: Callable[[], float], params: dict[str, Any]) -> None:
+        """The fit on a loss built by ``make_problem()`` (inside the single-threaded BLAS region):
+        an object with ``__call__(coef) -> (loss, grad)``, ``hessian_blocks(coef)`` and the total row
+        weight ``n``, on features divided column-wise by ``2**exponents``. :mod:`slr.distributed`
+        passes a loss summed over partitions; ``largest_bias()`` is only read for an overflow error."""
+        l2, tol, fit_intercept, max_iter, refresh = (
+            params[name] for name in ("l2", "tol", "fit_intercept", "max_iter", "refresh"))
+        d = exponents.shape[0]
         cols = d + 1 if fit_intercept else d
         coef = np.zeros((k, cols))
         if hasattr(self, "coef_"):
@@ -290,13 +299,12 @@ class Linear(LogisticOracle):
         self.n_iter_, self.converged_ = 0, True
         if coef.size:
             with _single_threaded_blas():
-                problem = _loss(features, bias, labels, fit_intercept, sample_weight)
-                coef = self._minimise(coef, problem, bias, penalty, tol, max_iter, refresh)
+                coef = self._minimise(coef, make_problem(), largest_bias, penalty, tol, max_iter, refresh)
         self.coef_ = np.ldexp(coef[:, :d], -exponents)
         self.intercept_ = coef[:, d].copy() if fit_intercept else np.zeros(k)
 
     def _minimise(
-        self, coef: np.ndarray, problem: _ClassMajorLoss | PairLoss, bias: np.ndarray | PairBias,
+        self, coef: np.ndarray, problem: _ClassMajorLoss | PairLoss, largest_bias: Callable[[], float],
         penalty: np.ndarray, tol: float, max_iter: int, refresh: int,
     ) -> np.ndarray:
         k, cols = coef.shape
@@ -308,7 +316,7 @@ class Linear(LogisticOracle):
         if not np.isfinite(value):
             raise ValueError(
                 "bias is too large in magnitude: the logistic loss overflows float64 "
-                f"(largest |bias| = {np.max(np.abs(np.asarray(bias))):.3g})"
+                f"(largest |bias| = {largest_bias():.3g})"
             )
         while np.max(np.abs(grad)) > tol:
             if self.n_iter_ >= max_iter:

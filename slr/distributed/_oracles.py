@@ -1,0 +1,132 @@
+"""Oracle fits whose rows stay on the workers: Linear and Constant, by the single-process code on a
+loss summed over the partitions.
+
+:meth:`slr.oracles.linear.Linear._fit_problem` runs the same preconditioned L-BFGS as a local
+fit; here its loss is a :class:`SummedLoss`, whose value, gradient and Hessian blocks are the sums
+of every partition's (the rows never leave their workers; only the coefficients go out and the
+sums of size ``K x D`` come back). Constant takes the closed form from the partitions' class
+totals where the local fit would, else Linear's fit on one constant feature.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from slr._params import validate_params
+from slr.distributed import _shard
+from slr.distributed._backend import Backend
+from slr.oracles.linear import Linear
+from slr.oracles.pair_bias import PairBias
+from slr.oracles.simple import Constant
+
+__all__ = ["SummedLoss", "fit_distributed", "supported"]
+
+
+def supported(oracle: Any) -> bool:
+    """Whether :func:`fit_distributed` fits this oracle (exactly Linear or Constant)."""
+    return type(oracle) in (Linear, Constant)
+
+
+class SummedLoss:
+    """Linear's loss over all partitions: the sum of the partitions' losses (:mod:`slr.oracles.linear`'s
+    ``_ClassMajorLoss`` or ``PairLoss``), which stay on their workers.
+
+    Parameters
+    ----------
+    backend : Backend
+    problems : list of futures
+        Each partition's loss object.
+    """
+
+    def __init__(self, backend: Backend, problems: Sequence[Any]) -> None:
+        self.backend, self.problems = backend, list(problems)
+        self.n = sum(backend.gather(backend.map(_shard.problem_weight, self.problems)))
+
+    def __call__(self, coef: np.ndarray) -> tuple[float, np.ndarray]:
+        parts = self.backend.gather(self.backend.map(_shard.loss_and_gradient, self.problems, coef))
+        loss, grad = 0.0, np.zeros_like(coef)
+        for part_loss, part_grad in parts:
+            loss += part_loss
+            grad += part_grad
+        return loss, grad
+
+    def hessian_blocks(self, coef: np.ndarray) -> np.ndarray:
+        blocks = self.backend.gather(self.backend.map(_shard.hessian_blocks, self.problems, coef))
+        return np.sum(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+
+
+def _check_problem_shape(oracle: Any, k: int, d: int) -> None:
+    """What ``LogisticOracle.fit`` does before its ``_fit``: forget a fit of another shape, record this one."""
+    if getattr(oracle, "n_classes_", None) not in (None, k) or getattr(oracle, "n_features_in_", None) not in (None, d):
+        oracle._reset()
+    oracle.n_classes_, oracle.n_features_in_ = k, d
+
+
+def fit_distributed(oracle: Linear | Constant, backend: Backend, shards: Sequence[Any], factor: str,
+                    epsilon: float, n_classes: int, n_features: int) -> None:
+    """Fit ``oracle`` in place to ``factor``'s logistic problem of all the shards, as
+    ``oracle.fit`` would on the rows of all of them together (to the rounding of the sums).
+
+    Parameters
+    ----------
+    oracle : Linear or Constant
+    backend : Backend
+    shards : list of futures of :class:`slr.distributed._shard.Shard`
+    factor : {"unary", "pairwise"}
+    epsilon : float
+    n_classes, n_features : int
+        ``K`` and the feature width of the problem.
+    """
+    params = validate_params(oracle)
+    _check_problem_shape(oracle, n_classes, n_features)
+    if isinstance(oracle, Constant):
+        _fit_constant(oracle, params, backend, shards, factor, epsilon, n_classes)
+        return
+    exponents = np.zeros(n_features, dtype=np.int64)
+    for part in backend.gather(backend.map(_shard.feature_exponents, shards, factor)):
+        exponents = np.maximum(exponents, part)
+    _fit_linear(oracle, params, backend, shards, factor, epsilon, exponents, constant=False)
+
+
+def _fit_linear(solver: Linear, params: dict[str, Any], backend: Backend, shards: Sequence[Any], factor: str,
+                epsilon: float, exponents: np.ndarray, constant: bool) -> None:
+    def make_problem() -> SummedLoss:
+        return SummedLoss(backend, backend.map(_shard.linear_problem, shards, factor, epsilon, exponents,
+                                               params["fit_intercept"], constant))
+
+    def largest_bias() -> float:
+        return max(backend.gather(backend.map(_shard.largest_bias, shards, factor, epsilon)))
+
+    solver._fit_problem(make_problem, exponents, solver.n_classes_, largest_bias, params)
+
+
+def _fit_constant(oracle: Constant, params: dict[str, Any], backend: Backend, shards: Sequence[Any], factor: str,
+                  epsilon: float, k: int) -> None:
+    """Constant's ``_fit`` with the partitions' totals: the closed form when its conditions hold on
+    all rows together, else Linear on the constant feature, warm-started from the table."""
+    summaries = backend.gather(backend.map(_shard.constant_summary, shards, factor, epsilon))
+    counts = np.sum([summary[0] for summary in summaries], axis=0)
+    firsts = [summary[2] for summary in summaries if summary[2] is not None]
+    equal = all(summary[1] for summary in summaries) and all(_same_row(first, firsts[0]) for first in firsts)
+    if params["l2"] == 0 and np.all(counts > 0) and equal:
+        row = firsts[0].row(0) if isinstance(firsts[0], PairBias) else firsts[0]
+        table = np.log(counts) - row
+        oracle.table_ = table - table.mean()
+        oracle.n_iter_ = 0
+        return
+    solver = Linear(l2=params["l2"], fit_intercept=False, tol=params["tol"], max_iter=params["max_iter"])
+    start = getattr(oracle, "table_", None)
+    if start is not None:
+        solver.coef_ = start[:, None].copy()
+    solver.n_classes_, solver.n_features_in_ = k, 1
+    _fit_linear(solver, validate_params(solver), backend, shards, factor, epsilon, np.zeros(1, dtype=np.int64),
+                constant=True)
+    oracle.table_ = solver.coef_[:, 0].copy()
+    oracle.n_iter_ = solver.n_iter_
+
+
+def _same_row(a: np.ndarray | PairBias, b: np.ndarray | PairBias) -> bool:
+    if isinstance(a, PairBias):
+        return bool(np.array_equal(a.left, b.left) and np.array_equal(a.right, b.right))
+    return bool(np.array_equal(a, b))

@@ -1,0 +1,227 @@
+"""What runs on the workers: one partition of the training examples and the functions on it.
+
+A :class:`Shard` holds a partition's data, its messages and its potentials. The functions here
+are the tasks the client submits; each takes a shard (a future resolved on the worker that holds
+it) and returns a new shard or a few numbers. Shards are never changed in place: a function that
+moves the messages returns a new shard with new messages, so that Dask can recompute a shard lost
+with its worker by replaying its chain of tasks from the partition's source (lineage), bit for
+bit. All the math is the single-process learner's (:mod:`slr.learner`, :mod:`slr.oracles.linear`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+
+from slr.inference.batch import batch_sweeps, resolve_threads
+from slr.learner import _SWEEP_TOL, _SplitObjective, node_message_sums, pairwise_bias
+from slr.models import FlatData, PairwiseModel, check_example_weights, hamming_margin
+from slr.oracles.base import binary_exponents, check_logistic_problem, check_sample_weight
+from slr.oracles.linear import _loss, _single_threaded_blas
+from slr.oracles.pair_bias import PairBias
+from slr.oracles.targets import target_totals
+
+__all__ = ["Shard"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One partition of the training set with its share of Algorithm 1.1's state.
+
+    Attributes
+    ----------
+    data : FlatData
+        The partition's examples (with labels).
+    delta : ndarray of shape (n_nodes, L)
+        The Hamming margin of its nodes.
+    example_weights : ndarray of shape (n_examples,) or None
+    messages : ndarray of shape (n_edges, 2, L)
+    unary_potentials, theta_nodes, theta_edges : ndarray
+        Potentials of the current functions (``theta_nodes`` with the margin).
+    n_sweeps, converged : ndarray or None
+        The last sweeps' counts and convergence per example.
+    """
+
+    data: FlatData
+    delta: np.ndarray
+    example_weights: np.ndarray | None
+    messages: np.ndarray
+    unary_potentials: np.ndarray
+    theta_nodes: np.ndarray
+    theta_edges: np.ndarray
+    n_sweeps: np.ndarray | None = None
+    converged: np.ndarray | None = None
+
+    def split_objective(self, epsilon: float, n_jobs: int | None) -> _SplitObjective:
+        return _SplitObjective(self.data.batch, self.data.labels, epsilon, resolve_threads(n_jobs),
+                               check_input=False, sample_weight=self.example_weights)
+
+
+# ------------------------------------------------------------------ loading
+def load_source(source: Callable[[], tuple]) -> tuple:
+    """``source()``: a partition's ``(X, Y)`` or ``(X, Y, sample_weight)``."""
+    loaded = source()
+    if not isinstance(loaded, tuple) or len(loaded) not in (2, 3):
+        raise ValueError(f"a source must return (X, Y) or (X, Y, sample_weight), got {type(loaded).__name__}")
+    return loaded
+
+
+def describe(raw: tuple) -> dict[str, Any]:
+    """What the client needs to know of a loaded partition before building it: its largest label,
+    sizes and feature widths."""
+    data = FlatData(raw[0], raw[1], None, allow_unlabelled=False)
+    return {"n_states": data.n_states, "n_examples": data.n_examples, "n_nodes": data.batch.n_nodes,
+            "n_edges": data.batch.n_edges, "d_node": data.d_node, "d_edge": data.d_edge,
+            "has_edges": data.has_edges, "all_chains": data.all_chains}
+
+
+def build(raw: tuple, n_states: int, class_weight: np.ndarray | None) -> Shard:
+    """The partition as a shard with every message zero and both functions zero."""
+    data = FlatData(raw[0], raw[1], n_states)
+    weights = check_example_weights(raw[2], data.n_examples) if len(raw) == 3 else None
+    L = data.n_states
+    delta = hamming_margin(data.labels, L, class_weight)
+    unary = np.zeros((data.batch.n_nodes, L))
+    return Shard(data, delta, weights, np.zeros((data.batch.n_edges, 2, L)), unary, unary + delta,
+                 np.zeros((data.batch.n_edges, L, L)))
+
+
+# ------------------------------------------------------------------ the half step's parts
+def with_potentials(shard: Shard, factor: str, oracle: Any, epsilon: float) -> Shard:
+    """The shard with the potentials of ``factor``'s function ``oracle``."""
+    energy = PairwiseModel(epsilon)
+    if factor == "unary":
+        unary = energy.unary_potentials(shard.data, oracle)
+        return dataclasses.replace(shard, unary_potentials=unary, theta_nodes=unary + shard.delta)
+    return dataclasses.replace(shard, theta_edges=energy.pairwise_potentials(shard.data, oracle))
+
+
+def swept(shard: Shard, n: int, epsilon: float, n_jobs: int | None) -> Shard:
+    """The shard after ``n`` kernel sweeps from its messages (a new messages array)."""
+    messages = shard.messages.copy()
+    run = batch_sweeps(shard.data.batch, shard.theta_nodes, shard.theta_edges, epsilon, max_sweeps=n,
+                       tol=_SWEEP_TOL, n_jobs=resolve_threads(n_jobs), out=messages, check_input=False)
+    return dataclasses.replace(shard, messages=messages, n_sweeps=run.n_sweeps, converged=run.converged)
+
+
+def sweep_summary(shard: Shard) -> tuple[int, bool]:
+    """The most sweeps an example of the shard ran last, and whether all of them converged."""
+    n = int(shard.n_sweeps.max()) if shard.n_sweeps is not None and shard.n_sweeps.size else 0
+    return n, bool(shard.converged is None or shard.converged.all())
+
+
+def objective_parts(shard: Shard, epsilon: float, n_jobs: int | None, nodes: bool,
+                    edges: bool) -> tuple[float, float]:
+    """The shard's share of R's node and edge parts (NaN for a part not asked for)."""
+    split = shard.split_objective(epsilon, n_jobs)
+    node_part = split.nodes(shard.theta_nodes, shard.messages) if nodes else float("nan")
+    edge_part = split.edges(shard.theta_edges, shard.messages) if edges else float("nan")
+    return node_part, edge_part
+
+
+def errors(shard: Shard, predictor: PairwiseModel) -> tuple[int, int]:
+    """Wrong MAP labels under the current potentials, and the number of nodes."""
+    labels = predictor.decode(shard.data, shard.unary_potentials, shard.theta_edges)
+    return int(np.count_nonzero(labels != shard.data.labels)), int(labels.shape[0])
+
+
+def source_errors(raw: tuple, predictor: PairwiseModel, n_states: int, unary: Any,
+                  pairwise: Any | None) -> tuple[int, int]:
+    """Wrong MAP labels of a (test) partition under fitted functions, and its number of nodes."""
+    data = FlatData(raw[0], raw[1], n_states)
+    labels = predictor.decode(data, predictor.unary_potentials(data, unary),
+                              predictor.pairwise_potentials(data, pairwise))
+    return int(np.count_nonzero(labels != data.labels)), int(labels.shape[0])
+
+
+# ------------------------------------------------------------------ the oracle's problem
+def _problem_arrays(shard: Shard, factor: str, epsilon: float) -> tuple[np.ndarray, np.ndarray | PairBias,
+                                                                        np.ndarray, np.ndarray | None]:
+    """Features, bias, labels and row weights of ``factor``'s logistic problem on the shard, as
+    the single-process learner hands them to its oracle (checked as the oracle checks them)."""
+    data, weights = shard.data, shard.example_weights
+    if factor == "unary":
+        bias = (shard.delta - node_message_sums(data.batch, shard.messages)) / epsilon
+        features, labels = data.node_features, data.labels
+        rows = None if weights is None else weights[data.batch.node_example]
+    else:
+        bias = pairwise_bias(shard.messages, epsilon, factored=True)
+        features, labels = data.edge_features, data.pair_labels
+        rows = None if weights is None else weights[data.batch.edge_example]
+    features, bias, labels = check_logistic_problem(features, bias, labels, pair_bias=True)
+    return features, bias, labels, check_sample_weight(rows, features.shape[0])
+
+
+def feature_exponents(shard: Shard, factor: str) -> np.ndarray:
+    """Per feature column of ``factor``'s rows, :func:`slr.oracles.base.binary_exponents`."""
+    data = shard.data
+    return binary_exponents(data.node_features if factor == "unary" else data.edge_features)
+
+
+def largest_bias(shard: Shard, factor: str, epsilon: float) -> float:
+    """Largest ``|bias|`` of ``factor``'s problem on the shard (for the oracle's overflow error)."""
+    bias = _problem_arrays(shard, factor, epsilon)[1]
+    return float(np.max(np.abs(np.asarray(bias)))) if bias.shape[0] else 0.0
+
+
+def linear_problem(shard: Shard, factor: str, epsilon: float, exponents: np.ndarray, fit_intercept: bool,
+                   constant: bool) -> Any:
+    """The shard's part of Linear's loss (``constant``: on one feature 1, as Constant fits it), on
+    features divided by ``2**exponents``."""
+    features, bias, labels, weights = _problem_arrays(shard, factor, epsilon)
+    if constant:
+        features = np.ones((features.shape[0], 1))
+    elif exponents.any():
+        features = np.ldexp(features, -exponents)
+    return _loss(features, bias, labels, fit_intercept, weights)
+
+
+def problem_weight(problem: Any) -> float:
+    """Total row weight of a shard's loss."""
+    return float(problem.n)
+
+
+def loss_and_gradient(problem: Any, coef: np.ndarray) -> tuple[float, np.ndarray]:
+    with _single_threaded_blas():
+        return problem(coef)
+
+
+def hessian_blocks(problem: Any, coef: np.ndarray) -> np.ndarray:
+    with _single_threaded_blas():
+        return problem.hessian_blocks(coef)
+
+
+def constant_summary(shard: Shard, factor: str, epsilon: float
+                     ) -> tuple[np.ndarray, bool, np.ndarray | PairBias | None]:
+    """What Constant's closed form needs of the shard: its per-class target totals, whether all its
+    bias rows are equal (for a PairBias: their factors, as Constant tests them), and its first bias
+    row (a one-row PairBias for a PairBias; None without rows)."""
+    _, bias, labels, weights = _problem_arrays(shard, factor, epsilon)
+    counts = target_totals(labels, bias.shape[1], weights)
+    if not bias.shape[0]:
+        return counts, True, None
+    if isinstance(bias, PairBias):
+        return counts, bias.rows_equal(), PairBias(bias.left[:1].copy(), bias.right[:1].copy())
+    return counts, bool(np.all(bias == bias[0])), bias[0].copy()
+
+
+# ------------------------------------------------------------------ checkpoints
+def save_messages(shard: Shard, path: str) -> str:
+    """Write the shard's messages to ``path`` (``.npy``) and return it."""
+    with open(path, "wb") as file:
+        np.save(file, shard.messages, allow_pickle=False)
+    return path
+
+
+def restore(source: Callable[[], tuple], n_states: int, class_weight: np.ndarray | None, path: str,
+            oracles: tuple[Any, Any | None], epsilon: float) -> Shard:
+    """A shard rebuilt from its source, its messages read from ``path`` and the potentials of
+    ``oracles`` (unary, pairwise or None): the shard as it was when ``path`` was written."""
+    shard = build(load_source(source), n_states, class_weight)
+    messages = np.load(path, allow_pickle=False)
+    if messages.shape != shard.messages.shape:
+        raise ValueError(f"the checkpoint {path} holds messages of shape {messages.shape}, "
+                         f"its partition has {shard.messages.shape}")
+    shard = with_potentials(dataclasses.replace(shard, messages=messages), "unary", oracles[0], epsilon)
+    return shard if oracles[1] is None else with_potentials(shard, "pairwise", oracles[1], epsilon)

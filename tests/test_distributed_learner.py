@@ -1,0 +1,183 @@
+"""The data-parallel learner (slr.distributed) against the single-process one: the same R after
+every half step and the same predictions, a worker killed mid-fit changing nothing, and only
+parameters and a few numbers per partition crossing the network."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+distributed = pytest.importorskip("distributed")
+
+from slr import StructuredLogisticRegression  # noqa: E402
+from slr.datasets import make_denoising  # noqa: E402
+from slr.distributed import DaskStructuredLogisticRegression  # noqa: E402
+from slr.oracles import MLP, Constant, Linear  # noqa: E402
+
+SETTINGS = dict(max_iter=3, tol=0, random_state=0, n_jobs=1)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def images():
+    return make_denoising(n_images=6, size=14, sigma=3.0, random_state=0)
+
+
+def test_needs_a_client(images):
+    # first in the module: the other tests' client is not up yet
+    X, Y = images
+    with pytest.raises(ValueError, match="needs a dask.distributed Client"):
+        DaskStructuredLogisticRegression(max_iter=1).fit(X, Y)
+
+
+def _assert_same_fit(single, dist, X):
+    """R after every half step to 1e-8 (relative) and the same MAP labels."""
+    a = single.objective_trace_["objective"].to_numpy()
+    b = dist.objective_trace_["objective"].to_numpy()
+    assert a.shape == b.shape and (single.objective_trace_["stage"] == dist.objective_trace_["stage"]).all()
+    np.testing.assert_allclose(b, a, rtol=1e-8, atol=0)
+    np.testing.assert_allclose(dist.history_["objective"], single.history_["objective"], rtol=1e-8)
+    np.testing.assert_array_equal(dist.history_["train_error"], single.history_["train_error"])
+    for y_single, y_dist in zip(single.predict(X), dist.predict(X)):
+        np.testing.assert_array_equal(y_dist, y_single)
+
+
+@pytest.mark.parametrize("oracles", [dict(), dict(unary=Linear(l2=0.5, fit_intercept=True), pairwise=Constant())],
+                         ids=["Linear/Linear", "Linear+intercept/Constant"])
+def test_the_distributed_fit_is_the_single_process_fit(client, images, oracles):
+    X, Y = images
+    single = StructuredLogisticRegression(**oracles, **SETTINGS).fit(X, Y)
+    dist = DaskStructuredLogisticRegression(**oracles, n_partitions=4, **SETTINGS).fit(X, Y)
+    _assert_same_fit(single, dist, X)
+    assert dist.n_partitions_ == 4
+    # R fell, so the fit did something the comparison can see
+    assert dist.history_["objective"].iloc[-1] < 0.7 * dist.history_["objective"].iloc[0]
+
+
+def test_sample_weights_reach_the_partitions(client, images):
+    X, Y = images
+    weights = np.array([0.0, 1.0, 2.0, 1.0, 3.0, 0.5])
+    settings = {**SETTINGS, "max_iter": 2}
+    single = StructuredLogisticRegression(**settings).fit(X, Y, sample_weight=weights)
+    dist = DaskStructuredLogisticRegression(n_partitions=3, **settings).fit(X, Y, sample_weight=weights)
+    _assert_same_fit(single, dist, X)
+    unweighted = DaskStructuredLogisticRegression(n_partitions=3, **settings).fit(X, Y)
+    assert not np.allclose(unweighted.history_["objective"], dist.history_["objective"])
+
+
+def test_only_parameters_cross_the_network(client):
+    """Per task, the bytes sent and received do not depend on how many examples a partition holds."""
+    per_task = []
+    for n_images in (2, 8):
+        X, Y = make_denoising(n_images=n_images, size=12, sigma=3.0, random_state=1)
+        model = DaskStructuredLogisticRegression(n_partitions=2, max_iter=2, tol=0, sweep_tol=0, max_sweeps=4,
+                                                 relaxation=1.0, monitor=False).fit(X, Y)
+        rows = model.transfer_.iloc[1:]
+        per_task.append(((rows["bytes_sent"] / rows["tasks"]).max(), (rows["bytes_received"] / rows["tasks"]).max()))
+        # the data went out once, when the partitions were loaded
+        assert model.transfer_["bytes_sent"].iloc[0] > sum(x[0].nbytes for x in X)
+    assert per_task[0] == pytest.approx(per_task[1], rel=0.02)
+    assert max(per_task[0]) < 2000
+
+
+def _load(n_images: int, seed: int) -> tuple:
+    return make_denoising(n_images=n_images, size=12, sigma=3.0, random_state=seed)
+
+
+def test_sources_and_distributed_scoring(client):
+    """Partitions loaded by the workers give the fit of the same data held by the client, and
+    score_sources is score on their union."""
+    sources = [functools.partial(_load, 2, seed) for seed in (3, 4)]
+    parts = [source() for source in sources]
+    X = parts[0][0] + parts[1][0]
+    Y = parts[0][1] + parts[1][1]
+    settings = {**SETTINGS, "max_iter": 3, "predict_max_sweeps": 1000}
+    from_sources = DaskStructuredLogisticRegression(**settings).fit_sources(sources)
+    from_client = StructuredLogisticRegression(**settings).fit(X, Y)
+    _assert_same_fit(from_client, from_sources, X)
+    test = [functools.partial(_load, 3, 9)]
+    X_test, Y_test = test[0]()
+    assert from_sources.score_sources(test) == from_sources.score(X_test, Y_test)
+
+
+def test_refuses_what_it_cannot_distribute(client, images):
+    X, Y = images
+    with pytest.raises(ValueError, match="unary must be a Linear, Constant or LightGBM"):
+        DaskStructuredLogisticRegression(unary=MLP(), max_iter=1).fit(X, Y)
+    with pytest.raises(ValueError, match="warm_start"):
+        DaskStructuredLogisticRegression(warm_start=True, max_iter=1).fit(X, Y)
+    with pytest.raises(ValueError, match="n_partitions"):
+        DaskStructuredLogisticRegression(n_partitions=0, max_iter=1).fit(X, Y)
+    model = DaskStructuredLogisticRegression(n_partitions=3, epsilon=0.5)
+    assert clone(model).get_params()["n_partitions"] == 3 and clone(model).epsilon == 0.5
+
+
+@pytest.fixture(scope="module")
+def process_client(client):
+    """A cluster of worker processes (LightGBM's network training needs one process per worker),
+    the default client while it is up."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as process_client:
+        with process_client.as_current():
+            yield process_client
+
+
+def test_lightgbm_through_lightgbm_dask_never_raises_r(process_client):
+    """LightGBM's data-parallel training with the bias as init score: R never rises (a boosted
+    function that would raise it is not taken) and stays within 15% of the single-process fit's R
+    (the .005 of test error that issue 28 asks is not met: see slr.distributed._lightgbm)."""
+    pytest.importorskip("lightgbm")
+    from slr.oracles import LightGBM
+
+    X, Y = make_denoising(n_images=4, size=16, sigma=4.0, random_state=0)
+    settings = dict(unary=LightGBM(n_rounds=10, random_state=0), max_iter=3, tol=0, random_state=0, n_jobs=1)
+    model = DaskStructuredLogisticRegression(n_partitions=2, **settings).fit(X, Y)
+    single = StructuredLogisticRegression(**settings).fit(X, Y)
+    trace = model.objective_trace_["objective"].to_numpy()
+    assert np.all(np.diff(trace) <= 1e-9 * trace[:-1])
+    assert trace[1] < trace[0]   # the first unary fit was taken
+    assert model.unary_.booster_ is not None
+    assert trace[-1] <= 1.15 * single.objective_trace_["objective"].iloc[-1]
+
+
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["lineage", "checkpoint"])
+def test_a_worker_killed_mid_fit_changes_nothing(images, process_client, checkpoint, tmp_path):
+    """Worker processes; one killed after iteration 2. Its partitions are recomputed from their
+    lineage (the source and the tasks since, or the checkpoint written after iteration 1 and the
+    tasks since), so the fit ends as the single-process one."""
+    X, Y = images
+    settings = {**SETTINGS, "max_iter": 3}
+    single = StructuredLogisticRegression(**settings).fit(X, Y)
+    client = process_client
+    killed, iterations = [], []
+
+    @contextlib.contextmanager
+    def kill_after_iteration_2(phase):
+        yield
+        if phase == "monitor":
+            iterations.append(phase)
+            if len(iterations) == 2:
+                address = sorted(client.scheduler_info()["workers"])[0]
+                pid = client.run(os.getpid, workers=[address])[address]
+                os.kill(pid, 9)
+                killed.append(address)
+
+    model = DaskStructuredLogisticRegression(n_partitions=2, checkpoint_dir=tmp_path if checkpoint else None,
+                                             checkpoint_every=1, **settings)
+    model._phase_timer = kill_after_iteration_2
+    model.fit(X, Y)
+    assert killed and killed[0] not in client.scheduler_info()["workers"]
+    _assert_same_fit(single, model, X)
+    if checkpoint:   # the last checkpoint's files, one per partition
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["iteration00003-partition00000.npy",
+                                                              "iteration00003-partition00001.npy"]
