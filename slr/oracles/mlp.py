@@ -22,7 +22,7 @@ _DTYPE = np.float32
 #: ``n_epochs="auto"``: at most this many epochs per fit, and none after one that gains at most
 #: ``_PLATEAU`` times what the fit's first epoch gained.
 _AUTO_MAX_EPOCHS = 20
-_PLATEAU = 0.25
+_PLATEAU = 0.1
 #: Epochs at steps eta/2, eta/4, ... that repair a fit whose loss ended above its start's.
 _REPAIR_EPOCHS = 3
 
@@ -70,8 +70,8 @@ class MLP(LogisticOracle):
         Rows per mini-batch (the last batch of an epoch may be smaller).
     n_epochs : "auto" or int, default="auto"
         Epochs per call to ``fit``. ``"auto"``: epochs until one lowers the loss by at most
-        a quarter of what the fit's first epoch gained (at once if that gained nothing), at
-        most 20; the fit keeps the best epoch's end. The budget so follows the loss, not the
+        a tenth of what the fit's first epoch gained (at once if that gained nothing), at
+        most 20. The budget so follows the loss, not the
         row count: a fit far from its problem's optimum runs more epochs than one near it,
         where SGD's noise ends the gains. An int runs that many epochs (the default was 2 before ``"auto"``; the
         suite's cells pin theirs; the chapter does not give it). On unary denoising-like
@@ -287,22 +287,18 @@ class MLP(LogisticOracle):
 
     def _epochs_to_plateau(self, epoch: Callable[[float], None], eta: float, inputs: np.ndarray,
                            problem: "_Problem", current: float) -> tuple["_Snapshot", int]:
-        """``n_epochs="auto"``: epochs until one gains at most ``_PLATEAU`` times what the
-        first gained (at once if that is nothing), at most ``_AUTO_MAX_EPOCHS``, from the
-        network of loss ``current``; the best epoch's end, restored."""
-        best, previous, first_gain = None, current, None
+        """``n_epochs="auto"``: epochs from the network of loss ``current`` until one gains at
+        most ``_PLATEAU`` times what the first gained (at once if that is nothing), at most
+        ``_AUTO_MAX_EPOCHS``; the last epoch's end and the number of epochs."""
+        previous, first_gain = current, None
         for n_run in range(1, _AUTO_MAX_EPOCHS + 1):
             epoch(eta)
-            state = self._state(inputs, problem)
-            gain, previous = previous - state.loss, state.loss
-            if best is None or state.loss < best.loss:
-                best = state
+            end = self._state(inputs, problem)
+            gain, previous = previous - end.loss, end.loss
             first_gain = gain if first_gain is None else first_gain
             if gain <= _PLATEAU * max(first_gain, 0.0):
                 break
-        if best is not state:
-            best.restore(self)
-        return best, n_run
+        return end, n_run
 
     def _state(self, inputs: np.ndarray, problem: "_Problem") -> "_Snapshot":
         """The current network, its training scores and loss (inf with non-finite weights)."""
