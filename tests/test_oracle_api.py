@@ -46,7 +46,7 @@ def test_every_oracle_declares_its_tags():
         Zero: OracleTags(factored_pair_bias=True),
         Constant: OracleTags(factored_pair_bias=True, linear_parameters=("table_",)),
         Linear: OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_")),
-        MLP: OracleTags(),
+        MLP: OracleTags(training_scores=True),
         BoostedTrees: OracleTags(training_scores=True),
         LightGBM: OracleTags(training_scores=True),
     }

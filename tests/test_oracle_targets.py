@@ -7,6 +7,8 @@ LightGBM's trees) its first step is recomputed with numpy.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from scipy.optimize import minimize
@@ -182,8 +184,8 @@ def test_mlp_one_full_batch_step_is_the_weighted_soft_gradient():
     features, bias, _, targets, weights = make_problem()
     settings = dict(n_hidden=5, batch_size=len(weights), momentum=0.0, learning_rate=0.5,
                     standardize=False, random_state=0)
-    start = MLP(n_epochs=0, **settings).fit(features, bias, targets, weights)
-    stepped = MLP(n_epochs=1, **settings).fit(features, bias, targets, weights)
+    start = MLP(n_epochs=1, **settings).fit(features, bias, targets, weights)
+    stepped = copy.deepcopy(start).fit(features, bias, targets, weights)   # one step from start
     step = (start.params_.astype(np.float64) - stepped.params_) / 0.5
     np.testing.assert_allclose(step, mlp_step_gradient(start, features, bias, targets, weights), atol=2e-6)
 
