@@ -71,7 +71,7 @@ from slr.oracles.pair_bias import _FACTOR_RANGE
 from slr.oracles.simple import Constant, Zero
 from slr.validation import check_int, check_option, check_real
 
-__all__ = ["JointResult", "joint_minimise", "joint_objective"]
+__all__ = ["JointResult", "joint_minimise", "joint_objective", "supports"]
 
 #: How the messages are handled (see the module docstring).
 MESSAGES = ("joint", "sweeps")
@@ -82,6 +82,23 @@ _SWEEP_TOL = 1e-9
 # smallest diagonal curvature the preconditioner assumes (of J / eps per variable): saturated
 # marginals would otherwise give steps without bound
 _CURVATURE_FLOOR = 1e-4
+
+
+def supports(oracle: Any) -> bool:
+    """Whether the joint solver can minimise over ``oracle``'s parameters: a ``Linear``,
+    ``Constant`` or ``Zero``. It writes their scores as a linear function of features it knows
+    (the intercept's constant column, the table's constant row) with their ridge; the tags'
+    ``linear_parameters`` say only that an oracle's functions are linear in some arrays, not how
+    its scores depend on the features."""
+    return isinstance(oracle, (Linear, Constant, Zero))
+
+
+class _Stopped(Exception):
+    """The callback asked to stop at ``x``, after ``n_iter`` L-BFGS iterations in all."""
+
+    def __init__(self, x: np.ndarray, n_iter: int) -> None:
+        super().__init__()
+        self.x, self.n_iter = x, n_iter
 
 
 @dataclass
@@ -192,21 +209,30 @@ class _Factor:
 
 
 class _Objective:
-    """``J / eps`` and its gradient over ``(W_u, W_p, nu)`` on one training set."""
+    """``J / eps`` and its gradient over ``(W_u, W_p, nu)`` on one training set.
 
-    def __init__(self, train: FlatData, epsilon: float, unary: Any, pairwise: Any, threads: int) -> None:
+    With ``sample_weight`` (per example) each example's node and edge terms are weighted, as in
+    the learner's ``R_w``; ``class_weight`` (per label) scales the Hamming margin. Neither moves
+    an example's optimal messages (a positive factor per example), so the sweeps are unchanged.
+    """
+
+    def __init__(self, train: FlatData, epsilon: float, unary: Any, pairwise: Any, threads: int,
+                 sample_weight: np.ndarray | None = None, class_weight: np.ndarray | None = None) -> None:
         batch, L = train.batch, train.n_states
         self.train, self.epsilon, self.threads = train, epsilon, threads
         self.L, self.n_nodes, self.n_edges = L, batch.n_nodes, batch.n_edges
         self.unary = _Factor(unary, train.node_features, L, "unary")
         self.pairwise = _Factor(pairwise, train.edge_features, L * L, "pairwise")
         self.labels = train.labels
-        self.margin = hamming_margin(train.labels, L) / epsilon
+        self.margin = hamming_margin(train.labels, L, class_weight) / epsilon
         self.sources, self.targets = batch.edges[:, 0], batch.edges[:, 1]
         self.pair_labels = train.pair_labels
+        self.node_weights = None if sample_weight is None else sample_weight[batch.node_example]
+        self.edge_weights = None if sample_weight is None else sample_weight[batch.edge_example]
         self.node_counts = np.zeros((self.n_nodes, L))
         self.node_counts[np.arange(self.n_nodes), self.labels] = 1.0
-        self.pair_counts = np.bincount(self.pair_labels, minlength=L * L).astype(np.float64)
+        self.pair_counts = np.bincount(self.pair_labels, weights=self.edge_weights,
+                                       minlength=L * L).astype(np.float64)
         self.sizes = (self.unary.size, self.pairwise.size, self.n_edges * 2 * L)
 
     # ------------------------------------------------------------------ layout
@@ -238,10 +264,13 @@ class _Objective:
         mu = np.exp(beta - top)
         z = mu.sum(axis=1, keepdims=True)
         mu /= z
-        value = float(np.sum(np.log(z) + top)) - float(beta[np.arange(self.n_nodes), self.labels].sum())
-        mu -= self.node_counts
-        grad_u = mu.T @ self.unary.features
-        mu += self.node_counts
+        losses = np.log(z[:, 0]) + top[:, 0] - beta[np.arange(self.n_nodes), self.labels]
+        weights = self.node_weights
+        value = float(losses.sum() if weights is None else weights @ losses)
+        residual = mu - self.node_counts
+        if weights is not None:
+            residual *= weights[:, None]
+        grad_u = residual.T @ self.unary.features
         grad_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
         grad_nu = np.zeros_like(nu)
         if self.n_edges:
@@ -251,6 +280,8 @@ class _Objective:
             if messages_gradient:
                 grad_nu[:, 0] = rows - mu[self.sources]
                 grad_nu[:, 1] = cols - mu[self.targets]
+                if self.edge_weights is not None:   # an edge and its ends belong to one example
+                    grad_nu *= self.edge_weights[:, None, None]
         penalised = value
         for factor, coef, grad in ((self.unary, coef_u, grad_u), (self.pairwise, coef_p, grad_p)):
             penalised += 0.5 * float(np.sum(factor.penalty * coef * coef))
@@ -259,10 +290,12 @@ class _Objective:
 
     def _edges(self, coef_p: np.ndarray, nu: np.ndarray):
         """Edge terms of ``J / eps`` (without the ridge), and the edge marginals: per pair class
-        summed over edges (factored) or per edge (dense), their row and column sums."""
-        L, left, right = self.L, nu[:, 0], nu[:, 1]
+        summed over edges (factored) or per edge (dense), their row and column sums (the sums
+        over edges weighted by the examples' weights, the row and column sums not)."""
+        L, left, right, weights = self.L, nu[:, 0], nu[:, 1], self.edge_weights
         edge = np.arange(self.n_edges)
-        truth = float(left[edge, self.labels[self.sources]].sum() + right[edge, self.labels[self.targets]].sum())
+        truths = left[edge, self.labels[self.sources]] + right[edge, self.labels[self.targets]]
+        truth = float(truths.sum() if weights is None else weights @ truths)
         row = self.pairwise.shared_row
         spans = np.ptp(left, axis=1) + np.ptp(right, axis=1)
         if row is not None and float(spans.max()) <= _FACTOR_RANGE:
@@ -273,22 +306,29 @@ class _Objective:
             U, V = np.exp(left - l_top[:, None]), np.exp(right - r_top[:, None])
             VS = V @ S.T                      # (V S^T)_ea = sum_b S_ab V_eb
             Z = np.einsum("na,na->n", U, VS)
-            value = float(np.sum(np.log(Z) + l_top + r_top)) + self.n_edges * s_top
+            logs = np.log(Z) + l_top + r_top
+            if weights is None:
+                value = float(logs.sum()) + self.n_edges * s_top
+                weighted = V / Z[:, None]
+            else:
+                value = float(weights @ logs) + float(weights.sum()) * s_top
+                weighted = V * (weights / Z)[:, None]
             value -= float(self.pair_counts @ scores) + truth
             rows = U * VS / Z[:, None]
             cols = V * (U @ S) / Z[:, None]
-            expected = (S * (U.T @ (V / Z[:, None]))).ravel()
+            expected = (S * (U.T @ weighted)).ravel()
             return value, expected, rows, cols
         beta = self.pairwise.scores(coef_p).reshape(self.n_edges, L, L)
         beta += left[:, :, None]
         beta += right[:, None, :]
         flat = beta.reshape(self.n_edges, L * L)
         top = flat.max(axis=1, keepdims=True)
-        value = float(top.sum()) - float(flat[np.arange(self.n_edges), self.pair_labels].sum())
+        losses = top[:, 0] - flat[np.arange(self.n_edges), self.pair_labels]
         flat -= top
         np.exp(flat, out=flat)
         Z = flat.sum(axis=1, keepdims=True)
-        value += float(np.log(Z).sum())
+        losses += np.log(Z[:, 0])
+        value = float(losses.sum() if weights is None else weights @ losses)
         flat /= Z
         return value, flat, beta.sum(axis=2), beta.sum(axis=1)
 
@@ -297,6 +337,8 @@ class _Objective:
         if expected.ndim == 1:   # summed over edges that share one row of features
             return np.outer(expected - self.pair_counts, self.pairwise.shared_row)
         expected[np.arange(self.n_edges), self.pair_labels] -= 1.0
+        if self.edge_weights is not None:
+            expected *= self.edge_weights[:, None]
         return expected.T @ self.pairwise.features
 
     def diagonal(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray) -> np.ndarray:
@@ -309,6 +351,8 @@ class _Objective:
         mu = np.exp(beta - beta.max(axis=1, keepdims=True))
         mu /= mu.sum(axis=1, keepdims=True)
         node_curvature = mu * (1.0 - mu)
+        if self.node_weights is not None:
+            node_curvature *= self.node_weights[:, None]
         diag_u = node_curvature.T @ self.unary.features**2 + self.unary.penalty
         diag_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
         diag_nu = np.zeros_like(nu)
@@ -321,9 +365,13 @@ class _Objective:
             flat /= flat.sum(axis=1, keepdims=True)
             pair = flat.reshape(self.n_edges, L, L)
             rows, cols = pair.sum(axis=2), pair.sum(axis=1)
-            diag_p = (flat * (1.0 - flat)).T @ self.pairwise.features**2
-            diag_nu[:, 0] = rows * (1.0 - rows) + node_curvature[self.sources]
-            diag_nu[:, 1] = cols * (1.0 - cols) + node_curvature[self.targets]
+            pair_curvature, row_curvature, col_curvature = flat * (1.0 - flat), rows * (1.0 - rows), cols * (1.0 - cols)
+            if self.edge_weights is not None:
+                for curvature in (pair_curvature, row_curvature, col_curvature):
+                    curvature *= self.edge_weights[:, None]
+            diag_p = pair_curvature.T @ self.pairwise.features**2
+            diag_nu[:, 0] = row_curvature + node_curvature[self.sources]
+            diag_nu[:, 1] = col_curvature + node_curvature[self.targets]
         diag_p += self.pairwise.penalty
         return self.join(diag_u, diag_p, diag_nu)
 
@@ -336,7 +384,8 @@ class _Objective:
 
 
 def joint_objective(train: FlatData, epsilon: float, unary: Any, pairwise: Any, messages: np.ndarray, *,
-                    n_jobs: int | None = None) -> tuple[float, float, dict[str, np.ndarray]]:
+                    n_jobs: int | None = None, sample_weight: np.ndarray | None = None,
+                    class_weight: np.ndarray | None = None) -> tuple[float, float, dict[str, np.ndarray]]:
     """``R``, ``J`` and the gradient of ``J`` at the oracles' current parameters and ``messages``.
 
     Parameters
@@ -349,6 +398,10 @@ def joint_objective(train: FlatData, epsilon: float, unary: Any, pairwise: Any, 
     messages : ndarray of shape (n_edges, 2, L)
         ``lambda`` in the learner's units.
     n_jobs : int, optional
+    sample_weight : ndarray of shape (n_examples,), optional
+        Per-example weights of R (the learner's ``sample_weight``, checked).
+    class_weight : ndarray of shape (L,), optional
+        Per-label weights of the Hamming margin (:func:`slr.models.class_weights`).
 
     Returns
     -------
@@ -359,7 +412,7 @@ def joint_objective(train: FlatData, epsilon: float, unary: Any, pairwise: Any, 
         ``dJ / dlambda``, shape ``(n_edges, 2, L)``.
     """
     eps = check_epsilon(epsilon, allow_zero=False)
-    objective = _Objective(train, eps, unary, pairwise, resolve_threads(n_jobs))
+    objective = _Objective(train, eps, unary, pairwise, resolve_threads(n_jobs), sample_weight, class_weight)
     coef_u, coef_p = objective.unary.start(), objective.pairwise.start()
     value, penalised, grad_u, grad_p, grad_nu = objective(coef_u, coef_p, np.asarray(messages) / eps)
     grads = {}
@@ -387,7 +440,9 @@ def joint_minimise(
     memory: int = 20,
     refresh: int = 100,
     n_jobs: int | None = None,
-    callback: Callable[[int, np.ndarray], None] | None = None,
+    callback: Callable[[int, np.ndarray, float, float], bool | None] | None = None,
+    sample_weight: np.ndarray | None = None,
+    class_weight: np.ndarray | None = None,
 ) -> JointResult:
     """Minimise ``J = R + eps * sum_f l2_f / 2 ||W_f||^2`` over both oracles' parameters and the
     messages by L-BFGS (see the module docstring).
@@ -427,8 +482,14 @@ def joint_minimise(
     n_jobs : int, optional
         OpenMP threads of the sweeps; all cores when None or -1.
     callback : callable, optional
-        ``callback(iteration, messages)`` after every L-BFGS iteration, the oracles set to the
-        iterate's parameters (for monitoring); its time is left out of the trace's clock.
+        ``callback(iteration, messages, R, J)`` after every L-BFGS iteration, the oracles set to
+        the iterate's parameters and ``messages`` its messages (the learner's units; the solver's
+        own array: copy it to keep it); its time is left out of the trace's clock. A true return
+        value stops the solver at that iterate (``converged`` False).
+    sample_weight : ndarray of shape (n_examples,), optional
+        Per-example weights of R (``R_w``, as the learner's ``sample_weight``; checked by the caller).
+    class_weight : ndarray of shape (L,), optional
+        Per-label weights of the Hamming margin, as :func:`slr.models.class_weights` returns them.
 
     Returns
     -------
@@ -448,7 +509,7 @@ def joint_minimise(
     if train.labels is None:
         raise ValueError("train must have labels")
     clock = time.perf_counter()
-    objective = _Objective(train, eps, unary, pairwise, resolve_threads(n_jobs))
+    objective = _Objective(train, eps, unary, pairwise, resolve_threads(n_jobs), sample_weight, class_weight)
     coef_u, coef_p = objective.unary.start(), objective.pairwise.start()
     shape = (train.batch.n_edges, 2, train.n_states)
     lam = np.zeros(shape) if messages is None else np.array(messages, dtype=np.float64, order="C")
@@ -483,6 +544,7 @@ def joint_minimise(
     paused = [0.0]
 
     def record(x: np.ndarray) -> None:
+        """A trace row at ``x``; the callback, which may stop the solver (:class:`_Stopped`)."""
         last = state["last"]
         if last is None or not np.array_equal(last[0], x):
             evaluate(x)
@@ -494,8 +556,10 @@ def joint_minimise(
             cu, cp, _ = unpack(x)
             objective.unary.commit(cu, len(trace) - 1, False)
             objective.pairwise.commit(cp, len(trace) - 1, False)
-            callback(len(trace) - 1, eps * nu)
+            stop = callback(len(trace) - 1, eps * nu, eps * value, eps * penalised)
             paused[0] += time.perf_counter() - start
+            if stop:
+                raise _Stopped(x.copy(), len(trace) - 1)
 
     # the products are tall and skinny: BLAS threads only slow them down (see slr.oracles.linear)
     x0 = objective.join(coef_u, coef_p, lam / eps)[:n_params if mode == "sweeps" else None]
@@ -515,6 +579,21 @@ def _cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack:
     """L-BFGS from ``x`` in preconditioned cycles until ``tol``, ``max_iter`` or a cycle without
     progress; ``state["last"]`` is left holding the evaluation at the returned point."""
     record(x)
+    n_iter, converged = 0, False
+    try:
+        x, n_iter, converged = _minimise_in_cycles(objective, evaluate, record, unpack, state, tol, max_iter,
+                                                   refresh, memory, x, scale)
+    except _Stopped as stop:
+        x, n_iter, converged = stop.x, stop.n_iter, False
+    if not np.array_equal(state["last"][0], x):
+        evaluate(x)
+    return x, n_iter, converged
+
+
+def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack: Callable, state: dict,
+                        tol: float, max_iter: int, refresh: int, memory: int, x: np.ndarray,
+                        scale: float) -> tuple[np.ndarray, int, bool]:
+    """:func:`_cycles` after the first trace row (the callback may raise :class:`_Stopped`)."""
     n_iter, converged = 0, False
     while True:
         _, _, penalised, nu, grad = state["last"]
@@ -536,6 +615,4 @@ def _cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack:
         if not state["last"][2] < penalised:   # no progress in a whole cycle: as far as float64 goes
             break
         x = moved
-    if not np.array_equal(state["last"][0], x):
-        evaluate(x)
     return x, n_iter, converged

@@ -59,9 +59,12 @@ class FitCertificate:
     n_iter : int or None
         Learning iterations run (all of them, also those after an early-stopped fit's best).
     stop_reason : str or None
-        Why the learning stopped: ``"tol"`` (the stopping rule), ``"max_iter"`` (the cap) or
+        Why the learning stopped: ``"tol"`` (the stopping rule), ``"max_iter"`` (the cap),
         ``"early_stopping"`` (no better validation error for ``n_iter_no_change`` iterations: the
-        certificate is then that of the best iteration's model, the one kept).
+        certificate is then that of the best iteration's model, the one kept) or ``"converged"``
+        (the joint solver met its gradient test or could make no more progress). After the joint
+        solver ``last_sweeps`` and ``sweeps_converged`` describe the sweeps that settled the
+        messages of the model kept.
     """
 
     objective: float

@@ -23,10 +23,14 @@ never increases (``A`` is the smoothed dual, :func:`slr.inference.batch_dual_val
 oracles (SGD, boosting) can return a function that raises R (docs/design.md section 1).
 
 ``fit`` is that loop over one state object, :class:`_Alternation`: the messages, the potentials,
-R's node and edge parts and the trace of R, with one method per half step (bias, oracle fit with
-the safeguarded over-relaxed step, potentials, sweeps, R). The estimator around it validates
-everything first and replaces its fitted attributes only when the loop has finished
-(:meth:`slr.estimator.StructuredEstimator._commit_fit`), so a fit that fails changes nothing.
+R's node and edge parts and the trace of R and J (R plus the oracles' ridge terms), with one method
+per half step (bias, oracle fit with the safeguarded over-relaxed step, potentials, sweeps, R). For
+oracles linear in their parameters ``solver="joint"`` (or ``"auto"``) runs one such iteration and then
+:func:`slr._joint.joint_minimise`, L-BFGS over both functions' parameters, whose iterates the same
+state object takes in (:meth:`_Alternation.adopt`). What happens after each iteration (``history_``,
+early stopping, the stopping rule) is one object for both solvers, :class:`_Progress`. The estimator
+around it validates everything first and replaces its fitted attributes only when the loop has
+finished (:meth:`slr.estimator.StructuredEstimator._commit_fit`), so a fit that fails changes nothing.
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, Options, 
                          resolve_renamed, validate_params)
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.graph import GraphBatch, check_epsilon
+from slr._joint import joint_minimise, supports
 from slr.certificate import FitCertificate, certify
 from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
                                  batch_sweeps, resolve_threads)
@@ -84,6 +89,20 @@ _MAX_MP_ITERATIONS = C_INT_MAX // 2
 _SWEEPS_NOTE = "{new} counts kernel sweeps (one pass over the nodes): {old}=v is {new}=2v"
 
 _UNTIMED = nullcontext()
+
+#: Columns of ``objective_trace_``.
+TRACE_COLUMNS = ["iteration", "stage", "objective", "penalised"]
+
+#: The values of ``solver``.
+SOLVERS = ("auto", "alternation", "joint")
+
+# the joint solver's star sweeps per evaluation (slr._joint: 8 reached letters' objective in less
+# time than 30), at most max_sweeps
+_JOINT_SWEEPS = 8
+
+# the joint solver's own stopping test, on its scaled gradient (slr._joint); far below what the
+# stopping rule on J needs, so that the rule (or max_iter) ends a fit
+_JOINT_GRADIENT_TOL = 1e-10
 
 
 def _untimed(phase: str) -> AbstractContextManager:
@@ -208,10 +227,13 @@ def _relaxed_step(oracle: Any, names: tuple[str, ...], before: dict[str, np.ndar
                   set_potentials: Callable[[bool], None], objective: Callable[[], float],
                   previous: float) -> float:
     """Move a just-fitted oracle to ``before + omega * (fitted - before)``; keep the exact fit
-    if that raises R above ``previous`` (R before the fit) or gives potentials out of range.
+    if that raises the objective above ``previous`` (its value before the fit) or gives potentials
+    out of range.
 
     ``set_potentials(exact)`` sets the potentials of the oracle's current functions; ``exact``
-    says they are the fitted ones (not moved by the relaxation). Returns R.
+    says they are the fitted ones (not moved by the relaxation). ``objective()`` is the quantity
+    the exact fits descend: ``J = R + eps * penalties`` (R for oracles without a penalty).
+    Returns it.
     """
     fitted = _linear_parameters(oracle, names) if before is not None else None
     relaxed = fitted is not None and all(fitted[n].shape == before[n].shape for n in before)
@@ -304,6 +326,8 @@ class _Alternation:
         self.unary_potentials = np.zeros((batch.n_nodes, L))   # g_u = 0 before the first fit
         self.fitted_pairwise = False
         self.last_sweep: BatchSweepResult | None = None
+        self.penalties = dict.fromkeys(_FACTORS, 0.0)   # eps * each oracle's penalty (tags' penalty)
+        self.joint_steps = 0   # iterates of the joint solver taken in (adopt)
         if resume is not None:   # fitted functions, and the messages if they fit this data
             messages, self.fitted_pairwise = resume
             self.messages = self.messages if messages is None else messages
@@ -316,18 +340,39 @@ class _Alternation:
         self._split = _SplitObjective(batch, train.labels, epsilon, threads, check_input=False,
                                       sample_weight=sample_weight, targets=self.latent)
         self.node_part = self.edge_part = 0.0
-        self._restored: float | None = None   # R of a restored snapshot
-        self.trace: list[tuple[int, str, float]] = []
-        self.trace.append((0, "start", self._objective()))
+        self._restored: tuple[float, float] | None = None   # R and J of a restored snapshot
+        if resume is not None:
+            for factor in _FACTORS:
+                self.penalties[factor] = self._penalty(factor)
+        self.trace: list[tuple[int, str, float, float]] = []
+        self._record(0, "start", self._objective())
 
     @property
     def objective(self) -> float:
         """R at the current functions and messages."""
-        return self.trace[-1][2] if self._restored is None else self._restored
+        return self.trace[-1][2] if self._restored is None else self._restored[0]
+
+    @property
+    def penalised(self) -> float:
+        """``J = R + eps * (penalty_u + penalty_p)``, what exact fits never raise (R for oracles
+        without a penalty: the tags' ``penalty``)."""
+        return self.trace[-1][3] if self._restored is None else self._restored[1]
 
     def trace_frame(self) -> pd.DataFrame:
         """The trace as ``objective_trace_``."""
-        return pd.DataFrame(self.trace, columns=["iteration", "stage", "objective"])
+        return pd.DataFrame(self.trace, columns=TRACE_COLUMNS)
+
+    def _record(self, iteration: int, stage: str, objective: float) -> None:
+        """A trace row: R and J at the current functions and messages."""
+        self.trace.append((iteration, stage, objective, objective + self._penalty_total()))
+
+    def _penalty(self, factor: str) -> float:
+        """``eps`` times ``factor``'s oracle's penalty at its current parameters (0 without one)."""
+        oracle = self.oracles[factor]
+        return self.epsilon * oracle.penalty() if self.tags[factor].penalty else 0.0
+
+    def _penalty_total(self) -> float:
+        return self.penalties["unary"] + self.penalties["pairwise"]
 
     # ------------------------------------------------------------------ the half step
     def refresh_targets(self, iteration: int) -> None:
@@ -339,21 +384,22 @@ class _Alternation:
             with self.timed("targets"):
                 self.latent.update(self.theta_nodes, self.theta_edges)
             self._iterations_on_targets = 0
-            self.trace.append((iteration, "targets", self._objective()))
+            self._record(iteration, "targets", self._objective())
         self._iterations_on_targets += 1
 
     def half_step(self, iteration: int, factor: str) -> None:
         """Fit ``factor``'s function (``"unary"`` or ``"pairwise"``) for the current messages,
-        then sweep; R after each part goes to the trace."""
-        start = self.objective
+        then sweep; R and J after each part go to the trace."""
+        start = self.penalised
         if factor == "pairwise" and not self.train.has_edges:
-            self.trace.append((iteration, "pairwise_fit", self._objective()))   # nothing to fit
+            self._record(iteration, "pairwise_fit", self._objective())   # nothing to fit
         else:
-            self.trace.append((iteration, f"{factor}_fit", self._fit(factor)))
-        self.trace.append((iteration, f"{factor}_mp", self._sweep(start)))
+            self._fit(factor)
+            self._record(iteration, f"{factor}_fit", self.node_part + self.edge_part)
+        self._record(iteration, f"{factor}_mp", self._sweep(start))
 
     def _fit(self, factor: str) -> float:
-        """The oracle fit of one half step, over-relaxed where that lowers R; returns R."""
+        """The oracle fit of one half step, over-relaxed where that lowers J; returns J."""
         oracle, names = self.oracles[factor], self.tags[factor].linear_parameters
         with self.timed(f"{factor} bias"):
             bias = self._bias(factor)
@@ -368,8 +414,13 @@ class _Alternation:
                 self.fitted_pairwise = True
         return _relaxed_step(oracle, names, before, self.relaxation,
                              lambda exact: self._set_potentials(factor, exact),
-                             lambda: self._objective(nodes=factor == "unary", edges=factor == "pairwise"),
-                             self.objective)
+                             lambda: self._fitted_objective(factor), self.penalised)
+
+    def _fitted_objective(self, factor: str) -> float:
+        """J after a fit of ``factor``'s oracle: the part of R it changed, and its penalty."""
+        R = self._objective(nodes=factor == "unary", edges=factor == "pairwise")
+        self.penalties[factor] = self._penalty(factor)
+        return R + self._penalty_total()
 
     def _fit_targets(self, factor: str) -> tuple[np.ndarray, np.ndarray | None]:
         """What ``factor``'s oracle fits: its labels (soft targets with unlabelled nodes) and row weights."""
@@ -395,7 +446,7 @@ class _Alternation:
                 self.theta_edges = self.energy.pairwise_potentials(self.train, oracle, scores=scores)
 
     def _sweep(self, start: float) -> float:
-        """The half step's sweeps (``start``: R before its fit); returns R after them."""
+        """The half step's sweeps (``start``: J before its fit); returns R after them."""
         if self.sweep_tol == 0 or self.max_sweeps == 0:
             self.last_sweep = self._sweeps(self.max_sweeps)
             return self._objective()
@@ -403,7 +454,7 @@ class _Alternation:
         for done in range(0, self.max_sweeps, _SWEEP_CHUNK):
             run = self._sweeps(min(_SWEEP_CHUNK, self.max_sweeps - done))
             n_sweeps = run.n_sweeps if n_sweeps is None else n_sweeps + run.n_sweeps
-            gained, previous = start - value, value
+            gained, previous = start - (value + self._penalty_total()), value
             value = self._objective()
             if run.converged.all() or previous - value <= self.sweep_tol * max(gained, 0.0):
                 break
@@ -416,23 +467,52 @@ class _Alternation:
                                 max_sweeps=n, tol=_SWEEP_TOL, n_jobs=self.threads, out=self.messages,
                                 check_input=False)
 
+    # ------------------------------------------------------------------ the joint solver's iterates
+    def adopt(self, iteration: int, messages: np.ndarray, objective: float, penalised: float,
+              potentials: bool) -> None:
+        """An iterate of the joint solver (:mod:`slr._joint`) as the current state: the oracles hold
+        its functions already; ``messages``, R and J (the solver's) go to the state and the trace
+        (stage ``"joint"``). ``potentials``: also set the potentials (for monitoring and snapshots)."""
+        self.messages[...] = messages
+        self.fitted_pairwise = self.fitted_pairwise or self.train.has_edges
+        self.joint_steps += 1
+        if potentials:
+            self._set_potentials("unary", False)
+            if self.fitted_pairwise:
+                self._set_potentials("pairwise", False)
+        self._restored = None
+        self.trace.append((iteration, "joint", objective, penalised))
+
+    def settle(self, iteration: int) -> None:
+        """After the joint solver: the potentials of the functions kept, up to ``max_sweeps`` sweeps
+        (each example until its messages settle) and R from scratch (a trace row ``"joint_mp"``), so
+        that the certificate and the messages kept for ``warm_start`` belong to that model."""
+        self._set_potentials("unary", False)
+        if self.fitted_pairwise:
+            self._set_potentials("pairwise", False)
+        for factor in _FACTORS:
+            self.penalties[factor] = self._penalty(factor)
+        self._restored = None
+        self.last_sweep = self._sweeps(self.max_sweeps)
+        self._record(iteration, "joint_mp", self._objective())
+
     def snapshot(self) -> dict[str, Any]:
         """The current model and messages (copies), for :meth:`restore`."""
         return {"oracles": copy.deepcopy(self.oracles), "messages": self.messages.copy(),
                 "unary_potentials": self.unary_potentials, "theta_nodes": self.theta_nodes,
                 "theta_edges": self.theta_edges, "node_part": self.node_part, "edge_part": self.edge_part,
                 "fitted_pairwise": self.fitted_pairwise, "last_sweep": self.last_sweep,
-                "trace": len(self.trace)}
+                "penalties": dict(self.penalties), "trace": len(self.trace)}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Go back to a :meth:`snapshot`; the trace keeps its later rows (it records the fit as run),
-        but :attr:`objective` is the snapshot's R again."""
+        but :attr:`objective` and :attr:`penalised` are the snapshot's R and J again."""
         self.oracles.update(snapshot["oracles"])
         self.messages[...] = snapshot["messages"]
         for name in ("unary_potentials", "theta_nodes", "theta_edges", "node_part", "edge_part",
-                     "fitted_pairwise", "last_sweep"):
+                     "fitted_pairwise", "last_sweep", "penalties"):
             setattr(self, name, snapshot[name])
-        self._restored = self.trace[snapshot["trace"] - 1][2]
+        self._restored = self.trace[snapshot["trace"] - 1][2:4]
 
     def certificate(self, stop_reason: str, n_iter: int) -> FitCertificate | None:
         """Theorem 1.1's bounds and the message passing's state at the current functions, with why
@@ -554,16 +634,23 @@ class StructuredLogisticRegression(StructuredEstimator):
         Entropy weight of the smoothed inference (> 0).
     max_iter : int, default=200
         Most learning iterations (a cap: ``tol`` and early stopping usually stop first). With
-        ``warm_start`` it counts the iterations of the earlier fits too.
+        ``warm_start`` it counts the iterations of the earlier fits too. An iteration of Algorithm
+        1.1 fits both functions and sweeps after each fit; with the joint solver (``solver``) the
+        first iteration of a fresh fit is one of Algorithm 1.1 and every later one is one L-BFGS
+        iteration over both functions' parameters (a few star sweeps and one gradient per
+        evaluation: much cheaper than an iteration of Algorithm 1.1).
     tol : float, default=1e-4
         The stopping rule: learning stops after iteration ``t`` once
-        ``R_{t-3} - R_t < 3 * tol * max(R_{t-3}, R_t, 1)``, i.e. R fell by less than a fraction
-        ``tol`` per iteration over the last three. R is a sum of per-node losses and never
-        negative (Theorem 1.1), so where R itself nears 0 the floor of 1 (one node's loss) makes
-        the test absolute; the window of three lets an over-relaxed step that fell back, or a
-        noisy oracle fit, gain little once without stopping the fit. ``tol=0`` turns the rule
-        off: the fit runs ``max_iter`` iterations (unless early stopping ends it) and does not
-        warn. A ``ConvergenceWarning`` says when ``max_iter`` stops a fit with ``tol > 0``.
+        ``J_{t-3} - J_t < 3 * tol * max(J_{t-3}, J_t, 1)``, i.e. the objective fell by less than a
+        fraction ``tol`` per iteration over the last three. ``J = R + eps * sum_f l2_f / 2 ||W_f||^2``
+        is what the exact fits descend: R plus the ridge terms of oracles that have one (the tags'
+        ``penalty``), R itself without. R is a sum of per-node losses and never negative (Theorem
+        1.1), so where it nears 0 the floor of 1 (one node's loss) makes the test absolute; the
+        window of three lets an over-relaxed step that fell back, or a noisy oracle fit, gain
+        little once without stopping the fit. ``tol=0`` turns the rule off: the fit runs
+        ``max_iter`` iterations (unless early stopping ends it, or the joint solver can make no
+        more progress in float64) and does not warn. A ``ConvergenceWarning`` says when
+        ``max_iter`` stops a fit with ``tol > 0``.
     max_sweeps : int, default=50
         Most star-update sweeps (kernel sweeps: one pass over the nodes, the direction
         alternating) after each oracle fit. The chapter's message-passing iteration is a forward
@@ -599,8 +686,9 @@ class StructuredLogisticRegression(StructuredEstimator):
     relaxation : float, default=1.9
         Over-relaxation ``omega`` in ``[1, 2)`` of the function updates: after each fit of an
         oracle whose functions are linear in their parameters (``Linear``, ``Constant``) the
-        parameters move to ``old + omega * (fitted - old)``; if that raises ``R`` above its
-        value before the fit, the exact fit is kept instead, so ``R`` still never increases.
+        parameters move to ``old + omega * (fitted - old)``; if that raises ``J`` (R plus the
+        ridge terms, see ``tol``) above its value before the fit, the exact fit is kept instead,
+        so ``J`` still never increases.
         The minimised objective is unchanged; on strongly coupled problems the blocks move
         further per iteration (docs/design.md section 1). Other oracles take exact steps;
         ``relaxation=1`` is Algorithm 1.1 as the chapter states it. The default 1.9 reached the
@@ -640,6 +728,17 @@ class StructuredLogisticRegression(StructuredEstimator):
     latent_iter : int, default=1
         With unlabelled nodes in ``Y`` (label ``-1``): learning iterations between updates of the
         soft targets (CCCP, :mod:`slr.latent`). Fully labelled fits ignore it.
+    solver : {"auto", "alternation", "joint"}, default="auto"
+        ``"alternation"``: Algorithm 1.1 (block coordinate descent: oracle fits and sweeps in
+        turn). ``"joint"``: for ``Linear``, ``Constant`` and ``Zero`` oracles, whose potentials are
+        linear in their parameters so that J is jointly convex in (parameters, messages): one
+        iteration of Algorithm 1.1, then L-BFGS over both functions' parameters at once, each
+        evaluation running ``min(8, max_sweeps)`` warm-started star sweeps on the messages
+        (:mod:`slr._joint`); at the end up to ``max_sweeps`` sweeps settle the messages. Sample
+        and class weights, early stopping and ``warm_start`` work with both (a continued joint
+        fit starts L-BFGS's memory afresh). ``"auto"``: ``"joint"`` where it applies (such
+        oracles, no unlabelled nodes, ``max_sweeps >= 1``), else ``"alternation"``;
+        ``solver_`` says which ran. ``relaxation`` and ``sweep_tol`` concern the alternation only.
     mp_sweeps : int, optional
         Deprecated (removed in 0.3): message-passing iterations of forward + backward passes;
         ``mp_sweeps=v`` is ``max_sweeps=2v``.
@@ -664,17 +763,23 @@ class StructuredLogisticRegression(StructuredEstimator):
     n_iter_ : int
         Learning iterations run (with ``warm_start``, of all fits together).
     stop_reason_ : str
-        Why learning stopped: ``"tol"`` (the stopping rule), ``"early_stopping"`` or
-        ``"max_iter"``; also in ``certificate_``.
+        Why learning stopped: ``"tol"`` (the stopping rule), ``"early_stopping"``, ``"max_iter"``
+        or, for the joint solver only, ``"converged"`` (its gradient test met, or no progress left
+        in float64); also in ``certificate_``.
+    solver_ : str
+        The solver that ran: ``"alternation"`` or ``"joint"`` (see ``solver``).
     best_iteration_ : int or None
         With early stopping, the iteration whose model was kept (the first with the lowest
         validation error); None without.
     objective_trace_ : pandas.DataFrame
-        ``R`` after every half step: columns ``iteration``, ``stage`` (one of ``"start"``,
-        ``"unary_fit"``, ``"unary_mp"``, ``"pairwise_fit"``, ``"pairwise_mp"``, and ``"targets"``
-        after a soft-target update of a fit with unlabelled nodes), ``objective``. With exact
-        oracles (Zero, Constant, Linear) ``objective`` never increases, up to the rounding of its
-        sums; SGD (``MLP``) and boosting can raise it at a fit.
+        ``R`` and ``J`` after every half step: columns ``iteration``, ``stage`` (one of
+        ``"start"``, ``"unary_fit"``, ``"unary_mp"``, ``"pairwise_fit"``, ``"pairwise_mp"``,
+        ``"targets"`` after a soft-target update of a fit with unlabelled nodes, and for the joint
+        solver ``"joint"`` after each of its iterations and ``"joint_mp"`` after its final sweeps),
+        ``objective`` (R) and ``penalised`` (J: R plus ``eps`` times the oracles' ridge terms,
+        see ``tol``). With exact oracles (Zero, Constant, Linear) ``penalised`` never increases,
+        up to the rounding of its sums (and R neither without a ridge; with one R can rise a
+        little where a fit shrinks the weights); SGD (``MLP``) and boosting can raise it at a fit.
     certificate_ : slr.certificate.FitCertificate or None
         What the fit proves on its training set: Theorem 1.1's bounds (``R`` against the LP loss
         bracketed by a decoded labelling and the ``eps = 0`` dual, and ``eps * Hmax``), the sweeps
@@ -736,6 +841,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         "n_iter_no_change": Integer(1),
         "class_weight": CLASS_WEIGHT,
         "latent_iter": Integer(1),
+        "solver": Options(SOLVERS),
         "mp_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "predict_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "n_threads": NJobs(),
@@ -765,6 +871,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         n_iter_no_change: int = 10,
         class_weight: dict | str | None = None,
         latent_iter: int = 1,
+        solver: str = "auto",
         mp_sweeps: Any = DEPRECATED,
         predict_sweeps: Any = DEPRECATED,
         n_threads: Any = DEPRECATED,
@@ -790,6 +897,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         self.n_iter_no_change = n_iter_no_change
         self.class_weight = class_weight
         self.latent_iter = latent_iter
+        self.solver = solver
         self.mp_sweeps = mp_sweeps
         self.predict_sweeps = predict_sweeps
         self.n_threads = n_threads
@@ -894,43 +1002,36 @@ class StructuredLogisticRegression(StructuredEstimator):
 
         history = FitHistory(train, val)
         timed = self._phase_timer or _untimed
+        cw = class_weights(params["class_weight"], train.labels, train.n_states)
         state = _Alternation(train, {"unary": unary, "pairwise": pairwise}, params["epsilon"],
                              params["max_sweeps"], threads, params["relaxation"], timed, resume=resume,
                              sweep_tol=params["sweep_tol"], sample_weight=weights, latent_iter=params["latent_iter"],
-                             class_weight=class_weights(params["class_weight"], train.labels, train.n_states))
-        objectives = [] if earlier_history is None else earlier_history["objective"].tolist()
+                             class_weight=cw)
+        solver = _choose_solver(params["solver"], unary, pairwise, train, params["max_sweeps"])
+        objectives = [] if earlier_history is None else _iteration_objectives(earlier_history, earlier_trace)
         if not warm:
             history.record(0, state.objective)
-            objectives.append(state.objective)
+            objectives.append(state.penalised)
         decode = (lambda data: state.map_labels(predictor, data)) if params["monitor"] or early else None
-        best = _BestIteration(params["n_iter_no_change"]) if early else None
-        stop_reason = "max_iter"
-        for iteration in range(done + 1, params["max_iter"] + 1):
-            state.refresh_targets(iteration)
-            state.half_step(iteration, "unary")
-            state.half_step(iteration, "pairwise")
-            with timed("monitor"):
-                row = history.record(iteration, state.objective, decode=decode, monitor_train=params["monitor"])
-            objectives.append(state.objective)
-            if params["verbose"]:
-                _print_progress(row, state.trace[-4:] if params["verbose"] > 1 else ())
-            if best is not None and best.update(iteration, row["val_error"], state):
-                stop_reason = "early_stopping"
-                break
-            if _tol_reached(objectives, params["tol"]):
-                stop_reason = "tol"
-                break
-        n_iter = iteration
-        kept = n_iter
+        progress = _Progress(history, objectives, decode, params["monitor"],
+                             _BestIteration(params["n_iter_no_change"]) if early else None, params["tol"],
+                             params["verbose"], timed)
+        if solver == "joint":
+            stop_reason, n_iter = _run_joint(state, progress, done, params["max_iter"], weights, cw)
+        else:
+            stop_reason, n_iter = _run_alternation(state, progress, done, params["max_iter"])
+        best, kept = progress.best, n_iter
         if best is not None and best.iteration < n_iter:   # keep the best iteration's model
             state.restore(best.snapshot)
             kept = best.iteration
+        if state.joint_steps:
+            state.settle(n_iter)
         if params["verbose"]:
             print(f"[StructuredLogisticRegression] stopped after {n_iter} iterations ({stop_reason})"
                   + (f"; kept iteration {kept}" if best is not None else ""), file=sys.stderr)
         if stop_reason == "max_iter" and params["tol"] > 0:
-            warnings.warn(f"StructuredLogisticRegression stopped at max_iter={params['max_iter']} before R's "
-                          f"relative decrease fell below tol={params['tol']:g}; raise max_iter (with "
+            warnings.warn(f"StructuredLogisticRegression stopped at max_iter={params['max_iter']} before the "
+                          f"objective's relative decrease fell below tol={params['tol']:g}; raise max_iter (with "
                           f"warm_start=True a fit continues where it stopped)", ConvergenceWarning, stacklevel=2)
 
         history_frame, trace_frame = history.frame(), state.trace_frame()
@@ -953,6 +1054,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             "_fitted_pairwise": state.fitted_pairwise,
             "_predictor": predictor,
             "certificate_": state.certificate(stop_reason, n_iter),
+            "solver_": solver,
             "_train_messages": state.messages,
             "_train_layout": layout,
             "_resume_iteration": kept,
@@ -1059,6 +1161,105 @@ def _tol_reached(objectives: Sequence[float], tol: float) -> bool:
     return old - new < _TOL_WINDOW * tol * max(old, new, 1.0)
 
 
+def _iteration_objectives(history: pd.DataFrame, trace: pd.DataFrame) -> list[float]:
+    """J after each iteration of an earlier fit (its trace's last row per iteration), for the
+    stopping rule of a continued fit; R (``history``) for a model saved before the trace had J."""
+    if "penalised" not in trace or trace["penalised"].isna().any():
+        return history["objective"].tolist()
+    return trace.groupby("iteration", sort=False)["penalised"].last().tolist()
+
+
+class _Progress:
+    """What the learner does after every iteration, whichever solver runs: the ``history_`` row
+    (with the errors if ``decode``), the progress line, early stopping (``best``) and the stopping
+    rule on J (``objectives``, continued)."""
+
+    def __init__(self, history: FitHistory, objectives: list[float], decode: Callable | None, monitor: bool,
+                 best: "_BestIteration | None", tol: float, verbose: int,
+                 timed: Callable[[str], AbstractContextManager]) -> None:
+        self.history, self.objectives, self.decode, self.monitor = history, objectives, decode, monitor
+        self.best, self.tol, self.verbose, self.timed = best, tol, verbose, timed
+
+    def after(self, iteration: int, state: _Alternation) -> str | None:
+        """Record ``iteration``; why learning stops now (``"early_stopping"``, ``"tol"``) or None."""
+        with self.timed("monitor"):
+            row = self.history.record(iteration, state.objective, decode=self.decode, monitor_train=self.monitor)
+        self.objectives.append(state.penalised)
+        if self.verbose:
+            _print_progress(row, state.trace[-4:] if self.verbose > 1 else ())
+        if self.best is not None and self.best.update(iteration, row["val_error"], state):
+            return "early_stopping"
+        if _tol_reached(self.objectives, self.tol):
+            return "tol"
+        return None
+
+
+def _run_alternation(state: _Alternation, progress: _Progress, done: int, max_iter: int) -> tuple[str, int]:
+    """Algorithm 1.1's iterations ``done + 1, ..., max_iter`` (or until ``progress`` stops them);
+    returns why it stopped and the last iteration run."""
+    for iteration in range(done + 1, max_iter + 1):
+        state.refresh_targets(iteration)
+        state.half_step(iteration, "unary")
+        state.half_step(iteration, "pairwise")
+        reason = progress.after(iteration, state)
+        if reason is not None:
+            return reason, iteration
+    return "max_iter", max_iter
+
+
+def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: int,
+               sample_weight: np.ndarray | None, class_weight: np.ndarray | None) -> tuple[str, int]:
+    """The joint solver (:func:`slr._joint.joint_minimise`, L-BFGS over both oracles' parameters,
+    the messages eliminated by sweeps), one learner iteration per L-BFGS iteration; a fresh fit
+    first runs one iteration of Algorithm 1.1 (its unary fit from zero messages is a good start).
+    Returns why it stopped and the last iteration run."""
+    iteration = done
+    if done == 0:
+        reason, iteration = _run_alternation(state, progress, 0, 1)
+        if reason != "max_iter" or max_iter == 1:
+            return reason, iteration
+    start, stopped = iteration, []
+
+    def callback(k: int, messages: np.ndarray, objective: float, penalised: float) -> bool:
+        state.adopt(start + k, messages, objective, penalised, potentials=progress.decode is not None)
+        reason = progress.after(start + k, state)
+        if reason is not None:
+            stopped.append(reason)
+        return reason is not None
+
+    with state.timed("joint solver"):
+        result = joint_minimise(state.train, state.epsilon, state.oracles["unary"], state.oracles["pairwise"],
+                                state.messages, max_iter=max_iter - start, tol=_JOINT_GRADIENT_TOL, warm_sweeps=0,
+                                max_sweeps=min(_JOINT_SWEEPS, state.max_sweeps), n_jobs=state.threads,
+                                callback=callback, sample_weight=sample_weight, class_weight=class_weight)
+    state.messages[...] = result.messages
+    state.fitted_pairwise = state.fitted_pairwise or state.train.has_edges
+    n_iter = start + result.n_iter
+    if stopped:
+        return stopped[0], n_iter
+    # on its own the solver stops only at its gradient test or where float64 allows no more progress
+    return ("max_iter" if n_iter >= max_iter else "converged"), n_iter
+
+
+def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_sweeps: int) -> str:
+    """``"alternation"`` or ``"joint"`` for the ``solver`` parameter; ``"joint"`` refused (naming
+    ``solver``) where it does not apply, ``"auto"`` taking it wherever it does."""
+    if solver == "alternation":
+        return solver
+    if not (supports(unary) and supports(pairwise)):
+        reason = (f"needs Linear, Constant or Zero oracles (functions linear in their parameters), got "
+                  f"unary={type(unary).__name__}, pairwise={type(pairwise).__name__}")
+    elif train.unlabelled.any():
+        reason = "does not learn latent labels: Y has unlabelled nodes (label -1)"
+    elif max_sweeps == 0:
+        reason = "eliminates the messages by sweeps: max_sweeps must be at least 1"
+    else:
+        return "joint"
+    if solver == "joint":
+        raise ValueError(f"solver='joint' {reason}; use solver='alternation' or 'auto'")
+    return "alternation"
+
+
 class _BestIteration:
     """Early stopping's bookkeeping: the first iteration with the lowest validation error so far, and
     a snapshot of the model then."""
@@ -1077,6 +1278,6 @@ class _BestIteration:
 
 def _print_progress(row: dict, half_steps: Sequence[tuple[int, str, float]]) -> None:
     """One line per iteration (``verbose=1``), with R after each half step (``verbose=2``)."""
-    steps = "".join(f"  {stage} {value:.6g}" for _, stage, value in half_steps)
+    steps = "".join(f"  {stage} {value:.6g}" for _, stage, value, _ in half_steps)
     print(f"[StructuredLogisticRegression] iteration {row['iteration']:4d}  R {row['objective']:.6g}  "
           f"train error {row['train_error']:.4f}  {row['seconds']:.2f}s{steps}", file=sys.stderr)

@@ -114,13 +114,15 @@ def cell(spec: PartialLabelsSpec, dataset: str, hidden: float, method: str) -> C
 
 
 def learner(dataset: str, n_states: int, max_iter: int, n_jobs: int | None):
-    """``slr:Linear`` with the data set's ridge, ``max_iter`` iterations and the stopping rule off."""
+    """``slr:Linear`` with the data set's ridge, ``max_iter`` iterations of Algorithm 1.1 (equal work for
+    every method: the latent fits cannot take the joint solver) and the stopping rule off."""
     from slr.learner import StructuredLogisticRegression
     from slr.oracles import Linear
 
     l2 = EPSILON / C_VALUE[dataset]
     return StructuredLogisticRegression(Linear(l2=l2), Linear(l2=l2), epsilon=EPSILON, max_iter=max_iter, tol=0,
-                                        n_states=n_states, monitor=False, n_jobs=n_jobs, random_state=SEED)
+                                        n_states=n_states, monitor=False, n_jobs=n_jobs, random_state=SEED,
+                                        solver="alternation")
 
 
 def compute_cell(spec: PartialLabelsSpec, dataset: str, hidden: float, method: str, info: RunInfo,

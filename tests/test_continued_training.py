@@ -17,8 +17,10 @@ def data():
 
 
 ORACLES = {
-    "linear-relaxed": lambda: dict(unary=Linear(l2=0.1), pairwise=Linear(l2=0.1), relaxation=1.8),
-    "constant": lambda: dict(unary=Linear(), pairwise=Constant()),
+    # Algorithm 1.1 (a continued joint solver restarts L-BFGS's memory: tests/test_learner_solver.py)
+    "linear-relaxed": lambda: dict(unary=Linear(l2=0.1), pairwise=Linear(l2=0.1), relaxation=1.8,
+                                   solver="alternation"),
+    "constant": lambda: dict(unary=Linear(), pairwise=Constant(), solver="alternation"),
     "trees": lambda: dict(unary=BoostedTrees(n_rounds=3, warm_start=True), pairwise=Constant()),
     "mlp": lambda: dict(unary=MLP(n_hidden=5, n_epochs=1), pairwise=Linear()),
 }

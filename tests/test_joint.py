@@ -288,3 +288,82 @@ def test_bad_input_is_refused_naming_the_argument():
         joint_minimise(train, 0.0, Linear(), Linear())
     with pytest.raises(ValueError, match="train must have labels"):
         joint_minimise(FlatData(X, None, 2), 0.1, Linear(), Linear())
+
+
+# ----------------------------------------------------------------------------------------
+# sample and class weights
+# ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("constant_edges", [False, True])
+def test_weighted_objective_is_the_weighted_sum_of_the_examples_terms(constant_edges):
+    """R_w = sum_k w_k R_k with each example's R computed alone (the learner's reduction), at the
+    class-weighted margin; J adds the ridge once."""
+    train = _random_problem([_chain(4), [(0, 1), (1, 2), (2, 0)], _chain(3)], [4, 3, 3], 3, 2, 2, seed=21,
+                            constant_edges=constant_edges)
+    eps, weights, cw = 0.3, np.array([0.5, 2.0, 0.0]), np.array([1.0, 3.0, 0.5])
+    unary, pairwise, lam = _fitted(train, eps, *_ORACLES[0], seed=3)
+    R, J, _ = joint_objective(train, eps, unary, pairwise, lam, sample_weight=weights, class_weight=cw)
+    model = PairwiseModel(eps)
+    theta_nodes = model.unary_potentials(train, unary) + hamming_margin(train.labels, train.n_states, cw)
+    theta_edges = model.pairwise_potentials(train, pairwise)
+    batch = train.batch
+    expected = 0.0
+    for k in range(train.n_examples):
+        nodes = slice(batch.node_ptr[k], batch.node_ptr[k + 1])
+        edges = slice(batch.edge_ptr[k], batch.edge_ptr[k + 1])
+        sub = train.subset([k])
+        expected += weights[k] * structured_objective(sub.batch, theta_nodes[nodes], theta_edges[edges], lam[edges],
+                                                      sub.labels, eps)
+    assert R == pytest.approx(expected, rel=1e-12)
+    R_plain, J_plain, _ = joint_objective(train, eps, unary, pairwise, lam, class_weight=cw)
+    assert J - R == pytest.approx(J_plain - R_plain, rel=1e-12)
+
+
+@pytest.mark.parametrize("constant_edges", [False, True])
+def test_weighted_gradient_matches_finite_differences(constant_edges):
+    train = _random_problem([_chain(4), [(0, 1), (1, 2), (2, 0), (2, 3)]], [4, 4], 3, 2, 2, seed=31,
+                            constant_edges=constant_edges)
+    eps, extra = 0.4, dict(sample_weight=np.array([1.5, 0.25]), class_weight=np.array([2.0, 1.0, 0.5]))
+    unary, pairwise, lam = _fitted(train, eps, *_ORACLES[1], seed=4)
+    _, _, grad = joint_objective(train, eps, unary, pairwise, lam, **extra)
+    h = 1e-6
+
+    def J_at(messages):
+        return joint_objective(train, eps, unary, pairwise, messages, **extra)[1]
+
+    rng = np.random.default_rng(1)
+    for index in [tuple(rng.integers(s) for s in lam.shape) for _ in range(6)]:
+        up, down = lam.copy(), lam.copy()
+        up[index] += h
+        down[index] -= h
+        assert grad["messages"][index] == pytest.approx((J_at(up) - J_at(down)) / (2 * h), rel=1e-5, abs=1e-7)
+    for factor, oracle, name in (("unary", unary, "coef_"), ("pairwise", pairwise, "table_")):
+        values = getattr(oracle, name)
+        for flat in rng.choice(values.size, size=min(4, values.size), replace=False):
+            index = np.unravel_index(flat, values.shape)
+            saved = values[index]
+            values[index] = saved + h
+            J_up = J_at(lam)
+            values[index] = saved - h
+            J_down = J_at(lam)
+            values[index] = saved
+            column = index[1] if name == "coef_" else 0
+            assert grad[factor][index[0], column] == pytest.approx((J_up - J_down) / (2 * h), rel=1e-5, abs=1e-7)
+
+
+def test_a_callback_that_returns_true_stops_the_solver_at_its_iterate():
+    X, Y = make_denoising(n_images=1, size=5, sigma=2.0, random_state=4)
+    train = FlatData(X, Y)
+    seen = []
+
+    def stop_at_three(iteration, messages, R, J):
+        seen.append((iteration, R, J, messages.copy()))
+        return iteration == 3
+
+    unary, pairwise = Linear(l2=1.0), Linear(l2=1.0)
+    result = joint_minimise(train, 0.2, unary, pairwise, tol=1e-12, callback=stop_at_three)
+    assert [i for i, *_ in seen] == [1, 2, 3] and result.n_iter == 3 and not result.converged
+    _, R, J, messages = seen[-1]
+    assert (result.objective, result.penalised) == (R, J)
+    np.testing.assert_array_equal(result.messages, messages)
+    # the oracles hold that iterate
+    assert joint_objective(train, 0.2, unary, pairwise, messages)[1] == pytest.approx(J, rel=1e-12)

@@ -152,7 +152,8 @@ def test_wrong_bias_sign_would_not_be_stationary(tiny):
 )
 def test_objective_never_increases(tiny, unary, pairwise):
     X, Y = tiny
-    model = StructuredLogisticRegression(unary, pairwise, max_iter=5, max_sweeps=10, n_jobs=1).fit(X, Y)
+    model = StructuredLogisticRegression(unary, pairwise, max_iter=5, max_sweeps=10, n_jobs=1,
+                                         solver="alternation").fit(X, Y)
     trace = model.objective_trace_
     assert len(trace) == 1 + 4 * 5
     R = trace["objective"].to_numpy()
@@ -175,7 +176,7 @@ def test_over_relaxed_steps_keep_R_monotone_and_get_further(unary, pairwise):
     traces = {}
     for omega in (1.0, 1.9):
         model = StructuredLogisticRegression(copy.deepcopy(unary), copy.deepcopy(pairwise), max_iter=8,
-                                             n_jobs=1, relaxation=omega).fit(X, Y)
+                                             n_jobs=1, relaxation=omega, solver="alternation").fit(X, Y)
         R = model.objective_trace_["objective"].to_numpy()
         assert np.all(np.diff(R) <= 1e-9 * np.abs(R[:-1]))
         traces[omega] = R
@@ -270,7 +271,7 @@ def _error(model, data):
 
 def test_structured_models_beat_unary_only_and_zero_unary(denoise):
     train, test = denoise
-    kw = dict(max_iter=10, n_jobs=1, random_state=0)
+    kw = dict(max_iter=10, n_jobs=1, random_state=0, solver="alternation")
     full = StructuredLogisticRegression(Linear(), Linear(), **kw).fit(*train, *test)
     # (both restricted models change little after a few iterations)
     kw.update(max_iter=5, monitor=False)
@@ -387,7 +388,8 @@ def test_predict_shapes_and_map_on_a_known_energy(tiny):
 
 def test_n_states_parameter_and_verbose(tiny, capsys):
     X, Y = tiny
-    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=2, max_sweeps=2, n_states=3, verbose=True)
+    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=2, max_sweeps=2, n_states=3, verbose=True,
+                                         solver="alternation")
     model.fit(X, Y)
     assert model.n_states_ == 3 and model.pairwise_.table_.shape == (9,)
     out = capsys.readouterr()

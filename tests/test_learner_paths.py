@@ -84,7 +84,7 @@ def test_phase_timer_sees_every_phase_and_changes_nothing():
         calls[name] += 1
         yield
 
-    kw = dict(max_iter=2, max_sweeps=6, sweep_tol=0, early_stopping=False, n_jobs=1)
+    kw = dict(max_iter=2, max_sweeps=6, sweep_tol=0, early_stopping=False, n_jobs=1, solver="alternation")
     timed = StructuredLogisticRegression(Linear(), Linear(), **kw)
     timed._phase_timer = count
     timed.fit(X, Y, X, Y)

@@ -44,8 +44,8 @@ SHIPPED = {
 def test_every_oracle_declares_its_tags():
     expected = {
         Zero: OracleTags(factored_pair_bias=True),
-        Constant: OracleTags(factored_pair_bias=True, linear_parameters=("table_",)),
-        Linear: OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_")),
+        Constant: OracleTags(factored_pair_bias=True, linear_parameters=("table_",), penalty=True),
+        Linear: OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"), penalty=True),
         MLP: OracleTags(training_scores=True),
         BoostedTrees: OracleTags(training_scores=True),
         LightGBM: OracleTags(training_scores=True),
@@ -258,5 +258,6 @@ def test_the_learners_biases_at_a_small_epsilon_stay_far_below_the_limit(monkeyp
     resolvable = base._resolvable_bias
     monkeypatch.setattr(base, "_resolvable_bias", recording)
     X, Y = make_denoising(n_images=2, size=8, sigma=1.0, random_state=0)
-    StructuredLogisticRegression(Linear(), Linear(), epsilon=1e-3, max_iter=4, monitor=False).fit(X, Y)
+    StructuredLogisticRegression(Linear(), Linear(), epsilon=1e-3, max_iter=4, monitor=False,
+                                 solver="alternation").fit(X, Y)
     assert len(widest) >= 8 and 100 < max(widest) < 1e-3 * MAX_BIAS_SPAN

@@ -49,7 +49,7 @@ def test_the_rule_stops_at_the_first_iteration_it_holds_without_a_warning(data):
 def test_the_cap_warns_unless_the_rule_is_off(data):
     X, Y, _, _ = data
     model = StructuredLogisticRegression(Linear(), Constant(), max_iter=2, n_jobs=1)
-    with pytest.warns(ConvergenceWarning, match="max_iter=2 before R's relative decrease fell below tol=0.0001"):
+    with pytest.warns(ConvergenceWarning, match="max_iter=2 before the objective's relative decrease fell below tol=0.0001"):
         model.fit(X, Y)
     assert model.stop_reason_ == "max_iter" and model.n_iter_ == 2 and model.certificate_.stop_reason == "max_iter"
     with warnings.catch_warnings():
@@ -60,7 +60,7 @@ def test_the_cap_warns_unless_the_rule_is_off(data):
 
 def test_early_stopping_keeps_the_iteration_with_the_lowest_validation_error(data):
     X, Y, Xv, Yv = data
-    kw = dict(unary=Linear(), pairwise=Linear(), tol=0, n_jobs=1, random_state=0)
+    kw = dict(unary=Linear(), pairwise=Linear(), tol=0, n_jobs=1, random_state=0, solver="alternation")
     model = StructuredLogisticRegression(**kw, n_iter_no_change=3).fit(X, Y, X_val=Xv, Y_val=Yv)  # "auto": on
     errors = model.history_.set_index("iteration")["val_error"].iloc[1:]
     best = int(errors.idxmin())   # the first of the lowest
@@ -89,7 +89,7 @@ def test_a_held_out_fraction_is_fitting_on_the_rest_and_validating_on_it():
 
 def test_a_warm_start_continues_from_the_kept_iteration(data):
     X, Y, Xv, Yv = data
-    kw = dict(unary=Linear(), pairwise=Linear(), tol=0, n_jobs=1, random_state=0)
+    kw = dict(unary=Linear(), pairwise=Linear(), tol=0, n_jobs=1, random_state=0, solver="alternation")
     model = StructuredLogisticRegression(**kw, n_iter_no_change=3).fit(X, Y, X_val=Xv, Y_val=Yv)
     best = model.best_iteration_
     model.set_params(warm_start=True, early_stopping=False, max_iter=best + 2).fit(X, Y, X_val=Xv, Y_val=Yv)

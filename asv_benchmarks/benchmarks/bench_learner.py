@@ -4,7 +4,9 @@
 25 sweeps) and MAP decoding of the test images, records the fit's peak memory and tracks
 the fitted model's train and test accuracy. ``Relaxation`` tracks how many fewer iterations
 over-relaxed steps need; ``LettersAgainstCRFsuite`` slr:Linear's time on letters against
-CRFsuite's, side by side.
+CRFsuite's, side by side, with the letters row's solver settings, and ``LettersDefaultsAgainstCRFsuite``
+the same with the library's defaults (``solver="auto"``: the joint solver). ``learner`` runs
+Algorithm 1.1 (``solver="alternation"``), whose iterations these benchmarks count.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def learner(kind: str, max_iter: int, max_sweeps: int = 50):
     return StructuredLogisticRegression(
         unary=cfg.oracle(kind, "unary").build(0), pairwise=cfg.oracle(kind, "pairwise").build(0),
         epsilon=0.1, max_iter=max_iter, max_sweeps=max_sweeps, n_states=2, monitor=False,
-        random_state=0)
+        random_state=0, solver="alternation")
 
 
 class Learner(common.Estimator, common.Benchmark):
@@ -103,3 +105,40 @@ class LettersAgainstCRFsuite(common.Benchmark):
         return float(history["seconds"].iloc[reached[0]] / crfsuite["seconds"])
 
     track_slr_over_crfsuite_seconds.unit = "ratio"
+
+
+class LettersDefaultsAgainstCRFsuite(common.Benchmark):
+    """:class:`LettersAgainstCRFsuite` with slr's library defaults (``solver="auto"``, which takes
+    the joint solver for Linear oracles, and the stopping rule) and only the model chosen on
+    validation: ``Linear(l2=1)`` both factors (C = .1), eps = .1; CRFsuite at its C = 1. The ratio is
+    the fit time slr needs to reach CRFsuite's test error over CRFsuite's training time (NaN if slr
+    stops before reaching it). ``asv_benchmarks/compare_joint.py --modes defaults,suite`` prints the
+    curves behind it."""
+
+    timeout = 900
+
+    def setup(self):
+        from slr.datasets.letters import letters_cache_path
+
+        if not letters_cache_path().exists():
+            raise NotImplementedError("the letters data set is not downloaded")
+
+    def track_slr_defaults_over_crfsuite_seconds(self):
+        from threadpoolctl import threadpool_limits
+
+        from slr.oracles import Linear
+        from slr_suite.methods import fit_crfsuite
+
+        data = (*common.letters(None, None), 26)
+        with threadpool_limits(1):
+            crfsuite, _, _ = fit_crfsuite(1.0, data, {})
+            model = StructuredLogisticRegression(Linear(l2=1.0), Linear(l2=1.0), epsilon=0.1, early_stopping=False,
+                                                 n_jobs=1)
+            model.fit(data[0], data[1], X_val=data[2], Y_val=data[3])
+        history = model.history_.dropna(subset=["val_error"])
+        reached = np.flatnonzero(history["val_error"].to_numpy() <= crfsuite["test_error"])
+        if not reached.size:
+            return float("nan")
+        return float(history["seconds"].iloc[reached[0]] / crfsuite["seconds"])
+
+    track_slr_defaults_over_crfsuite_seconds.unit = "ratio"

@@ -70,11 +70,17 @@ class OracleTags:
         ``fit`` leaves ``training_scores_``, the ``(N, K)`` scores of the rows it was fitted on,
         equal to ``decision_function`` of its features; the learner then takes them instead of
         predicting the training rows again.
+    penalty : bool, default=False
+        The oracle has a method ``penalty()``: the regulariser its ``fit`` adds to the biased
+        logistic loss, at its current parameters (``Linear``, ``Constant``: ``l2 / 2 ||W||^2``).
+        The learner then descends, checks and reports ``J = R + eps * (penalty_u + penalty_p)``,
+        the objective that exact fits never raise, where it would otherwise use ``R``.
     """
 
     factored_pair_bias: bool = False
     linear_parameters: tuple[str, ...] = ()
     training_scores: bool = False
+    penalty: bool = False
 
 
 def get_oracle_tags(oracle: Any) -> OracleTags:

@@ -245,7 +245,13 @@ class Linear(LogisticOracle):
     }
 
     def __slr_tags__(self) -> OracleTags:
-        return OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"))
+        return OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"), penalty=True)
+
+    def penalty(self) -> float:
+        """``l2 / 2 ||W||_F^2`` at the current ``coef_`` (the intercept is not penalised): the term
+        that :meth:`fit` adds to the loss; 0 before a fit."""
+        coef = getattr(self, "coef_", None)
+        return 0.0 if coef is None else 0.5 * float(self.l2) * float(np.sum(coef * coef))
 
     def __init__(
         self,

@@ -72,7 +72,13 @@ class Constant(LogisticOracle):
 
     def __slr_tags__(self) -> OracleTags:
         # the factored bias is handed on to Linear's factored loss
-        return OracleTags(factored_pair_bias=True, linear_parameters=("table_",))
+        return OracleTags(factored_pair_bias=True, linear_parameters=("table_",), penalty=True)
+
+    def penalty(self) -> float:
+        """``l2 / 2 ||table||^2`` at the current ``table_``, the term that :meth:`fit` adds to the
+        loss; 0 before a fit."""
+        table = getattr(self, "table_", None)
+        return 0.0 if table is None else 0.5 * float(self.l2) * float(table @ table)
 
     _parameter_constraints = {"l2": Real(0.0), "tol": Real(0.0, low_open=True), "max_iter": Integer(1, None)}
 
