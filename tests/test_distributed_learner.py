@@ -18,7 +18,9 @@ from slr.datasets import make_denoising  # noqa: E402
 from slr.distributed import DaskStructuredLogisticRegression  # noqa: E402
 from slr.oracles import MLP, Constant, Linear  # noqa: E402
 
-SETTINGS = dict(max_iter=3, tol=0, random_state=0, n_jobs=1)
+# the distributed fit runs Algorithm 1.1; the single-process one is pinned to it (its "auto" takes the
+# joint solver for linear oracles)
+SETTINGS = dict(max_iter=3, tol=0, random_state=0, n_jobs=1, solver="alternation")
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +120,8 @@ def test_refuses_what_it_cannot_distribute(client, images):
         DaskStructuredLogisticRegression(warm_start=True, max_iter=1).fit(X, Y)
     with pytest.raises(ValueError, match="n_partitions"):
         DaskStructuredLogisticRegression(n_partitions=0, max_iter=1).fit(X, Y)
+    with pytest.raises(ValueError, match="solver='joint'"):
+        DaskStructuredLogisticRegression(solver="joint", max_iter=1).fit(X, Y)
     model = DaskStructuredLogisticRegression(n_partitions=3, epsilon=0.5)
     assert clone(model).get_params()["n_partitions"] == 3 and clone(model).epsilon == 0.5
 

@@ -101,10 +101,13 @@ class _DistributedAlternation(_Alternation):
         self.fitted_pairwise = False
         self.last_sweep: BatchSweepResult | None = None
         self.node_part = self.edge_part = 0.0
+        self.penalties = dict.fromkeys(_FACTORS, 0.0)
+        self.joint_steps = 0
         self._restored = None
-        self.rejected = 0   # tree fits that would have raised R
+        self.rejected = 0   # tree fits that would have raised J
         self.checkpoints: list[str] = []   # the files of the last checkpoint
-        self.trace: list[tuple[int, str, float]] = [(0, "start", self._objective())]
+        self.trace = []
+        self._record(0, "start", self._objective())
 
     def _fit(self, factor: str) -> float:
         """The oracle fit of one half step on the shards, over-relaxed where that lowers R (Linear,
@@ -126,13 +129,12 @@ class _DistributedAlternation(_Alternation):
             self.fitted_pairwise = True
         value = _relaxed_step(oracle, names, before, self.relaxation,
                               lambda exact: self._set_potentials(factor, exact),
-                              lambda: self._objective(nodes=factor == "unary", edges=factor == "pairwise"),
-                              self.objective)
-        if trees and not value <= self.objective:
-            # the boosted function raised R: the previous function (and its potentials) stay
+                              lambda: self._fitted_objective(factor), self.penalised)
+        if trees and not value <= self.penalised:
+            # the boosted function raised J: the previous function (and its potentials) stay
             self.oracles[factor], self.shards, self.fitted_pairwise, self.node_part, self.edge_part = previous
             self.rejected += 1
-            value = self.objective
+            value = self.penalised
         return value
 
     def _set_potentials(self, factor: str, exact: bool) -> None:
@@ -233,7 +235,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         Every parameter of :class:`slr.StructuredLogisticRegression`, with these limits: the
         oracles must be ``Linear`` or ``Constant`` (None is Linear); ``warm_start``,
         ``early_stopping=True``, ``class_weight="balanced"`` and unlabelled nodes are not
-        supported; ``X_val`` is not taken.
+        supported; ``X_val`` is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
+        ``"alternation"``) and ``solver="joint"`` is refused.
 
     Attributes
     ----------
@@ -339,14 +342,14 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
                                          workers=list(holders) or None, allow_other_workers=True)
 
         history.record(0, state.objective)   # as the single-process fit: no error at the start
-        objectives = [state.objective]
+        objectives = [state.penalised]   # the stopping rule reads J, as the single-process fit's
         stop_reason = "max_iter"
         for iteration in range(1, params["max_iter"] + 1):
             state.half_step(iteration, "unary")
             state.half_step(iteration, "pairwise")
             row = record(iteration)
             transfer.append((iteration, *backend.counters()))
-            objectives.append(state.objective)
+            objectives.append(state.penalised)
             if params["checkpoint_dir"] is not None and iteration % params["checkpoint_every"] == 0:
                 with timed("checkpoint"):
                     state.checkpoint(os.fspath(params["checkpoint_dir"]), iteration, rebuild)
@@ -359,8 +362,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
             print(f"[DaskStructuredLogisticRegression] stopped after {iteration} iterations ({stop_reason})",
                   file=sys.stderr)
         if stop_reason == "max_iter" and params["tol"] > 0:
-            warnings.warn(f"DaskStructuredLogisticRegression stopped at max_iter={params['max_iter']} before R's "
-                          f"relative decrease fell below tol={params['tol']:g}; raise max_iter",
+            warnings.warn(f"DaskStructuredLogisticRegression stopped at max_iter={params['max_iter']} before the "
+                          f"objective's relative decrease fell below tol={params['tol']:g}; raise max_iter",
                           ConvergenceWarning, stacklevel=2)
         self._commit_fit({
             "n_states_": n_states,
@@ -372,6 +375,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
             "objective_trace_": state.trace_frame(),
             "n_iter_": iteration,
             "stop_reason_": stop_reason,
+            "solver_": "alternation",
             "best_iteration_": None,
             "_n_states_inferred": params["n_states"] is None,
             "_fitted_pairwise": state.fitted_pairwise,
@@ -406,7 +410,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         return 1.0 - sum(c[0] for c in counts) / max(1, sum(c[1] for c in counts))
 
     def _check_supported(self, params: dict[str, Any]) -> None:
-        for name, refused in (("warm_start", True), ("early_stopping", True), ("class_weight", "balanced")):
+        for name, refused in (("warm_start", True), ("early_stopping", True), ("class_weight", "balanced"),
+                              ("solver", "joint")):
             if params[name] is refused or (isinstance(refused, str) and params[name] == refused):
                 raise ValueError(f"{name}={params[name]!r} is not supported by DaskStructuredLogisticRegression")
 

@@ -1,0 +1,77 @@
+"""slr:Linear with the library's defaults against our OneSlackSSVM on pystruct's snakes, side by side.
+
+Run from the repository root::
+
+    .venv/bin/python asv_benchmarks/compare_snakes.py [--n-train 100] [--n-test 50] [--C 0.1]
+
+The protocol of issue 24's snakes row: the first ``n_train`` training and ``n_test`` test images of
+pystruct 0.3.2's snakes, 11 states, the 3x3-neighbourhood input features of pystruct's
+``plot_snakes.py`` on nodes and (by direction) on edges. Our ``OneSlackSSVM(C)`` fits first, with
+its defaults; then ``StructuredLogisticRegression`` with ``Linear(l2=eps / C)`` for both factors
+and every other setting at the library's default (the comparison's conversion of ``C``,
+``slr_suite.methods.crfsuite_c2``), with the test set as validation data so that ``history_``
+gives the test error after each iteration against slr's own fit clock (evaluation excluded).
+Printed: the SSVM's fit time and test error, slr's curve, and the first time at which slr's test
+error is at most the SSVM's, as a ratio of the SSVM's fit time. Both run in this process, one
+after the other, single-threaded: on a shared machine read the ratio, not the seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+
+def load(n_train: int, n_test: int):
+    from slr.datasets import load_snakes
+
+    X_train, Y_train, X_test, Y_test = load_snakes(edge_features="input_by_direction")
+    return X_train[:n_train], Y_train[:n_train], X_test[:n_test], Y_test[:n_test]
+
+
+def error(model, X, Y) -> float:
+    return 1.0 - float(model.score(X, Y))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-train", type=int, default=100)
+    parser.add_argument("--n-test", type=int, default=50)
+    parser.add_argument("--C", type=float, default=0.1)
+    parser.add_argument("--epsilon", type=float, default=0.1)
+    args = parser.parse_args(argv)
+
+    from baselines import OneSlackSSVM
+    from slr import StructuredLogisticRegression
+    from slr.oracles import Linear
+
+    Xtr, Ytr, Xte, Yte = load(args.n_train, args.n_test)
+    print(f"snakes: {len(Xtr)} training and {len(Xte)} test images; load average {os.getloadavg()[0]:.1f}")
+
+    t0 = time.perf_counter()
+    ssvm = OneSlackSSVM(C=args.C, n_states=11, n_jobs=1).fit(Xtr, Ytr)
+    ssvm_seconds = time.perf_counter() - t0
+    target = error(ssvm, Xte, Yte)
+    print(f"OneSlackSSVM(C={args.C:g}): test error {target:.4f} after {ssvm_seconds:.1f} s")
+
+    l2 = args.epsilon / args.C
+    model = StructuredLogisticRegression(unary=Linear(l2=l2), pairwise=Linear(l2=l2), epsilon=args.epsilon,
+                                         n_jobs=1)
+    model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
+    history = model.history_.dropna(subset=["val_error"])
+    print(f"slr (solver={model.solver!r} -> {model.solver_!r}, l2={l2:g}, eps={args.epsilon:g}): "
+          f"stopped by {model.stop_reason_} after {model.n_iter_} iterations, test error {error(model, Xte, Yte):.4f}")
+    print(history[["iteration", "seconds", "val_error"]].to_string(index=False))
+    reached = history[history["val_error"] <= target]
+    if len(reached):
+        first = reached.iloc[0]
+        print(f"slr reaches the SSVM's {target:.4f} at iteration {int(first['iteration'])} after "
+              f"{first['seconds']:.1f} s: {first['seconds'] / ssvm_seconds:.2f}x the SSVM's fit time")
+    else:
+        print(f"slr never reaches the SSVM's {target:.4f} (best {history['val_error'].min():.4f})")
+
+
+if __name__ == "__main__":
+    main()
