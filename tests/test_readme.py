@@ -26,7 +26,7 @@ def _block(marker: str) -> str:
 
 
 def test_every_python_block_is_checked_below():
-    assert len(BLOCKS) == 4
+    assert len(BLOCKS) == 5
 
 
 @pytest.mark.slow
@@ -52,3 +52,10 @@ def test_weights_and_partial_labels_example():
 def test_inference_example_converges():
     first, second = _run(_block("smoothed_lp(theta_nodes"))
     assert first.endswith("(100, 2) True") and second.endswith("True")
+
+
+def test_distributed_example_trains_on_partitions_loaded_by_the_workers():
+    lines = _run(_block("DaskStructuredLogisticRegression"))
+    n_partitions, accuracy = lines[0].split()
+    assert int(n_partitions) == 4 and float(accuracy) > 0.8
+    assert "'bytes_sent'" in lines[1]
