@@ -101,13 +101,20 @@ def run_learner(problem, relaxation: float, max_iter: int):
     model = StructuredLogisticRegression(Linear(l2=reg["l2"]), Linear(l2=reg["l2"]), epsilon=reg["epsilon"],
                                          max_iter=max_iter, relaxation=relaxation, solver="alternation")
     model.fit(Xtr, Ytr, Xte, Yte)
-    train = FlatData(Xtr, Ytr)
-    R, J, _ = joint_objective(train, reg["epsilon"], model.unary_, model.pairwise_, model._train_messages)
+    return learner_rows(model, problem), {}
+
+
+def learner_rows(model, problem) -> list[tuple]:
+    """A fitted learner's curve (iteration, seconds, R, -, test error) and an ``end`` row with R and
+    J recomputed from its functions and kept messages."""
+    Xtr, Ytr, _, _, reg = problem
+    R, J, _ = joint_objective(FlatData(Xtr, Ytr), reg["epsilon"], model.unary_, model.pairwise_,
+                              model._train_messages)
     h = model.history_
     rows = [(int(i), t, R_, np.nan, e) for i, t, R_, e in zip(h["iteration"], h["seconds"], h["objective"],
                                                                h["val_error"])]
     rows.append(("end", float(h["seconds"].iloc[-1]), R, J, float(h["val_error"].iloc[-1])))
-    return rows, {}
+    return rows
 
 
 def run_library(problem, mode: str, max_iter: int):
@@ -127,13 +134,8 @@ def run_library(problem, mode: str, max_iter: int):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(Xtr, Ytr, Xte, Yte)
-    train = FlatData(Xtr, Ytr)
-    R, J, _ = joint_objective(train, reg["epsilon"], model.unary_, model.pairwise_, model._train_messages)
-    h = model.history_
-    rows = [(int(i), t, R_, np.nan, e) for i, t, R_, e in zip(h["iteration"], h["seconds"], h["objective"],
-                                                               h["val_error"])]
-    rows.append(("end", float(h["seconds"].iloc[-1]), R, J, float(h["val_error"].iloc[-1])))
-    return rows, dict(solver=model.solver_, n_iter=model.n_iter_, stop_reason=model.stop_reason_)
+    return learner_rows(model, problem), dict(solver=model.solver_, n_iter=model.n_iter_,
+                                              stop_reason=model.stop_reason_)
 
 
 def run_crfsuite(problem, C: float):

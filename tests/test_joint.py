@@ -82,18 +82,21 @@ def test_objective_is_the_learners_R_plus_the_oracles_ridge(oracles, constant_ed
     assert J == pytest.approx(R + eps * ridge, rel=1e-12)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("constant_edges", [False, True])
 @pytest.mark.parametrize("oracles", range(len(_ORACLES)))
-def test_gradient_matches_finite_differences(oracles, constant_edges):
+def test_gradient_matches_finite_differences(oracles, constant_edges, weighted):
+    """Without weights, and with sample weights and class weights (the margin)."""
     train = _random_problem([_chain(4), [(0, 1), (1, 2), (2, 0), (2, 3)]], [4, 4], 3, 2, 2, seed=10 + oracles,
                             constant_edges=constant_edges)
     eps = 0.4
+    extra = dict(sample_weight=np.array([1.5, 0.25]), class_weight=np.array([2.0, 1.0, 0.5])) if weighted else {}
     unary, pairwise, lam = _fitted(train, eps, *_ORACLES[oracles], seed=2)
-    _, _, grad = joint_objective(train, eps, unary, pairwise, lam)
+    _, _, grad = joint_objective(train, eps, unary, pairwise, lam, **extra)
     h = 1e-6
 
     def J_at(messages):
-        return joint_objective(train, eps, unary, pairwise, messages)[1]
+        return joint_objective(train, eps, unary, pairwise, messages, **extra)[1]
 
     rng = np.random.default_rng(0)
     for index in [tuple(rng.integers(s) for s in lam.shape) for _ in range(6)]:
@@ -316,38 +319,6 @@ def test_weighted_objective_is_the_weighted_sum_of_the_examples_terms(constant_e
     assert R == pytest.approx(expected, rel=1e-12)
     R_plain, J_plain, _ = joint_objective(train, eps, unary, pairwise, lam, class_weight=cw)
     assert J - R == pytest.approx(J_plain - R_plain, rel=1e-12)
-
-
-@pytest.mark.parametrize("constant_edges", [False, True])
-def test_weighted_gradient_matches_finite_differences(constant_edges):
-    train = _random_problem([_chain(4), [(0, 1), (1, 2), (2, 0), (2, 3)]], [4, 4], 3, 2, 2, seed=31,
-                            constant_edges=constant_edges)
-    eps, extra = 0.4, dict(sample_weight=np.array([1.5, 0.25]), class_weight=np.array([2.0, 1.0, 0.5]))
-    unary, pairwise, lam = _fitted(train, eps, *_ORACLES[1], seed=4)
-    _, _, grad = joint_objective(train, eps, unary, pairwise, lam, **extra)
-    h = 1e-6
-
-    def J_at(messages):
-        return joint_objective(train, eps, unary, pairwise, messages, **extra)[1]
-
-    rng = np.random.default_rng(1)
-    for index in [tuple(rng.integers(s) for s in lam.shape) for _ in range(6)]:
-        up, down = lam.copy(), lam.copy()
-        up[index] += h
-        down[index] -= h
-        assert grad["messages"][index] == pytest.approx((J_at(up) - J_at(down)) / (2 * h), rel=1e-5, abs=1e-7)
-    for factor, oracle, name in (("unary", unary, "coef_"), ("pairwise", pairwise, "table_")):
-        values = getattr(oracle, name)
-        for flat in rng.choice(values.size, size=min(4, values.size), replace=False):
-            index = np.unravel_index(flat, values.shape)
-            saved = values[index]
-            values[index] = saved + h
-            J_up = J_at(lam)
-            values[index] = saved - h
-            J_down = J_at(lam)
-            values[index] = saved
-            column = index[1] if name == "coef_" else 0
-            assert grad[factor][index[0], column] == pytest.approx((J_up - J_down) / (2 * h), rel=1e-5, abs=1e-7)
 
 
 def test_a_callback_that_returns_true_stops_the_solver_at_its_iterate():
