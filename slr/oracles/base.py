@@ -15,6 +15,7 @@ learning iteration of the structured learner starts from where the last one ende
 from __future__ import annotations
 
 import abc
+import hashlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -90,6 +91,14 @@ def get_oracle_tags(oracle: Any) -> OracleTags:
     if not isinstance(tags, OracleTags):
         raise ValueError(f"{type(oracle).__name__}.__slr_tags__() must return an OracleTags, got {tags!r}")
     return tags
+
+
+def rows_digest(features: np.ndarray) -> str:
+    """What identifies a fit's rows (dtype, shape and bytes), so that an oracle can tell whether
+    its ``training_scores_`` belong to the rows of the next fit without keeping a copy of them."""
+    digest = hashlib.blake2b(f"{features.dtype.str}{features.shape}".encode(), digest_size=16)
+    digest.update(np.ascontiguousarray(features).reshape(-1).view(np.uint8))
+    return digest.hexdigest()
 
 
 def binary_exponents(features: np.ndarray) -> np.ndarray:

@@ -55,8 +55,8 @@ from scipy.special import softmax
 from slr._optional import import_optional
 from slr._params import DEPRECATED, Integer, NJobs, RandomState, Real, Satisfies, resolve_renamed, validate_params
 from slr.inference.batch import resolve_threads
-from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss
-from slr.oracles.trees import BoostedTrees, Subsample, _features_digest, fraction_to_rows, resolve_subsample
+from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest
+from slr.oracles.trees import BoostedTrees, Subsample, fraction_to_rows, resolve_subsample
 from slr.validation import C_INT_MAX, check_generator
 
 __all__ = ["HESSIAN_FLOOR", "LightGBM", "MAX_HALVINGS"]
@@ -267,7 +267,7 @@ class LightGBM(LogisticOracle):
         if k > 1 and n_rounds > 0:
             scores = self._boost(lightgbm, features, bias, labels, sample_weight, checked, params, replaced)
         self.training_scores_ = self.decision_function(features) if scores is None else scores
-        self._training_digest_ = _features_digest(features)
+        self._training_digest_ = rows_digest(features)
 
     def _boost(self, lightgbm: Any, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
                sample_weight: np.ndarray | None, checked: dict[str, Any], params: dict,
@@ -322,7 +322,7 @@ class LightGBM(LogisticOracle):
         if not hasattr(self, "constant_"):
             return _Function(np.zeros((features.shape[0], k)), (), np.zeros(k))
         same_rows = (getattr(self, "training_scores_", None) is not None
-                     and getattr(self, "_training_digest_", None) == _features_digest(features))
+                     and getattr(self, "_training_digest_", None) == rows_digest(features))
         scores = self.training_scores_ if same_rows else self.decision_function(features)
         return _Function(scores, self._boosters(), self.constant_)
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from slr._params import Boolean, Integer, Options, RandomState, Real
-from slr.oracles.base import LogisticOracle, OracleTags, binary_exponents
+from slr.oracles.base import LogisticOracle, OracleTags, binary_exponents, rows_digest
 from slr.oracles.linear import _single_threaded_blas
 from slr.validation import check_generator
 
@@ -261,7 +261,7 @@ class MLP(LogisticOracle):
             end = start
         self.n_epochs_ = n_run
         self.training_scores_ = end.scores
-        self._training_rows_ = features.copy()
+        self._training_digest_ = rows_digest(features)
 
     def _start(self, features: np.ndarray, inputs: np.ndarray, problem: "_Problem",
                first: bool) -> tuple["_Snapshot", "_Snapshot"]:
@@ -269,8 +269,7 @@ class MLP(LogisticOracle):
         network, or at the first fit the zero function where that is better (the learner's
         potentials before any fit). The current scores are the last fit's
         ``training_scores_`` when the rows are the same."""
-        rows = getattr(self, "_training_rows_", None)
-        if rows is not None and rows.shape == features.shape and np.array_equal(rows, features):
+        if getattr(self, "_training_digest_", None) == rows_digest(features):
             scores = self.training_scores_
         else:
             scores = self._scores(inputs)
@@ -373,7 +372,7 @@ class MLP(LogisticOracle):
 
     def __getstate__(self) -> dict:
         state = dict(super().__getstate__())  # a copy: object.__getstate__ returns __dict__ itself
-        for name in ("training_scores_", "_training_rows_"):   # large and recomputable: not pickled
+        for name in ("training_scores_", "_training_digest_"):   # the scores are large and recomputable
             state.pop(name, None)
         return state
 

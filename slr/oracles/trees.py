@@ -10,7 +10,6 @@ is in :mod:`slr.oracles._boosting` (Cython, ``nogil``); docs/design.md section 7
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -26,7 +25,7 @@ from slr.oracles._boosting.binning import bin_features
 from slr.oracles._boosting.splitting import sorted_orders
 from slr.oracles._boosting.tree import Tree
 from slr.inference.batch import resolve_threads
-from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss
+from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest
 from slr.validation import check_generator, check_int, check_real
 
 __all__ = ["AUTO_PER_CLASS_MIN_CLASSES", "BoostedTrees", "MAX_HALVINGS", "TREE_DEFAULTS", "resolve_tree"]
@@ -87,13 +86,6 @@ class _Ensemble:
     def copy(self) -> "_Ensemble":
         """A copy that boosting can extend (the trees themselves are never modified)."""
         return _Ensemble(self.scores.copy(), list(self.trees), list(self.subset_loss), list(self.round_seconds))
-
-
-def _features_digest(features: np.ndarray) -> str:
-    """What identifies the rows ``training_scores_`` belong to (shape and bytes)."""
-    digest = hashlib.blake2b(repr(features.shape).encode(), digest_size=16)
-    digest.update(features.reshape(-1).view(np.uint8))
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -454,7 +446,7 @@ class BoostedTrees(LogisticOracle):
         # accumulated tree by tree in the order predict_ensemble adds them: bitwise what
         # decision_function returns for the training rows
         self.training_scores_ = ensemble.scores
-        self._training_digest_ = _features_digest(features)
+        self._training_digest_ = rows_digest(features)
 
     def _replaced_function(self, features: np.ndarray, per_class: bool) -> _Ensemble | None:
         """The function this fit replaces, on ``features``: the fitted ensemble (the zero function
@@ -464,7 +456,7 @@ class BoostedTrees(LogisticOracle):
         if bool(np.any((self.tree_class_ >= 0) != per_class)):
             return None
         same_rows = (getattr(self, "training_scores_", None) is not None
-                     and getattr(self, "_training_digest_", None) == _features_digest(features))
+                     and getattr(self, "_training_digest_", None) == rows_digest(features))
         scores = self.training_scores_.copy() if same_rows else self.decision_function(features)
         return _Ensemble(scores, self._unpack_trees(), list(self.subset_loss_), list(self.round_seconds_))
 
