@@ -344,7 +344,7 @@ SPECS = {
         slr_linear=dict(letters=_LETTERS_LINEAR), crfsuite=dict(letters={}),
         tune=dict(letters=TuningGrid(C=(0.1, 1.0), epsilon=(0.1, 1.0)))),
     "quick": BaselinesSpec(
-        denoise=DenoisingData(n_train=4, n_test=8, size=32, sigma=3.2), letters=LettersData(n_train=100, n_test=300),
+        denoise=DenoisingData(n_train=8, n_test=8, size=32, sigma=3.2), letters=LettersData(n_train=100, n_test=300),
         max_iter=_budgets(100, 20, 100, 30, 100), slr_iter=40, max_sweeps=50,
         peer=dict(letters=PEER_LEARNERS, denoising=("OneSlackSSVM", "NSlackSSVM"), snakes=("OneSlackSSVM",)),
         peer_timeout=600.0,
