@@ -136,22 +136,50 @@ def process_client(client):
             yield process_client
 
 
-def test_lightgbm_through_lightgbm_dask_never_raises_r(process_client):
-    """LightGBM's data-parallel training with the bias as init score: R never rises (a boosted
-    function that would raise it is not taken) and stays within 15% of the single-process fit's R
-    (the .005 of test error that issue 28 asks is not met: see slr.distributed._lightgbm)."""
+def test_lightgbm_through_lightgbm_dask_follows_the_adapter(process_client):
+    """LightGBM's data-parallel training under the single-process adapter's protocol (every round
+    line-searched on the loss summed over the workers, a fit ending above the replaced function
+    boosted on from it): R falls at every iteration and the fit stays close to the single-process
+    one. Not equal: distributed LightGBM finds each feature's bins on the rows of one worker (which
+    one varies from run to run), so its trees differ from the adapter's (on one worker they do not:
+    the test below); issue 28's .005 of test error is met on some runs only (design section 8)."""
     pytest.importorskip("lightgbm")
     from slr.oracles import LightGBM
 
     X, Y = make_denoising(n_images=4, size=16, sigma=4.0, random_state=0)
-    settings = dict(unary=LightGBM(n_rounds=10, random_state=0), max_iter=3, tol=0, random_state=0, n_jobs=1)
+    X_test, Y_test = make_denoising(n_images=4, size=16, sigma=4.0, random_state=1)
+    settings = dict(unary=LightGBM(n_rounds=10, random_state=0), max_iter=4, tol=0, random_state=0, n_jobs=1)
     model = DaskStructuredLogisticRegression(n_partitions=2, **settings).fit(X, Y)
     single = StructuredLogisticRegression(**settings).fit(X, Y)
     trace = model.objective_trace_["objective"].to_numpy()
     assert np.all(np.diff(trace) <= 1e-9 * trace[:-1])
-    assert trace[1] < trace[0]   # the first unary fit was taken
+    assert np.all(np.diff(model.history_["objective"]) < 0)
+    assert trace[1] < 0.8 * trace[0]   # the first unary fit, as the adapter's (.67 of R at the start)
     assert model.unary_.booster_ is not None
-    assert trace[-1] <= 1.15 * single.objective_trace_["objective"].iloc[-1]
+    assert trace[-1] == pytest.approx(single.objective_trace_["objective"].iloc[-1], rel=0.1)
+    assert abs(model.score(X_test, Y_test) - single.score(X_test, Y_test)) <= 0.02
+
+
+def test_lightgbm_on_one_worker_is_the_adapter(process_client):
+    """All rows on one worker, lightgbm.dask's training is LightGBM's single-machine one with the
+    same bins: the guarded rounds, the client's scaling of the leaves and the boosting on from the
+    replaced function then give the single-process adapter's fits, R for R."""
+    pytest.importorskip("lightgbm")
+    from slr.oracles import LightGBM
+
+    X, Y = make_denoising(n_images=4, size=16, sigma=4.0, random_state=0)
+    # a step of 1 makes the adapter halve rounds and boost on from the replaced function
+    settings = dict(unary=LightGBM(n_rounds=10, learning_rate=1.0, random_state=0), max_iter=3, tol=0,
+                    random_state=0, n_jobs=1)
+    model = DaskStructuredLogisticRegression(n_partitions=1, **settings).fit(X, Y)
+    single = StructuredLogisticRegression(**settings).fit(X, Y)
+    np.testing.assert_allclose(model.objective_trace_["objective"], single.objective_trace_["objective"],
+                               rtol=1e-10)
+    assert single.unary_.continued_ and single.unary_.n_halvings_ > 0
+    assert model.unary_.continued_ and model.unary_.n_halvings_ == single.unary_.n_halvings_
+    assert len(model.unary_.base_boosters_) == len(single.unary_.base_boosters_)
+    for y_single, y_dist in zip(single.predict(X), model.predict(X)):
+        np.testing.assert_array_equal(y_dist, y_single)
 
 
 @pytest.mark.parametrize("checkpoint", [False, True], ids=["lineage", "checkpoint"])

@@ -233,7 +233,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         Iterations between checkpoints (with ``checkpoint_dir``).
     **params
         Every parameter of :class:`slr.StructuredLogisticRegression`, with these limits: the
-        oracles must be ``Linear`` or ``Constant`` (None is Linear); ``warm_start``,
+        oracles must be ``Linear``, ``Constant`` or ``LightGBM`` (None is Linear; LightGBM trains
+        through ``lightgbm.dask`` on worker processes, :mod:`slr.distributed._lightgbm`); ``warm_start``,
         ``early_stopping=True``, ``class_weight="balanced"`` and unlabelled nodes are not
         supported; ``X_val`` is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
         ``"alternation"``) and ``solver="joint"`` is refused.
@@ -247,7 +248,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
     transfer_ : pandas.DataFrame
         One row per iteration (row 0: loading and the start): ``iteration``, ``bytes_sent``
         (pickled task arguments, once per partition), ``bytes_received`` (pickled results) and
-        ``tasks``; LightGBM's own network traffic and the checkpoints are not counted.
+        ``tasks``; LightGBM's own network traffic, its rounds' loss exchange (43 numbers per
+        worker and round) and the checkpoints are not counted.
     n_partitions_ : int
     """
 
