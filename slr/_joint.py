@@ -63,7 +63,7 @@ from scipy.optimize import minimize
 from slr._params import validate_params
 from slr.graph import check_epsilon
 from slr.inference import _star
-from slr.inference.batch import _kernel_threads, batch_sweeps, resolve_threads
+from slr.inference.batch import batch_sweeps, resolve_threads
 from slr.models import FlatData, hamming_margin
 from slr.oracles.base import binary_exponents
 from slr.oracles.linear import Linear, _single_threaded_blas
