@@ -19,8 +19,9 @@ objective
 
     R = sum_k [ -F(x^k, y^k) + A(lambda^k, theta^k) ]
 
-never increases (``A`` is the smoothed dual, :func:`slr.inference.batch_dual_values`). Other
-oracles (SGD, boosting) can return a function that raises R (docs/design.md section 1).
+never increases (``A`` is the smoothed dual, :func:`slr.inference.batch_dual_values`). The
+shipped inexact oracles (SGD, boosting) keep that promise themselves: a fit never ends above the
+loss of the function it replaces (docs/design.md section 1).
 
 ``fit`` is that loop over one state object, :class:`_Alternation`: the messages, the potentials,
 R's node and edge parts and the trace of R and J (R plus the oracles' ridge terms), with one method
