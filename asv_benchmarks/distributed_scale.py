@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 SIZE, SIGMA = 100, 10.0   # the denoising protocol's images
-PROTOCOL = dict(max_iter=3, tol=0, random_state=0, n_jobs=1, monitor=False)
+# Algorithm 1.1 in both modes (the single-process default for Linear oracles is the joint solver)
+PROTOCOL = dict(max_iter=3, tol=0, random_state=0, n_jobs=1, monitor=False, solver="alternation")
 
 
 def _images(n_images: int, seed: int) -> tuple:
