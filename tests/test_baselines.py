@@ -1,6 +1,4 @@
 """Baselines: joint features, inference and learners against brute force, cvxpy and scikit-learn."""
-import itertools
-
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -13,65 +11,36 @@ from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM, solve_ssvm
 from slr.inference import viterbi
 from slr.oracles import Linear
 
+from chain_reference import brute_primal, chain_example, exact_ssvm_optimum, joint_feature, labelings
+
 L = 3
 C = 1.0
-
-
-def _chain_example(rng, n, d=3, d_e=2):
-    feats = rng.normal(size=(n, d))
-    edges = np.column_stack([np.arange(n - 1), np.arange(1, n)])
-    return feats, edges, rng.normal(size=(n - 1, d_e))
 
 
 @pytest.fixture(scope="module")
 def tiny_chain():
     rng = np.random.default_rng(0)
-    X = [_chain_example(rng, int(rng.integers(2, 5))) for _ in range(8)]
+    X = [chain_example(rng, int(rng.integers(2, 5))) for _ in range(8)]
     Y = [rng.integers(0, L, size=x[0].shape[0]) for x in X]
     return X, Y
 
 
 # ------------------------------------------------------------------ independent numpy side
 def _psi(x, y, n_states=L):
-    """Joint feature written out directly from the definition (loops, no flat layout)."""
-    feats, edges, efeats = x
-    unary = np.zeros((n_states, feats.shape[1]))
-    for i, a in enumerate(y):
-        unary[a] += feats[i]
-    pair = np.zeros((n_states * n_states, efeats.shape[1]))
-    for e, (i, j) in enumerate(edges):
-        pair[y[i] * n_states + y[j]] += efeats[e]
-    return np.concatenate([unary.ravel(), pair.ravel()])
+    return joint_feature(x, y, n_states)
 
 
 def _labelings(n, n_states=L):
-    return np.array(list(itertools.product(range(n_states), repeat=n)))
+    return labelings(n, n_states)
 
 
-def _brute_primal(w, X, Y, C=C):
-    total = 0.5 * w @ w
-    for x, y in zip(X, Y):
-        scores = [(yh != y).sum() + w @ _psi(x, yh) for yh in _labelings(len(y))]
-        total += C * max(0.0, max(scores) - w @ _psi(x, y))
-    return total
-
-
-def _exact_ssvm_optimum(X, Y, C=C):
-    w = cp.Variable(len(_psi(X[0], Y[0])))
-    xi = cp.Variable(len(X), nonneg=True)
-    constraints = []
-    for k, (x, y) in enumerate(zip(X, Y)):
-        ys = _labelings(len(y))
-        dpsi = np.array([_psi(x, y) - _psi(x, yh) for yh in ys])
-        constraints.append(xi[k] >= (ys != y).sum(axis=1) - dpsi @ w)
-    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(xi)), constraints)
-    problem.solve()
-    return problem.value
+def _brute_primal(w, X, Y):
+    return brute_primal(w, X, Y, L, C)
 
 
 @pytest.fixture(scope="module")
 def exact_optimum(tiny_chain):
-    return _exact_ssvm_optimum(*tiny_chain)
+    return exact_ssvm_optimum(*tiny_chain, L, C)
 
 
 # ------------------------------------------------------------------ features and inference
@@ -188,7 +157,7 @@ def test_bad_parameters_raise_value_error(tiny_chain):
 def _separable_chain_problem(n_examples=30, n_states=3, d=4, seed=3):
     """Labels are the exact MAP of a random linear chain model: separable by construction."""
     rng = np.random.default_rng(seed)
-    X = [_chain_example(rng, int(rng.integers(3, 7)), d=d, d_e=1) for _ in range(n_examples)]
+    X = [chain_example(rng, int(rng.integers(3, 7)), d=d, d_e=1) for _ in range(n_examples)]
     X = [(f, e, np.ones_like(ef)) for f, e, ef in X]
     data = StructuredData(X, None, n_states)
     w_true = 3 * rng.normal(size=data.size)
@@ -212,7 +181,7 @@ def test_piecewise_linear_equals_independent_sklearn_logistic_regressions():
     from sklearn.linear_model import LogisticRegression
 
     rng = np.random.default_rng(4)
-    X = [_chain_example(rng, int(rng.integers(4, 9)), d=3, d_e=2) for _ in range(25)]
+    X = [chain_example(rng, int(rng.integers(4, 9)), d=3, d_e=2) for _ in range(25)]
     Y = [rng.integers(0, 3, size=x[0].shape[0]) for x in X]  # >2 classes: sklearn goes multinomial
     l2 = 0.5
     model = PiecewiseTraining(Linear(l2=l2, tol=1e-10, max_iter=2000),

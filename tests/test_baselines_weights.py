@@ -1,8 +1,5 @@
 """sample_weight and class_weight in the baselines: duplicated and dropped examples, the weighted
 Hamming loss against brute force, "balanced" by hand, the weighted SSVM optimum by enumeration."""
-import itertools
-
-import cvxpy as cp
 import numpy as np
 import pytest
 from sklearn.utils.class_weight import compute_class_weight
@@ -17,21 +14,17 @@ from baselines.weights import class_weight_vector
 from slr.models import hamming_margin
 from slr.oracles import Linear
 
+from chain_reference import brute_primal, chain_example, exact_ssvm_optimum, joint_feature, labelings, weighted_hamming
+
 L = 3
 WEIGHTS = np.array([2, 1, 0, 3, 1, 1])
 CW = {0: 2.5, 2: 0.5}
 
 
-def _chain_example(rng, n, d=3, d_e=2):
-    feats = rng.normal(size=(n, d))
-    edges = np.column_stack([np.arange(n - 1), np.arange(1, n)])
-    return feats, edges, rng.normal(size=(n - 1, d_e))
-
-
 @pytest.fixture(scope="module")
 def chains():
     rng = np.random.default_rng(3)
-    X = [_chain_example(rng, int(rng.integers(2, 5))) for _ in range(len(WEIGHTS))]
+    X = [chain_example(rng, int(rng.integers(2, 5))) for _ in range(len(WEIGHTS))]
     Y = [rng.integers(0, L, size=x[0].shape[0]) for x in X]
     return X, Y
 
@@ -44,44 +37,15 @@ def _duplicated(X, Y, weights):
 
 # ------------------------------------------------------------------ independent numpy side
 def _psi(x, y):
-    feats, edges, efeats = x
-    unary = np.zeros((L, feats.shape[1]))
-    for i, a in enumerate(y):
-        unary[a] += feats[i]
-    pair = np.zeros((L * L, efeats.shape[1]))
-    for e, (i, j) in enumerate(edges):
-        pair[y[i] * L + y[j]] += efeats[e]
-    return np.concatenate([unary.ravel(), pair.ravel()])
+    return joint_feature(x, y, L)
 
 
 def _labelings(n):
-    return np.array(list(itertools.product(range(L), repeat=n)))
-
-
-def _weighted_hamming(y, y_hat, cw):
-    return sum(cw[a] for a, b in zip(y, y_hat) if a != b)
+    return labelings(n, L)
 
 
 def _brute_weighted_primal(w, X, Y, s, cw, C=1.0):
-    total = 0.5 * w @ w
-    for x, y, s_k in zip(X, Y, s):
-        best = max(_weighted_hamming(y, yh, cw) + w @ _psi(x, yh) for yh in _labelings(len(y)))
-        total += C * s_k * max(0.0, best - w @ _psi(x, y))
-    return total
-
-
-def _exact_weighted_optimum(X, Y, s, cw, C=1.0):
-    w = cp.Variable(len(_psi(X[0], Y[0])))
-    xi = cp.Variable(len(X), nonneg=True)
-    constraints = []
-    for k, (x, y) in enumerate(zip(X, Y)):
-        ys = _labelings(len(y))
-        dpsi = np.array([_psi(x, y) - _psi(x, yh) for yh in ys])
-        losses = np.array([_weighted_hamming(y, yh, cw) for yh in ys])
-        constraints.append(xi[k] >= losses - dpsi @ w)
-    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(cp.multiply(s, xi))), constraints)
-    problem.solve()
-    return problem.value
+    return brute_primal(w, X, Y, L, C, s=s, cw=cw)
 
 
 # ------------------------------------------------------------------ class weights
@@ -122,10 +86,10 @@ def test_weighted_loss_augmented_inference_equals_brute_force(chains, model):
     node_mu, _, loss, slack = data.loss_augmented(w)
     for k, (x, y) in enumerate(zip(X, Y)):
         ys = _labelings(len(y))
-        values = [_weighted_hamming(y, yh, cw) + w @ _psi(x, yh) for yh in ys]
+        values = [weighted_hamming(y, yh, cw) + w @ _psi(x, yh) for yh in ys]
         best = ys[int(np.argmax(values))]
         np.testing.assert_array_equal(data.split(node_mu)[k].argmax(1), best)
-        assert loss[k] == pytest.approx(_weighted_hamming(y, best, cw))
+        assert loss[k] == pytest.approx(weighted_hamming(y, best, cw))
         assert slack[k] == pytest.approx(max(values) - w @ _psi(x, y), abs=1e-7)
 
 
@@ -203,7 +167,7 @@ def test_subgradient_minibatches_scale_each_term_by_its_weight(chains):
 def test_ssvms_reach_the_weighted_optimum_by_enumeration(chains):
     X, Y = chains
     cw = class_weight_vector(CW, np.concatenate(Y), L)
-    exact = _exact_weighted_optimum(X, Y, WEIGHTS, cw)
+    exact = exact_ssvm_optimum(X, Y, L, s=WEIGHTS, cw=cw)
     for cls in (OneSlackSSVM, NSlackSSVM):
         model = _ssvm(cls).fit(X, Y, sample_weight=WEIGHTS)
         value = _brute_weighted_primal(model.w_, X, Y, WEIGHTS, cw)
