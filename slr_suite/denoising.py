@@ -79,7 +79,9 @@ class DenoisingSpec:
         holds as many blobs as the paper's 100 x 100 ones and both labels occur in it.
     n_iter, max_sweeps, epsilon
         The learner's iterations, star-update sweeps per half step (kernel sweeps: the chapter's
-        25 forward-backward iterations are 50), and eps.
+        25 forward-backward iterations are 50), and eps: Table 1 keeps the paper's protocol, 25
+        iterations of Algorithm 1.1 with exact steps (:data:`slr_suite.oracles.FIXED_BUDGET`), not
+        the library's stopping rule.
     trees : mapping
         BoostedTrees keywords of Table 1's ``Boost``: the NIPS paper's protocol, one tree per
         class per round with leaves of at least 5% of the subsample.
@@ -87,15 +89,13 @@ class DenoisingSpec:
         Those of ``ChapterBoost``, the chapter's protocol: one vector-leaf tree per round,
         leaves of 1%.
     mlp : mapping
-        MLP keywords. ``quick``'s MLP takes mini-batches of 100 instead of 1000 so that, with
+        MLP keywords (the model: hidden units, mini-batches); the epochs per fit are the MLP's
+        default ``n_epochs="auto"`` (until an epoch gains a tenth of the first one's gain, at
+        most 20). ``quick``'s MLP takes mini-batches of 100 instead of 1000 so that, with
         about a tenth of the pixels, it still makes about as many SGD steps per learning
-        iteration as ``full``. ``full``'s MLP runs 8 epochs per fit (the papers do not say):
-        with 2 the MLP cells are still learning at iteration 25 (MLP/MLP .018 against the
-        paper's .008; 8 epochs: .012).
-    mlp_pairwise : mapping or None
-        Updates ``mlp`` for pairwise MLPs: ``full``'s take 32 epochs, 4x the unary's, as their
-        SGD step is 1/5 of the unary's (.05 against .25); with 8, Linear/MLP was still falling
-        at iteration 25 (.049 against the paper's .034; 32 epochs: .038).
+        iteration as ``full``. On ``quick``'s nine MLP cells "auto" ended within .0025 of the
+        fixed 2 epochs per fit it replaced (worse by .001-.002 in three cells, better by
+        .002-.004 in two) at 1.03x their total time (docs/design.md section 1).
     classes : tuple of str
         Table 1's function classes (rows and columns).
     beside : tuple of (str, str)
@@ -109,7 +109,6 @@ class DenoisingSpec:
     trees: Mapping[str, Any]
     chapter_trees: Mapping[str, Any]
     mlp: Mapping[str, Any]
-    mlp_pairwise: Mapping[str, Any] | None = None
     classes: tuple[str, ...] = FUNCTION_CLASSES
     beside: tuple[tuple[str, str], ...] = ()
 
@@ -118,15 +117,13 @@ class DenoisingSpec:
         settings = dict(asdict(self.data), n_iter=self.n_iter, max_sweeps=self.max_sweeps, epsilon=self.epsilon,
                         trees=dict(self.trees), chapter_trees=dict(self.chapter_trees), mlp=dict(self.mlp),
                         classes=self.classes, beside=self.beside)
-        if self.mlp_pairwise is not None:
-            settings["mlp_pairwise"] = dict(self.mlp_pairwise)
         return settings
 
     def oracle(self, name: str, role: str) -> OracleSpec:
         """The oracle of function class ``name`` for the ``"unary"`` or ``"pairwise"`` factor.
 
         ``Boost`` boosts with ``trees`` and ``ChapterBoost`` with ``chapter_trees``; the MLP
-        takes the paper's steps and ``mlp``, updated by ``mlp_pairwise`` for pairwise factors.
+        takes the paper's step for the factor and ``mlp``.
         """
         if name in ("Zero", "Constant", "LightGBM"):
             return OracleSpec(name)
@@ -136,8 +133,7 @@ class DenoisingSpec:
             trees = self.trees if name == "Boost" else self.chapter_trees
             return OracleSpec("BoostedTrees", dict(learning_rate=_BOOST_STEP, **trees))
         if name == "MLP":
-            extra = self.mlp_pairwise if role == "pairwise" and self.mlp_pairwise else {}
-            return OracleSpec("MLP", dict(learning_rate=_MLP_RATE[role], **{**self.mlp, **extra}))
+            return OracleSpec("MLP", dict(learning_rate=_MLP_RATE[role], **self.mlp))
         raise ValueError(f"unknown function class {name!r}")
 
     def learner(self, unary: str, pairwise: str, n_jobs: int | None):
@@ -159,12 +155,11 @@ def _protocols(n_rounds: int, subsample: int) -> dict:
 #: Table 1's settings in each profile.
 SPECS = {
     "tiny": DenoisingSpec(DenoisingData(n_train=2, n_test=2, size=8, sigma=2.0), n_iter=2, max_sweeps=10,
-                          epsilon=0.1, **_protocols(3, 1000), mlp=dict(n_hidden=8, n_epochs=1, batch_size=100)),
+                          epsilon=0.1, **_protocols(3, 1000), mlp=dict(n_hidden=8, batch_size=100)),
     "quick": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=32, sigma=3.2), n_iter=25, max_sweeps=50,
-                           epsilon=0.1, **_protocols(20, 5000), mlp=dict(n_hidden=100, n_epochs=2, batch_size=100)),
+                           epsilon=0.1, **_protocols(20, 5000), mlp=dict(n_hidden=100, batch_size=100)),
     "full": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=100, sigma=10.0), n_iter=25, max_sweeps=50,
-                          epsilon=0.1, **_protocols(200, 10000), mlp=dict(n_hidden=100, n_epochs=8, batch_size=1000),
-                          mlp_pairwise=dict(n_epochs=32)),
+                          epsilon=0.1, **_protocols(200, 10000), mlp=dict(n_hidden=100, batch_size=1000)),
 }
 
 
