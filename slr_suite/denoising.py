@@ -89,13 +89,18 @@ class DenoisingSpec:
         Those of ``ChapterBoost``, the chapter's protocol: one vector-leaf tree per round,
         leaves of 1%.
     mlp : mapping
-        MLP keywords (the model: hidden units, mini-batches); the epochs per fit are the MLP's
-        default ``n_epochs="auto"`` (until an epoch gains a tenth of the first one's gain, at
-        most 20). ``quick``'s MLP takes mini-batches of 100 instead of 1000 so that, with
+        MLP keywords. ``quick``'s MLP takes mini-batches of 100 instead of 1000 so that, with
         about a tenth of the pixels, it still makes about as many SGD steps per learning
-        iteration as ``full``. On ``quick``'s nine MLP cells "auto" ended within .0025 of the
-        fixed 2 epochs per fit it replaced (worse by .001-.002 in three cells, better by
-        .002-.004 in two) at 1.03x their total time (docs/design.md section 1).
+        iteration as ``full``, and the MLP's default epochs per fit (``n_epochs="auto"``): on
+        its nine MLP cells they ended within .0025 of the 2 epochs per fit they replaced, at
+        1.03x the time. ``full``'s MLP runs 8 epochs per fit (the papers do not say): with 2
+        the MLP cells are still learning at iteration 25 (MLP/MLP .018 against the paper's
+        .008; 8 epochs: .012), and "auto" runs 2 there (every fit of the first 4 iterations of
+        MLP/MLP; docs/design.md section 4).
+    mlp_pairwise : mapping or None
+        Updates ``mlp`` for pairwise MLPs: ``full``'s take 32 epochs, 4x the unary's, as their
+        SGD step is 1/5 of the unary's (.05 against .25); with 8, Linear/MLP was still falling
+        at iteration 25 (.049 against the paper's .034; 32 epochs: .038).
     classes : tuple of str
         Table 1's function classes (rows and columns).
     beside : tuple of (str, str)
@@ -109,6 +114,7 @@ class DenoisingSpec:
     trees: Mapping[str, Any]
     chapter_trees: Mapping[str, Any]
     mlp: Mapping[str, Any]
+    mlp_pairwise: Mapping[str, Any] | None = None
     classes: tuple[str, ...] = FUNCTION_CLASSES
     beside: tuple[tuple[str, str], ...] = ()
 
@@ -117,13 +123,15 @@ class DenoisingSpec:
         settings = dict(asdict(self.data), n_iter=self.n_iter, max_sweeps=self.max_sweeps, epsilon=self.epsilon,
                         trees=dict(self.trees), chapter_trees=dict(self.chapter_trees), mlp=dict(self.mlp),
                         classes=self.classes, beside=self.beside)
+        if self.mlp_pairwise is not None:
+            settings["mlp_pairwise"] = dict(self.mlp_pairwise)
         return settings
 
     def oracle(self, name: str, role: str) -> OracleSpec:
         """The oracle of function class ``name`` for the ``"unary"`` or ``"pairwise"`` factor.
 
         ``Boost`` boosts with ``trees`` and ``ChapterBoost`` with ``chapter_trees``; the MLP
-        takes the paper's step for the factor and ``mlp``.
+        takes the paper's steps and ``mlp``, updated by ``mlp_pairwise`` for pairwise factors.
         """
         if name in ("Zero", "Constant", "LightGBM"):
             return OracleSpec(name)
@@ -133,7 +141,8 @@ class DenoisingSpec:
             trees = self.trees if name == "Boost" else self.chapter_trees
             return OracleSpec("BoostedTrees", dict(learning_rate=_BOOST_STEP, **trees))
         if name == "MLP":
-            return OracleSpec("MLP", dict(learning_rate=_MLP_RATE[role], **self.mlp))
+            extra = self.mlp_pairwise if role == "pairwise" and self.mlp_pairwise else {}
+            return OracleSpec("MLP", dict(learning_rate=_MLP_RATE[role], **{**self.mlp, **extra}))
         raise ValueError(f"unknown function class {name!r}")
 
     def learner(self, unary: str, pairwise: str, n_jobs: int | None):
@@ -159,7 +168,8 @@ SPECS = {
     "quick": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=32, sigma=3.2), n_iter=25, max_sweeps=50,
                            epsilon=0.1, **_protocols(20, 5000), mlp=dict(n_hidden=100, batch_size=100)),
     "full": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=100, sigma=10.0), n_iter=25, max_sweeps=50,
-                          epsilon=0.1, **_protocols(200, 10000), mlp=dict(n_hidden=100, batch_size=1000)),
+                          epsilon=0.1, **_protocols(200, 10000), mlp=dict(n_hidden=100, n_epochs=8, batch_size=1000),
+                          mlp_pairwise=dict(n_epochs=32)),
 }
 
 

@@ -266,7 +266,17 @@ def _slr_solver_text(spec: BaselinesSpec) -> str:
             "steps; `solver=\"auto\"`, the joint L-BFGS solver for Linear oracles and Algorithm 1.1 for the "
             "others), early stopping off (its validation data are the test examples, for the curves only); "
             "only its model is set here: its oracles, their ridge and eps. Its iterations column is the "
-            "iterations the rule let it run (docs/design.md, sections 1 and 6).\n")
+            "iterations the rule let it run (docs/design.md, sections 1 and 6)." + _slr_caps_text(spec) + "\n")
+
+
+def _slr_caps_text(spec: BaselinesSpec) -> str:
+    """The rows whose iterations a data set caps, if any."""
+    parts = [f"{method} on {dataset} at {cap} iterations" for dataset, caps in spec.slr_caps.items()
+             if dataset in spec.datasets() for method, cap in caps.items()]
+    if not parts:
+        return ""
+    return (" Capped, because the rule does not stop them before they overfit (their test error rises "
+            "while R still falls): " + "; ".join(parts) + ".")
 
 
 def _slr_cells_text(spec: BaselinesSpec) -> str:

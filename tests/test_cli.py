@@ -275,19 +275,21 @@ def test_python_dash_m_help():
 
 def test_table1_oracles_follow_the_profile_protocols():
     """Table 1's Boost is the NIPS per-class booster, ChapterBoost the chapter's vector trees; a
-    pairwise MLP takes the paper's pairwise step, a unary one the unary step; both the MLP's default
-    epochs per fit (no per-profile budget) and the profile's batches; the learner runs the paper's
-    fixed 25 iterations of Algorithm 1.1 with exact steps, not the library's stopping rule."""
+    pairwise MLP takes the paper's pairwise step, a unary one the unary step, and the profile's
+    batches; quick's both take the MLP's default epochs per fit, full's 8 (unary) and 32 (pairwise,
+    ``mlp_pairwise``); the learner runs the paper's fixed 25 iterations of Algorithm 1.1 with exact
+    steps, not the library's stopping rule."""
     from slr.oracles import MLP
     from slr_suite.oracles import FIXED_BUDGET
 
+    assert MLP().n_epochs == "auto"    # quick's epochs are the library's default
     for name in ("quick", "full"):
         cfg = get_profile(name).spec("denoising")
         assert cfg.oracle("Boost", "pairwise").build(0).tree == "per_class"
         assert cfg.oracle("ChapterBoost", "pairwise").build(0).tree == "vector"
         unary, pairwise = cfg.oracle("MLP", "unary").build(0), cfg.oracle("MLP", "pairwise").build(0)
         assert (unary.learning_rate, pairwise.learning_rate) == (0.25, 0.05)
-        assert unary.n_epochs == pairwise.n_epochs == MLP().n_epochs == "auto"
+        assert (unary.n_epochs, pairwise.n_epochs) == ((8, 32) if name == "full" else ("auto", "auto"))
         assert pairwise.batch_size == unary.batch_size == (1000 if name == "full" else 100)
         learner = cfg.learner("MLP", "MLP", 1)
         assert learner.max_iter == cfg.n_iter == 25
@@ -299,8 +301,9 @@ def test_table1_oracles_follow_the_profile_protocols():
 def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
     """Every slr row of the comparison is StructuredLogisticRegression with the library's solver
     defaults: only its oracles, eps, states, seed and threads are set, early stopping is off (the
-    validation data the suite passes are the test examples), and only ``tiny`` caps the iterations.
-    Its oracles keep their own defaults beyond the model (slr:Linear: just the ridge of C)."""
+    validation data the suite passes are the test examples), and only ``tiny`` (every row) and the
+    denoising slr:Boost row (quick 40, full 50: it overfits before the rule stops it) cap the
+    iterations. Its oracles keep their own defaults beyond the model (slr:Linear: the ridge of C)."""
     from slr import StructuredLogisticRegression
     from slr_suite import methods as suite
     from slr_suite.render_baselines import _slr_solver_text
@@ -315,9 +318,13 @@ def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
     for dataset, method in rows:
         model = cfg.slr_learner(method, dataset, suite.N_STATES[dataset], 1, reg)
         params = model.get_params(deep=False)
+        cap = {"tiny": 2, "quick": 40, "full": 50}[name] if name == "tiny" or (dataset, method) == (
+            "denoising", "slr:Boost") else defaults["max_iter"]
         changed = {key for key in defaults if params[key] != defaults[key]} - model_keys
-        assert changed == ({"early_stopping", "max_iter"} if name == "tiny" else {"early_stopping"}), (dataset, method)
-        assert params["early_stopping"] is False and params["max_iter"] == (2 if name == "tiny" else defaults["max_iter"])
+        assert changed == {"early_stopping"} | ({"max_iter"} if cap != defaults["max_iter"] else set()), (dataset, method)
+        assert params["early_stopping"] is False and params["max_iter"] == cap
+        assert cfg.method_config(dataset, "slr", method, reg)["slr_max_iter"] == (
+            None if cap == defaults["max_iter"] else cap)
         assert (params["n_states"], params["random_state"], params["n_jobs"]) == (suite.N_STATES[dataset], 0, 1)
         config = cfg.method_config(dataset, "slr", method, reg)
         assert {"slr_iter", "max_sweeps"}.isdisjoint(config) and config["solver"] == "defaults"
@@ -330,6 +337,7 @@ def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
             assert {"max_iter", "max_sweeps"}.isdisjoint(config["cell"])
             assert "n_epochs" not in model.unary.get_params() or model.unary.n_epochs == "auto"
     assert "library's defaults" in _slr_solver_text(cfg)
+    assert ("slr:Boost on denoising at" in _slr_solver_text(cfg)) == (name != "tiny")
 
 
 # ------------------------------------------------------------------ unclear failures (issue 26)
