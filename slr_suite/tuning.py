@@ -4,8 +4,9 @@ A C converted by formula into every method's ridge (``C_VALUE`` in :mod:`slr_sui
 is not fair to methods whose losses differ in shape. Where a profile names a data set in its
 ``tune`` entry, every method with a ridge is fitted once per value of the same grid of C (slr
 and GradientAlternation, whose losses are entropy-smoothed, also per value of the eps grid) on
-four fifths of the training examples, a seeded random fifth held out; each gets its own
-iteration budget, the same as in its test run. The value with the lowest final validation error
+four fifths of the training examples, a seeded random fifth held out; each runs as in its test
+run (its own iteration budget; slr's rows until the stopping rule of the library's defaults ends
+them). The value with the lowest final validation error
 is chosen (ties: the first in grid order, i.e. the strongest ridge); the test cells
 (:mod:`slr_suite.baselines`) then fit all training examples with it. The test examples are
 never looked at. Rows go to ``tuning_results.csv`` (one per method and grid value), which the

@@ -275,38 +275,69 @@ def test_python_dash_m_help():
 
 def test_table1_oracles_follow_the_profile_protocols():
     """Table 1's Boost is the NIPS per-class booster, ChapterBoost the chapter's vector trees; a
-    pairwise MLP takes the paper's pairwise step and ``mlp_pairwise``'s epochs, a unary one not."""
-    cfg = get_profile("full").spec("denoising")
-    assert cfg.oracle("Boost", "pairwise").build(0).tree == "per_class"
-    assert cfg.oracle("ChapterBoost", "pairwise").build(0).tree == "vector"
-    unary, pairwise = cfg.oracle("MLP", "unary").build(0), cfg.oracle("MLP", "pairwise").build(0)
-    assert (unary.learning_rate, unary.n_epochs) == (0.25, cfg.mlp["n_epochs"])
-    assert (pairwise.learning_rate, pairwise.n_epochs) == (0.05, cfg.mlp_pairwise["n_epochs"])
-    assert pairwise.n_epochs != unary.n_epochs and pairwise.batch_size == unary.batch_size == 1000
+    pairwise MLP takes the paper's pairwise step, a unary one the unary step, and the profile's
+    batches; quick's both take the MLP's default epochs per fit, full's 8 (unary) and 32 (pairwise,
+    ``mlp_pairwise``); the learner runs the paper's fixed 25 iterations of Algorithm 1.1 with exact
+    steps, not the library's stopping rule."""
+    from slr.oracles import MLP
+    from slr_suite.oracles import FIXED_BUDGET
+
+    assert MLP().n_epochs == "auto"    # quick's epochs are the library's default
+    for name in ("quick", "full"):
+        cfg = get_profile(name).spec("denoising")
+        assert cfg.oracle("Boost", "pairwise").build(0).tree == "per_class"
+        assert cfg.oracle("ChapterBoost", "pairwise").build(0).tree == "vector"
+        unary, pairwise = cfg.oracle("MLP", "unary").build(0), cfg.oracle("MLP", "pairwise").build(0)
+        assert (unary.learning_rate, pairwise.learning_rate) == (0.25, 0.05)
+        assert (unary.n_epochs, pairwise.n_epochs) == ((8, 32) if name == "full" else ("auto", "auto"))
+        assert pairwise.batch_size == unary.batch_size == (1000 if name == "full" else 100)
+        learner = cfg.learner("MLP", "MLP", 1)
+        assert learner.max_iter == cfg.n_iter == 25
+        assert {key: learner.get_params()[key] for key in FIXED_BUDGET} == FIXED_BUDGET
+        assert FIXED_BUDGET["tol"] == 0 and FIXED_BUDGET["solver"] == "alternation"
 
 
-def test_slr_linear_takes_its_letters_solver_settings_only_there():
-    """slr:Linear on letters: 6 sweeps per half step, 10 L-BFGS iterations per fit and
-    over-relaxed steps (its own cache key); on denoising the profile's sweeps, fits to
-    convergence and exact steps; the default ridge on both when not tuned."""
+@pytest.mark.parametrize("name", ["tiny", "quick", "full"])
+def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
+    """Every slr row of the comparison is StructuredLogisticRegression with the library's solver
+    defaults: only its oracles, eps, states, seed and threads are set, early stopping is off (the
+    validation data the suite passes are the test examples), and only ``tiny`` (every row) and the
+    denoising slr:Boost row (quick 40, full 50: it overfits before the rule stops it) cap the
+    iterations. Its oracles keep their own defaults beyond the model (slr:Linear: the ridge of C)."""
+    from slr import StructuredLogisticRegression
     from slr_suite import methods as suite
-    from slr_suite.render_baselines import _slr_linear_text
+    from slr_suite.render_baselines import _slr_solver_text
 
-    cfg = get_profile("full").spec("baselines")
-    letters = cfg.slr_learner("slr:Linear", "letters", 26, 1)
-    denoising = cfg.slr_learner("slr:Linear", "denoising", 2, 1)
-    assert letters.max_sweeps == 6 and denoising.max_sweeps == cfg.max_sweeps == 50
-    assert letters.relaxation == 1.9 and denoising.relaxation == 1.0
-    for model, dataset, max_iter in ((letters, "letters", 10), (denoising, "denoising", 1000)):
-        for oracle in (model.unary, model.pairwise):
-            assert oracle.max_iter == max_iter
-            assert oracle.l2 == suite.EPSILON / suite.C_VALUE[dataset]
-    reg = suite.default_regularisation("letters")
-    assert cfg.method_config("letters", "slr", "slr:Linear", reg)["cell"] == dict(max_sweeps=6, relaxation=1.9,
-                                                                                    linear=dict(max_iter=10))
-    assert cfg.method_config("denoising", "slr", "slr:Linear", reg)["cell"] is None
-    assert ("on letters, 6 sweeps per half step, Linear oracles with max_iter=10 "
-            "and over-relaxed steps, omega = 1.9" in _slr_linear_text(cfg))
+    cfg = get_profile(name).spec("baselines")
+    defaults = StructuredLogisticRegression().get_params(deep=False)
+    model_keys = {"unary", "pairwise", "epsilon", "n_states", "random_state", "n_jobs"}
+    reg = dict(C=10.0, epsilon=0.5)
+    rows = [(dataset, method) for dataset in cfg.datasets() for _, method in suite.methods_of(dataset, cfg)
+            if method.startswith("slr:")]
+    assert ("letters", "slr:MLP") in rows and ("denoising", "slr:Boost") in rows
+    for dataset, method in rows:
+        model = cfg.slr_learner(method, dataset, suite.N_STATES[dataset], 1, reg)
+        params = model.get_params(deep=False)
+        cap = {"tiny": 2, "quick": 40, "full": 50}[name] if name == "tiny" or (dataset, method) == (
+            "denoising", "slr:Boost") else defaults["max_iter"]
+        changed = {key for key in defaults if params[key] != defaults[key]} - model_keys
+        assert changed == {"early_stopping"} | ({"max_iter"} if cap != defaults["max_iter"] else set()), (dataset, method)
+        assert params["early_stopping"] is False and params["max_iter"] == cap
+        assert cfg.method_config(dataset, "slr", method, reg)["slr_max_iter"] == (
+            None if cap == defaults["max_iter"] else cap)
+        assert (params["n_states"], params["random_state"], params["n_jobs"]) == (suite.N_STATES[dataset], 0, 1)
+        config = cfg.method_config(dataset, "slr", method, reg)
+        assert {"slr_iter", "max_sweeps"}.isdisjoint(config) and config["solver"] == "defaults"
+        if method == "slr:Linear":
+            assert params["epsilon"] == 0.5
+            for oracle in (model.unary, model.pairwise):
+                assert oracle.get_params() == type(oracle)(l2=0.5 / 10.0).get_params()
+        if dataset == "letters" and method != "slr:Linear":
+            assert params["epsilon"] == suite.EPSILON
+            assert {"max_iter", "max_sweeps"}.isdisjoint(config["cell"])
+            assert "n_epochs" not in model.unary.get_params() or model.unary.n_epochs == "auto"
+    assert "library's defaults" in _slr_solver_text(cfg)
+    assert ("slr:Boost on denoising at" in _slr_solver_text(cfg)) == (name != "tiny")
 
 
 # ------------------------------------------------------------------ unclear failures (issue 26)
@@ -370,7 +401,7 @@ def test_quiet_prints_nothing_not_even_highs(tmp_path):
 
 def test_snakes_cells_run_every_learner_and_leave_the_other_data_sets_alone():
     """Every profile plans snakes with slr's rows, our six baselines and pystruct's peer (quick:
-    the example's OneSlackSSVM only) but no CRFsuite (chain-only); full tunes C (and eps) on a
+    the example's OneSlackSSVM only) but no CRFsuite (chain-only); both tune C (and full eps) on a
     validation split; the shared config, and so the committed rows of denoising and letters,
     is unchanged by the snakes."""
     from slr_suite import baselines, tuning
@@ -391,14 +422,13 @@ def test_snakes_cells_run_every_learner_and_leave_the_other_data_sets_alone():
         assert planned == {"slr:Linear", "slr:Boost", *OUR_BASELINES,
                            *(f"pystruct:{learner}" for learner in expected_peer[name])}
         assert all(c.identity["dataset"] == "snakes" for c in cells + tuning_cells)
-        if name == "full":
-            untuned = {"slr:Boost", "StructuredPerceptron", "pystruct:StructuredPerceptron"}
-            assert {c.identity["method"] for c in cells} == untuned     # the others wait for their tuning
-            fits = sum(len(grid(spec, "snakes", m)) for m in planned - untuned)
-            assert len(tuning_cells) == fits == 4 * 2 * 2 + 4 * 8
-        else:
-            assert not tuning_cells and len(cells) == len(planned)
-            one_slack = next(c for c in cells if c.identity["method"] == "pystruct:OneSlackSSVM")
+        untuned = {"slr:Boost", "StructuredPerceptron", "pystruct:StructuredPerceptron"} & planned
+        assert {c.identity["method"] for c in cells} == untuned     # the others wait for their tuning
+        fits = sum(len(grid(spec, "snakes", m)) for m in planned - untuned)
+        # full: 4 C x 2 eps for the two smoothed methods, 4 C for the other 8; quick: 2 C for all 7
+        assert len(tuning_cells) == fits == {"full": 4 * 2 * 2 + 4 * 8, "quick": 7 * 2}[name]
+        if name == "quick":
+            one_slack = next(c for c in tuning_cells if c.identity["method"] == "pystruct:OneSlackSSVM")
             assert one_slack.config["params"] == dict(inference_cache=50, tol=0.1)
             assert one_slack.config["max_iter"] == spec.budget("OneSlackSSVM", "snakes") < spec.max_iter["OneSlackSSVM"]
     for name, report in (("quick", "reports"), ("full", "reports/full")):
@@ -424,7 +454,7 @@ def test_snakes_rows_are_fits_of_the_protocols_data(tmp_path, capsys):
     assert "does not run 'snakes'" in capsys.readouterr().err
     tiny = get_profile("tiny")
     spec = replace(tiny.spec("baselines"), snakes=SnakesData(2, 2, crop=True),
-                   budgets=dict(snakes=dict(slr=1, StructuredPerceptron=3)))
+                   budgets=dict(snakes=dict(StructuredPerceptron=3)), slr_max_iter=1)
     profile = tiny.with_spec("baselines", spec)
     log, info = Logger(quiet=True), RunInfo.collect("tiny", ["slr"])
     runner.run(runner.plan(["baselines"], profile, dict(datasets="snakes")), profile, tmp_path,
