@@ -130,6 +130,11 @@ def resolve_subsample(subsample: int | float, n_rows: int) -> int:
     return size
 
 
+def _draw_rows(rng: np.random.Generator, n_rows: int, n_sub: int) -> np.ndarray:
+    """A boosting round's rows: ``n_sub`` of ``n_rows`` without replacement, sorted."""
+    return np.sort(rng.choice(n_rows, size=n_sub, replace=False, shuffle=False)).astype(np.intp, copy=False)
+
+
 def resolve_splitter(splitter: str, n_features: int) -> str:
     """The split search ``splitter="auto"`` stands for: the histogram search from
     ``AUTO_HIST_MIN_FEATURES`` features on, where it measured faster, else the exact one."""
@@ -303,11 +308,12 @@ class BoostedTrees(LogisticOracle):
     compared with. The ensemble grows by ``n_rounds`` rounds at every continued fit.
 
     Once a fit has continued, the replaced function is a long ensemble that a fit of
-    ``n_rounds`` rounds from 0 hardly ever matches again (in the quick Table 1's Boost cells
-    such fits rose in 34 to 92% of the fits, and from the first continued fit on nearly
-    always). So a fit on the rows of the last fit (same ``rows_digest``), where that fit
+    ``n_rounds`` rounds from 0 hardly ever matches again: in the quick Table 1's ten Boost
+    cells 52 to 96% of the fits continued, and every oracle's fits continued from its first
+    continued fit on. So a fit on the rows of the last fit (same ``rows_digest``), where that fit
     continued, boosts on from the replaced function at once, without the fit from 0
-    (``warm_start`` aside). Each guarded round's loss is taken in one pass over the rows at
+    (``warm_start`` aside); it still draws the rows that fit would have drawn, so that the
+    result is the same as before wherever the fit from 0 would have risen. Each guarded round's loss is taken in one pass over the rows at
     each trial scale (:func:`~slr.oracles._boosting.logistic.stepped_loss`), without
     re-adding its trees; its accepted scores are bitwise those the halved trees add.
     :meth:`decision_function` keeps the scores of the rows it predicted last, so that the
@@ -451,6 +457,9 @@ class BoostedTrees(LogisticOracle):
         if k > 1:
             if not skip:
                 self._boost(features, bias, labels, sample_weight, ensemble, p, rng, fit_start)
+            elif p["n_sub"] < n:   # the rows it would have drawn: the rounds below draw what they drew after it
+                for _ in range(p["n_rounds"]):
+                    _draw_rows(rng, n, p["n_sub"])
             # never end above the function this fit replaces (Notes)
             if skip or (previous is not None
                         and biased_logistic_loss(ensemble.scores, bias, labels, sample_weight)[0]
@@ -527,8 +536,7 @@ class BoostedTrees(LogisticOracle):
                 full_order = sorted_orders(features)
         for _ in range(p["n_rounds"]):
             if not full:
-                rows = np.sort(rng.choice(n, size=n_sub, replace=False, shuffle=False))
-                rows = rows.astype(np.intp, copy=False)
+                rows = _draw_rows(rng, n, n_sub)
                 sub_features = features[rows]
             if soft and (sub_targets is None or not full):
                 sub_targets = np.ascontiguousarray(labels[rows])
@@ -654,6 +662,24 @@ class BoostedTrees(LogisticOracle):
          self.node_value_) = parts
         self.n_leaves_ = np.concatenate([self.n_leaves_ if base is not None else np.zeros(0, dtype=np.intp),
                                          np.array([tree.n_leaves for tree in trees], dtype=np.intp)])
+
+    def _unpack_trees(self) -> list[Tree]:
+        """Inverse of :meth:`_pack_trees` (child ids made local to each tree again)."""
+        trees = []
+        offsets = self.tree_offsets_
+        for t in range(offsets.shape[0] - 1):
+            lo, hi = offsets[t], offsets[t + 1]
+            left = self.node_left_[lo:hi]
+            right = self.node_right_[lo:hi]
+            trees.append(Tree(
+                feature=self.node_feature_[lo:hi].copy(),
+                threshold=self.node_threshold_[lo:hi].copy(),
+                left=np.where(left >= 0, left - lo, -1),
+                right=np.where(right >= 0, right - lo, -1),
+                value=self.node_value_[lo:hi].copy(),
+                column=int(self.tree_class_[t]),
+            ))
+        return trees
 
     def __getstate__(self) -> dict:
         state = dict(super().__getstate__())  # a copy: object.__getstate__ returns __dict__ itself
