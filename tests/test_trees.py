@@ -385,7 +385,11 @@ def test_predictions_kept_between_fits_equal_a_full_walk(tree, monkeypatch):
     predicted = model.decision_function(test)
     assert walked == [model.n_trees_]
     np.testing.assert_array_equal(predicted, prefix_scores(model, test, model.n_trees_))
-    assert "_prediction_cache_" not in pickle.loads(pickle.dumps(model)).__dict__
+    restored = pickle.loads(pickle.dumps(model))   # nothing kept; the key of kept scores new in this process
+    assert "_prediction_cache_" not in restored.__dict__
+    restored.decision_function(test)
+    restored.set_params(tree=tree, n_rounds=3).fit(features, bias, labels)
+    np.testing.assert_array_equal(restored.decision_function(test), prefix_scores(restored, test, restored.n_trees_))
 
 
 def test_first_fit_never_ends_above_the_zero_function():

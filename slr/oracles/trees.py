@@ -69,6 +69,8 @@ def resolve_tree(tree: str, n_classes: int) -> tuple[str, TreeDefaults]:
     if n_classes >= AUTO_PER_CLASS_MIN_CLASSES:
         return "per_class", TREE_DEFAULTS["auto"]
     return "vector", TREE_DEFAULTS["vector"]
+
+
 #: Identifies an ensemble up to the trees appended to it (:meth:`BoostedTrees._pack_trees`).
 _LINEAGES = itertools.count()
 #: Halvings of a guarded round's trees tried before the round is dropped and boosting stops
@@ -313,11 +315,12 @@ class BoostedTrees(LogisticOracle):
     continued fit on. So a fit on the rows of the last fit (same ``rows_digest``), where that fit
     continued, boosts on from the replaced function at once, without the fit from 0
     (``warm_start`` aside); it still draws the rows that fit would have drawn, so that the
-    result is the same as before wherever the fit from 0 would have risen. Each guarded round's loss is taken in one pass over the rows at
-    each trial scale (:func:`~slr.oracles._boosting.logistic.stepped_loss`), without
-    re-adding its trees; its accepted scores are bitwise those the halved trees add.
-    :meth:`decision_function` keeps the scores of the rows it predicted last, so that the
-    learner's validation rows walk only the trees a continued fit added.
+    result is the same as before wherever the fit from 0 would have risen. Each guarded
+    round's loss is taken in one pass over the rows at each trial scale
+    (:func:`~slr.oracles._boosting.logistic.stepped_loss`), without re-adding its trees; its
+    accepted scores are bitwise those the halved trees add. :meth:`decision_function` keeps
+    the scores of the rows it predicted last, so that the learner's validation rows walk only
+    the trees a continued fit added.
 
     **The protocol ``tree="auto"`` chooses.** With many classes one vector tree per round
     fits the loss slower than LightGBM's per-class trees: on the wide problem (20,000 rows,
@@ -635,33 +638,34 @@ class BoostedTrees(LogisticOracle):
     def _pack_trees(self, trees: list[Tree], k: int, extends: bool = False) -> None:
         """Concatenate the trees' node arrays into the flat fitted attributes; ``extends``: append
         them to those of the fitted ensemble (whose kept scores in :meth:`decision_function`
-        stay valid)."""
-        base = (self.tree_offsets_, self.tree_class_, self.node_feature_, self.node_threshold_, self.node_left_,
-                self.node_right_, self.node_value_) if extends else None
-        if base is None or not hasattr(self, "_lineage_"):
+        then stay valid)."""
+        first = int(self.tree_offsets_[-1]) if extends else 0
+        offsets = np.full(len(trees) + 1, first, dtype=np.intp)
+        offsets[1:] += np.cumsum([tree.n_nodes for tree in trees], dtype=np.intp)
+
+        def joined(parts: list[np.ndarray], empty: np.ndarray) -> np.ndarray:
+            return np.concatenate(parts) if parts else empty
+
+        ints = np.zeros(0, dtype=np.intp)
+        new = {
+            "tree_class_": np.array([t.column for t in trees], dtype=np.intp),
+            "n_leaves_": np.array([t.n_leaves for t in trees], dtype=np.intp),
+            "node_feature_": joined([t.feature.astype(np.intp) for t in trees], ints),
+            "node_threshold_": joined([t.threshold for t in trees], np.zeros(0)),
+            "node_left_": joined([np.where(t.left >= 0, t.left + off, -1).astype(np.intp)
+                                  for t, off in zip(trees, offsets)], ints),
+            "node_right_": joined([np.where(t.right >= 0, t.right + off, -1).astype(np.intp)
+                                   for t, off in zip(trees, offsets)], ints),
+            "node_value_": joined([t.value for t in trees], np.zeros((0, k))),
+        }
+        if extends:
+            offsets = np.concatenate([self.tree_offsets_[:-1], offsets])
+            new = {name: np.concatenate([getattr(self, name), part]) for name, part in new.items()}
+        else:   # a new ensemble: no kept scores belong to it
             self._lineage_ = next(_LINEAGES)
-        start = 0 if base is None else int(base[0][-1])
-        offsets = np.full(len(trees) + 1, start, dtype=np.intp)
-        np.cumsum([tree.n_nodes for tree in trees], out=offsets[1:])
-        offsets[1:] += start
-        parts = [
-            np.array([tree.column for tree in trees], dtype=np.intp),
-            np.concatenate([t.feature for t in trees]).astype(np.intp) if trees else np.zeros(0, dtype=np.intp),
-            np.concatenate([t.threshold for t in trees]) if trees else np.zeros(0),
-            np.concatenate([np.where(t.left >= 0, t.left + off, -1) for t, off in zip(trees, offsets)]).astype(np.intp)
-            if trees else np.zeros(0, dtype=np.intp),
-            np.concatenate([np.where(t.right >= 0, t.right + off, -1) for t, off in zip(trees, offsets)]).astype(np.intp)
-            if trees else np.zeros(0, dtype=np.intp),
-            np.concatenate([t.value for t in trees]) if trees else np.zeros((0, k)),
-        ]
-        if base is not None:
-            offsets = np.concatenate([base[0][:-1], offsets])
-            parts = [np.concatenate([old, new]) for old, new in zip(base[1:], parts)]
         self.tree_offsets_ = offsets
-        (self.tree_class_, self.node_feature_, self.node_threshold_, self.node_left_, self.node_right_,
-         self.node_value_) = parts
-        self.n_leaves_ = np.concatenate([self.n_leaves_ if base is not None else np.zeros(0, dtype=np.intp),
-                                         np.array([tree.n_leaves for tree in trees], dtype=np.intp)])
+        for name, part in new.items():
+            setattr(self, name, part)
 
     def _unpack_trees(self) -> list[Tree]:
         """Inverse of :meth:`_pack_trees` (child ids made local to each tree again)."""
@@ -683,8 +687,9 @@ class BoostedTrees(LogisticOracle):
 
     def __getstate__(self) -> dict:
         state = dict(super().__getstate__())  # a copy: object.__getstate__ returns __dict__ itself
-        for large in ("training_scores_", "_prediction_cache_"):   # large and recomputable: not pickled
-            state.pop(large, None)
+        # large and recomputable, and the kept scores' key is unique in this process only: not pickled
+        for name in ("training_scores_", "_prediction_cache_", "_lineage_"):
+            state.pop(name, None)
         return state
 
     @property
