@@ -360,8 +360,8 @@ def test_stepped_loss_is_the_biased_loss_of_the_stepped_scores():
 @pytest.mark.parametrize("tree", ["vector", "per_class"])
 def test_predictions_kept_between_fits_equal_a_full_walk(tree, monkeypatch):
     """decision_function keeps the scores of the rows it predicted last: after a continued fit it
-    walks only the added trees, after a fit from 0 all of them, and both equal a walk of all
-    trees from 0, bit for bit."""
+    walks only the added trees, after a fit from 0 or a change of the trees all of them, and
+    each equals a walk of all trees from 0, bit for bit."""
     features, bias, labels = make_problem(2000, 3, seed=11)
     test = np.random.default_rng(3).uniform(size=(500, 2))
     model = BoostedTrees(n_rounds=40, subsample=500, tree=tree, random_state=0).fit(features, bias, labels)
@@ -385,7 +385,12 @@ def test_predictions_kept_between_fits_equal_a_full_walk(tree, monkeypatch):
     predicted = model.decision_function(test)
     assert walked == [model.n_trees_]
     np.testing.assert_array_equal(predicted, prefix_scores(model, test, model.n_trees_))
-    restored = pickle.loads(pickle.dumps(model))   # nothing kept; the key of kept scores new in this process
+    model.node_value_ *= 2.0   # trees changed in place: the kept scores are not theirs
+    walked.clear()
+    predicted = model.decision_function(test)
+    assert walked == [model.n_trees_]
+    np.testing.assert_array_equal(predicted, prefix_scores(model, test, model.n_trees_))
+    restored = pickle.loads(pickle.dumps(model))   # nothing kept
     assert "_prediction_cache_" not in restored.__dict__
     restored.decision_function(test)
     restored.set_params(tree=tree, n_rounds=3).fit(features, bias, labels)

@@ -10,7 +10,7 @@ is in :mod:`slr.oracles._boosting` (Cython, ``nogil``); docs/design.md section 7
 """
 from __future__ import annotations
 
-import itertools
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -70,9 +70,6 @@ def resolve_tree(tree: str, n_classes: int) -> tuple[str, TreeDefaults]:
         return "per_class", TREE_DEFAULTS["auto"]
     return "vector", TREE_DEFAULTS["vector"]
 
-
-#: Identifies an ensemble up to the trees appended to it (:meth:`BoostedTrees._pack_trees`).
-_LINEAGES = itertools.count()
 #: Halvings of a guarded round's trees tried before the round is dropped and boosting stops
 #: (:meth:`BoostedTrees.fit`, Notes: a fit that would raise the loss).
 MAX_HALVINGS = 40
@@ -637,8 +634,7 @@ class BoostedTrees(LogisticOracle):
 
     def _pack_trees(self, trees: list[Tree], k: int, extends: bool = False) -> None:
         """Concatenate the trees' node arrays into the flat fitted attributes; ``extends``: append
-        them to those of the fitted ensemble (whose kept scores in :meth:`decision_function`
-        then stay valid)."""
+        them to those of the fitted ensemble."""
         first = int(self.tree_offsets_[-1]) if extends else 0
         offsets = np.full(len(trees) + 1, first, dtype=np.intp)
         offsets[1:] += np.cumsum([tree.n_nodes for tree in trees], dtype=np.intp)
@@ -661,8 +657,6 @@ class BoostedTrees(LogisticOracle):
         if extends:
             offsets = np.concatenate([self.tree_offsets_[:-1], offsets])
             new = {name: np.concatenate([getattr(self, name), part]) for name, part in new.items()}
-        else:   # a new ensemble: no kept scores belong to it
-            self._lineage_ = next(_LINEAGES)
         self.tree_offsets_ = offsets
         for name, part in new.items():
             setattr(self, name, part)
@@ -687,8 +681,7 @@ class BoostedTrees(LogisticOracle):
 
     def __getstate__(self) -> dict:
         state = dict(super().__getstate__())  # a copy: object.__getstate__ returns __dict__ itself
-        # large and recomputable, and the kept scores' key is unique in this process only: not pickled
-        for name in ("training_scores_", "_prediction_cache_", "_lineage_"):
+        for name in ("training_scores_", "_prediction_cache_"):   # large and recomputable: not pickled
             state.pop(name, None)
         return state
 
@@ -708,16 +701,17 @@ class BoostedTrees(LogisticOracle):
     def decision_function(self, features: Any) -> np.ndarray:
         """Scores ``f(x, y)`` of shape (N, K): the sum of the scaled trees (no bias).
 
-        The scores of the rows last predicted are kept: predicted again (the learner's
-        validation rows after every iteration) after fits that only added trees (a continued
-        fit, a warm start), only the new trees are walked, adding to them in the order a
-        full walk adds, so the result is the same bit for bit.
+        The scores of the rows last predicted are kept with a digest of the trees that summed
+        them: predicted again (the learner's validation rows after every iteration) while the
+        ensemble begins with the same trees (after a continued fit or a warm start, which only
+        add trees), only the trees added since are walked, adding to the kept scores in the
+        order a full walk adds, so the result is the same bit for bit.
         """
         features = self._check_features(features)
-        n_trees, digest = self.n_trees_, rows_digest(features)
-        lineage, kept = getattr(self, "_lineage_", None), getattr(self, "_prediction_cache_", None)
-        if kept is not None and kept[:2] == (lineage, digest) and kept[2] <= n_trees:
-            out, start = kept[3].copy(), kept[2]
+        n_trees, rows = self.n_trees_, rows_digest(features)
+        kept = getattr(self, "_prediction_cache_", None)
+        if kept is not None and kept[0] == rows and kept[1] <= n_trees and kept[2] == self._trees_digest(kept[1]):
+            out, start = kept[3].copy(), kept[1]
         else:
             out, start = np.zeros((features.shape[0], self.n_classes_)), 0
         if n_trees > start and features.shape[0] > 0:
@@ -727,5 +721,15 @@ class BoostedTrees(LogisticOracle):
                 self.node_threshold_, self.node_left_, self.node_right_, self.node_value_, out,
                 resolve_threads(self.n_jobs),
             )
-        self._prediction_cache_ = (lineage, digest, n_trees, out.copy())
+        self._prediction_cache_ = (rows, n_trees, self._trees_digest(n_trees), out.copy())
         return out
+
+    def _trees_digest(self, n_trees: int) -> str:
+        """What identifies the ensemble's first ``n_trees`` trees (all their node arrays)."""
+        end = self.tree_offsets_[n_trees]
+        digest = hashlib.blake2b(digest_size=16)
+        for part in (self.tree_offsets_[:n_trees + 1], self.tree_class_[:n_trees], self.node_feature_[:end],
+                     self.node_threshold_[:end], self.node_left_[:end], self.node_right_[:end],
+                     self.node_value_[:end]):
+            digest.update(np.ascontiguousarray(part).view(np.uint8))
+        return digest.hexdigest()
