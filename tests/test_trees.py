@@ -300,6 +300,103 @@ def test_refit_that_does_not_rise_is_the_fit_from_zero(tree):
         np.testing.assert_array_equal(getattr(model, name), getattr(fresh, name))
 
 
+@pytest.mark.parametrize("tree", ["vector", "per_class"])
+def test_refit_after_a_continued_fit_on_the_same_rows_continues_at_once(tree, monkeypatch):
+    """After a fit that continued, the next fit on the same rows boosts on from the replaced
+    function without a fit from 0 first; its rounds never raise the loss. Where the fit from 0
+    would have risen, the result is that of trying it first (a copy that tries it: its rows'
+    scores predicted after pickling). On other rows the fit from 0 is tried first, as before."""
+    features, bias, labels = make_problem(2000, 3, seed=11)
+    model = BoostedTrees(n_rounds=40, subsample=500, tree=tree, random_state=0).fit(features, bias, labels)
+    model.set_params(n_rounds=2).fit(features, shifted(bias, 1), labels)
+    assert model.continued_
+    boosts = []
+    original = BoostedTrees._boost
+    monkeypatch.setattr(BoostedTrees, "_boost", lambda self, *args, **kw: boosts.append(kw.get("guarded", False))
+                        or original(self, *args, **kw))
+    replaced = pickle.loads(pickle.dumps(model))   # no training_scores_, no kept scores
+    replaced.continued_ = False   # so it tries the fit from 0 first
+    new_bias = shifted(bias, 2)
+    reference = biased_logistic_loss(model.training_scores_, new_bias, labels)[0]
+    n_old, per_round = model.n_trees_, 3 if tree == "per_class" else 1
+    model.fit(features, new_bias, labels)
+    assert boosts == [True] and model.continued_
+    losses = [biased_logistic_loss(prefix_scores(model, features, t), new_bias, labels)[0]
+              for t in range(n_old, model.n_trees_ + 1, per_round)]
+    assert losses[0] == pytest.approx(reference, rel=1e-12)
+    assert np.all(np.diff(losses) <= 0) and losses[-1] < reference
+    np.testing.assert_array_equal(model.training_scores_, model.decision_function(features))
+    leaves = [np.sum(model.node_feature_[lo:hi] < 0) for lo, hi in zip(model.tree_offsets_, model.tree_offsets_[1:])]
+    np.testing.assert_array_equal(model.n_leaves_, leaves)
+    boosts.clear()
+    replaced.fit(features, new_bias, labels)
+    assert boosts == [False, True] and replaced.continued_   # the fit from 0 rose
+    for name in NODE_ARRAYS + ("subset_loss_", "training_scores_", "n_halvings_"):
+        np.testing.assert_array_equal(getattr(replaced, name), getattr(model, name))
+
+    boosts.clear()
+    other = features[::-1].copy()   # the same rows in another order: other rows to the oracle
+    model.fit(other, shifted(bias, 3)[::-1].copy(), labels[::-1].copy())
+    assert boosts[0] is False
+
+
+def test_stepped_loss_is_the_biased_loss_of_the_stepped_scores():
+    """Integer labels, weights and soft targets: the loss at ``F + scale * D`` equals numpy's."""
+    rng = np.random.default_rng(5)
+    n, k = 300, 4
+    scores, step, bias = rng.normal(size=(n, k)), rng.normal(size=(n, k)), 3 * rng.normal(size=(n, k))
+    labels = rng.integers(0, k, n)
+    weights = rng.uniform(0, 2, n)
+    targets = rng.dirichlet(np.ones(k), n)
+    for scale in (1.0, 0.25, 0.0):
+        stepped = scores + scale * step
+        for w in (None, weights):
+            assert logistic.stepped_loss(scores, step, scale, bias, labels, w) == pytest.approx(
+                biased_logistic_loss(stepped, bias, labels, w)[0], rel=1e-12)
+            assert logistic.stepped_loss(scores, step, scale, bias, np.zeros(n, dtype=np.int64), w, targets) \
+                == pytest.approx(biased_logistic_loss(stepped, bias, targets, w)[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("tree", ["vector", "per_class"])
+def test_predictions_kept_between_fits_equal_a_full_walk(tree, monkeypatch):
+    """decision_function keeps the scores of the rows it predicted last: after a continued fit it
+    walks only the added trees, after a fit from 0 or a change of the trees all of them, and
+    each equals a walk of all trees from 0, bit for bit."""
+    features, bias, labels = make_problem(2000, 3, seed=11)
+    test = np.random.default_rng(3).uniform(size=(500, 2))
+    model = BoostedTrees(n_rounds=40, subsample=500, tree=tree, random_state=0).fit(features, bias, labels)
+    model.decision_function(test)
+    walked = []
+    original = predictor.predict_ensemble
+    monkeypatch.setattr(predictor, "predict_ensemble",
+                        lambda X, offsets, *args: walked.append(offsets.shape[0] - 1) or original(X, offsets, *args))
+    for seed in (1, 2):   # continued fits (the first from 0 rises, the second skips it)
+        n_old = model.n_trees_
+        model.set_params(n_rounds=2).fit(features, shifted(bias, seed), labels)
+        assert model.continued_
+        walked.clear()
+        predicted = model.decision_function(test)
+        assert walked == [model.n_trees_ - n_old]
+        np.testing.assert_array_equal(predicted, prefix_scores(model, test, model.n_trees_))
+    n_before = model.n_trees_
+    model.set_params(tree="per_class" if tree == "vector" else "vector").fit(features, bias, labels)
+    assert not model.continued_ and model.n_trees_ != n_before   # a new ensemble of the other protocol
+    walked.clear()
+    predicted = model.decision_function(test)
+    assert walked == [model.n_trees_]
+    np.testing.assert_array_equal(predicted, prefix_scores(model, test, model.n_trees_))
+    model.node_value_ *= 2.0   # trees changed in place: the kept scores are not theirs
+    walked.clear()
+    predicted = model.decision_function(test)
+    assert walked == [model.n_trees_]
+    np.testing.assert_array_equal(predicted, prefix_scores(model, test, model.n_trees_))
+    restored = pickle.loads(pickle.dumps(model))   # nothing kept
+    assert "_prediction_cache_" not in restored.__dict__
+    restored.decision_function(test)
+    restored.set_params(tree=tree, n_rounds=3).fit(features, bias, labels)
+    np.testing.assert_array_equal(restored.decision_function(test), prefix_scores(restored, test, restored.n_trees_))
+
+
 def test_first_fit_never_ends_above_the_zero_function():
     """Without the Newton re-fit, a step of 50 overshoots: the fit from 0 continues from 0 with its
     rounds halved, and ends below the loss of f = 0."""

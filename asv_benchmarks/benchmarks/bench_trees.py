@@ -16,6 +16,7 @@ cache.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -347,3 +348,43 @@ class DefaultsRatios(common.Benchmark):
         return defaults_cell(*WIDE, rounds=30, reference=reference)["ratio"]
 
     track_defaults_time_to_lightgbm_loss_ratio.unit = "ratio"
+
+
+def refit_sequence(problem: str, n_fits: int = 8, n_rounds: int = 20, shift: float = 0.2,
+                   seed: int = 0) -> tuple[Any, int]:
+    """The structured learner's use of a boosting oracle, on a tenth of a :data:`PROBLEMS` problem:
+    ``n_fits`` fits of ``n_rounds`` per-class rounds on the same rows, each for the last bias moved
+    by ``shift`` (normal noise), with the validation rows (a second problem) predicted after every
+    fit. Returns the oracle and how many fits continued from the function they replaced."""
+    from slr.oracles.trees import BoostedTrees
+
+    features, bias, labels = (a[::10].copy() for a in make_problem(problem, seed))
+    validation = make_problem(problem, seed + 1)[0][::10].copy()
+    rng = np.random.default_rng(seed)
+    oracle = BoostedTrees(n_rounds=n_rounds, subsample=SUBSAMPLE // 2, tree="per_class", n_jobs=THREADS,
+                          random_state=seed)
+    continued = 0
+    for _ in range(n_fits):
+        oracle.fit(features, bias, labels)
+        oracle.decision_function(validation)
+        continued += oracle.continued_
+        bias = bias + shift * rng.normal(size=bias.shape)
+    return oracle, continued
+
+
+class GuardedRefits(common.Benchmark):
+    """What a fit that must not end above the function it replaces costs, as the learner refits:
+    :func:`refit_sequence` timed, and the number of its fits that continued (``BoostedTrees``,
+    Notes: a fit after one that continued skips the fit from 0, guarded rounds take their loss in
+    one pass, predictions walk only the trees added since)."""
+
+    params = list(PROBLEMS)
+    param_names = ["problem"]
+
+    def time_refit_sequence(self, problem):
+        refit_sequence(problem)
+
+    def track_continued_fits(self, problem):
+        return refit_sequence(problem)[1]
+
+    track_continued_fits.unit = "fits of 8"

@@ -10,6 +10,7 @@ is in :mod:`slr.oracles._boosting` (Cython, ``nogil``); docs/design.md section 7
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -68,6 +69,7 @@ def resolve_tree(tree: str, n_classes: int) -> tuple[str, TreeDefaults]:
     if n_classes >= AUTO_PER_CLASS_MIN_CLASSES:
         return "per_class", TREE_DEFAULTS["auto"]
     return "vector", TREE_DEFAULTS["vector"]
+
 #: Halvings of a guarded round's trees tried before the round is dropped and boosting stops
 #: (:meth:`BoostedTrees.fit`, Notes: a fit that would raise the loss).
 MAX_HALVINGS = 40
@@ -75,17 +77,20 @@ MAX_HALVINGS = 40
 
 @dataclass
 class _Ensemble:
-    """A function being boosted: its trees, its scores on the fit's rows, and the per-round
-    records of its rounds (``subset_loss_``, ``round_seconds_``)."""
+    """A function being boosted: its scores on the fit's rows, the trees boosted in this fit
+    (``extends``: after those of the fitted ensemble, which it then begins with), and the
+    per-round records of all its rounds (``subset_loss_``, ``round_seconds_``)."""
 
     scores: np.ndarray
+    extends: bool = False
     trees: list = field(default_factory=list)
     subset_loss: list = field(default_factory=list)
     round_seconds: list = field(default_factory=list)
 
     def copy(self) -> "_Ensemble":
         """A copy that boosting can extend (the trees themselves are never modified)."""
-        return _Ensemble(self.scores.copy(), list(self.trees), list(self.subset_loss), list(self.round_seconds))
+        return _Ensemble(self.scores.copy(), self.extends, list(self.trees), list(self.subset_loss),
+                         list(self.round_seconds))
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,11 @@ def resolve_subsample(subsample: int | float, n_rows: int) -> int:
             f"subsample={subsample!r} selects {size} of {n_rows} rows; at least 2 are needed"
         )
     return size
+
+
+def _draw_rows(rng: np.random.Generator, n_rows: int, n_sub: int) -> np.ndarray:
+    """A boosting round's rows: ``n_sub`` of ``n_rows`` without replacement, sorted."""
+    return np.sort(rng.choice(n_rows, size=n_sub, replace=False, shuffle=False)).astype(np.intp, copy=False)
 
 
 def resolve_splitter(splitter: str, n_features: int) -> str:
@@ -249,6 +259,7 @@ class BoostedTrees(LogisticOracle):
     continued_ : bool
         Whether the last fit ended by boosting on from the function it replaced, its rounds
         guarded (Notes); the trees are then those of that function followed by the new ones.
+        The next fit on the same rows then continues at once (Notes).
     n_halvings_ : int
         How often the last fit halved a guarded round's trees to keep the loss from rising.
     training_scores_ : ndarray of shape (N, K)
@@ -294,6 +305,19 @@ class BoostedTrees(LogisticOracle):
     ``training_scores_`` when the rows are those of the last fit, otherwise a prediction. A
     replaced ensemble of the other ``tree`` protocol (after ``set_params(tree=...)``) is not
     compared with. The ensemble grows by ``n_rounds`` rounds at every continued fit.
+
+    Once a fit has continued, the replaced function is a long ensemble that a fit of
+    ``n_rounds`` rounds from 0 hardly ever matches again: in the quick Table 1's ten Boost
+    cells 52 to 96% of the fits continued, and every oracle's fits continued from its first
+    continued fit on. So a fit on the rows of the last fit (same ``rows_digest``), where that fit
+    continued, boosts on from the replaced function at once, without the fit from 0
+    (``warm_start`` aside); it still draws the rows that fit would have drawn, so that the
+    result is the same as before wherever the fit from 0 would have risen. Each guarded
+    round's loss is taken in one pass over the rows at each trial scale
+    (:func:`~slr.oracles._boosting.logistic.stepped_loss`), without re-adding its trees; its
+    accepted scores are bitwise those the halved trees add. :meth:`decision_function` keeps
+    the scores of the rows it predicted last, so that the learner's validation rows walk only
+    the trees a continued fit added.
 
     **The protocol ``tree="auto"`` chooses.** With many classes one vector tree per round
     fits the loss slower than LightGBM's per-class trees: on the wide problem (20,000 rows,
@@ -423,24 +447,27 @@ class BoostedTrees(LogisticOracle):
         self.tree_ = p["tree"]
 
         per_class = p["tree"] == "per_class"
-        previous = self._replaced_function(features, per_class)
-        if params["warm_start"] and previous is not None and hasattr(self, "tree_offsets_"):
-            ensemble = previous.copy()
-        else:
-            ensemble = _Ensemble(np.zeros((n, k)))
+        previous, same_rows = self._replaced_function(features, per_class)
+        warm = params["warm_start"] and previous is not None
+        # the last fit, on these rows, had to continue: a fit from 0 would end above again (Notes)
+        skip = not warm and same_rows and getattr(self, "continued_", False)
+        ensemble = previous.copy() if warm else _Ensemble(np.zeros((n, k)))
         self.continued_ = False
         self.n_halvings_ = 0
         if k > 1:
-            self._boost(features, bias, labels, sample_weight, ensemble, p, rng, fit_start)
-            if previous is not None:
-                # never end above the function this fit replaces (Notes)
-                reference = biased_logistic_loss(previous.scores, bias, labels, sample_weight)[0]
-                if biased_logistic_loss(ensemble.scores, bias, labels, sample_weight)[0] > reference:
-                    ensemble = previous.copy()
-                    self.continued_ = True
-                    self._boost(features, bias, labels, sample_weight, ensemble, p, rng, fit_start,
-                                guard=reference)
-        self._pack_trees(ensemble.trees, k if not per_class else 1)
+            if not skip:
+                self._boost(features, bias, labels, sample_weight, ensemble, p, rng, fit_start)
+            elif p["n_sub"] < n:   # the rows it would have drawn: the rounds below draw what they drew after it
+                for _ in range(p["n_rounds"]):
+                    _draw_rows(rng, n, p["n_sub"])
+            # never end above the function this fit replaces (Notes)
+            if skip or (previous is not None
+                        and biased_logistic_loss(ensemble.scores, bias, labels, sample_weight)[0]
+                        > biased_logistic_loss(previous.scores, bias, labels, sample_weight)[0]):
+                ensemble = previous.copy()
+                self.continued_ = True
+                self._boost(features, bias, labels, sample_weight, ensemble, p, rng, fit_start, guarded=True)
+        self._pack_trees(ensemble.trees, k if not per_class else 1, ensemble.extends)
         self.subset_loss_ = np.asarray(ensemble.subset_loss, dtype=np.float64)
         self.round_seconds_ = np.asarray(ensemble.round_seconds, dtype=np.float64)
         # accumulated tree by tree in the order predict_ensemble adds them: bitwise what
@@ -448,17 +475,18 @@ class BoostedTrees(LogisticOracle):
         self.training_scores_ = ensemble.scores
         self._training_digest_ = rows_digest(features)
 
-    def _replaced_function(self, features: np.ndarray, per_class: bool) -> _Ensemble | None:
+    def _replaced_function(self, features: np.ndarray, per_class: bool) -> tuple[_Ensemble | None, bool]:
         """The function this fit replaces, on ``features``: the fitted ensemble (the zero function
-        before the first fit), or None when its trees are of the other protocol."""
+        before the first fit), or None when its trees are of the other protocol; and whether
+        ``features`` are the rows of the last fit."""
         if not hasattr(self, "tree_offsets_"):
-            return _Ensemble(np.zeros((features.shape[0], self.n_classes_)))
+            return _Ensemble(np.zeros((features.shape[0], self.n_classes_))), False
         if bool(np.any((self.tree_class_ >= 0) != per_class)):
-            return None
-        same_rows = (getattr(self, "training_scores_", None) is not None
-                     and getattr(self, "_training_digest_", None) == rows_digest(features))
-        scores = self.training_scores_.copy() if same_rows else self.decision_function(features)
-        return _Ensemble(scores, self._unpack_trees(), list(self.subset_loss_), list(self.round_seconds_))
+            return None, False
+        same_rows = getattr(self, "_training_digest_", None) == rows_digest(features)
+        scores = self.training_scores_ if same_rows and hasattr(self, "training_scores_") else None
+        scores = self.decision_function(features) if scores is None else scores   # never written to
+        return _Ensemble(scores, True, [], list(self.subset_loss_), list(self.round_seconds_)), same_rows
 
     def _boost(
         self,
@@ -470,12 +498,11 @@ class BoostedTrees(LogisticOracle):
         p: dict,
         rng: np.random.Generator,
         fit_start: float,
-        guard: float | None = None,
+        guarded: bool = False,
     ) -> None:
-        """Run the boosting rounds, extending ``ensemble``. With ``guard`` (the full loss of
-        ``ensemble``) every round is accepted only where it does not raise the full loss: its
-        trees are halved until it does not, and boosting stops at a round that no halving
-        makes acceptable (the round is dropped)."""
+        """Run the boosting rounds, extending ``ensemble``. ``guarded``: every round is accepted
+        only where it does not raise the full loss: its trees are halved until it does not, and
+        boosting stops at a round that no halving makes acceptable (the round is dropped)."""
         n, k = bias.shape
         scores, subset_loss = ensemble.scores, ensemble.subset_loss
         n_sub = p["n_sub"]
@@ -496,6 +523,10 @@ class BoostedTrees(LogisticOracle):
         min_leaf, min_split = p["min_leaf"], p["min_split"]
         if hist:
             all_codes, n_bins, bin_low, bin_high = bin_features(features)
+        if guarded:
+            round_step = np.empty((n, k))   # the round's trees on all rows, as add_tree adds them
+            all_targets = np.ascontiguousarray(labels) if soft else None
+            guard = logistic.stepped_loss(scores, scores, 0.0, bias, hard_labels, sample_weight, all_targets)
         if full:
             rows = np.arange(n, dtype=np.intp)
             sub_features = features
@@ -505,8 +536,7 @@ class BoostedTrees(LogisticOracle):
                 full_order = sorted_orders(features)
         for _ in range(p["n_rounds"]):
             if not full:
-                rows = np.sort(rng.choice(n, size=n_sub, replace=False, shuffle=False))
-                rows = rows.astype(np.intp, copy=False)
+                rows = _draw_rows(rng, n, n_sub)
                 sub_features = features[rows]
             if soft and (sub_targets is None or not full):
                 sub_targets = np.ascontiguousarray(labels[rows])
@@ -530,8 +560,9 @@ class BoostedTrees(LogisticOracle):
             if per_class:
                 # every class's tree sees this round's margins: no tree of the round moves them
                 logistic.class_margins(margins, class_margin)
-            before = scores.copy() if guard is not None else None
             round_trees = []
+            if guarded:
+                round_step[...] = 0.0
             for c in range(k) if per_class else (-1,):
                 target = grad if c < 0 else np.ascontiguousarray(grad[:, c:c + 1])
                 if hist:
@@ -557,32 +588,38 @@ class BoostedTrees(LogisticOracle):
                                                 sub_targets)
                     values = values[:, None]
                 tree = grown.fitted(shrink * values, column=c)
-                predictor.add_tree(features, tree, scores, p["n_jobs"])
+                predictor.add_tree(features, tree, round_step if guarded else scores, p["n_jobs"])
                 round_trees.append(tree)
-            if guard is not None:
-                guard = self._accept_round(features, bias, labels, sample_weight, before, scores, round_trees,
-                                           guard, p["n_jobs"])
+            if guarded:
+                guard = self._accept_round(bias, hard_labels, sample_weight, all_targets, scores, round_step,
+                                           round_trees, guard)
                 if guard is None:   # no halving keeps the loss from rising: drop the round, stop
                     subset_loss.pop()
                     return
             ensemble.trees.extend(round_trees)
             ensemble.round_seconds.append(time.perf_counter() - fit_start)
 
-    def _accept_round(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
-                      sample_weight: np.ndarray | None, before: np.ndarray, scores: np.ndarray,
-                      round_trees: list[Tree], guard: float, n_jobs: int) -> float | None:
-        """Halve the round's trees (in ``round_trees``; ``scores`` = ``before`` plus them) until the
-        full loss is at most ``guard``; returns that loss, or None after :data:`MAX_HALVINGS`."""
-        for _ in range(MAX_HALVINGS + 1):
-            loss = biased_logistic_loss(scores, bias, labels, sample_weight)[0]
+    def _accept_round(self, bias: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None,
+                      targets: np.ndarray | None, scores: np.ndarray, step: np.ndarray, round_trees: list[Tree],
+                      guard: float) -> float | None:
+        """Add the round's trees (``step``: their values on all rows) to ``scores``, halved until the
+        full loss is at most ``guard`` (the trees in ``round_trees`` halved alike); returns that
+        loss, or None, leaving ``scores`` as they were, after :data:`MAX_HALVINGS` halvings.
+
+        Every score receives one value of one tree of the round (a vector tree, or the class's
+        tree), so ``scores + 2**-j * step`` is bitwise what adding the halved trees gives; the
+        loss of each trial is taken without forming its scores."""
+        scale = 1.0
+        for halvings in range(MAX_HALVINGS + 1):
+            loss = logistic.stepped_loss(scores, step, scale, bias, labels, sample_weight, targets)
             if loss <= guard:
+                scores += scale * step
+                self.n_halvings_ += halvings
+                for i, tree in enumerate(round_trees):   # a power of two: exact
+                    round_trees[i] = tree if halvings == 0 else replace(tree, value=scale * tree.value)
                 return loss
-            self.n_halvings_ += 1
-            scores[...] = before
-            for i, tree in enumerate(round_trees):
-                round_trees[i] = replace(tree, value=0.5 * tree.value)   # a power of two: exact
-                predictor.add_tree(features, round_trees[i], scores, n_jobs)
-        scores[...] = before
+            scale *= 0.5
+        self.n_halvings_ += MAX_HALVINGS + 1
         return None
 
     def _set_constant(self, constant: np.ndarray) -> None:
@@ -595,29 +632,34 @@ class BoostedTrees(LogisticOracle):
         self.subset_loss_ = np.zeros(0)
         self.round_seconds_ = np.zeros(0)
 
-    def _pack_trees(self, trees: list[Tree], k: int) -> None:
-        """Concatenate the trees' node arrays into the flat fitted attributes."""
-        offsets = np.zeros(len(trees) + 1, dtype=np.intp)
-        np.cumsum([tree.n_nodes for tree in trees], out=offsets[1:])
+    def _pack_trees(self, trees: list[Tree], k: int, extends: bool = False) -> None:
+        """Concatenate the trees' node arrays into the flat fitted attributes; ``extends``: append
+        them to those of the fitted ensemble."""
+        first = int(self.tree_offsets_[-1]) if extends else 0
+        offsets = np.full(len(trees) + 1, first, dtype=np.intp)
+        offsets[1:] += np.cumsum([tree.n_nodes for tree in trees], dtype=np.intp)
+
+        def joined(parts: list[np.ndarray], empty: np.ndarray) -> np.ndarray:
+            return np.concatenate(parts) if parts else empty
+
+        ints = np.zeros(0, dtype=np.intp)
+        new = {
+            "tree_class_": np.array([t.column for t in trees], dtype=np.intp),
+            "n_leaves_": np.array([t.n_leaves for t in trees], dtype=np.intp),
+            "node_feature_": joined([t.feature.astype(np.intp) for t in trees], ints),
+            "node_threshold_": joined([t.threshold for t in trees], np.zeros(0)),
+            "node_left_": joined([np.where(t.left >= 0, t.left + off, -1).astype(np.intp)
+                                  for t, off in zip(trees, offsets)], ints),
+            "node_right_": joined([np.where(t.right >= 0, t.right + off, -1).astype(np.intp)
+                                   for t, off in zip(trees, offsets)], ints),
+            "node_value_": joined([t.value for t in trees], np.zeros((0, k))),
+        }
+        if extends:
+            offsets = np.concatenate([self.tree_offsets_[:-1], offsets])
+            new = {name: np.concatenate([getattr(self, name), part]) for name, part in new.items()}
         self.tree_offsets_ = offsets
-        if trees:
-            self.node_feature_ = np.concatenate([t.feature for t in trees]).astype(np.intp)
-            self.node_threshold_ = np.concatenate([t.threshold for t in trees])
-            self.node_left_ = np.concatenate(
-                [np.where(t.left >= 0, t.left + off, -1) for t, off in zip(trees, offsets)]
-            ).astype(np.intp)
-            self.node_right_ = np.concatenate(
-                [np.where(t.right >= 0, t.right + off, -1) for t, off in zip(trees, offsets)]
-            ).astype(np.intp)
-            self.node_value_ = np.concatenate([t.value for t in trees])
-        else:
-            self.node_feature_ = np.zeros(0, dtype=np.intp)
-            self.node_threshold_ = np.zeros(0)
-            self.node_left_ = np.zeros(0, dtype=np.intp)
-            self.node_right_ = np.zeros(0, dtype=np.intp)
-            self.node_value_ = np.zeros((0, k))
-        self.n_leaves_ = np.array([tree.n_leaves for tree in trees], dtype=np.intp)
-        self.tree_class_ = np.array([tree.column for tree in trees], dtype=np.intp)
+        for name, part in new.items():
+            setattr(self, name, part)
 
     def _unpack_trees(self) -> list[Tree]:
         """Inverse of :meth:`_pack_trees` (child ids made local to each tree again)."""
@@ -639,7 +681,8 @@ class BoostedTrees(LogisticOracle):
 
     def __getstate__(self) -> dict:
         state = dict(super().__getstate__())  # a copy: object.__getstate__ returns __dict__ itself
-        state.pop("training_scores_", None)  # large and recomputable: not pickled
+        for name in ("training_scores_", "_prediction_cache_"):   # large and recomputable: not pickled
+            state.pop(name, None)
         return state
 
     @property
@@ -656,13 +699,37 @@ class BoostedTrees(LogisticOracle):
         return int(self.tree_offsets_.shape[0] - 1)
 
     def decision_function(self, features: Any) -> np.ndarray:
-        """Scores ``f(x, y)`` of shape (N, K): the sum of the scaled trees (no bias)."""
+        """Scores ``f(x, y)`` of shape (N, K): the sum of the scaled trees (no bias).
+
+        The scores of the rows last predicted are kept with a digest of the trees that summed
+        them: predicted again (the learner's validation rows after every iteration) while the
+        ensemble begins with the same trees (after a continued fit or a warm start, which only
+        add trees), only the trees added since are walked, adding to the kept scores in the
+        order a full walk adds, so the result is the same bit for bit.
+        """
         features = self._check_features(features)
-        out = np.zeros((features.shape[0], self.n_classes_))
-        if self.tree_offsets_.shape[0] > 1 and features.shape[0] > 0:
+        n_trees, rows = self.n_trees_, rows_digest(features)
+        kept = getattr(self, "_prediction_cache_", None)
+        if kept is not None and kept[0] == rows and kept[1] <= n_trees and kept[2] == self._trees_digest(kept[1]):
+            out, start = kept[3].copy(), kept[1]
+        else:
+            out, start = np.zeros((features.shape[0], self.n_classes_)), 0
+        if n_trees > start and features.shape[0] > 0:
+            # child ids are absolute: the trees from ``start`` on walk as they are
             predictor.predict_ensemble(
-                features, self.tree_offsets_, self.tree_class_, self.node_feature_, self.node_threshold_,
-                self.node_left_, self.node_right_, self.node_value_, out,
+                features, self.tree_offsets_[start:], self.tree_class_[start:], self.node_feature_,
+                self.node_threshold_, self.node_left_, self.node_right_, self.node_value_, out,
                 resolve_threads(self.n_jobs),
             )
+        self._prediction_cache_ = (rows, n_trees, self._trees_digest(n_trees), out.copy())
         return out
+
+    def _trees_digest(self, n_trees: int) -> str:
+        """What identifies the ensemble's first ``n_trees`` trees (all their node arrays)."""
+        end = self.tree_offsets_[n_trees]
+        digest = hashlib.blake2b(digest_size=16)
+        for part in (self.tree_offsets_[:n_trees + 1], self.tree_class_[:n_trees], self.node_feature_[:end],
+                     self.node_threshold_[:end], self.node_left_[:end], self.node_right_[:end],
+                     self.node_value_[:end]):
+            digest.update(np.ascontiguousarray(part).view(np.uint8))
+        return digest.hexdigest()

@@ -3,6 +3,8 @@
 
 * :func:`subset_gradient` -- margins ``z = F + b`` and the log-likelihood gradient
   ``g = onehot(y) - softmax(z)`` on the round's rows: the targets the trees are grown on;
+* :func:`stepped_loss` -- the biased loss of all rows at ``F + scale * D`` (a guarded
+  round's trees ``D``, halved ``scale = 2**-j``), without forming the scores;
 * :func:`refit_leaves` -- with a vector tree's splits fixed, Newton's method with a
   backtracking line search on the biased logistic loss of each leaf (leaves are
   independent; the steps are built around :func:`_refit_leaf`);
@@ -70,6 +72,44 @@ def subset_gradient(const double[:, ::1] F, const double[:, ::1] B, const int64_
                 row_loss *= W[j]
             y_out[j] = labels[i]
             total += row_loss
+    return total
+
+
+def stepped_loss(const double[:, ::1] F, const double[:, ::1] D, double scale, const double[:, ::1] B,
+                 const int64_t[::1] labels, weights=None, targets=None):
+    """The summed (weighted) biased loss of all rows at the scores ``F + scale * D``.
+
+    A row's margins are ``z = (F[i] + scale * D[i]) + B[i]``, rounded as the scores
+    ``F + scale * D`` and then ``z`` would be; its loss is ``w_i (lse(z) - <q_i, z>)`` with
+    ``q_i = onehot(labels[i])``, or ``targets[i]`` where given (the labels are then not
+    read). ``weights`` (n,), ``targets`` (n, K): as in :func:`subset_gradient`, for all rows.
+    """
+    cdef intp_t n = F.shape[0], K = F.shape[1], i, k
+    cdef double exp_total, row_loss, total = 0.0
+    cdef bint weighted = weights is not None, soft = targets is not None
+    cdef const double[::1] W = weights if weighted else np.ones(1)
+    cdef const double[:, ::1] Q = targets if soft else np.zeros((1, K))
+    cdef double* z = <double*> malloc(max(K, 1) * sizeof(double))
+    cdef double* terms = <double*> malloc(max(K, 1) * sizeof(double))
+    if z == NULL or terms == NULL:
+        free(z)
+        free(terms)
+        raise MemoryError("stepped_loss: no memory for one row")
+    with nogil:
+        for i in range(n):
+            for k in range(K):
+                z[k] = (F[i, k] + scale * D[i, k]) + B[i, k]
+            row_loss = logsumexp(z, K, terms, &exp_total)
+            if soft:
+                for k in range(K):
+                    row_loss -= Q[i, k] * z[k]
+            else:
+                row_loss -= z[labels[i]]
+            if weighted:
+                row_loss *= W[i]
+            total += row_loss
+    free(z)
+    free(terms)
     return total
 
 
