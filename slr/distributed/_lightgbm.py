@@ -35,7 +35,7 @@ from scipy.special import logsumexp, softmax
 
 from slr._optional import import_optional
 from slr._params import validate_params
-from slr.distributed import _shard
+from slr.distributed import _bins, _shard
 from slr.distributed._backend import Backend
 from slr.oracles.lightgbm_adapter import HESSIAN_FLOOR, MAX_HALVINGS, LightGBM
 
@@ -284,6 +284,10 @@ def fit_lightgbm(oracle: LightGBM, backend: Backend, shards: Sequence[Any], rows
     params.pop("objective")
     params.pop("num_threads")   # lightgbm.dask gives each worker its threads
     params["metric"] = "None"   # the regressor's default metric (l2) refuses num_class > 1
+    for name in ("forcedbins_filename", "max_bin_by_feature"):
+        if name in params:
+            raise ValueError(f"params of the distributed LightGBM oracle cannot set {name!r}: it forces the bins "
+                             "the single-process oracle would find")
     n_rounds = checked["n_rounds"]
     replaced = oracle if hasattr(oracle, "constant_") else None
     replaced_boosters = () if replaced is None else replaced._boosters()
@@ -294,6 +298,18 @@ def fit_lightgbm(oracle: LightGBM, backend: Backend, shards: Sequence[Any], rows
     oracle.n_halvings_, oracle.continued_ = 0, False
     if n_classes == 1 or n_rounds == 0:
         return
+    holders = {sorted(backend.client.who_has([shard])[shard.key])[0] for shard, n in zip(shards, rows) if n}
+    # on one worker LightGBM's own bins are the adapter's; on several, each feature's would be one worker's
+    bins = _bins.find_bins(backend, shards, factor, n_features, params) if len(holders) > 1 else None
+    with _bins.forced_bins(backend.client, bins) as forced:
+        _boost(oracle, backend, shards, rows, factor, epsilon, n_classes, n_features, {**params, **forced},
+               n_rounds, start_copy, replaced_boosters, replaced_constant)
+
+
+def _boost(oracle: LightGBM, backend: Backend, shards: Sequence[Any], rows: Sequence[int], factor: str,
+           epsilon: float, n_classes: int, n_features: int, params: dict, n_rounds: int, start_copy: LightGBM | None,
+           replaced_boosters: tuple, replaced_constant: np.ndarray) -> None:
+    """:func:`fit_lightgbm`'s trainings from ``f = 0`` and, where that ends above ``start_copy``, on from it."""
     boosting = _Boosting(backend, shards, rows, factor, epsilon, n_classes, n_features, params, n_rounds)
     booster, scales = boosting.run(None)
     oracle.booster_ = booster if any(scale > 0.0 for scale in scales) else None
