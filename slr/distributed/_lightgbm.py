@@ -214,17 +214,22 @@ class _Boosting:
         parts = self.backend.map(_tree_rows, self.shards, self.factor, self.epsilon, self.n_classes, start)
         distributed.wait(parts)
         holders: dict[str, int] = {}
+        places = []
         for part, n in zip(parts, self.rows):
             if n:
                 address = sorted(client.who_has([part])[part.key])[0]
                 holders[address] = holders.get(address, 0) + n
+                places.append((part, n, address))
+        # each column's pieces pinned to the worker of their rows and in memory before lightgbm.dask
+        # groups them (its grouping tasks then run there: idle workers steal nothing)
         widths = (self.n_features, self.n_classes, None, None)
-        columns = []
-        for i, width in enumerate(widths):
-            pieces = [dask_array.from_delayed(client.submit(operator.getitem, part, i, pure=False),
-                                              shape=(n,) if width is None else (n, width), dtype=np.float64)
-                      for part, n in zip(parts, self.rows) if n]
-            columns.append(dask_array.concatenate(pieces))
+        pieces = [[client.submit(operator.getitem, part, i, pure=False, workers=[address], allow_other_workers=False)
+                   for part, _, address in places] for i in range(len(widths))]
+        distributed.wait([piece for column in pieces for piece in column])
+        columns = [dask_array.concatenate([dask_array.from_delayed(piece, shape=(n,) if width is None else (n, width),
+                                                                   dtype=np.float64)
+                                           for piece, (_, n, _) in zip(column, places)])
+                   for column, width in zip(pieces, widths)]
         features, init, labels, weights = columns
         name = f"slr-lightgbm-{uuid.uuid4().hex}"
         objective = _GuardedObjective(name, sorted(holders), holders)
