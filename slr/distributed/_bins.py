@@ -6,25 +6,29 @@ assigns that feature to) and shares them; which machine varies from run to run, 
 depend on where the rows happen to be. Here the client finds the boundaries instead and forces
 them on every worker:
 
-1. each shard sends, per feature column, its sorted distinct values with their counts, at most
-   :data:`SUMMARY_POINTS` of them: where it has more, the value that ends each of
-   ``SUMMARY_POINTS`` runs of about equal row counts, with the run's count (so the traffic does
-   not grow with the rows);
-2. the client adds the shards' counts of equal values and hands LightGBM itself, one column at a
-   time, a sample with these counts (scaled down to ``bin_construct_sample_cnt`` rows where there
-   are more, as LightGBM samples) and reads back which of the distinct values share a bin;
+1. each shard sends, per feature column, runs of its sorted values (first value, last value, row
+   count): one run per distinct value where it has at most ``max(SUMMARY_POINTS, 4 max_bin)``
+   of them, otherwise that many runs of about equal row counts (a value's rows are never split),
+   so the traffic does not grow with the rows (3 numbers per run);
+2. the client spreads each run's count evenly from its first to its last value, scaled down to
+   ``bin_construct_sample_cnt`` values where there are more rows (LightGBM samples as many), and
+   hands this sample of one column at a time to LightGBM itself, reading back which of its
+   distinct values share a bin (``Dataset._dump_text``: LightGBM has no other reader of its bins);
 3. the boundaries between bins (LightGBM's: the midpoint of the neighbouring values rounded up
-   by one ulp, the zero bounds ``+-1e-35`` left to LightGBM) go to every worker as
+   by one ulp; the zero bounds ``+-1e-35`` LightGBM adds itself) go to every worker as
    ``forcedbins_filename``, and ``max_bin_by_feature`` allows each feature exactly these bins, so
-   that no worker adds boundaries of its own.
+   that the worker that bins a feature adds no boundaries of its own.
 
-Where every shard holds at most :data:`SUMMARY_POINTS` distinct values of a feature and there are
-at most ``bin_construct_sample_cnt`` rows, step 2 sees the very values the adapter's LightGBM
-sees, and the bins are the adapter's. Otherwise they are LightGBM's bins of the merged summary,
-each boundary within one run of a shard of the adapter's quantiles. The forced bins reproduce
-LightGBM's only where the machine that bins a feature holds rows of the same signs as all rows (it
-adds the zero bounds from its own rows); a feature negative on some rows and positive on others
-needs rows of both signs on every worker.
+Where every shard holds at most that many distinct values of a feature and there are at most
+``bin_construct_sample_cnt`` rows, step 2 sees the very values the adapter's LightGBM sees, and
+the bins are the adapter's. Otherwise each boundary lies within about a run of a shard of the
+adapter's, in rank (2 shards of 20,000 normal values: at most 9 rows off, bins of 159 rows). The
+zero bounds are those of the rows of the worker that bins the feature: a feature of both signs
+needs rows of both signs on every worker to keep them.
+
+Equal bins do not make the data-parallel trees the adapter's: LightGBM's data-parallel learner
+takes a leaf's row count from the Hessian sums of its parent's split (the serial learner counts
+the rows), so ``min_data_in_leaf`` admits other splits where the Hessians vary.
 """
 from __future__ import annotations
 
