@@ -7,6 +7,8 @@ values until the loss of the training rows does not rise, and boosts on from the
 replaces when a fit from ``f = 0`` would end above it (its module docstring and Notes say why).
 Distributed, the same protocol runs inside one ``lightgbm.dask`` training per fit:
 
+- where the rows lie on several workers, every worker gets the bins the adapter's LightGBM finds
+  on all rows (:mod:`slr.distributed._bins`), not each feature's bins from one worker's rows;
 - the start (``f = 0``, or the replaced function) plus the bias goes in as ``init_score``, and
   the gradients come from a custom objective, :class:`_GuardedObjective`, called by every
   worker's LightGBM once per round;
@@ -19,7 +21,8 @@ Distributed, the same protocol runs inside one ``lightgbm.dask`` training per fi
 - after the training the client multiplies each round's leaf values by its scale (read from the
   first worker's record) and line-searches the last round on the shards itself.
 
-Only the trees (LightGBM's own traffic) and a few numbers per round cross the network. Whether the
+Only the trees (LightGBM's own traffic), a few numbers per round and the bins' summaries (at most
+3 numbers per run, about 1,024 runs per feature and shard) cross the network. Whether the
 new function lowers R at all stays the learner's check
 (:class:`slr.distributed.learner._DistributedAlternation` keeps the previous function when it
 does not), so R never rises.
@@ -35,7 +38,7 @@ from scipy.special import logsumexp, softmax
 
 from slr._optional import import_optional
 from slr._params import validate_params
-from slr.distributed import _shard
+from slr.distributed import _bins, _shard
 from slr.distributed._backend import Backend
 from slr.oracles.lightgbm_adapter import HESSIAN_FLOOR, MAX_HALVINGS, LightGBM
 
@@ -214,17 +217,22 @@ class _Boosting:
         parts = self.backend.map(_tree_rows, self.shards, self.factor, self.epsilon, self.n_classes, start)
         distributed.wait(parts)
         holders: dict[str, int] = {}
+        places = []
         for part, n in zip(parts, self.rows):
             if n:
                 address = sorted(client.who_has([part])[part.key])[0]
                 holders[address] = holders.get(address, 0) + n
+                places.append((part, n, address))
+        # each column's pieces pinned to the worker of their rows and in memory before lightgbm.dask
+        # groups them (its grouping tasks then run there: idle workers steal nothing)
         widths = (self.n_features, self.n_classes, None, None)
-        columns = []
-        for i, width in enumerate(widths):
-            pieces = [dask_array.from_delayed(client.submit(operator.getitem, part, i, pure=False),
-                                              shape=(n,) if width is None else (n, width), dtype=np.float64)
-                      for part, n in zip(parts, self.rows) if n]
-            columns.append(dask_array.concatenate(pieces))
+        pieces = [[client.submit(operator.getitem, part, i, pure=False, workers=[address], allow_other_workers=False)
+                   for part, _, address in places] for i in range(len(widths))]
+        distributed.wait([piece for column in pieces for piece in column])
+        columns = [dask_array.concatenate([dask_array.from_delayed(piece, shape=(n,) if width is None else (n, width),
+                                                                   dtype=np.float64)
+                                           for piece, (_, n, _) in zip(column, places)])
+                   for column, width in zip(pieces, widths)]
         features, init, labels, weights = columns
         name = f"slr-lightgbm-{uuid.uuid4().hex}"
         objective = _GuardedObjective(name, sorted(holders), holders)
@@ -284,6 +292,10 @@ def fit_lightgbm(oracle: LightGBM, backend: Backend, shards: Sequence[Any], rows
     params.pop("objective")
     params.pop("num_threads")   # lightgbm.dask gives each worker its threads
     params["metric"] = "None"   # the regressor's default metric (l2) refuses num_class > 1
+    for name in ("forcedbins_filename", "max_bin_by_feature"):
+        if name in params:
+            raise ValueError(f"params of the distributed LightGBM oracle cannot set {name!r}: it forces the bins "
+                             "the single-process oracle would find")
     n_rounds = checked["n_rounds"]
     replaced = oracle if hasattr(oracle, "constant_") else None
     replaced_boosters = () if replaced is None else replaced._boosters()
@@ -294,6 +306,18 @@ def fit_lightgbm(oracle: LightGBM, backend: Backend, shards: Sequence[Any], rows
     oracle.n_halvings_, oracle.continued_ = 0, False
     if n_classes == 1 or n_rounds == 0:
         return
+    holders = {sorted(backend.client.who_has([shard])[shard.key])[0] for shard, n in zip(shards, rows) if n}
+    # on one worker LightGBM's own bins are the adapter's; on several, each feature's would be one worker's
+    bins = _bins.find_bins(backend, shards, factor, n_features, params) if len(holders) > 1 else None
+    with _bins.forced_bins(backend.client, bins) as forced:
+        _boost(oracle, backend, shards, rows, factor, epsilon, n_classes, n_features, {**params, **forced},
+               n_rounds, start_copy, replaced_boosters, replaced_constant)
+
+
+def _boost(oracle: LightGBM, backend: Backend, shards: Sequence[Any], rows: Sequence[int], factor: str,
+           epsilon: float, n_classes: int, n_features: int, params: dict, n_rounds: int, start_copy: LightGBM | None,
+           replaced_boosters: tuple, replaced_constant: np.ndarray) -> None:
+    """:func:`fit_lightgbm`'s trainings from ``f = 0`` and, where that ends above ``start_copy``, on from it."""
     boosting = _Boosting(backend, shards, rows, factor, epsilon, n_classes, n_features, params, n_rounds)
     booster, scales = boosting.run(None)
     oracle.booster_ = booster if any(scale > 0.0 for scale in scales) else None
