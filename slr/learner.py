@@ -40,8 +40,8 @@ import hashlib
 import math
 import sys
 import warnings
-from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Callable, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -97,9 +97,12 @@ TRACE_COLUMNS = ["iteration", "stage", "objective", "penalised"]
 #: The values of ``solver``.
 SOLVERS = ("auto", "alternation", "joint")
 
-# the joint solver's star sweeps per evaluation (slr._joint: 8 reached letters' objective in less
-# time than 30), at most max_sweeps
-_JOINT_SWEEPS = 8
+# the joint solver's sweeps per evaluation follow progress (slr._joint's sweep_tol), up to max_sweeps
+_JOINT_SWEEP_TOL = 0.25
+
+# L-BFGS iterations of each Linear oracle fit in the joint solver's first iteration (Algorithm 1.1,
+# whose functions the joint solver refines at once): a start, not a solution
+_FIRST_FIT_ITER = 20
 
 # the joint solver's own stopping test, on its scaled gradient (slr._joint); far below what the
 # stopping rule on J needs, so that the rule (or max_iter) ends a fit
@@ -1216,7 +1219,8 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
     Returns why it stopped and the last iteration run."""
     iteration = done
     if done == 0:
-        reason, iteration = _run_alternation(state, progress, 0, 1)
+        with _capped_fits(state.oracles, _FIRST_FIT_ITER):
+            reason, iteration = _run_alternation(state, progress, 0, 1)
         if reason != "max_iter" or max_iter == 1:
             return reason, iteration
     start, stopped = iteration, []
@@ -1231,7 +1235,7 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
     with state.timed("joint solver"):
         result = joint_minimise(state.train, state.epsilon, state.oracles["unary"], state.oracles["pairwise"],
                                 state.messages, max_iter=max_iter - start, tol=_JOINT_GRADIENT_TOL, warm_sweeps=0,
-                                max_sweeps=min(_JOINT_SWEEPS, state.max_sweeps), n_jobs=state.threads,
+                                max_sweeps=state.max_sweeps, sweep_tol=_JOINT_SWEEP_TOL, n_jobs=state.threads,
                                 callback=callback, sample_weight=sample_weight, class_weight=class_weight)
     state.messages[...] = result.messages
     state.fitted_pairwise = state.fitted_pairwise or state.train.has_edges
@@ -1240,6 +1244,21 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
         return stopped[0], n_iter
     # on its own the solver stops only at its gradient test or where float64 allows no more progress
     return ("max_iter" if n_iter >= max_iter else "converged"), n_iter
+
+
+@contextmanager
+def _capped_fits(oracles: dict[str, Any], max_iter: int | None) -> Iterator[None]:
+    """Inside the block, ``Linear`` oracles fit with at most ``max_iter`` L-BFGS iterations (their
+    own ``max_iter`` restored after; None: no cap)."""
+    capped = {factor: oracle.max_iter for factor, oracle in oracles.items() if isinstance(oracle, Linear)
+              and max_iter is not None and validate_params(oracle)["max_iter"] > max_iter}
+    try:
+        for factor in capped:
+            oracles[factor].max_iter = max_iter
+        yield
+    finally:
+        for factor, value in capped.items():
+            oracles[factor].max_iter = value
 
 
 def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_sweeps: int) -> str:
