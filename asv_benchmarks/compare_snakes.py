@@ -41,6 +41,32 @@ def error(model, X, Y) -> float:
     return 1.0 - float(model.score(X, Y))
 
 
+def fit_slr(X, Y, l2: float, epsilon: float, X_val=None, Y_val=None):
+    """slr with the library's defaults at ridge ``l2`` (both factors), single-threaded; ``X_val`` only
+    for ``history_``'s error curve (no early stopping on it)."""
+    from slr import StructuredLogisticRegression
+    from slr.oracles import Linear
+
+    model = StructuredLogisticRegression(unary=Linear(l2=l2), pairwise=Linear(l2=l2), epsilon=epsilon,
+                                         early_stopping=False, n_jobs=1)
+    return model.fit(X, Y, X_val=X_val, Y_val=Y_val)
+
+
+def choose_ridge(X, Y, args) -> float:
+    """The ridge of ``--ridges`` with the lowest error on the last ``--val-fraction`` of the training
+    images, fitted with the library's defaults on the others (as the peers' C is chosen)."""
+    n_val = max(1, int(round(args.val_fraction * len(X))))
+    fit_X, fit_Y, val_X, val_Y = X[:-n_val], Y[:-n_val], X[-n_val:], Y[-n_val:]
+    start, errors = time.perf_counter(), {}
+    for l2 in (float(value) for value in args.ridges.split(",")):
+        errors[l2] = error(fit_slr(fit_X, fit_Y, l2, args.epsilon), val_X, val_Y)
+        print(f"  ridge {l2:g}: validation error {errors[l2]:.4f} ({len(fit_X)} / {n_val} images)", flush=True)
+    best = min(errors, key=errors.get)
+    print(f"ridge chosen on the validation split: {best:g} ({time.perf_counter() - start:.1f} s for "
+          f"{len(errors)} fits, not counted below)")
+    return best
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-train", type=int, default=100)
@@ -48,14 +74,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--C", type=float, default=0.1)
     parser.add_argument("--epsilon", type=float, default=0.1)
     parser.add_argument("--l2", type=float, default=None,
-                        help="slr's ridge (default: eps / C, the comparison's conversion of C)")
+                        help="slr's ridge (default: chosen on a validation split, --ridges)")
+    parser.add_argument("--ridges", default="1,0.1,0.01,0.001",
+                        help="ridges tried on the validation split when --l2 is not given")
+    parser.add_argument("--val-fraction", type=float, default=0.25,
+                        help="training images held out to choose the ridge (the last ones)")
     parser.add_argument("--target", type=float, default=None,
                         help="the SSVM's test error from an earlier run (skips its fit; no time ratio)")
     args = parser.parse_args(argv)
 
     from baselines import OneSlackSSVM
-    from slr import StructuredLogisticRegression
-    from slr.oracles import Linear
 
     Xtr, Ytr, Xte, Yte = load(args.n_train, args.n_test)
     print(f"snakes: {len(Xtr)} training and {len(Xte)} test images; load average {os.getloadavg()[0]:.1f}")
@@ -69,11 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         target, ssvm_seconds = args.target, float("nan")
 
-    l2 = args.epsilon / args.C if args.l2 is None else args.l2
+    l2 = args.l2 if args.l2 is not None else choose_ridge(Xtr, Ytr, args)
     # the test set is passed only for history_'s error curve: no early stopping on it
-    model = StructuredLogisticRegression(unary=Linear(l2=l2), pairwise=Linear(l2=l2), epsilon=args.epsilon,
-                                         early_stopping=False, n_jobs=1)
-    model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
+    model = fit_slr(Xtr, Ytr, l2, args.epsilon, Xte, Yte)
     history = model.history_.dropna(subset=["val_error"])
     print(f"slr (solver={model.solver!r} -> {model.solver_!r}, l2={l2:g}, eps={args.epsilon:g}): "
           f"stopped by {model.stop_reason_} after {model.n_iter_} iterations, test error {error(model, Xte, Yte):.4f}")
@@ -88,4 +114,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):   # both learners single-threaded
+        main()

@@ -205,6 +205,36 @@ def test_early_stopping_keeps_the_best_iteration():
     assert kept_error == pytest.approx(history["val_error"].iloc[best], abs=1e-12)
 
 
+@pytest.mark.parametrize("solver, capped", [("auto", True), ("alternation", False)])
+def test_first_iteration_fits_are_capped_only_before_the_joint_solver(grid, monkeypatch, solver, capped):
+    """Under the joint solver the first iteration's Linear fits take at most _FIRST_FIT_ITER L-BFGS
+    iterations (a start the solver refines); the alternation's fits are not capped, and the fitted
+    oracles keep the user's max_iter."""
+    import slr.learner as learner_module
+
+    X, Y = grid
+    seen = []
+    fit = Linear.fit
+
+    def recording(self, *args, **kwargs):
+        seen.append(self.max_iter)
+        result = fit(self, *args, **kwargs)
+        seen[-1] = (seen[-1], self.n_iter_)
+        return result
+
+    monkeypatch.setattr(Linear, "fit", recording)
+    monkeypatch.setattr(learner_module, "_FIRST_FIT_ITER", 2)
+    model = StructuredLogisticRegression(*_oracles(tol=1e-12), epsilon=EPS, max_iter=3, tol=0, solver=solver,
+                                         n_jobs=1).fit(X, Y)
+    first_fits = seen[:2]   # the first iteration's unary and pairwise fits
+    if capped:
+        assert first_fits == [(2, 2), (2, 2)] and len(seen) == 2
+    else:
+        assert all(cap == 1000 and n_iter > 2 for cap, n_iter in first_fits)
+    assert model.unary_.max_iter == model.pairwise_.max_iter == 1000
+    assert model.get_params()["unary__max_iter"] == 1000
+
+
 def test_warm_start_continues_the_joint_solver(grid):
     X, Y = grid
     first = StructuredLogisticRegression(*_oracles(), epsilon=EPS, max_iter=6, tol=0, solver="joint", n_jobs=1)
