@@ -15,13 +15,15 @@ Printed: the SSVM's fit time and test error, slr's curve, and the first time at 
 error is at most the SSVM's, as a ratio of the SSVM's fit time. Both run in this process, one
 after the other, single-threaded: on a shared machine read the ratio, not the seconds.
 
-Measured 2026-11-25 on a machine loaded by other jobs (load 5-7 on 2 cores; the two fits not side
-by side, so no ratio): ``OneSlackSSVM(C=.1)`` test error .0255 after 649 s. slr at the converted
-``l2 = eps / C = 1`` stops by the rule after 31 iterations at .0749 (best .0749): that ridge is far
-too strong for snakes. With ``--l2 0.01 --target 0.0255`` it stops by the rule after 102
-iterations at .0292, best .0260 first at 74 s, iteration 50 (first iteration 67 s: Algorithm 1.1's first step with
-the pairwise Linear oracle, 180 x 121 weights, fitted to convergence), so it comes within .0005 of
-the SSVM but never reaches it.
+slr's ridge is chosen first, on the last quarter of the training images held out (``--ridges``; the
+fits' time is printed but not counted, as the SSVM's C was chosen beforehand), unless ``--l2`` gives it.
+
+Measured 2026-11-25 (joint-fast; a machine loaded by other jobs, load 2 to 13 on 2 cores, both fits
+in this process): ``OneSlackSSVM(C=.1)`` test error .0255 after 527 s. The validation split chose
+ridge .1 (validation errors .0629, .0304, .0356, .0367 for 1, .1, .01, .001); slr at ridge .1 stops by
+the rule after 96 iterations and 30.5 s at .0345 (first iteration 4.7 s; it took 67 s before the
+capped first iteration and the Cholesky preconditioner), best .0335: it does not reach the SSVM's
+error at the ridge the split chose.
 """
 from __future__ import annotations
 

@@ -37,6 +37,11 @@ Two ways to use it (:func:`joint_minimise`, ``messages=``):
   whose gradient in ``w`` is the partial gradient at those messages (Danskin). The messages are
   eliminated by the kernels, not carried by L-BFGS. With few sweeps the evaluations are inexact
   (``J`` at messages not yet optimal, an upper bound), which L-BFGS tolerated in every measurement.
+  How many: a fixed ``max_sweeps``, or (``sweep_tol > 0``, the learner's choice) as many as progress
+  asks for: an evaluation sweeps until the gain left in the messages, estimated from their gradient,
+  is at most ``sweep_tol`` times the last iteration's decrease of ``J``, so that the evaluations'
+  error stays a fraction of what a step gains. On letters' chains that is one sweep per evaluation
+  (8 fixed sweeps took about three times as long to the same ``J``); on the denoising grid 2 to 28.
 
 Both run in cycles of ``refresh`` iterations on variables scaled by the square root of the Hessian's
 diagonal at the cycle's start (a Jacobi preconditioner): the weights' curvature grows with the row
