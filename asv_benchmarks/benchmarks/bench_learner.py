@@ -5,7 +5,8 @@
 the fitted model's train and test accuracy. ``Relaxation`` tracks how many fewer iterations
 over-relaxed steps need; ``LettersAgainstCRFsuite`` slr:Linear's time on letters against
 CRFsuite's, side by side, with the letters row's solver settings, and ``LettersDefaultsAgainstCRFsuite``
-the same with the library's defaults (``solver="auto"``: the joint solver). ``learner`` runs
+the same with the library's defaults (``solver="auto"``: the joint solver), and
+``SnakesDefaultsAgainstOneSlack`` the defaults against our OneSlackSSVM on snakes. ``learner`` runs
 Algorithm 1.1 (``solver="alternation"``), whose iterations these benchmarks count.
 """
 from __future__ import annotations
@@ -120,6 +121,56 @@ class LettersDefaultsAgainstCRFsuite(common.Benchmark):
     track_slr_defaults_over_crfsuite_seconds.unit = "ratio"
 
 
+class SnakesDefaultsAgainstOneSlack(common.Benchmark):
+    """slr:Linear with the library's defaults against our ``OneSlackSSVM(C=.1)`` on pystruct's snakes
+    (the first 100 training and 50 test images, ``asv_benchmarks/compare_snakes.py``'s protocol), one
+    thread each, back to back in one process. slr's ridge is the one ``compare_snakes.py``'s
+    validation split of the training images chose (``L2``). The ratio is the fit time slr needs to
+    reach the SSVM's test error over the SSVM's fit time; NaN if slr stops before reaching it (as at
+    ``L2`` = .1 on 2026-11-25: .0345 against .0255)."""
+
+    N_TRAIN, N_TEST, L2 = 100, 50, 0.1
+    timeout = 1800
+
+    def setup(self):
+        from slr.datasets.snakes import snakes_cache_path
+
+        if not snakes_cache_path().exists():
+            raise NotImplementedError("the snakes data set is not downloaded")
+
+    def track_slr_defaults_over_one_slack_seconds(self):
+        import time
+
+        from threadpoolctl import threadpool_limits
+
+        from baselines import OneSlackSSVM
+        from slr.datasets import load_snakes
+        from slr.oracles import Linear
+
+        X, Y, X_test, Y_test = load_snakes(edge_features="input_by_direction")
+        X, Y, X_test, Y_test = X[:self.N_TRAIN], Y[:self.N_TRAIN], X_test[:self.N_TEST], Y_test[:self.N_TEST]
+        with threadpool_limits(1):
+            start = time.perf_counter()
+            ssvm = OneSlackSSVM(C=0.1, n_states=11, n_jobs=1).fit(X, Y)
+            seconds = time.perf_counter() - start
+            model = StructuredLogisticRegression(Linear(l2=self.L2), Linear(l2=self.L2), epsilon=0.1,
+                                                 early_stopping=False, n_jobs=1)
+            model.fit(X, Y, X_val=X_test, Y_val=Y_test)
+        return _seconds_to_error(model, 1.0 - ssvm.score(X_test, Y_test), seconds)
+
+    track_slr_defaults_over_one_slack_seconds.unit = "ratio"
+
+
+def _seconds_to_error(model, target: float, seconds: float) -> float:
+    """The fit time at which ``model``'s history first has a validation error of at most ``target``,
+    over ``seconds`` (NaN if it never does)."""
+    history = model.history_.dropna(subset=["val_error"])
+    reached = np.flatnonzero(history["val_error"].to_numpy() <= target)
+    if not reached.size:
+        return float("nan")
+    return float(history["seconds"].iloc[reached[0]] / seconds)
+
+
 def _seconds_to_crfsuite_error(make_model) -> float:
     """On letters (fold 1 trains), one thread: the fit time the model of ``make_model()`` needs to
     reach the test error of CRFsuite at C = 1, over CRFsuite's training time (NaN if it never does)."""
@@ -132,8 +183,4 @@ def _seconds_to_crfsuite_error(make_model) -> float:
         crfsuite, _, _ = fit_crfsuite(1.0, data, {})
         model = make_model()
         model.fit(data[0], data[1], X_val=data[2], Y_val=data[3])
-    history = model.history_.dropna(subset=["val_error"])
-    reached = np.flatnonzero(history["val_error"].to_numpy() <= crfsuite["test_error"])
-    if not reached.size:
-        return float("nan")
-    return float(history["seconds"].iloc[reached[0]] / crfsuite["seconds"])
+    return _seconds_to_error(model, crfsuite["test_error"], crfsuite["seconds"])
