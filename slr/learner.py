@@ -763,7 +763,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         ``train_error``, ``val_error`` (per-node error rates of MAP predictions; NaN
         without validation data or monitoring), ``seconds`` (wall time since ``fit`` began,
         without monitoring) and ``eval_seconds`` (see :mod:`slr.estimator`). With early
-        stopping it goes on past the kept iteration, to the last one run.
+        stopping it goes on past the kept iteration, to the last one run. After the joint
+        solver the last row's ``objective`` is the fitted model's R, after the settling sweeps.
     n_iter_ : int
         Learning iterations run (with ``warm_start``, of all fits together).
     stop_reason_ : str
@@ -1030,6 +1031,10 @@ class StructuredLogisticRegression(StructuredEstimator):
             kept = best.iteration
         if state.joint_steps:
             state.settle(n_iter)
+            if kept == n_iter and history.rows and history.rows[-1]["iteration"] == n_iter:
+                # the last row's R is the fitted model's: after the settling sweeps (the solver's
+                # evaluations sweep only as far as its progress asks, slr._joint's sweep_tol)
+                history.rows[-1]["objective"] = state.objective
         if params["verbose"]:
             print(f"[StructuredLogisticRegression] stopped after {n_iter} iterations ({stop_reason})"
                   + (f"; kept iteration {kept}" if best is not None else ""), file=sys.stderr)
@@ -1218,11 +1223,14 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
     first runs one iteration of Algorithm 1.1 (its unary fit from zero messages is a good start).
     Returns why it stopped and the last iteration run."""
     iteration = done
-    if done == 0:
+    if done == 0:   # Algorithm 1.1's first iteration, its fits capped (not in the snapshots of progress)
+        iteration = 1
         with _capped_fits(state.oracles, _FIRST_FIT_ITER):
-            reason, iteration = _run_alternation(state, progress, 0, 1)
-        if reason != "max_iter" or max_iter == 1:
-            return reason, iteration
+            state.half_step(iteration, "unary")
+            state.half_step(iteration, "pairwise")
+        reason = progress.after(iteration, state)
+        if reason is not None or max_iter == 1:
+            return reason or "max_iter", iteration
     start, stopped = iteration, []
 
     def callback(k: int, messages: np.ndarray, objective: float, penalised: float) -> bool:
