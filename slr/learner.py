@@ -332,6 +332,7 @@ class _Alternation:
         self.last_sweep: BatchSweepResult | None = None
         self.penalties = dict.fromkeys(_FACTORS, 0.0)   # eps * each oracle's penalty (tags' penalty)
         self.joint_steps = 0   # iterates of the joint solver taken in (adopt)
+        self.settled = False   # whether settle ran after the last of them (and no restore since)
         if resume is not None:   # fitted functions, and the messages if they fit this data
             messages, self.fitted_pairwise = resume
             self.messages = self.messages if messages is None else messages
@@ -480,6 +481,7 @@ class _Alternation:
         self.messages[...] = messages
         self.fitted_pairwise = self.fitted_pairwise or self.train.has_edges
         self.joint_steps += 1
+        self.settled = False
         if potentials:
             self._set_potentials("unary", False)
             if self.fitted_pairwise:
@@ -499,6 +501,7 @@ class _Alternation:
         self._restored = None
         self.last_sweep = self._sweeps(self.max_sweeps)
         self._record(iteration, "joint_mp", self._objective())
+        self.settled = True
 
     def snapshot(self) -> dict[str, Any]:
         """The current model and messages (copies), for :meth:`restore`."""
@@ -517,6 +520,7 @@ class _Alternation:
                      "fitted_pairwise", "last_sweep", "penalties"):
             setattr(self, name, snapshot[name])
         self._restored = self.trace[snapshot["trace"] - 1][2:4]
+        self.settled = False
 
     def certificate(self, stop_reason: str, n_iter: int) -> FitCertificate | None:
         """Theorem 1.1's bounds and the message passing's state at the current functions, with why
@@ -763,8 +767,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         ``train_error``, ``val_error`` (per-node error rates of MAP predictions; NaN
         without validation data or monitoring), ``seconds`` (wall time since ``fit`` began,
         without monitoring) and ``eval_seconds`` (see :mod:`slr.estimator`). With early
-        stopping it goes on past the kept iteration, to the last one run. After the joint
-        solver the last row's ``objective`` is the fitted model's R, after the settling sweeps.
+        stopping it goes on past the kept iteration, to the last one run.
     n_iter_ : int
         Learning iterations run (with ``warm_start``, of all fits together).
     stop_reason_ : str
@@ -1029,12 +1032,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         if best is not None and best.iteration < n_iter:   # keep the best iteration's model
             state.restore(best.snapshot)
             kept = best.iteration
-        if state.joint_steps:
+        if state.joint_steps and not state.settled:
             state.settle(n_iter)
-            if kept == n_iter and history.rows and history.rows[-1]["iteration"] == n_iter:
-                # the last row's R is the fitted model's: after the settling sweeps (the solver's
-                # evaluations sweep only as far as its progress asks, slr._joint's sweep_tol)
-                history.rows[-1]["objective"] = state.objective
         if params["verbose"]:
             print(f"[StructuredLogisticRegression] stopped after {n_iter} iterations ({stop_reason})"
                   + (f"; kept iteration {kept}" if best is not None else ""), file=sys.stderr)
@@ -1231,10 +1230,13 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
         reason = progress.after(iteration, state)
         if reason is not None or max_iter == 1:
             return reason or "max_iter", iteration
-    start, stopped = iteration, []
+    start, stopped, settled_from = iteration, [], []
 
     def callback(k: int, messages: np.ndarray, objective: float, penalised: float) -> bool:
         state.adopt(start + k, messages, objective, penalised, potentials=progress.decode is not None)
+        if start + k >= max_iter:   # the cap's iteration: its row gets the fitted model's R, after settling
+            settled_from.append(messages.copy())
+            state.settle(start + k)
         reason = progress.after(start + k, state)
         if reason is not None:
             stopped.append(reason)
@@ -1245,7 +1247,9 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
                                 state.messages, max_iter=max_iter - start, tol=_JOINT_GRADIENT_TOL, warm_sweeps=0,
                                 max_sweeps=state.max_sweeps, sweep_tol=_JOINT_SWEEP_TOL, n_jobs=state.threads,
                                 callback=callback, sample_weight=sample_weight, class_weight=class_weight)
-    state.messages[...] = result.messages
+    if not (state.settled and np.array_equal(result.messages, settled_from[-1])):   # not the settled iterate
+        state.messages[...] = result.messages
+        state.settled = False
     state.fitted_pairwise = state.fitted_pairwise or state.train.has_edges
     n_iter = start + result.n_iter
     if stopped:
