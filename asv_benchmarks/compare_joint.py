@@ -20,6 +20,11 @@ prints the curve of R (without ridge), J (with it) and the test error against th
 clock (monitoring left out), and the first time at which the test error is at most the target
 (CRFsuite's error on letters). The machine's load average is printed with every repeat: timings on
 a shared machine are indicative only.
+
+Measured 2026-11-25 (joint-fast; ``--problem letters --modes defaults,suite --relaxations "" --repeats
+2 --quiet``, load 3 to 10 on 2 cores): the defaults reach CRFsuite's .1968 in 0.52x and 0.57x
+CRFsuite's time (they stop by the rule after 33 iterations at .1957), the former suite settings in
+0.88x and 0.57x.
 """
 from __future__ import annotations
 

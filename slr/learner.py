@@ -40,8 +40,8 @@ import hashlib
 import math
 import sys
 import warnings
-from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Callable, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -97,9 +97,12 @@ TRACE_COLUMNS = ["iteration", "stage", "objective", "penalised"]
 #: The values of ``solver``.
 SOLVERS = ("auto", "alternation", "joint")
 
-# the joint solver's star sweeps per evaluation (slr._joint: 8 reached letters' objective in less
-# time than 30), at most max_sweeps
-_JOINT_SWEEPS = 8
+# the joint solver's sweeps per evaluation follow progress (slr._joint's sweep_tol), up to max_sweeps
+_JOINT_SWEEP_TOL = 0.25
+
+# L-BFGS iterations of each Linear oracle fit in the joint solver's first iteration (Algorithm 1.1,
+# whose functions the joint solver refines at once): a start, not a solution
+_FIRST_FIT_ITER = 20
 
 # the joint solver's own stopping test, on its scaled gradient (slr._joint); far below what the
 # stopping rule on J needs, so that the rule (or max_iter) ends a fit
@@ -329,6 +332,7 @@ class _Alternation:
         self.last_sweep: BatchSweepResult | None = None
         self.penalties = dict.fromkeys(_FACTORS, 0.0)   # eps * each oracle's penalty (tags' penalty)
         self.joint_steps = 0   # iterates of the joint solver taken in (adopt)
+        self.settled = False   # whether settle ran after the last of them (and no restore since)
         if resume is not None:   # fitted functions, and the messages if they fit this data
             messages, self.fitted_pairwise = resume
             self.messages = self.messages if messages is None else messages
@@ -477,6 +481,7 @@ class _Alternation:
         self.messages[...] = messages
         self.fitted_pairwise = self.fitted_pairwise or self.train.has_edges
         self.joint_steps += 1
+        self.settled = False
         if potentials:
             self._set_potentials("unary", False)
             if self.fitted_pairwise:
@@ -496,6 +501,7 @@ class _Alternation:
         self._restored = None
         self.last_sweep = self._sweeps(self.max_sweeps)
         self._record(iteration, "joint_mp", self._objective())
+        self.settled = True
 
     def snapshot(self) -> dict[str, Any]:
         """The current model and messages (copies), for :meth:`restore`."""
@@ -514,6 +520,7 @@ class _Alternation:
                      "fitted_pairwise", "last_sweep", "penalties"):
             setattr(self, name, snapshot[name])
         self._restored = self.trace[snapshot["trace"] - 1][2:4]
+        self.settled = False
 
     def certificate(self, stop_reason: str, n_iter: int) -> FitCertificate | None:
         """Theorem 1.1's bounds and the message passing's state at the current functions, with why
@@ -1025,7 +1032,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         if best is not None and best.iteration < n_iter:   # keep the best iteration's model
             state.restore(best.snapshot)
             kept = best.iteration
-        if state.joint_steps:
+        if state.joint_steps and not state.settled:
             state.settle(n_iter)
         if params["verbose"]:
             print(f"[StructuredLogisticRegression] stopped after {n_iter} iterations ({stop_reason})"
@@ -1215,14 +1222,21 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
     first runs one iteration of Algorithm 1.1 (its unary fit from zero messages is a good start).
     Returns why it stopped and the last iteration run."""
     iteration = done
-    if done == 0:
-        reason, iteration = _run_alternation(state, progress, 0, 1)
-        if reason != "max_iter" or max_iter == 1:
-            return reason, iteration
-    start, stopped = iteration, []
+    if done == 0:   # Algorithm 1.1's first iteration, its fits capped (not in the snapshots of progress)
+        iteration = 1
+        with _capped_fits(state.oracles, _FIRST_FIT_ITER):
+            state.half_step(iteration, "unary")
+            state.half_step(iteration, "pairwise")
+        reason = progress.after(iteration, state)
+        if reason is not None or max_iter == 1:
+            return reason or "max_iter", iteration
+    start, stopped, settled_from = iteration, [], []
 
     def callback(k: int, messages: np.ndarray, objective: float, penalised: float) -> bool:
         state.adopt(start + k, messages, objective, penalised, potentials=progress.decode is not None)
+        if start + k >= max_iter:   # the cap's iteration: its row gets the fitted model's R, after settling
+            settled_from.append(messages.copy())
+            state.settle(start + k)
         reason = progress.after(start + k, state)
         if reason is not None:
             stopped.append(reason)
@@ -1231,15 +1245,32 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
     with state.timed("joint solver"):
         result = joint_minimise(state.train, state.epsilon, state.oracles["unary"], state.oracles["pairwise"],
                                 state.messages, max_iter=max_iter - start, tol=_JOINT_GRADIENT_TOL, warm_sweeps=0,
-                                max_sweeps=min(_JOINT_SWEEPS, state.max_sweeps), n_jobs=state.threads,
+                                max_sweeps=state.max_sweeps, sweep_tol=_JOINT_SWEEP_TOL, n_jobs=state.threads,
                                 callback=callback, sample_weight=sample_weight, class_weight=class_weight)
-    state.messages[...] = result.messages
+    if not (state.settled and np.array_equal(result.messages, settled_from[-1])):   # not the settled iterate
+        state.messages[...] = result.messages
+        state.settled = False
     state.fitted_pairwise = state.fitted_pairwise or state.train.has_edges
     n_iter = start + result.n_iter
     if stopped:
         return stopped[0], n_iter
     # on its own the solver stops only at its gradient test or where float64 allows no more progress
     return ("max_iter" if n_iter >= max_iter else "converged"), n_iter
+
+
+@contextmanager
+def _capped_fits(oracles: dict[str, Any], max_iter: int | None) -> Iterator[None]:
+    """Inside the block, ``Linear`` oracles fit with at most ``max_iter`` L-BFGS iterations (their
+    own ``max_iter`` restored after; None: no cap)."""
+    capped = {factor: oracle.max_iter for factor, oracle in oracles.items() if isinstance(oracle, Linear)
+              and max_iter is not None and validate_params(oracle)["max_iter"] > max_iter}
+    try:
+        for factor in capped:
+            oracles[factor].max_iter = max_iter
+        yield
+    finally:
+        for factor, value in capped.items():
+            oracles[factor].max_iter = value
 
 
 def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_sweeps: int) -> str:

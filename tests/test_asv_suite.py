@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "asv_benchmarks"
 PREFIXES = ("time_", "peakmem_", "mem_", "track_", "timeraw_")
 IMPORT_ONLY = {("bench_trees", "Ratios"), ("bench_trees", "TrainingLoss"),
-               ("bench_learner", "LettersAgainstCRFsuite")}
+               ("bench_learner", "SnakesDefaultsAgainstOneSlack")}
 ESTIMATOR_SMOKE = {"bench_learner": ("Learner", ("Linear",)),
                    "bench_baselines": ("Baseline", ("denoising", "PiecewiseTraining")),
                    "bench_oracles": ("OracleFit", ("unary_20k_K2", "Linear")),

