@@ -149,15 +149,13 @@ def learner(spec: GeneralisationSpec, method: str, n_jobs: int | None) -> Any:
         from baselines import OneSlackSSVM
 
         return OneSlackSSVM(C=spec.C, n_jobs=n_jobs, random_state=SEED)
-    from slr.learner import StructuredLogisticRegression
     from slr.oracles import MLP, BoostedTrees, Linear
+    from slr_suite.oracles import defaults_learner
 
     make = {"slr:Linear": lambda: Linear(l2=spec.epsilon / spec.C), "slr:MLP": MLP,
             "slr:Boost": lambda: BoostedTrees(tree="vector")}[method]
-    # the test examples are given to fit to record the test error per iteration: early stopping,
-    # on when fit gets validation data, would choose the iteration by test error
-    return StructuredLogisticRegression(make(), make(), epsilon=spec.epsilon, early_stopping=False, n_jobs=n_jobs,
-                                        random_state=SEED)
+    # the test examples go to fit as validation data for the curve: early stopping stays off
+    return defaults_learner(unary=make(), pairwise=make(), epsilon=spec.epsilon, n_jobs=n_jobs, random_state=SEED)
 
 
 def _fit(spec: GeneralisationSpec, method: str, data: tuple, n_jobs: int | None) -> tuple[dict, np.ndarray, np.ndarray]:
