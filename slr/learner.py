@@ -95,7 +95,7 @@ _UNTIMED = nullcontext()
 
 # early_stopping="auto" without X_val holds out validation_fraction of the examples when an oracle can
 # memorise them (its tags' can_memorise) and X has at least this many
-_AUTO_HOLD_OUT_MIN = 8
+_AUTO_HOLD_OUT_MIN = 20
 
 #: Columns of ``objective_trace_``.
 TRACE_COLUMNS = ["iteration", "stage", "objective", "penalised"]
@@ -717,28 +717,31 @@ class StructuredLogisticRegression(StructuredEstimator):
         early-stopped fit continues from the iteration it kept (``best_iteration_``); the rows
         of ``history_`` after it are dropped, and early stopping's count starts afresh.
     early_stopping : "auto" or bool, default="auto"
-        Stop when the validation error (per-node error of MAP predictions) has not fallen below
-        its lowest value for ``n_iter_no_change`` iterations, and keep the model of the first
-        iteration with the lowest validation error (``best_iteration_``). The validation data
-        are ``X_val``, ``Y_val`` when given to ``fit``, else ``validation_fraction`` of the
-        examples of ``X``, held out (drawn with ``random_state``). ``"auto"`` is on when ``X_val``
-        and ``Y_val`` are given, and otherwise only where an oracle can memorise the training
-        examples (its tags' ``can_memorise``: ``MLP``, ``BoostedTrees``, ``LightGBM``) and ``X``
-        has at least 8 examples. For oracles of bounded capacity (``Linear``, ``Constant``,
-        ``Zero``) it holds nothing out: structured data sets often have few examples (letters'
-        fold has 704 words, the denoising sets 16 images), and holding a tenth of them out costs
-        such a fit more than the stopping rule on R, which needs no held-out data, does. A
-        network or a tree ensemble, however, drives R towards 0 by memorising the training
-        examples while the error on other examples rises, so the rule ends such a fit only at
-        ``max_iter``, far past its best model; a tenth of the examples held out stops it there.
-        Below 8 examples the hold-out (one example, a larger share) costs more than it saves.
-        ``stop_reason_`` is ``"early_stopping"`` when it ends the fit.
+        Stop when the validation error (per-node error of MAP predictions) has stayed above its
+        lowest value for ``n_iter_no_change`` iterations, and keep the model of the last
+        iteration with the lowest validation error (``best_iteration_``): the error on a few
+        validation examples moves in coarse steps and often stays level for many iterations
+        while the fit still improves, and a plateau at its lowest is no sign of overfitting; a
+        rise is. The validation data are ``X_val``, ``Y_val`` when given to ``fit``, else
+        ``validation_fraction`` of the examples of ``X``, held out (drawn with ``random_state``).
+        ``"auto"`` is on when ``X_val`` and ``Y_val`` are given, and otherwise only where an
+        oracle can memorise the training examples (its tags' ``can_memorise``: ``MLP``,
+        ``BoostedTrees``, ``LightGBM``) and ``X`` has at least 20 examples. For oracles of
+        bounded capacity (``Linear``, ``Constant``, ``Zero``) it holds nothing out: structured
+        data sets often have few examples (letters' fold has 704 words, the denoising sets 16
+        images), and holding a tenth of them out costs such a fit more than the stopping rule on
+        R, which needs no held-out data, does. A network or a tree ensemble, however, drives R
+        towards 0 by memorising the training examples while the error on other examples rises,
+        so the rule ends such a fit only at ``max_iter``, far past its best model; a tenth of the
+        examples held out stops it there. With fewer than 20 examples that tenth is one example
+        (or a share rounded up past a tenth): one example's error is too noisy to choose an
+        iteration on, and the example is missed in the fit. ``stop_reason_`` is
+        ``"early_stopping"`` when it ends the fit.
     validation_fraction : float, default=0.1
         Share of the examples of ``X`` held out for early stopping when no ``X_val`` is given
         (rounded up to whole examples; at least one must remain to train on).
     n_iter_no_change : int, default=10
-        Iterations without a lower validation error after which early stopping ends the fit.
-        training data (another graph layout or other labels) the messages start from zero.
+        Iterations with a validation error above its lowest after which early stopping ends the fit.
     class_weight : None, "balanced" or dict, default=None
         Per-label weights ``cw`` of the Hamming margin: ``Delta_i(y_i, a) = cw[y_i] [a != y_i]`` in
         ``theta``, so R is the smoothed surrogate of the weighted Hamming loss (as the SSVMs' loss-
@@ -791,7 +794,7 @@ class StructuredLogisticRegression(StructuredEstimator):
     solver_ : str
         The solver that ran: ``"alternation"`` or ``"joint"`` (see ``solver``).
     best_iteration_ : int or None
-        With early stopping, the iteration whose model was kept (the first with the lowest
+        With early stopping, the iteration whose model was kept (the last with the lowest
         validation error); None without.
     objective_trace_ : pandas.DataFrame
         ``R`` and ``J`` after every half step: columns ``iteration``, ``stage`` (one of
@@ -1398,7 +1401,7 @@ def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_
 
 
 class _BestIteration:
-    """Early stopping's bookkeeping: the first iteration with the lowest validation error so far, and
+    """Early stopping's bookkeeping: the last iteration with the lowest validation error so far, and
     a snapshot of the model then."""
 
     def __init__(self, patience: int) -> None:
@@ -1407,8 +1410,8 @@ class _BestIteration:
 
     def update(self, iteration: int, error: float, state: _Alternation) -> bool:
         """Record ``iteration``'s validation error; True once ``patience`` iterations have passed
-        without a lower one."""
-        if error < self.error:
+        above the lowest."""
+        if error <= self.error:
             self.error, self.iteration, self.snapshot = error, iteration, state.snapshot()
         return iteration - self.iteration >= self.patience
 

@@ -21,7 +21,7 @@ from slr_suite.oracles import OracleSpec, defaults_learner
 
 __all__ = ["BaselinesSpec", "LettersData", "SnakesData", "SlrCell", "TuningGrid", "SPECS", "DATASETS",
            "C_VALUE", "EPSILON", "N_STATES", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED",
-           "SMOOTHED", "crfsuite_c2", "default_regularisation", "failure_status", "fit_method", "grid", "methods_of",
+           "SMOOTHED", "crfsuite_c2", "default_regularisation", "failure_status", "fit_method", "fit_slr", "grid", "methods_of",
            "parse_datasets", "planned_methods", "selected_datasets", "tuned", "unavailable"]
 
 SEED = 0
@@ -502,15 +502,38 @@ def _error(model, X, Y) -> float:
 
 
 def _fit_learner(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
-    """Fit one of our learners with the test set as validation data; its curve is the history's
+    """Fit one of our baselines with the test set as validation data; its curve is the history's
     test error against cumulative fit time (evaluation excluded), the same clock for every learner."""
     Xtr, Ytr, Xte, Yte, _ = data
     model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
-    hist = model.history_.dropna(subset=["val_error"])   # slr's iteration 0 precedes any fit
-    row = dict(train_error=_error(model, Xtr, Ytr), test_error=_error(model, Xte, Yte),
-               seconds=float(hist["seconds"].iloc[-1]), iterations=max(1, int(hist["iteration"].max())),
-               status="ok")
-    return row, np.asarray(hist["seconds"], dtype=float), np.asarray(hist["val_error"], dtype=float)
+    hist = model.history_.dropna(subset=["val_error"])
+    return _learner_row(model, data, hist), np.asarray(hist["seconds"], dtype=float), np.asarray(
+        hist["val_error"], dtype=float)
+
+
+def fit_slr(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Fit an slr row on the training examples alone, so that its own early stopping (``"auto"``:
+    on where an oracle can memorise, on examples held out of them) never sees the test set; its
+    curve is the test error after every iteration, recorded by ``fit``'s callback, against the
+    cumulative fit time (evaluation and callback excluded), the clock of every learner."""
+    Xtr, Ytr, Xte, Yte, _ = data
+    seconds, errors = [], []
+
+    def record(iterate) -> None:
+        seconds.append(iterate.seconds)
+        errors.append(1.0 - iterate.score(Xte, Yte))
+
+    model.fit(Xtr, Ytr, callback=record)
+    hist = model.history_[model.history_["iteration"] > 0]   # iteration 0 precedes any fit
+    return _learner_row(model, data, hist), np.asarray(seconds, dtype=float), np.asarray(errors, dtype=float)
+
+
+def _learner_row(model, data, hist) -> dict:
+    """A fitted learner's row: its errors, and the time and iterations of its history ``hist``."""
+    Xtr, Ytr, Xte, Yte, _ = data
+    return dict(train_error=_error(model, Xtr, Ytr), test_error=_error(model, Xte, Yte),
+                seconds=float(hist["seconds"].iloc[-1]), iterations=max(1, int(hist["iteration"].max())),
+                status="ok")
 
 
 def _baseline(method: str, reg: Mapping[str, float], max_iter: int, n_states: int):
@@ -557,7 +580,7 @@ def fit_method(group: str, method: str, dataset: str, data: tuple, spec: Baselin
     evaluation words, seconds, iterations, status) and its evaluation-error curve against time."""
     n_states = data[4]
     if group == "slr":
-        return _fit_learner(spec.slr_learner(method, dataset, n_states, n_threads, reg), data)
+        return fit_slr(spec.slr_learner(method, dataset, n_states, n_threads, reg), data)
     if group == "pystruct":
         learner = method.split(":", 1)[1]
         return _fit_peer(learner, dataset, data, reg["C"], spec.budget(learner, dataset), spec.peer_timeout,
