@@ -29,7 +29,8 @@ per half step (bias, oracle fit with the safeguarded over-relaxed step, potentia
 oracles linear in their parameters ``solver="joint"`` (or ``"auto"``) runs one such iteration and then
 :func:`slr._joint.joint_minimise`, L-BFGS over both functions' parameters, whose iterates the same
 state object takes in (:meth:`_Alternation.adopt`). What happens after each iteration (``history_``,
-early stopping, the stopping rule) is one object for both solvers, :class:`_Progress`. The estimator
+the caller's ``callback`` with an :class:`Iterate`, early stopping, the stopping rule) is one object for
+both solvers, :class:`_Progress`. The estimator
 around it validates everything first and replaces its fitted attributes only when the loop has
 finished (:meth:`slr.estimator.StructuredEstimator._commit_fit`), so a fit that fails changes nothing.
 """
@@ -817,9 +818,10 @@ class StructuredLogisticRegression(StructuredEstimator):
     What the learner asks of an oracle beyond ``fit`` and ``decision_function`` it reads from
     :func:`slr.oracles.get_oracle_tags` only: ``factored_pair_bias`` (the pairwise bias handed
     over as a :class:`~slr.oracles.pair_bias.PairBias`), ``linear_parameters`` (what
-    ``relaxation`` moves) and ``training_scores`` (the potentials of a freshly fitted function
+    ``relaxation`` moves), ``training_scores`` (the potentials of a freshly fitted function
     on the training rows come from the oracle's ``training_scores_`` instead of
-    ``decision_function``).
+    ``decision_function``), ``penalty`` (J instead of R) and ``can_memorise`` (what
+    ``early_stopping="auto"`` holds examples out for).
 
     ``fit`` is a transaction: it checks the parameters, the oracles and all the data first, and
     replaces the fitted attributes only once it has finished. A fit that raises (bad validation
