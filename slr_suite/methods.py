@@ -133,8 +133,8 @@ class BaselinesSpec:
     max_iter : mapping
         Iterations per baseline, by class name; pystruct's learner of the same name gets the
         same budget, its FrankWolfeSSVM that of SubgradientSSVM. slr's rows have no budget: they
-        run the library's defaults (its stopping rule ends them), with only their model chosen
-        here (:meth:`slr_learner`).
+        run the library's defaults (its stopping rule, or for MLP and boosting early stopping on
+        examples held out, ends them), with only their model chosen here (:meth:`slr_learner`).
     peer : mapping
         pystruct's learners to run on each data set when its environment exists (``quick`` runs
         only the two cutting-plane SSVMs on denoising, where pystruct's LP inference takes
