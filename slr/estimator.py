@@ -15,7 +15,7 @@ Y_val=None)`` returns ``self`` and leaves ``history_``, one row per iteration wi
 ``seconds``
     Wall time since ``fit`` began, cumulative, without the time spent measuring the errors.
 ``eval_seconds``
-    Time spent measuring this row's errors.
+    Time spent measuring this row's errors (and in a callback observing the fit after it).
 
 A fit is a transaction: it validates everything (parameters, ``X``, ``Y``, ``X_val``, ``Y_val``),
 computes into state of its own (a :class:`FitHistory` for the rows, local variables or an
@@ -35,7 +35,8 @@ as it was::
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -109,6 +110,19 @@ class FitHistory:
         self._eval_total += eval_seconds
         self.rows.append(row)
         return row
+
+    @contextmanager
+    def untimed(self) -> Iterator[None]:
+        """Leave the time spent inside the block out of ``seconds`` (it goes to the last row's
+        ``eval_seconds``), as the errors' measurement is: for callbacks that observe a fit."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            self._eval_total += elapsed
+            if self.rows:
+                self.rows[-1]["eval_seconds"] += elapsed
 
     def frame(self) -> pd.DataFrame:
         """The rows as ``history_``."""

@@ -29,7 +29,8 @@ per half step (bias, oracle fit with the safeguarded over-relaxed step, potentia
 oracles linear in their parameters ``solver="joint"`` (or ``"auto"``) runs one such iteration and then
 :func:`slr._joint.joint_minimise`, L-BFGS over both functions' parameters, whose iterates the same
 state object takes in (:meth:`_Alternation.adopt`). What happens after each iteration (``history_``,
-early stopping, the stopping rule) is one object for both solvers, :class:`_Progress`. The estimator
+the caller's ``callback`` with an :class:`Iterate`, early stopping, the stopping rule) is one object for
+both solvers, :class:`_Progress`. The estimator
 around it validates everything first and replaces its fitted attributes only when the loop has
 finished (:meth:`slr.estimator.StructuredEstimator._commit_fit`), so a fit that fails changes nothing.
 """
@@ -50,6 +51,7 @@ from sklearn.exceptions import ConvergenceWarning
 from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, Options, RandomState, Real,
                          resolve_renamed, validate_params)
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
+from slr.formats import Labellings
 from slr.graph import GraphBatch, check_epsilon
 from slr._joint import joint_minimise, supports
 from slr.certificate import FitCertificate, certify
@@ -64,6 +66,7 @@ from slr.oracles.pair_bias import PairBias
 from slr.validation import C_INT_MAX, check_bool, check_generator, check_int, check_option, check_real
 
 __all__ = [
+    "Iterate",
     "StructuredLogisticRegression",
     "node_message_sums",
     "pairwise_bias",
@@ -90,6 +93,10 @@ _MAX_MP_ITERATIONS = C_INT_MAX // 2
 _SWEEPS_NOTE = "{new} counts kernel sweeps (one pass over the nodes): {old}=v is {new}=2v"
 
 _UNTIMED = nullcontext()
+
+# early_stopping="auto" without X_val holds out validation_fraction of the examples when an oracle can
+# memorise them (its tags' can_memorise) and X has at least this many
+_AUTO_HOLD_OUT_MIN = 20
 
 #: Columns of ``objective_trace_``.
 TRACE_COLUMNS = ["iteration", "stage", "objective", "penalised"]
@@ -711,20 +718,31 @@ class StructuredLogisticRegression(StructuredEstimator):
         early-stopped fit continues from the iteration it kept (``best_iteration_``); the rows
         of ``history_`` after it are dropped, and early stopping's count starts afresh.
     early_stopping : "auto" or bool, default="auto"
-        Stop when the validation error (per-node error of MAP predictions) has not fallen below
-        its lowest value for ``n_iter_no_change`` iterations, and keep the model of the first
-        iteration with the lowest validation error (``best_iteration_``). The validation data
-        are ``X_val``, ``Y_val`` when given to ``fit``, else ``validation_fraction`` of the
-        examples of ``X``, held out (drawn with ``random_state``). ``"auto"`` is on exactly when
-        ``X_val`` and ``Y_val`` are given: structured data sets often have few examples (letters'
-        fold has 704 words, the denoising sets 16 images), and holding a tenth of them out costs
-        the fit more than the stopping rule on R, which needs no held-out data, does.
+        Stop when the validation error (per-node error of MAP predictions) has stayed above its
+        lowest value for ``n_iter_no_change`` iterations, and keep the model of the last
+        iteration with the lowest validation error (``best_iteration_``): the error on a few
+        validation examples moves in coarse steps and often stays level for many iterations
+        while the fit still improves, and a plateau at its lowest is no sign of overfitting; a
+        rise is. The validation data are ``X_val``, ``Y_val`` when given to ``fit``, else
+        ``validation_fraction`` of the examples of ``X``, held out (drawn with ``random_state``).
+        ``"auto"`` is on when ``X_val`` and ``Y_val`` are given, and otherwise only where an
+        oracle can memorise the training examples (its tags' ``can_memorise``: ``MLP``,
+        ``BoostedTrees``, ``LightGBM``) and ``X`` has at least 20 examples. For oracles of
+        bounded capacity (``Linear``, ``Constant``, ``Zero``) it holds nothing out: structured
+        data sets often have few examples (letters' fold has 704 words, the denoising sets 16
+        images), and holding a tenth of them out costs such a fit more than the stopping rule on
+        R, which needs no held-out data, does. A network or a tree ensemble, however, drives R
+        towards 0 by memorising the training examples while the error on other examples rises,
+        so the rule ends such a fit only at ``max_iter``, far past its best model; a tenth of the
+        examples held out stops it there. With fewer than 20 examples that tenth is one example
+        (or a share rounded up past a tenth): one example's error is too noisy to choose an
+        iteration on, and the example is missed in the fit. ``stop_reason_`` is
+        ``"early_stopping"`` when it ends the fit.
     validation_fraction : float, default=0.1
         Share of the examples of ``X`` held out for early stopping when no ``X_val`` is given
         (rounded up to whole examples; at least one must remain to train on).
     n_iter_no_change : int, default=10
-        Iterations without a lower validation error after which early stopping ends the fit.
-        training data (another graph layout or other labels) the messages start from zero.
+        Iterations with a validation error above its lowest after which early stopping ends the fit.
     class_weight : None, "balanced" or dict, default=None
         Per-label weights ``cw`` of the Hamming margin: ``Delta_i(y_i, a) = cw[y_i] [a != y_i]`` in
         ``theta``, so R is the smoothed surrogate of the weighted Hamming loss (as the SSVMs' loss-
@@ -777,7 +795,7 @@ class StructuredLogisticRegression(StructuredEstimator):
     solver_ : str
         The solver that ran: ``"alternation"`` or ``"joint"`` (see ``solver``).
     best_iteration_ : int or None
-        With early stopping, the iteration whose model was kept (the first with the lowest
+        With early stopping, the iteration whose model was kept (the last with the lowest
         validation error); None without.
     objective_trace_ : pandas.DataFrame
         ``R`` and ``J`` after every half step: columns ``iteration``, ``stage`` (one of
@@ -800,9 +818,10 @@ class StructuredLogisticRegression(StructuredEstimator):
     What the learner asks of an oracle beyond ``fit`` and ``decision_function`` it reads from
     :func:`slr.oracles.get_oracle_tags` only: ``factored_pair_bias`` (the pairwise bias handed
     over as a :class:`~slr.oracles.pair_bias.PairBias`), ``linear_parameters`` (what
-    ``relaxation`` moves) and ``training_scores`` (the potentials of a freshly fitted function
+    ``relaxation`` moves), ``training_scores`` (the potentials of a freshly fitted function
     on the training rows come from the oracle's ``training_scores_`` instead of
-    ``decision_function``).
+    ``decision_function``), ``penalty`` (J instead of R) and ``can_memorise`` (what
+    ``early_stopping="auto"`` holds examples out for).
 
     ``fit`` is a transaction: it checks the parameters, the oracles and all the data first, and
     replaces the fitted attributes only once it has finished. A fit that raises (bad validation
@@ -929,6 +948,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         X_val: Sequence | None = None,
         Y_val: Sequence | None = None,
         sample_weight: Any = None,
+        callback: Callable[[Iterate], Any] | None = None,
     ) -> "StructuredLogisticRegression":
         """Learn the unary and pairwise functions.
 
@@ -946,6 +966,17 @@ class StructuredLogisticRegression(StructuredEstimator):
             Per-example weights ``w_k >= 0``: R becomes ``sum_k w_k [-F(x^k, y^k) + A(lambda^k, theta^k)]``
             and every node and edge row of example ``k`` weighs ``w_k`` in the oracle fits. An
             integer weight is the example repeated; weight 0 drops it.
+        callback : callable, optional
+            Called as ``callback(iterate)`` after every learning iteration (with both solvers, and
+            with ``warm_start`` for the continued fit's iterations), with an :class:`Iterate`: the
+            iteration, R and J, the fit time so far, and :meth:`Iterate.predict` /
+            :meth:`Iterate.score` of any data under the current functions. It observes the fit
+            and does not steer it (its return value is ignored), so data scored there, unlike
+            ``X_val``, choose nothing: e.g. a test error curve. Its time is left out of
+            ``history_["seconds"]`` (it goes to ``eval_seconds``). An exception it raises ends
+            the fit and propagates; the fitted attributes then stay those of the previous fit. A
+            parameter of ``fit``, not of the estimator: it observes one fit and is no part of the
+            model (``get_params``, ``clone`` and pickling do not carry it).
 
         Returns
         -------
@@ -963,8 +994,9 @@ class StructuredLogisticRegression(StructuredEstimator):
             When ``max_iter`` stops the fit before the stopping rule does (``tol > 0``).
         """
         params = self._check_params()
+        if callback is not None and not callable(callback):
+            raise ValueError(f"callback must be a callable taking an Iterate, or None, got {callback!r}")
         warm = params["warm_start"] and hasattr(self, "history_")
-        early = params["early_stopping"] is True or (params["early_stopping"] == "auto" and X_val is not None)
         if warm:
             done = self._resume_iteration
             if params["max_iter"] < done:
@@ -986,6 +1018,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         weights = check_example_weights(sample_weight, data.n_examples)
         val = validation_data(X_val, Y_val, lambda X, Y: _checked_data(
             X, Y, data.n_states, inferred, data.d_node, _edge_width(data), "X_val"))
+        early = _early_stopping(params["early_stopping"], val is not None, (unary, pairwise), data.n_examples,
+                                params["validation_fraction"])
         split = None
         if early and val is None:   # hold out validation_fraction of the examples
             split = self._validation_split(data.n_examples, params["validation_fraction"], warm, rng)
@@ -1021,9 +1055,12 @@ class StructuredLogisticRegression(StructuredEstimator):
             history.record(0, state.objective)
             objectives.append(state.penalised)
         decode = (lambda data: state.map_labels(predictor, data)) if params["monitor"] or early else None
+        check_data = (lambda X, Y: _checked_data(X, Y, train.n_states, inferred, train.d_node,
+                                                 _edge_width(train), "X"))
         progress = _Progress(history, objectives, decode, params["monitor"],
                              _BestIteration(params["n_iter_no_change"]) if early else None, params["tol"],
-                             params["verbose"], timed)
+                             params["verbose"], timed, callback,
+                             lambda row, state: Iterate(row, state, predictor, check_data))
         if solver == "joint":
             stop_reason, n_iter = _run_joint(state, progress, done, params["max_iter"], weights, cw)
         else:
@@ -1169,6 +1206,68 @@ def _tol_reached(objectives: Sequence[float], tol: float) -> bool:
     return old - new < _TOL_WINDOW * tol * max(old, new, 1.0)
 
 
+class Iterate:
+    """The model after one learning iteration, as a ``callback`` of
+    :meth:`StructuredLogisticRegression.fit` sees it.
+
+    It is valid during the call only: the fit goes on from the same state afterwards, and
+    :meth:`predict` and :meth:`score` then raise ``RuntimeError``.
+
+    Attributes
+    ----------
+    iteration : int
+        The iteration just run (with ``warm_start``, counting the earlier fits' iterations).
+    objective : float
+        R after it (``history_["objective"]``).
+    penalised : float
+        J after it: R plus ``eps`` times the oracles' ridge terms (see ``tol``).
+    seconds : float
+        Fit time so far, as ``history_["seconds"]``: without monitoring and callbacks.
+    train_error, val_error : float
+        The iteration's row of ``history_`` (NaN where not measured).
+    """
+
+    def __init__(self, row: dict, state: _Alternation, predictor: PairwiseModel,
+                 check_data: Callable[[Sequence, Sequence | None], FlatData]) -> None:
+        self.iteration, self.objective, self.seconds = int(row["iteration"]), float(row["objective"]), row["seconds"]
+        self.train_error, self.val_error = row["train_error"], row["val_error"]
+        self.penalised = float(state.penalised)
+        self._live: tuple | None = (state, predictor, check_data)
+
+    def _expire(self) -> None:
+        self._live = None
+
+    def _labels(self, X: Sequence, Y: Sequence | None) -> tuple[FlatData, np.ndarray]:
+        if self._live is None:
+            raise RuntimeError(f"the Iterate of iteration {self.iteration} predicts only during its callback; "
+                               f"the fit has moved on")
+        state, predictor, check_data = self._live
+        data = check_data(X, Y)
+        pairwise = state.oracles["pairwise"] if state.fitted_pairwise else None
+        return data, _map_labels(predictor, data, state.oracles["unary"], pairwise, state.timed)
+
+    def predict(self, X: Sequence) -> Labellings:
+        """MAP labelling of every example of ``X`` under this iteration's functions, as
+        :meth:`StructuredLogisticRegression.predict` of a model stopped here gives it.
+
+        Parameters
+        ----------
+        X : list of (node_features, edges, edge_features)
+
+        Returns
+        -------
+        Labellings
+        """
+        data, labels = self._labels(X, None)
+        return Labellings(data.split(labels.astype(np.int64)))
+
+    def score(self, X: Sequence, Y: Sequence) -> float:
+        """Per-node accuracy of :meth:`predict` on ``X``, ``Y`` (fully labelled), as
+        :meth:`StructuredLogisticRegression.score` of a model stopped here gives it."""
+        data, labels = self._labels(X, Y)
+        return float(np.mean(labels == data.labels))
+
+
 def _iteration_objectives(history: pd.DataFrame, trace: pd.DataFrame) -> list[float]:
     """J after each iteration of an earlier fit (its trace's last row per iteration), for the
     stopping rule of a continued fit; R (``history``) for a model saved before the trace had J."""
@@ -1179,14 +1278,18 @@ def _iteration_objectives(history: pd.DataFrame, trace: pd.DataFrame) -> list[fl
 
 class _Progress:
     """What the learner does after every iteration, whichever solver runs: the ``history_`` row
-    (with the errors if ``decode``), the progress line, early stopping (``best``) and the stopping
-    rule on J (``objectives``, continued)."""
+    (with the errors if ``decode``), the progress line, the user's ``callback`` (an :class:`Iterate`
+    from ``iterate(row, state)``; its time left out of ``history_["seconds"]``), early stopping
+    (``best``) and the stopping rule on J (``objectives``, continued)."""
 
     def __init__(self, history: FitHistory, objectives: list[float], decode: Callable | None, monitor: bool,
                  best: "_BestIteration | None", tol: float, verbose: int,
-                 timed: Callable[[str], AbstractContextManager]) -> None:
+                 timed: Callable[[str], AbstractContextManager],
+                 callback: Callable[["Iterate"], Any] | None = None,
+                 iterate: Callable[[dict, "_Alternation"], "Iterate"] | None = None) -> None:
         self.history, self.objectives, self.decode, self.monitor = history, objectives, decode, monitor
         self.best, self.tol, self.verbose, self.timed = best, tol, verbose, timed
+        self.callback, self.iterate = callback, iterate
 
     def after(self, iteration: int, state: _Alternation) -> str | None:
         """Record ``iteration``; why learning stops now (``"early_stopping"``, ``"tol"``) or None."""
@@ -1195,6 +1298,13 @@ class _Progress:
         self.objectives.append(state.penalised)
         if self.verbose:
             _print_progress(row, state.trace[-4:] if self.verbose > 1 else ())
+        if self.callback is not None:
+            with self.timed("callback"), self.history.untimed():
+                current = self.iterate(row, state)
+                try:
+                    self.callback(current)
+                finally:
+                    current._expire()
         if self.best is not None and self.best.update(iteration, row["val_error"], state):
             return "early_stopping"
         if _tol_reached(self.objectives, self.tol):
@@ -1293,7 +1403,7 @@ def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_
 
 
 class _BestIteration:
-    """Early stopping's bookkeeping: the first iteration with the lowest validation error so far, and
+    """Early stopping's bookkeeping: the last iteration with the lowest validation error so far, and
     a snapshot of the model then."""
 
     def __init__(self, patience: int) -> None:
@@ -1302,10 +1412,23 @@ class _BestIteration:
 
     def update(self, iteration: int, error: float, state: _Alternation) -> bool:
         """Record ``iteration``'s validation error; True once ``patience`` iterations have passed
-        without a lower one."""
-        if error < self.error:
+        above the lowest."""
+        if error <= self.error:
             self.error, self.iteration, self.snapshot = error, iteration, state.snapshot()
         return iteration - self.iteration >= self.patience
+
+
+def _early_stopping(setting: str | bool, has_val: bool, oracles: tuple[Any, Any], n_examples: int,
+                    fraction: float) -> bool:
+    """Whether a fit stops early: ``early_stopping`` itself, or for ``"auto"``: with validation data,
+    or when an oracle can memorise the training examples (its tags' ``can_memorise``) and ``X`` has
+    ``_AUTO_HOLD_OUT_MIN`` examples or more, at least one left to train on."""
+    if setting != "auto":
+        return setting
+    if has_val:
+        return True
+    memorising = any(get_oracle_tags(oracle).can_memorise for oracle in oracles)
+    return memorising and n_examples >= _AUTO_HOLD_OUT_MIN and math.ceil(fraction * n_examples) < n_examples
 
 
 def _print_progress(row: dict, half_steps: Sequence[tuple[int, str, float]]) -> None:

@@ -7,15 +7,19 @@ features). A cell is one (problem, method):
 
 - ``slr:Linear``, ``slr:MLP``, ``slr:Boost``: :class:`slr.StructuredLogisticRegression` with the
   library's defaults, the oracles' defaults, and the model choice only: the function class of
-  both factors, the spec's ``epsilon`` and, for ``Linear``, the ridge ``l2 = eps / C`` (and
-  ``early_stopping=False``, as the test examples are handed to ``fit`` to record its curve);
+  both factors, the spec's ``epsilon`` and, for ``Linear``, the ridge ``l2 = eps / C``. Its fit
+  ends by the library's rules: the stopping rule on the objective, and for MLP and boosting (which
+  can memorise the training examples) early stopping on a tenth of them held out
+  (``early_stopping="auto"``);
 - the linear peers at the same ``C`` with their defaults: our ``OneSlackSSVM`` on every problem,
   CRFsuite's L-BFGS on the chains.
 
-Each learner is fitted with the test examples as validation data, so its row holds the test
-error against fit time (evaluation excluded); the report states for every slr row the time it
-took to come within ``tolerance`` of the best linear peer's test error, its iterations and why it
-stopped. Rows go to ``generalisation_results.csv`` and the curves to ``generalisation_curves.csv``.
+The slr rows are fitted on the training examples alone and record the test error of every
+iteration through ``fit``'s callback (:func:`slr_suite.methods.fit_slr`), so that the test examples
+choose nothing; the peers are fitted with the test examples as validation data (which they only
+record). Each row holds the test error against fit time (evaluation excluded); the report states
+for every slr row the time it took to come within ``tolerance`` of the best linear peer's test
+error, its iterations and why it stopped. Rows go to ``generalisation_results.csv`` and the curves to ``generalisation_curves.csv``.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ import numpy as np
 
 from slr_suite.common import RunContext, reuse_data
 from slr_suite.experiment import Cell, ExperimentBase, Table, time_curve_table
-from slr_suite.methods import crfsuite_c2, failure_status
+from slr_suite.methods import crfsuite_c2, failure_status, fit_slr
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
 
@@ -154,7 +158,6 @@ def learner(spec: GeneralisationSpec, method: str, n_jobs: int | None) -> Any:
 
     make = {"slr:Linear": lambda: Linear(l2=spec.epsilon / spec.C), "slr:MLP": MLP,
             "slr:Boost": lambda: BoostedTrees(tree="vector")}[method]
-    # the test examples go to fit as validation data for the curve: early stopping stays off
     return defaults_learner(unary=make(), pairwise=make(), epsilon=spec.epsilon, n_jobs=n_jobs, random_state=SEED)
 
 
@@ -169,11 +172,13 @@ def _fit(spec: GeneralisationSpec, method: str, data: tuple, n_jobs: int | None)
                    iterations=model.n_iter_, stopped="")
         return row, np.array([model.fit_seconds_]), np.array([error])
     model = learner(spec, method, n_jobs)
+    if method in SLR_METHODS:   # fitted on the training examples alone, the test curve from its callback
+        row, seconds, errors = fit_slr(model, (*data, None))
+        return dict(row, stopped=model.stop_reason_), seconds, errors
     model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
     history = model.history_.dropna(subset=["val_error"])
     row = dict(train_error=1.0 - float(model.score(Xtr, Ytr)), test_error=1.0 - float(model.score(Xte, Yte)),
-               seconds=float(history["seconds"].iloc[-1]), iterations=int(history["iteration"].max()),
-               stopped=model.stop_reason_ if method in SLR_METHODS else "")
+               seconds=float(history["seconds"].iloc[-1]), iterations=int(history["iteration"].max()), stopped="")
     return row, np.asarray(history["seconds"], dtype=float), np.asarray(history["val_error"], dtype=float)
 
 

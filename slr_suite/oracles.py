@@ -86,13 +86,14 @@ def suite_learner(**params: Any) -> Any:
 
 def defaults_learner(**params: Any) -> Any:
     """A :class:`slr.learner.StructuredLogisticRegression` with the library's defaults and ``params``
-    (the model: oracles, eps, states; seeds and threads), early stopping off.
+    (the model: oracles, eps, states; seeds and threads).
 
-    The suite passes its evaluation examples (the test words, or the held-out fifth when tuning) to
-    ``fit`` as validation data to draw the error-against-time curve; with ``early_stopping="auto"``
-    they would also choose the kept iteration, i.e. the model would be chosen on the examples it is
-    scored on. The defaults' stopping rule on the objective ends the fit instead.
+    Its fit ends by the library's rules: the stopping rule on the objective, and for oracles that can
+    memorise the training examples (MLP, boosted trees) early stopping on examples it holds out of
+    them (``early_stopping="auto"``). The suite fits it on the training examples alone and records
+    the error on its evaluation examples (the test words, or the held-out fifth when tuning) through
+    ``fit``'s callback (:func:`slr_suite.methods.fit_slr`), so that they choose nothing.
     """
     from slr.learner import StructuredLogisticRegression
 
-    return StructuredLogisticRegression(early_stopping=False, **params)
+    return StructuredLogisticRegression(**params)

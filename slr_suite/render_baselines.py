@@ -264,9 +264,11 @@ def _slr_solver_text(spec: BaselinesSpec) -> str:
     return ("\n*slr's solver*: every slr row runs `StructuredLogisticRegression` with the library's defaults "
             "(the stopping rule on the objective, `tol`, with " + cap + "; progress-based sweeps; over-relaxed "
             "steps; `solver=\"auto\"`, the joint L-BFGS solver for Linear oracles and Algorithm 1.1 for the "
-            "others), early stopping off (its validation data are the test examples, for the curves only); "
-            "only its model is set here: its oracles, their ridge and eps. Its iterations column is the "
-            "iterations the rule let it run (docs/design.md, sections 1 and 6)." + _slr_caps_text(spec) + "\n")
+            "others; `early_stopping=\"auto\"`: for MLP and boosted trees, which can memorise the training "
+            "examples, early stopping on a tenth of them held out where there are at least 20), fitted on the "
+            "training examples alone, its test curve recorded by `fit`'s callback (the test examples choose "
+            "nothing); only its model is set here: its oracles, their ridge and eps. Its iterations column is the "
+            "iterations the rules let it run (docs/design.md, sections 1 and 6)." + _slr_caps_text(spec) + "\n")
 
 
 def _slr_caps_text(spec: BaselinesSpec) -> str:
@@ -276,7 +278,8 @@ def _slr_caps_text(spec: BaselinesSpec) -> str:
     if not parts:
         return ""
     return (" Capped, because the rule does not stop them before they overfit (their test error rises "
-            "while R still falls): " + "; ".join(parts) + ".")
+            "while R still falls) and their data sets have too few examples for early stopping to hold some "
+            "out: " + "; ".join(parts) + ".")
 
 
 def _slr_cells_text(spec: BaselinesSpec) -> str:

@@ -197,7 +197,8 @@ def test_early_stopping_keeps_the_best_iteration():
                                          max_iter=300, n_jobs=1).fit(X, Y, X_val, Y_val)
     assert model.solver_ == "joint"
     history = model.history_
-    best = int(history["val_error"].iloc[1:].idxmin())
+    errors = history["val_error"].iloc[1:]
+    best = int(errors[errors == errors.min()].index.max())   # the last of the lowest
     assert model.best_iteration_ == history["iteration"].iloc[best]
     if model.stop_reason_ == "early_stopping":
         assert model.n_iter_ == model.best_iteration_ + 3

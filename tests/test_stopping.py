@@ -66,7 +66,7 @@ def test_early_stopping_keeps_the_iteration_with_the_lowest_validation_error(dat
     kw = dict(unary=Linear(), pairwise=Linear(), tol=0, n_jobs=1, random_state=0, solver="alternation")
     model = StructuredLogisticRegression(**kw, n_iter_no_change=3).fit(X, Y, X_val=Xv, Y_val=Yv)  # "auto": on
     errors = model.history_.set_index("iteration")["val_error"].iloc[1:]
-    best = int(errors.idxmin())   # the first of the lowest
+    best = int(errors[errors == errors.min()].index.max())   # the last of the lowest
     assert model.stop_reason_ == "early_stopping" and model.best_iteration_ == best
     assert model.n_iter_ == best + 3 == model.history_["iteration"].iloc[-1]
     assert 1.0 - model.score(Xv, Yv) == pytest.approx(errors[best], abs=1e-12)

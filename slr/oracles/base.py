@@ -76,12 +76,21 @@ class OracleTags:
         logistic loss, at its current parameters (``Linear``, ``Constant``: ``l2 / 2 ||W||^2``).
         The learner then descends, checks and reports ``J = R + eps * (penalty_u + penalty_p)``,
         the objective that exact fits never raise, where it would otherwise use ``R``.
+    can_memorise : bool, default=False
+        The function class can fit the training rows arbitrarily well (boosted trees, neural
+        networks): the learner's objective keeps falling as the functions memorise the training
+        examples, past the point where the error on other examples rises, so the stopping rule
+        on the objective does not end a fit before it overfits. With it the learner's
+        ``early_stopping="auto"`` holds validation examples out. False for function classes
+        of bounded capacity (``Zero``, ``Constant``, ``Linear``, which the ridge keeps from
+        memorising and whose fits the rule ends).
     """
 
     factored_pair_bias: bool = False
     linear_parameters: tuple[str, ...] = ()
     training_scores: bool = False
     penalty: bool = False
+    can_memorise: bool = False
 
 
 def get_oracle_tags(oracle: Any) -> OracleTags:
