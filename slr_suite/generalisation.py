@@ -8,9 +8,8 @@ features). A cell is one (problem, method):
 - ``slr:Linear``, ``slr:MLP``, ``slr:Boost``: :class:`slr.StructuredLogisticRegression` with the
   library's defaults, the oracles' defaults, and the model choice only: the function class of
   both factors, the spec's ``epsilon`` and, for ``Linear``, the ridge ``l2 = eps / C``. Its fit
-  ends by the library's rules: the stopping rule on the objective, and for MLP and boosting (which
-  can memorise the training examples) early stopping on a tenth of them held out
-  (``early_stopping="auto"``);
+  ends by the library's rules: the stopping rule on the objective, and for MLP (which memorises the
+  training examples) early stopping on a tenth of them held out (``early_stopping="auto"``);
 - the linear peers at the same ``C`` with their defaults: our ``OneSlackSSVM`` on every problem,
   CRFsuite's L-BFGS on the chains.
 

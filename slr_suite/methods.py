@@ -516,7 +516,7 @@ def _fit_learner(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
 
 def fit_slr(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
     """Fit an slr row on the training examples alone, so that its own early stopping (``"auto"``:
-    on where an oracle can memorise, on examples held out of them) never sees the test set; its
+    on for MLP oracles, on examples held out of them) never sees the test set; its
     curve is the test error after every iteration, recorded by ``fit``'s callback, against the
     cumulative fit time (evaluation and callback excluded), the clock of every learner."""
     Xtr, Ytr, Xte, Yte, _ = data

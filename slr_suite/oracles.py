@@ -88,8 +88,8 @@ def defaults_learner(**params: Any) -> Any:
     """A :class:`slr.learner.StructuredLogisticRegression` with the library's defaults and ``params``
     (the model: oracles, eps, states; seeds and threads).
 
-    Its fit ends by the library's rules: the stopping rule on the objective, and for oracles that can
-    memorise the training examples (MLP, boosted trees) early stopping on examples it holds out of
+    Its fit ends by the library's rules: the stopping rule on the objective, and for oracles that ask for
+    it (MLP, which memorises the training examples) early stopping on examples it holds out of
     them (``early_stopping="auto"``). The suite fits it on the training examples alone and records
     the error on its evaluation examples (the test words, or the held-out fifth when tuning) through
     ``fit``'s callback (:func:`slr_suite.methods.fit_slr`), so that they choose nothing.

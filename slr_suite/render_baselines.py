@@ -264,8 +264,8 @@ def _slr_solver_text(spec: BaselinesSpec) -> str:
     return ("\n*slr's solver*: every slr row runs `StructuredLogisticRegression` with the library's defaults "
             "(the stopping rule on the objective, `tol`, with " + cap + "; progress-based sweeps; over-relaxed "
             "steps; `solver=\"auto\"`, the joint L-BFGS solver for Linear oracles and Algorithm 1.1 for the "
-            "others; `early_stopping=\"auto\"`: for MLP and boosted trees, which can memorise the training "
-            "examples, early stopping on a tenth of them held out where there are at least 20), fitted on the "
+            "others; `early_stopping=\"auto\"`: for MLP, which memorises the training examples, early "
+            "stopping on a tenth of them held out where there are at least 20), fitted on the "
             "training examples alone, its test curve recorded by `fit`'s callback (the test examples choose "
             "nothing); only its model is set here: its oracles, their ridge and eps. Its iterations column is the "
             "iterations the rules let it run (docs/design.md, sections 1 and 6)." + _slr_caps_text(spec) + "\n")

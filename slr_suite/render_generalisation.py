@@ -87,7 +87,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         f"*To peer*: the fit time at which an slr row's test error first came within {spec.tolerance:g} of "
         "the best linear peer's (dotted line in the figure); *ratio*: that time over the peer's fit time. "
         "*Stopped*: why the fit ended (`tol`: the stopping rule; `early_stopping`: the error on a tenth of "
-        "the training examples held out, for MLP and boosting, which can memorise them; `max_iter`: the cap).\n",
+        "the training examples held out, for MLP, which memorises them; `max_iter`: the cap).\n",
         f"\n`slr:Linear` reached the best linear peer's test error (within {spec.tolerance:g}) in no more "
         f"than the peer's time on **{reached} of {len(problems)}** problems, and stopped by its rule on "
         f"{linear_rule}.\n\n",

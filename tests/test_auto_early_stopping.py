@@ -1,5 +1,5 @@
-"""``early_stopping="auto"``: on with validation data, or when an oracle can memorise the training
-examples (its tags' ``can_memorise``) and there are enough of them to hold a share out."""
+"""``early_stopping="auto"``: on with validation data, or when an oracle asks for it (its tags'
+``validation_stopping``) and there are enough examples to hold a share out."""
 from __future__ import annotations
 
 import math
@@ -33,27 +33,28 @@ class _Untagged:
         return self.inner.decision_function(X)
 
 
-def test_the_tag_marks_the_oracles_that_can_memorise():
-    assert [get_oracle_tags(o).can_memorise for o in (MLP(), BoostedTrees())] == [True, True]
-    assert [get_oracle_tags(o).can_memorise for o in (Zero(), Constant(), Linear(), _Untagged())] == [False] * 4
-    assert OracleTags().can_memorise is False
+def test_the_tag_marks_the_oracles_that_ask_for_validation_stopping():
+    assert get_oracle_tags(MLP()).validation_stopping is True
+    others = (BoostedTrees(), Zero(), Constant(), Linear(), _Untagged())
+    assert [get_oracle_tags(o).validation_stopping for o in others] == [False] * 5
+    assert OracleTags().validation_stopping is False
 
 
 @pytest.mark.parametrize("n_examples", [_MIN - 1, _MIN, 24])
-@pytest.mark.parametrize("unary, pairwise, memorising", [
+@pytest.mark.parametrize("unary, pairwise, asks", [
     (MLP(n_hidden=5), Constant(), True),
     (Linear(), MLP(n_hidden=5), True),
-    (BoostedTrees(n_rounds=2), Constant(), True),
+    (BoostedTrees(n_rounds=2), Constant(), False),
     (Linear(), Constant(), False),
     (_Untagged(), Constant(), False),
 ])
 @pytest.mark.parametrize("with_val", [False, True])
-def test_auto_turns_on_exactly_per_the_rule(n_examples, unary, pairwise, memorising, with_val):
+def test_auto_turns_on_exactly_per_the_rule(n_examples, unary, pairwise, asks, with_val):
     X, Y = _problem(n_examples)
     Xv, Yv = _problem(3, seed=1)
     model = StructuredLogisticRegression(unary, pairwise, max_iter=2, tol=0, n_jobs=1, random_state=0)
     model.fit(X, Y, **(dict(X_val=Xv, Y_val=Yv) if with_val else {}))
-    on = with_val or (memorising and n_examples >= _MIN)
+    on = with_val or (asks and n_examples >= _MIN)
     assert (model.best_iteration_ is not None) == on
     split = model._validation_split
     if on and not with_val:   # a tenth of the examples held out, rounded up; the rest fitted

@@ -46,9 +46,9 @@ def test_every_oracle_declares_its_tags():
         Zero: OracleTags(factored_pair_bias=True),
         Constant: OracleTags(factored_pair_bias=True, linear_parameters=("table_",), penalty=True),
         Linear: OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"), penalty=True),
-        MLP: OracleTags(training_scores=True, can_memorise=True),
-        BoostedTrees: OracleTags(training_scores=True, can_memorise=True),
-        LightGBM: OracleTags(training_scores=True, can_memorise=True),
+        MLP: OracleTags(training_scores=True, validation_stopping=True),
+        BoostedTrees: OracleTags(training_scores=True),
+        LightGBM: OracleTags(training_scores=True),
     }
     for cls, tags in expected.items():
         assert get_oracle_tags(cls()) == tags, cls.__name__

@@ -76,21 +76,23 @@ class OracleTags:
         logistic loss, at its current parameters (``Linear``, ``Constant``: ``l2 / 2 ||W||^2``).
         The learner then descends, checks and reports ``J = R + eps * (penalty_u + penalty_p)``,
         the objective that exact fits never raise, where it would otherwise use ``R``.
-    can_memorise : bool, default=False
-        The function class can fit the training rows arbitrarily well (boosted trees, neural
-        networks): the learner's objective keeps falling as the functions memorise the training
-        examples, past the point where the error on other examples rises, so the stopping rule
-        on the objective does not end a fit before it overfits. With it the learner's
-        ``early_stopping="auto"`` holds validation examples out. False for function classes
-        of bounded capacity (``Zero``, ``Constant``, ``Linear``, which the ridge keeps from
-        memorising and whose fits the rule ends).
+    validation_stopping : bool, default=False
+        The learner's ``early_stopping="auto"`` holds a share of the examples out to stop fits
+        with this oracle (from 20 examples). ``MLP`` declares it: its fits keep lowering the
+        objective by memorising the training examples while the error on other examples rises,
+        so the stopping rule on the objective ends them only at ``max_iter`` (letters' fold:
+        200 iterations and test error .1052, against 14 and .1044 with a tenth held out). The
+        boosting oracles (``BoostedTrees``, ``LightGBM``) do not: on letters the rule ends their
+        fits at a lower test error than a held-out tenth does (.0770 against .0889), whose 71
+        words cannot resolve boosting's slow late gains. ``Zero``, ``Constant`` and ``Linear``
+        have bounded capacity (the ridge), and the rule ends their fits.
     """
 
     factored_pair_bias: bool = False
     linear_parameters: tuple[str, ...] = ()
     training_scores: bool = False
     penalty: bool = False
-    can_memorise: bool = False
+    validation_stopping: bool = False
 
 
 def get_oracle_tags(oracle: Any) -> OracleTags:

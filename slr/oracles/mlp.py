@@ -144,7 +144,7 @@ class MLP(LogisticOracle):
         self.standardize = standardize
 
     def __slr_tags__(self) -> OracleTags:
-        return OracleTags(training_scores=True, can_memorise=True)
+        return OracleTags(training_scores=True, validation_stopping=True)
 
     # parameter views ---------------------------------------------------------------------
     def _split(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

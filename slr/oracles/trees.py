@@ -365,7 +365,7 @@ class BoostedTrees(LogisticOracle):
     _renamed_parameters = {"step": "learning_rate", "l2_leaf": "l2_regularization", "max_leaves": "max_leaf_nodes"}
 
     def __slr_tags__(self) -> OracleTags:
-        return OracleTags(training_scores=True, can_memorise=True)
+        return OracleTags(training_scores=True)
 
     def __init__(
         self,
