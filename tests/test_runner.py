@@ -139,3 +139,52 @@ def test_cells_run_the_longest_first_by_the_seconds_the_output_directory_records
 
     assert run(2) == ["timed:4", "timed:3", "timed:2", "timed:1", "timed:0"]
     assert run(3) == ["timed:2", "timed:0", "timed:4", "timed:1", "timed:3"]
+
+
+class Chained(ExperimentBase):
+    """Cell x doubles timed's row x; it is listed once that row is answered and costs more than
+    any timed cell."""
+
+    name = "chained"
+    needs = ("timed",)
+    tables = (Table("chained.csv", ["config", "x", "twice", *PROVENANCE_COLUMNS], ("config", "x")),)
+
+    def spec(self, profile):
+        return profile.spec("timed")
+
+    def cells(self, profile, selection, done, ctx):
+        return [Cell(label=str(r.row["x"]), identity=dict(x=r.row["x"]), config=dict(x=r.row["x"]), seed=0,
+                     args=(r.row["x"],), cost=10.0) for r in done["timed"].values()]
+
+    def compute(self, spec, cells, info, *, n_threads):
+        return [CellRecord(row=dict(config="c", x=c.args[0], twice=2 * c.args[0], **info.row_fields())) for c in cells]
+
+    def describe(self, record):
+        return f"twice={record.row['twice']}"
+
+
+def test_cells_that_wait_on_others_join_the_queue_as_soon_as_those_are_answered(tmp_path):
+    """A cell listed once another experiment's cell is answered runs before the cheaper cells
+    still waiting (it no longer waits for every task listed before it to finish)."""
+    profile = Profile("tiny", {"timed": PowersSpec(n=4, power=2)})
+    log = Logger(quiet=True)
+    ctx = RunContext(log=log, info=RunInfo.collect("tiny", ["test"]), cache_dir=tmp_path / "cache")
+    records = runner.run([(Timed(), None), (Chained(), None)], profile, tmp_path / "out", ctx)
+    assert log.computed == ["timed:3", "chained:3", "timed:2", "chained:2", "timed:1", "chained:1",
+                            "timed:0", "chained:0"]
+    assert sorted(r.row["twice"] for r in records["chained"].values()) == [0, 2, 4, 6]
+    # the CSV lists the cells in the order the experiment lists them, not the order they ran
+    assert pd.read_csv(tmp_path / "out" / "chained.csv").x.tolist() == [3, 2, 1, 0]
+
+
+def test_task_queue_takes_the_costliest_first_and_grows_while_drained():
+    from slr_suite.engine import Task, TaskQueue
+
+    def task(name, cost):
+        return Task(name, (name,), print, (), cost=cost)
+
+    queue = TaskQueue([task("a", 1.0), task("b", 3.0), task("c", 1.0)])
+    taken = [queue.pop().name]
+    queue.add([task("d", 2.0), task("e", 0.5)])
+    taken += [t.name for t in queue.take()]
+    assert taken == ["b", "d", "a", "c", "e"] and len(queue) == 0 and queue.added == 5

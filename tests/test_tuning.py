@@ -146,3 +146,54 @@ def test_report_ignores_tuning_rows_of_another_grid(tuned_run, tmp_path):
     render_baselines.write_report(profile, copy, RunInfo.collect("tiny", ["slr"]), Logger(quiet=True))
     text = (copy / "baselines.md").read_text()
     assert "C=0.5" not in text and text.count("| C=0.1 | C=10 |") == 1
+
+
+def test_a_method_can_try_part_of_the_C_grid():
+    """``TuningGrid.C_of``: the named methods try their part of C (with every eps if smoothed),
+    the others the whole grid; a part outside the grid is refused; the report says which."""
+    from slr_suite.common import Logger, RunContext
+    from slr_suite.methods import TuningGrid, grid
+    from slr_suite.provenance import RunInfo
+    from slr_suite.render_baselines import _regularisation_text
+
+    quick = get_profile("quick")
+    spec = quick.spec("baselines")
+    tune = TuningGrid(C=(0.1, 1.0, 10.0), epsilon=(0.1, 1.0), C_of={"NSlackSSVM": (1.0, 10.0), "slr:Linear": (0.1,)})
+    spec = replace(spec, tune=dict(spec.tune, letters=tune))
+    assert grid(spec, "letters", "NSlackSSVM") == [dict(C=1.0, epsilon=0.1), dict(C=10.0, epsilon=0.1)]
+    assert grid(spec, "letters", "slr:Linear") == [dict(C=0.1, epsilon=0.1), dict(C=0.1, epsilon=1.0)]
+    assert [g["C"] for g in grid(spec, "letters", "OneSlackSSVM")] == [0.1, 1.0, 10.0]
+    ctx = RunContext(log=Logger(quiet=True), info=RunInfo.collect("quick", ["slr"]), cache_dir=None)
+    ctx.memo.update(pystruct=None, crfsuite=None)
+    cells = tuning.Tuning().cells(quick.with_spec("baselines", spec), ["letters"], {}, ctx)
+    fits = {}
+    for c in cells:
+        fits.setdefault(c.identity["method"], []).append((c.identity["C"], c.identity["epsilon"]))
+    assert fits["NSlackSSVM"] == [(1.0, 0.1), (10.0, 0.1)] and fits["slr:Linear"] == [(0.1, 0.1), (0.1, 1.0)]
+    assert len(fits["GradientAlternation"]) == 6 and len(fits["pystruct:NSlackSSVM"]) == 3
+    assert "C in {0.1, 1, 10} (NSlackSSVM from {1, 10}, slr:Linear from {0.1}" in _regularisation_text(spec)
+    bad = replace(spec, tune=dict(spec.tune, letters=replace(tune, C_of={"NSlackSSVM": (0.5, 1.0)})))
+    with pytest.raises(ValueError, match=r"C_of\['NSlackSSVM'\] must be part of its C"):
+        grid(bad, "letters", "NSlackSSVM")
+
+
+def test_quick_letters_leaves_out_only_C_values_that_chose_nothing():
+    """The methods that try part of quick's letters C grid choose, on every config's committed
+    validation rows over the whole grid, a value of their part: the part chooses the same."""
+    from pathlib import Path
+
+    from slr_suite.methods import grid
+
+    spec = get_profile("quick").spec("baselines")
+    parts = spec.tune["letters"].C_of
+    assert set(parts) == {"NSlackSSVM", "pystruct:NSlackSSVM", "GradientAlternation"}
+    rows = pd.read_csv(Path(__file__).resolve().parents[1] / "reports" / "tuning_results.csv")
+    rows = rows[(rows.dataset == "letters") & (rows.epsilon == 0.1)]
+    whole = [dict(C=C, epsilon=0.1) for C in spec.tune["letters"].C]
+    checked = 0
+    for (config, method), sub in rows[rows.method.isin(list(parts))].groupby(["config", "method"]):
+        if set(sub.C) >= set(spec.tune["letters"].C):
+            records = sub.to_dict("records")
+            assert tuning.choose(whole, records) == tuning.choose(grid(spec, "letters", method), records), method
+            checked += 1
+    assert checked >= 3
