@@ -10,7 +10,7 @@ import slr.estimator
 from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
 from slr.learner import Iterate
-from slr.oracles import Constant, Linear
+from slr.oracles import Linear
 
 
 @pytest.fixture(scope="module")
