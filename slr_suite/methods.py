@@ -136,7 +136,7 @@ class BaselinesSpec:
     max_iter : mapping
         Iterations per baseline, by class name; pystruct's learner of the same name gets the
         same budget, its FrankWolfeSSVM that of SubgradientSSVM. slr's rows have no budget: they
-        run the library's defaults (its stopping rule, or for MLP and boosting early stopping on
+        run the library's defaults (its stopping rule, or for MLP rows early stopping on
         examples held out, ends them), with only their model chosen here (:meth:`slr_learner`).
     peer : mapping
         pystruct's learners to run on each data set when its environment exists (``quick`` runs
