@@ -78,7 +78,7 @@ class DenoisingSpec:
         The ``quick`` profile's smaller images use ``sigma = 10 * size / 100`` so that an image
         holds as many blobs as the paper's 100 x 100 ones and both labels occur in it; it takes
         8 + 8 of them, the comparison's quick denoising data (16 + 16 until `make report` was
-        cut to 5 minutes: Table 1 took a quarter of its CPU time).
+        cut towards 5 minutes: Table 1 took a quarter of its CPU time).
     n_iter, max_sweeps, epsilon
         The learner's iterations, star-update sweeps per half step (kernel sweeps: the chapter's
         25 forward-backward iterations are 50), and eps: Table 1 keeps the paper's protocol, 25

