@@ -733,9 +733,9 @@ class StructuredLogisticRegression(StructuredEstimator):
         held-out data, does (boosting on letters: .0889 against .0770 by the rule). A network,
         however, drives R towards 0 by memorising the training examples while the error on
         other examples rises, so the rule ends its fit only at ``max_iter``, far past its best
-        model; a tenth of the examples held out stops it there. With fewer than 20 examples that tenth is one example
-        (or a share rounded up past a tenth): one example's error is too noisy to choose an
-        iteration on, and the example is missed in the fit. ``stop_reason_`` is
+        model; a tenth of the examples held out stops it there. With fewer than 20 examples that
+        tenth is one example (or a share rounded up past a tenth): one example's error is too
+        noisy to choose an iteration on, and the example is missed in the fit. ``stop_reason_`` is
         ``"early_stopping"`` when it ends the fit.
     validation_fraction : float, default=0.1
         Share of the examples of ``X`` held out for early stopping when no ``X_val`` is given

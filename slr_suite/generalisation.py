@@ -18,7 +18,8 @@ iteration through ``fit``'s callback (:func:`slr_suite.methods.fit_slr`), so tha
 choose nothing; the peers are fitted with the test examples as validation data (which they only
 record). Each row holds the test error against fit time (evaluation excluded); the report states
 for every slr row the time it took to come within ``tolerance`` of the best linear peer's test
-error, its iterations and why it stopped. Rows go to ``generalisation_results.csv`` and the curves to ``generalisation_curves.csv``.
+error, its iterations and why it stopped. Rows go to ``generalisation_results.csv`` and the curves
+to ``generalisation_curves.csv``.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import numpy as np
 
 from slr_suite.common import RunContext, reuse_data
 from slr_suite.experiment import Cell, ExperimentBase, Table, time_curve_table
-from slr_suite.methods import crfsuite_c2, failure_status, fit_slr
+from slr_suite.methods import crfsuite_c2, failure_status, fit_learner, fit_slr
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
 
@@ -176,11 +177,8 @@ def _fit(spec: GeneralisationSpec, method: str, data: tuple, n_jobs: int | None)
     if method in SLR_METHODS:   # fitted on the training examples alone, the test curve from its callback
         row, seconds, errors = fit_slr(model, (*data, None))
         return dict(row, stopped=model.stop_reason_), seconds, errors
-    model.fit(Xtr, Ytr, X_val=Xte, Y_val=Yte)
-    history = model.history_.dropna(subset=["val_error"])
-    row = dict(train_error=1.0 - float(model.score(Xtr, Ytr)), test_error=1.0 - float(model.score(Xte, Yte)),
-               seconds=float(history["seconds"].iloc[-1]), iterations=int(history["iteration"].max()), stopped="")
-    return row, np.asarray(history["seconds"], dtype=float), np.asarray(history["val_error"], dtype=float)
+    row, seconds, errors = fit_learner(model, (*data, None))   # the peer: the test set as validation data
+    return dict(row, stopped=""), seconds, errors
 
 
 def compute_cell(spec: GeneralisationSpec, name: str, method: str, info: RunInfo,

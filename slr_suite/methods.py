@@ -21,8 +21,9 @@ from slr_suite.oracles import OracleSpec, defaults_learner
 
 __all__ = ["BaselinesSpec", "LettersData", "SnakesData", "SlrCell", "TuningGrid", "SPECS", "DATASETS",
            "C_VALUE", "EPSILON", "N_STATES", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED",
-           "SMOOTHED", "crfsuite_c2", "default_regularisation", "failure_status", "fit_method", "fit_slr", "grid", "methods_of",
-           "parse_datasets", "planned_methods", "selected_datasets", "tuned", "unavailable"]
+           "SMOOTHED", "crfsuite_c2", "default_regularisation", "failure_status", "fit_learner", "fit_method",
+           "fit_slr", "grid", "methods_of", "parse_datasets", "planned_methods", "selected_datasets", "tuned",
+           "unavailable"]
 
 SEED = 0
 DATASETS = ("denoising", "letters", "snakes")
@@ -532,7 +533,7 @@ def _error(model, X, Y) -> float:
     return 1.0 - float(model.score(X, Y))
 
 
-def _fit_learner(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
+def fit_learner(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
     """Fit one of our baselines with the test set as validation data; its curve is the history's
     test error against cumulative fit time (evaluation excluded), the same clock for every learner."""
     Xtr, Ytr, Xte, Yte, _ = data
@@ -618,7 +619,7 @@ def fit_method(group: str, method: str, dataset: str, data: tuple, spec: Baselin
                          spec.peer_keywords(dataset, learner))
     if group == "crfsuite":
         return fit_crfsuite(reg["C"], data, dict(spec.crfsuite[dataset]))
-    return _fit_learner(_baseline(method, reg, spec.budget(method, dataset), n_states), data)
+    return fit_learner(_baseline(method, reg, spec.budget(method, dataset), n_states), data)
 
 
 def failure_status(exc: Exception) -> str:
