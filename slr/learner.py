@@ -1021,7 +1021,7 @@ class StructuredLogisticRegression(StructuredEstimator):
                                 params["validation_fraction"])
         split = None
         if early and val is None:   # hold out validation_fraction of the examples
-            split = self._validation_split(data.n_examples, params["validation_fraction"], warm, rng)
+            split = self._hold_out(data.n_examples, params["validation_fraction"], warm, rng)
             train, val = data.subset(split[0]), data.subset(split[1])
             weights = None if weights is None else weights[split[0]]
         else:
@@ -1106,8 +1106,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         })
         return self
 
-    def _validation_split(self, n_examples: int, fraction: float, warm: bool,
-                          rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray]:
+    def _hold_out(self, n_examples: int, fraction: float, warm: bool,
+                  rng: np.random.Generator | None) -> tuple[np.ndarray, np.ndarray]:
         """The examples early stopping trains on and holds out: a continued fit's earlier split
         (on as many examples), else ``ceil(fraction * n_examples)`` drawn from ``rng`` (from
         ``random_state`` when None)."""
