@@ -60,8 +60,9 @@ class FitCertificate:
         Learning iterations run (all of them, also those after an early-stopped fit's best).
     stop_reason : str or None
         Why the learning stopped: ``"tol"`` (the stopping rule), ``"max_iter"`` (the cap),
-        ``"early_stopping"`` (no better validation error for ``n_iter_no_change`` iterations: the
-        certificate is then that of the best iteration's model, the one kept) or ``"converged"``
+        ``"early_stopping"`` (the validation error above its lowest for ``n_iter_no_change``
+        iterations, or no lower for four times as many: the certificate is then that of the best
+        iteration's model, the one kept) or ``"converged"``
         (the joint solver met its gradient test or could make no more progress). After the joint
         solver ``last_sweeps`` and ``sweeps_converged`` describe the sweeps that settled the
         messages of the model kept.

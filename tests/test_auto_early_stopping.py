@@ -106,3 +106,23 @@ def test_a_memorising_mlp_stops_early_at_its_lowest_held_out_error():
         at = StructuredLogisticRegression(**kw, max_iter=t, early_stopping=False, tol=0).fit(
             [X[k] for k in fit_on], [Y[k] for k in fit_on])
         assert 1.0 - at.score(Xh, Yh) == pytest.approx(errors[t], abs=1e-12)
+
+
+def test_a_model_that_held_examples_out_fits_again_and_continues():
+    """The held-out split is a fitted attribute: a second fit draws the same split and repeats the
+    first fit; a warm start keeps the split and continues from the kept iteration."""
+    X, Y = _problem(24)
+    kw = dict(unary=MLP(n_hidden=10), pairwise=Constant(), n_jobs=1, random_state=0, n_iter_no_change=3, max_iter=12)
+    model = StructuredLogisticRegression(**kw).fit(X, Y)
+    split, history = model._validation_split, model.history_.copy()
+    assert split is not None
+    model.fit(X, Y)
+    for fresh, again in zip(split, model._validation_split):
+        np.testing.assert_array_equal(fresh, again)
+    for column in ("objective", "val_error"):
+        np.testing.assert_array_equal(model.history_[column], history[column])
+    kept = model.best_iteration_
+    model.set_params(warm_start=True, max_iter=kept + 2).fit(X, Y)
+    for fresh, kept_split in zip(split, model._validation_split):
+        np.testing.assert_array_equal(fresh, kept_split)
+    assert model.n_iter_ == kept + 2 and model.history_["iteration"].tolist() == list(range(kept + 3))

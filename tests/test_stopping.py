@@ -13,7 +13,7 @@ from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
 from slr.graph import GraphBatch
 from slr.inference import batch_sweeps
-from slr.learner import structured_objective
+from slr.learner import _BestIteration, structured_objective
 from slr.oracles import Constant, Linear
 
 EPS = 0.1
@@ -74,6 +74,75 @@ def test_early_stopping_keeps_the_iteration_with_the_lowest_validation_error(dat
     short = StructuredLogisticRegression(**kw, max_iter=best, early_stopping=False).fit(X, Y)
     for a, b in zip(model.predict(Xv), short.predict(Xv)):
         np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(model.unary_.coef_, short.unary_.coef_)
+
+
+def _early_stop(errors, patience, plateau=4):
+    """The documented rule, written out: the first iteration t (1-based) at which the error has been
+    above its lowest for ``patience`` iterations, or has not fallen below the lowest for ``plateau *
+    patience`` iterations since it first reached it; with the last iteration at the lowest up to t.
+    None when it never holds."""
+    for t in range(1, len(errors) + 1):
+        seen = errors[:t]
+        lowest = min(seen)
+        last = max(k + 1 for k, e in enumerate(seen) if e == lowest)
+        first = min(k + 1 for k, e in enumerate(seen) if e == lowest)
+        if t - last >= patience or t - first >= plateau * patience:
+            return t, last
+    return None
+
+
+class _State:
+    """What _BestIteration snapshots: here the iteration it was taken at."""
+
+    def __init__(self) -> None:
+        self.iteration = 0
+
+    def snapshot(self) -> int:
+        return self.iteration
+
+
+@pytest.mark.parametrize("errors, patience, stop, kept", [
+    # a plateau at the lowest: 4 * 2 iterations after the lowest was first reached (iteration 3)
+    ([.5, .4, .3, .3, .3, .3, .3, .3, .3, .3, .3, .3, .3], 2, 11, 11),
+    # a rise: 2 iterations above the lowest of iteration 2
+    ([.5, .3, .4, .4, .3], 2, 4, 2),
+    # a long plateau, then a late strict improvement (iteration 8) restarts the plateau's count
+    ([.5, .3, .3, .3, .3, .3, .3, .2, .2, .2, .2, .2, .2, .2, .2, .2, .2, .2], 2, 16, 16),
+    # back to the lowest after each rise: the rise never lasts 3 iterations, the plateau count runs on
+    ([.3, .4, .4, .3, .4, .3, .3, .4, .4, .3, .5, .5, .3, .5], 3, 13, 13),
+    # the lowest at iteration 1, above it after: patience 1 stops at once
+    ([.2, .3], 1, 2, 1),
+    # never stops within the sequence: a rise shorter than the patience, a plateau shorter than 4x it
+    ([.5, .4, .4, .4, .5, .3, .3], 3, None, None),
+])
+def test_early_stopping_ends_a_rise_after_the_patience_and_a_plateau_after_four_times_it(errors, patience, stop,
+                                                                                        kept):
+    expected = _early_stop(errors, patience)
+    assert expected == (None if stop is None else (stop, kept))   # the cases, checked against the written-out rule
+    best, state = _BestIteration(patience), _State()
+    for t, error in enumerate(errors, start=1):
+        state.iteration = t
+        if best.update(t, error, state):
+            assert (t, best.iteration, best.snapshot, best.error) == (stop, kept, kept, min(errors[:t]))
+            return
+    assert stop is None
+
+
+def test_a_plateau_at_the_lowest_validation_error_stops_the_fit_before_the_cap():
+    """The held-out error settles at its lowest and stays there: the fit stops 4 * n_iter_no_change
+    iterations after that error was first reached, where a rule waiting for a rise ran to the cap."""
+    X, Y = make_denoising(n_images=3, size=10, sigma=0.8, random_state=0)
+    Xv, Yv = make_denoising(n_images=2, size=10, sigma=0.8, random_state=1)
+    kw = dict(unary=Linear(), pairwise=Linear(), tol=0, n_jobs=1, random_state=0, solver="alternation")
+    model = StructuredLogisticRegression(**kw, n_iter_no_change=2, max_iter=60).fit(X, Y, X_val=Xv, Y_val=Yv)
+    errors = model.history_["val_error"].iloc[1:].tolist()
+    assert model.stop_reason_ == "early_stopping" and model.n_iter_ < 60
+    assert (model.n_iter_, model.best_iteration_) == _early_stop(errors, 2)
+    first = errors.index(min(errors)) + 1
+    assert model.n_iter_ == first + 4 * 2 == model.best_iteration_
+    assert errors[first - 1:] == [min(errors)] * (model.n_iter_ - first + 1)   # level at the lowest: no rise
+    short = StructuredLogisticRegression(**kw, max_iter=model.n_iter_, early_stopping=False).fit(X, Y)
     np.testing.assert_array_equal(model.unary_.coef_, short.unary_.coef_)
 
 
