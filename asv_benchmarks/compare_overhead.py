@@ -11,7 +11,7 @@ profile (``slr_suite.generalisation``: chains, a grid, a random loopy graph; 20 
 and on letters' quick comparison data (100 training and 300 test words, ``Linear(l2=1)`` both
 factors, eps = .1, as ``slr_suite.methods`` runs the row), one thread.
 
-``identical`` fits every case once in each build (a subprocess per build, its own ``slr``) and
+``identical`` fits every case (and the full grid's edge-input problem at the quick size) once in each build (a subprocess per build, its own ``slr``) and
 compares, bit for bit: both oracles' parameters, ``history_`` (but its clocks), ``objective_trace_``,
 ``n_iter_``, ``stop_reason_``, the certificate, the messages kept for ``warm_start``, the test error
 after every iteration (``fit``'s callback) and ``predict`` on the test examples. It exits 1 on the
@@ -46,6 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 GRID = ("chain L5", "chain L20 strong", "grid L2 strong", "loopy L6")
 LETTERS = "letters quick"
 CASES = (*GRID, LETTERS)
+#: also compared for identity: the full grid's edge-input problem at the quick size (its pairwise
+#: features differ per edge, so the joint solver's edge terms take their dense form)
+EDGE_INPUT = "grid L4 edge input"
 TOLERANCE = 0.005
 
 
@@ -60,10 +63,11 @@ def _case(name: str):
         spec = SPECS["quick"]
         data = spec.letters.load()
         return (lambda: spec.slr_learner("slr:Linear", "letters", 26, 1, dict(C=0.1, epsilon=0.1))), data
-    from slr_suite.generalisation import SPECS, learner
+    from slr_suite.generalisation import SPECS, _grid, learner
 
     spec = SPECS["quick"]
-    return (lambda: learner(spec, "slr:Linear", 1)), spec.problem(name).load()
+    problem = next(p for p in _grid(20, 30) if p.name == name)
+    return (lambda: learner(spec, "slr:Linear", 1)), problem.load()
 
 
 def _fit(make, data):
@@ -95,7 +99,7 @@ def _outputs(model, errors, data) -> dict:
 
 def _worker_identical(out: Path) -> None:
     results = {}
-    for name in CASES:
+    for name in (*CASES, EDGE_INPUT):
         make, data = _case(name)
         model, _, errors = _fit(make, data)
         results[name] = _outputs(model, errors, data)
@@ -187,7 +191,7 @@ def identical(old: Path) -> int:
             _run(root, "identical", str(dumps[label]))
         a, b = (pickle.loads(dumps[label].read_bytes()) for label in ("old", "new"))
     status = 0
-    for name in CASES:
+    for name in (*CASES, EDGE_INPUT):
         where = _same(a[name], b[name], name)
         print(f"{name}: {'identical' if where is None else 'DIFFERS at ' + where} "
               f"({a[name]['n_iter']} iterations, {a[name]['stop_reason']})")

@@ -92,6 +92,23 @@ _START_SWEEPS = 2
 _CURVATURE_FLOOR = 1e-4
 
 
+def _last_axis_max(a: np.ndarray) -> np.ndarray:
+    """``a.max(axis=-1)``, the same numbers: NumPy's reduction over a short last axis costs about
+    0.1 us per row, an elementwise maximum of its columns a fraction of that."""
+    out = a[..., 0].copy()
+    for k in range(1, a.shape[-1]):
+        np.maximum(out, a[..., k], out=out)
+    return out
+
+
+def _last_axis_min(a: np.ndarray) -> np.ndarray:
+    """``a.min(axis=-1)``, as :func:`_last_axis_max`."""
+    out = a[..., 0].copy()
+    for k in range(1, a.shape[-1]):
+        np.minimum(out, a[..., k], out=out)
+    return out
+
+
 def supports(oracle: Any) -> bool:
     """Whether the joint solver can minimise over ``oracle``'s parameters: a ``Linear``,
     ``Constant`` or ``Zero``. It writes their scores as a linear function of features it knows
@@ -235,6 +252,9 @@ class _Objective:
         self.margin = hamming_margin(train.labels, L, class_weight) / epsilon
         self.sources, self.targets = batch.edges[:, 0], batch.edges[:, 1]
         self.pair_labels = train.pair_labels
+        # the truth's entries, read at every evaluation
+        self.node_index, self.edge_index = np.arange(self.n_nodes), np.arange(self.n_edges)
+        self.source_labels, self.target_labels = self.labels[self.sources], self.labels[self.targets]
         self.node_weights = None if sample_weight is None else sample_weight[batch.node_example]
         self.edge_weights = None if sample_weight is None else sample_weight[batch.edge_example]
         self.node_counts = np.zeros((self.n_nodes, L))
@@ -268,11 +288,11 @@ class _Objective:
         sums = np.empty((self.n_nodes, self.L))
         _star.node_message_sums(np.ascontiguousarray(nu), batch.inc_ptr, batch.inc_edge, batch.inc_side, sums)
         beta = self.unary.scores(coef_u) + self.margin - sums
-        top = beta.max(axis=1, keepdims=True)
+        top = _last_axis_max(beta)[:, None]
         mu = np.exp(beta - top)
         z = mu.sum(axis=1, keepdims=True)
         mu /= z
-        losses = np.log(z[:, 0]) + top[:, 0] - beta[np.arange(self.n_nodes), self.labels]
+        losses = np.log(z[:, 0]) + top[:, 0] - beta[self.node_index, self.labels]
         weights = self.node_weights
         value = float(losses.sum() if weights is None else weights @ losses)
         residual = mu - self.node_counts
@@ -301,16 +321,17 @@ class _Objective:
         summed over edges (factored) or per edge (dense), their row and column sums (the sums
         over edges weighted by the examples' weights, the row and column sums not)."""
         L, left, right, weights = self.L, nu[:, 0], nu[:, 1], self.edge_weights
-        edge = np.arange(self.n_edges)
-        truths = left[edge, self.labels[self.sources]] + right[edge, self.labels[self.targets]]
+        edge = self.edge_index
+        truths = left[edge, self.source_labels] + right[edge, self.target_labels]
         truth = float(truths.sum() if weights is None else weights @ truths)
         row = self.pairwise.shared_row
-        spans = np.ptp(left, axis=1) + np.ptp(right, axis=1)
+        tops, bottoms = _last_axis_max(nu), _last_axis_min(nu)
+        spans = (tops[:, 0] - bottoms[:, 0]) + (tops[:, 1] - bottoms[:, 1])
         if row is not None and float(spans.max()) <= _FACTOR_RANGE:
             scores = coef_p @ row
             s_top = float(scores.max())
             S = np.exp(scores - s_top).reshape(L, L)
-            l_top, r_top = left.max(axis=1), right.max(axis=1)
+            l_top, r_top = tops[:, 0], tops[:, 1]
             U, V = np.exp(left - l_top[:, None]), np.exp(right - r_top[:, None])
             VS = V @ S.T                      # (V S^T)_ea = sum_b S_ab V_eb
             Z = np.einsum("na,na->n", U, VS)
@@ -330,8 +351,8 @@ class _Objective:
         beta += left[:, :, None]
         beta += right[:, None, :]
         flat = beta.reshape(self.n_edges, L * L)
-        top = flat.max(axis=1, keepdims=True)
-        losses = top[:, 0] - flat[np.arange(self.n_edges), self.pair_labels]
+        top = _last_axis_max(flat)[:, None]
+        losses = top[:, 0] - flat[edge, self.pair_labels]
         flat -= top
         np.exp(flat, out=flat)
         Z = flat.sum(axis=1, keepdims=True)
@@ -344,7 +365,7 @@ class _Objective:
         """``sum_e (mu_e - 1_{y_e}) x_e^T`` from :meth:`_edges`'s marginals."""
         if expected.ndim == 1:   # summed over edges that share one row of features
             return np.outer(expected - self.pair_counts, self.pairwise.shared_row)
-        expected[np.arange(self.n_edges), self.pair_labels] -= 1.0
+        expected[self.edge_index, self.pair_labels] -= 1.0
         if self.edge_weights is not None:
             expected *= self.edge_weights[:, None]
         return expected.T @ self.pairwise.features
