@@ -68,7 +68,7 @@ from scipy.optimize import minimize
 from slr._params import validate_params
 from slr.graph import check_epsilon
 from slr.inference import _star
-from slr.inference.batch import batch_sweeps, resolve_threads
+from slr.inference.batch import _run_sweeps, resolve_threads
 from slr.models import FlatData, hamming_margin
 from slr.oracles.base import binary_exponents
 from slr.oracles.linear import Linear, _single_threaded_blas
@@ -197,6 +197,7 @@ class _Factor:
         self.penalty = penalty
         rows_equal = self.features.shape[0] > 0 and bool(np.all(self.features == self.features[0]))
         self.shared_row = self.features[0].copy() if rows_equal else None
+        self._last: tuple[np.ndarray, np.ndarray] | None = None   # (coef, scores) of the last scores call
 
     @property
     def size(self) -> int:
@@ -217,8 +218,14 @@ class _Factor:
         return coef
 
     def scores(self, coef: np.ndarray) -> np.ndarray:
-        """``g(x)`` of every row, shape ``(N, K)``."""
-        return self.features @ coef.T
+        """``g(x)`` of every row, shape ``(N, K)`` (not to be modified: an evaluation's sweeps and its
+        value and gradient ask for the scores of the same ``coef``, computed once)."""
+        last = self._last
+        if last is not None and last[0].shape == coef.shape and np.array_equal(last[0], coef):
+            return last[1]
+        scores = self.features @ coef.T
+        self._last = (coef.copy(), scores)
+        return scores
 
     def commit(self, coef: np.ndarray, n_iter: int, converged: bool) -> None:
         """Set the oracle's fitted parameters to ``coef``, as its own ``fit`` would leave them."""
@@ -347,8 +354,7 @@ class _Objective:
             cols = V * (U @ S) / Z[:, None]
             expected = (S * (U.T @ weighted)).ravel()
             return value, expected, rows, cols
-        beta = self.pairwise.scores(coef_p).reshape(self.n_edges, L, L)
-        beta += left[:, :, None]
+        beta = self.pairwise.scores(coef_p).reshape(self.n_edges, L, L) + left[:, :, None]
         beta += right[:, None, :]
         flat = beta.reshape(self.n_edges, L * L)
         top = _last_axis_max(flat)[:, None]
@@ -408,8 +414,9 @@ class _Objective:
     def sweep(self, coef_u: np.ndarray, coef_p: np.ndarray, messages: np.ndarray, max_sweeps: int) -> None:
         """Star sweeps on the learner's messages ``lambda`` (in place) at the potentials of ``coef``."""
         theta_nodes, theta_edges = self.potentials(coef_u, coef_p)
-        batch_sweeps(self.train.batch, theta_nodes, theta_edges, self.epsilon, max_sweeps=max_sweeps,
-                     tol=_SWEEP_TOL, n_jobs=self.threads, out=messages, check_input=False)
+        # the kernel unchecked: the potentials are the solver's own, the messages its C-contiguous float64 array
+        _run_sweeps(self.train.batch, theta_nodes, theta_edges, messages, self.epsilon, max_sweeps, _SWEEP_TOL,
+                    self.threads)
 
 
 def joint_objective(train: FlatData, epsilon: float, unary: Any, pairwise: Any, messages: np.ndarray, *,
