@@ -396,6 +396,19 @@ class GraphBatch:
                 raise ValueError(f"graph {k} must be a pair (n_nodes, edges), got {graph!r}")
         n_nodes = np.array([check_int(n, "n_nodes", 1, None) for n, _ in graphs], dtype=np.int64)
         local_edges = [check_edges(e, n, name=f"edges of graph {k}") for k, (n, e) in enumerate(graphs)]
+        return cls._assemble(n_states, n_nodes, local_edges)
+
+    @classmethod
+    def _from_checked_dataset(cls, X: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                              n_states: int) -> "GraphBatch":
+        """:meth:`from_dataset` for ``X`` as :func:`check_dataset` returns it (its edges checked:
+        int64, in range, no self-loops), without checking them again."""
+        n_nodes = np.array([x[0].shape[0] for x in X], dtype=np.int64)
+        return cls._assemble(check_int(n_states, "n_states", 1, None), n_nodes, [x[1] for x in X])
+
+    @classmethod
+    def _assemble(cls, n_states: int, n_nodes: np.ndarray, local_edges: list[np.ndarray]) -> "GraphBatch":
+        """The batch of graphs with ``n_nodes`` nodes and the checked ``(m, 2)`` int64 edges ``local_edges``."""
         n_edges = np.array([e.shape[0] for e in local_edges], dtype=np.int64)
         node_ptr = np.concatenate([[0], np.cumsum(n_nodes)]).astype(np.int64)
         edge_ptr = np.concatenate([[0], np.cumsum(n_edges)]).astype(np.int64)
