@@ -37,6 +37,7 @@ HERE = Path(__file__).parent.resolve()
 KERNELS = (
     "slr/inference/_star.pyx",
     "slr/inference/_sum_product.pyx",
+    "slr/inference/_viterbi.pyx",
     "slr/oracles/_boosting/growth.pyx",
     "slr/oracles/_boosting/histogram.pyx",
     "slr/oracles/_boosting/logistic.pyx",

@@ -27,7 +27,7 @@ from slr._params import (DEPRECATED, Checked, Integer, NJobs, Options, Real, Sat
 from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
 from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps
 from slr.inference.banded import batch_exact_marginals
-from slr.inference.viterbi import batch_viterbi, is_chain
+from slr.inference.viterbi import batch_viterbi
 from slr.oracles.targets import check_sample_weight
 
 __all__ = ["CLASS_WEIGHT", "INFERENCE", "MARGINALS", "FlatData", "PairwiseModel", "check_example_weights",
@@ -157,10 +157,10 @@ class FlatData:
         self.node_features = np.ascontiguousarray(np.concatenate([x[0] for x in X]))
         self.edge_features = np.ascontiguousarray(np.concatenate([x[2] for x in X]))
         self.sizes = [x[0].shape[0] for x in X]
-        self.batch = GraphBatch.from_dataset(X, self.n_states)
+        self.batch = GraphBatch._from_checked_dataset(X, self.n_states)
         self.has_edges = self.batch.n_edges > 0
         self.labels = np.concatenate(Y) if Y is not None else None
-        self.all_chains = all(is_chain(x[1], x[0].shape[0]) for x in X)
+        self.all_chains = _all_chains(self.batch)
 
     @property
     def n_examples(self) -> int:
@@ -224,6 +224,15 @@ class FlatData:
         with ``class_weight`` (shape ``(L,)``) the weighted one ``sum_i cw[y_i] (1 - mu_i(y_i))``."""
         wrong = 1.0 - node_mu[np.arange(self.labels.shape[0]), self.labels]
         return self.per_example_sum(wrong if class_weight is None else class_weight[self.labels] * wrong)
+
+
+def _all_chains(batch: GraphBatch) -> bool:
+    """Whether every example is a chain, its edges ``(i, i + 1)`` in order (``is_chain`` of
+    each, on the flat layout at once): its edges join each of its nodes but the last to the next."""
+    if not np.array_equal(np.diff(batch.edge_ptr), np.diff(batch.node_ptr) - 1):
+        return False
+    left = np.delete(np.arange(batch.n_nodes), batch.node_ptr[1:] - 1)
+    return bool(np.array_equal(batch.edges[:, 0], left) and np.array_equal(batch.edges[:, 1], left + 1))
 
 
 def _check_inferred_label_range(Y: list[np.ndarray], n_states: int) -> None:

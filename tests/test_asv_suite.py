@@ -28,6 +28,7 @@ IMPORT_ONLY = {("bench_trees", "Ratios"), ("bench_trees", "TrainingLoss"),
 ESTIMATOR_SMOKE = {"bench_learner": ("Learner", ("Linear",)),
                    "bench_baselines": ("Baseline", ("denoising", "PiecewiseTraining")),
                    "bench_oracles": ("OracleFit", ("unary_20k_K2", "Linear")),
+                   "bench_small": ("SmallChain", ("defaults",)),
                    "bench_trees": ("BoostingRound", ("unary_160k_K2", "LightGBM"))}
 
 

@@ -476,3 +476,30 @@ def test_single_graph_solvers_warn_when_the_sweeps_stop_unconverged():
         warnings.simplefilter("error")
         assert smoothed_lp(theta_nodes, theta_edges, edges, 0.1).converged
         assert map_lp(theta_nodes, theta_edges, edges).converged
+
+
+def test_batch_viterbi_is_each_chains_brute_force_map():
+    """Chains of several lengths in one batch (the kernel walks them one after another): each
+    example's labels maximise its own energy (brute force), at random potentials without ties."""
+    from slr.inference import batch_viterbi
+
+    rng = np.random.default_rng(7)
+    lengths, L = [3, 1, 5, 2, 4], 3
+    batch = GraphBatch.from_graphs([(n, chain_edges(n)) for n in lengths], L)
+    theta_nodes = rng.normal(size=(batch.n_nodes, L))
+    theta_edges = rng.normal(size=(batch.n_edges, L, L))
+    labels = batch_viterbi(batch, theta_nodes, theta_edges)
+    for k, n in enumerate(lengths):
+        nodes, edges = slice(batch.node_ptr[k], batch.node_ptr[k + 1]), slice(batch.edge_ptr[k], batch.edge_ptr[k + 1])
+        _, best = brute_force_map(theta_nodes[nodes], theta_edges[edges], chain_edges(n))
+        np.testing.assert_array_equal(labels[nodes], best)
+
+
+def test_batch_viterbi_refuses_an_example_that_is_not_a_chain():
+    """The kernel reads one edge fewer than nodes per example: a batch with another count is refused
+    before it reads outside the arrays."""
+    from slr.inference import batch_viterbi
+
+    batch = GraphBatch.from_graphs([(3, chain_edges(3)), (3, np.array([[0, 1], [1, 2], [0, 2]]))], 2)
+    with pytest.raises(ValueError, match="example 1 is not a chain"):
+        batch_viterbi(batch, np.zeros((batch.n_nodes, 2)), np.zeros((batch.n_edges, 2, 2)))

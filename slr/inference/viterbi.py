@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from slr.graph import GraphBatch
+from slr.inference import _viterbi
 
 __all__ = ["batch_viterbi", "is_chain", "viterbi", "viterbi_chains"]
 
@@ -46,21 +47,15 @@ def viterbi_chains(theta_nodes: np.ndarray, theta_edges: np.ndarray) -> np.ndarr
     y : ndarray of shape (B, n), int64
     """
     n_chains, n, n_states = theta_nodes.shape
-    back = np.empty((n_chains, max(n - 1, 0), n_states), dtype=np.int64)
-    score = theta_nodes[:, 0].copy()
-    for i in range(n - 1):
-        cand = score[:, :, None] + theta_edges[:, i]  # (B, a, b)
-        back[:, i] = np.argmax(cand, axis=1)
-        score = np.take_along_axis(cand, back[:, i][:, None, :], axis=1)[:, 0] + theta_nodes[:, i + 1]
-    y = np.empty((n_chains, n), dtype=np.int64)
-    y[:, -1] = np.argmax(score, axis=1)
-    for i in range(n - 2, -1, -1):
-        y[:, i] = np.take_along_axis(back[:, i], y[:, i + 1][:, None], axis=1)[:, 0]
-    return y
+    steps = np.arange(n_chains + 1, dtype=np.int64)
+    y = np.empty(n_chains * n, dtype=np.int64)
+    _viterbi.viterbi_batch(_float64(theta_nodes).reshape(n_chains * n, n_states),
+                           _float64(theta_edges).reshape(-1, n_states, n_states), steps * n, steps * max(n - 1, 0), y)
+    return y.reshape(n_chains, n)
 
 
 def batch_viterbi(batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarray) -> np.ndarray:
-    """Viterbi on every example of a batch of chains (edges ``(i, i + 1)`` in order), grouped by length.
+    """Viterbi on every example of a batch of chains (edges ``(i, i + 1)`` in order).
 
     Parameters
     ----------
@@ -73,15 +68,10 @@ def batch_viterbi(batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.nd
     -------
     y : ndarray of shape (n_nodes,), int64
     """
-    L = batch.n_states
-    node_ptr, edge_ptr = batch.node_ptr, batch.edge_ptr
-    lengths = np.diff(node_ptr)
     y = np.empty(batch.n_nodes, dtype=np.int64)
-    for n in dict.fromkeys(lengths.tolist()):  # lengths in order of first appearance
-        ks = np.flatnonzero(lengths == n)
-        node_idx = (node_ptr[ks][:, None] + np.arange(n)).ravel()
-        edge_idx = (edge_ptr[ks][:, None] + np.arange(n - 1)).ravel()
-        tn = theta_nodes[node_idx].reshape(len(ks), n, L)
-        te = theta_edges[edge_idx].reshape(len(ks), n - 1, L, L)
-        y[node_idx] = viterbi_chains(tn, te).ravel()
+    _viterbi.viterbi_batch(_float64(theta_nodes), _float64(theta_edges), batch.node_ptr, batch.edge_ptr, y)
     return y
+
+
+def _float64(theta: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(theta, dtype=np.float64)

@@ -1,7 +1,9 @@
 """Linear functions ``g(x, y) = (W x)_y (+ b_y)`` fitted exactly with L-BFGS (chapter Sec. 1.9.3)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from scipy.linalg.blas import dsyrk as _syrk
@@ -18,18 +20,34 @@ __all__ = ["Linear"]
 
 _THREADPOOLS: ThreadpoolController | None = None
 
+# per thread: how deep inside _single_threaded_blas it runs
+_BLAS_LIMIT = threading.local()
 
-def _single_threaded_blas():
+
+@contextmanager
+def _single_threaded_blas() -> Iterator[None]:
     """Context manager limiting BLAS to one thread.
 
     The products here are tall and skinny (d and K small) and gain nothing from BLAS
     threads; on a busy machine (the learner's OpenMP kernels, parallel jobs) OpenBLAS
-    threads instead slowed them down about tenfold in measurements.
+    threads instead slowed them down about tenfold in measurements. Inside another such block
+    of the same thread it does nothing: the limit holds already, and setting it again costs
+    threadpoolctl about 40 us (the joint solver's iterates call ``decision_function`` inside
+    its own block).
     """
     global _THREADPOOLS
-    if _THREADPOOLS is None:
-        _THREADPOOLS = ThreadpoolController()
-    return _THREADPOOLS.limit(limits=1, user_api="blas")
+    depth = getattr(_BLAS_LIMIT, "depth", 0)
+    _BLAS_LIMIT.depth = depth + 1
+    try:
+        if depth:
+            yield
+            return
+        if _THREADPOOLS is None:
+            _THREADPOOLS = ThreadpoolController()
+        with _THREADPOOLS.limit(limits=1, user_api="blas"):
+            yield
+    finally:
+        _BLAS_LIMIT.depth = depth
 
 
 # Columns per block are chosen so a block of scores holds about this many numbers:
