@@ -91,17 +91,16 @@ class DenoisingSpec:
         Those of ``ChapterBoost``, the chapter's protocol: one vector-leaf tree per round,
         leaves of 1%.
     mlp : mapping
-        MLP keywords: the model choice alone (the paper's 100 hidden units; the tiny profile's
-        8), the solver the MLP's defaults: mini-batches of 100 (the chapter's) and
+        MLP keywords: the model choice alone (the paper's 100 hidden units; tiny's 8). The
+        solver is the MLP's defaults: mini-batches of 100 (the chapter's) and
         ``n_epochs="auto"`` (the papers give no epoch count). ``full`` pinned 8 epochs per fit
         (32 pairwise) of batches of 1000 until "auto" was measured with the default batches:
         "auto" counts epochs, and at batch 1000 an epoch of the full data is 160 SGD steps
         (317 pairwise), so it stopped every fit after 2 (MLP/MLP .018 after 25 iterations);
-        at batch 100 it runs 2-5 epochs of 1,600 (3,168) steps per fit. Full cells, 25
-        iterations, defaults against the pinned 8/32 epochs of 1000 (paper): MLP/MLP .0081
-        against .0076 (.008), MLP/Linear .0133 against .0139 (.015), Linear/MLP .0416 against
-        .0381 (.034), in 79, 65 and 72 CPU s against 447, 141 and 555 s of run
-        (docs/design.md section 4).
+        at batch 100 it runs 2-5 epochs of 1,600 (3,168) steps per fit. Full cells,
+        defaults / pinned / paper: MLP/MLP .0081 / .0076 / .008, MLP/Linear .0133 / .0139 /
+        .015, MLP/Constant .0268 / .0271 / .032, MLP/Boost .0106 / .0117 / .009, Boost/MLP
+        .0072 / .0064 / .007, Linear/MLP .0416 / .0381 / .034 (docs/design.md section 4).
     classes : tuple of str
         Table 1's function classes (rows and columns).
     beside : tuple of (str, str)
