@@ -291,6 +291,8 @@ def test_table1_oracles_follow_the_profile_protocols():
         assert (unary.n_epochs, pairwise.n_epochs) == ("auto", "auto")
         assert pairwise.batch_size == unary.batch_size == 100
         assert unary.n_hidden == pairwise.n_hidden == 100
+        for role in ("unary", "pairwise"):   # no solver setting of the profile's own
+            assert set(cfg.oracle("MLP", role).keywords) == {"learning_rate", "n_hidden"}
         learner = cfg.learner("MLP", "MLP", 1)
         assert learner.max_iter == cfg.n_iter == 25
         assert {key: learner.get_params()[key] for key in FIXED_BUDGET} == FIXED_BUDGET
