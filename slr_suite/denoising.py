@@ -91,18 +91,16 @@ class DenoisingSpec:
         Those of ``ChapterBoost``, the chapter's protocol: one vector-leaf tree per round,
         leaves of 1%.
     mlp : mapping
-        MLP keywords. ``quick``'s MLP takes mini-batches of 100 instead of 1000 (with a
-        twentieth of the pixels it makes half as many SGD steps per epoch as ``full``), and the
-        MLP's default epochs per fit (``n_epochs="auto"``): on its nine MLP cells (16 + 16
-        images then) they ended within .0025 of the 2 epochs per fit they replaced, at 1.03x
-        the time. ``full``'s MLP runs 8 epochs per fit (the papers do not say): with 2
-        the MLP cells are still learning at iteration 25 (MLP/MLP .018 against the paper's
-        .008; 8 epochs: .012), and "auto" runs 2 there (every fit of the first 4 iterations of
-        MLP/MLP; docs/design.md section 4).
-    mlp_pairwise : mapping or None
-        Updates ``mlp`` for pairwise MLPs: ``full``'s take 32 epochs, 4x the unary's, as their
-        SGD step is 1/5 of the unary's (.05 against .25); with 8, Linear/MLP was still falling
-        at iteration 25 (.049 against the paper's .034; 32 epochs: .038).
+        MLP keywords: the model choice alone (the paper's 100 hidden units; tiny's 8). The
+        solver is the MLP's defaults: mini-batches of 100 (the chapter's) and
+        ``n_epochs="auto"`` (the papers give no epoch count). ``full`` pinned 8 epochs per fit
+        (32 pairwise) of batches of 1000 until "auto" was measured with the default batches:
+        "auto" counts epochs, and at batch 1000 an epoch of the full data is 160 SGD steps
+        (317 pairwise), so it stopped every fit after 2 (MLP/MLP .018 after 25 iterations);
+        at batch 100 it runs 2-5 epochs of 1,600 (3,168) steps per fit. Full cells,
+        defaults / pinned / paper: MLP/MLP .0081 / .0076 / .008, MLP/Linear .0133 / .0139 /
+        .015, MLP/Constant .0268 / .0271 / .032, MLP/Boost .0106 / .0117 / .009, Boost/MLP
+        .0072 / .0064 / .007, Linear/MLP .0416 / .0381 / .034 (docs/design.md section 4).
     classes : tuple of str
         Table 1's function classes (rows and columns).
     beside : tuple of (str, str)
@@ -116,24 +114,20 @@ class DenoisingSpec:
     trees: Mapping[str, Any]
     chapter_trees: Mapping[str, Any]
     mlp: Mapping[str, Any]
-    mlp_pairwise: Mapping[str, Any] | None = None
     classes: tuple[str, ...] = FUNCTION_CLASSES
     beside: tuple[tuple[str, str], ...] = ()
 
     def config(self) -> dict[str, Any]:
         """Every setting, as the ``config`` column hashes it."""
-        settings = dict(asdict(self.data), n_iter=self.n_iter, max_sweeps=self.max_sweeps, epsilon=self.epsilon,
-                        trees=dict(self.trees), chapter_trees=dict(self.chapter_trees), mlp=dict(self.mlp),
-                        classes=self.classes, beside=self.beside)
-        if self.mlp_pairwise is not None:
-            settings["mlp_pairwise"] = dict(self.mlp_pairwise)
-        return settings
+        return dict(asdict(self.data), n_iter=self.n_iter, max_sweeps=self.max_sweeps, epsilon=self.epsilon,
+                    trees=dict(self.trees), chapter_trees=dict(self.chapter_trees), mlp=dict(self.mlp),
+                    classes=self.classes, beside=self.beside)
 
     def oracle(self, name: str, role: str) -> OracleSpec:
         """The oracle of function class ``name`` for the ``"unary"`` or ``"pairwise"`` factor.
 
         ``Boost`` boosts with ``trees`` and ``ChapterBoost`` with ``chapter_trees``; the MLP
-        takes the paper's steps and ``mlp``, updated by ``mlp_pairwise`` for pairwise factors.
+        takes the paper's step for the factor and ``mlp``.
         """
         if name in ("Zero", "Constant", "LightGBM"):
             return OracleSpec(name)
@@ -143,8 +137,7 @@ class DenoisingSpec:
             trees = self.trees if name == "Boost" else self.chapter_trees
             return OracleSpec("BoostedTrees", dict(learning_rate=_BOOST_STEP, **trees))
         if name == "MLP":
-            extra = self.mlp_pairwise if role == "pairwise" and self.mlp_pairwise else {}
-            return OracleSpec("MLP", dict(learning_rate=_MLP_RATE[role], **{**self.mlp, **extra}))
+            return OracleSpec("MLP", dict(learning_rate=_MLP_RATE[role], **self.mlp))
         raise ValueError(f"unknown function class {name!r}")
 
     def learner(self, unary: str, pairwise: str, n_jobs: int | None):
@@ -166,12 +159,11 @@ def _protocols(n_rounds: int, subsample: int) -> dict:
 #: Table 1's settings in each profile.
 SPECS = {
     "tiny": DenoisingSpec(DenoisingData(n_train=2, n_test=2, size=8, sigma=2.0), n_iter=2, max_sweeps=10,
-                          epsilon=0.1, **_protocols(3, 1000), mlp=dict(n_hidden=8, batch_size=100)),
+                          epsilon=0.1, **_protocols(3, 1000), mlp=dict(n_hidden=8)),
     "quick": DenoisingSpec(DenoisingData(n_train=8, n_test=8, size=32, sigma=3.2), n_iter=25, max_sweeps=50,
-                           epsilon=0.1, **_protocols(20, 5000), mlp=dict(n_hidden=100, batch_size=100)),
+                           epsilon=0.1, **_protocols(20, 5000), mlp=dict(n_hidden=100)),
     "full": DenoisingSpec(DenoisingData(n_train=16, n_test=16, size=100, sigma=10.0), n_iter=25, max_sweeps=50,
-                          epsilon=0.1, **_protocols(200, 10000), mlp=dict(n_hidden=100, n_epochs=8, batch_size=1000),
-                          mlp_pairwise=dict(n_epochs=32)),
+                          epsilon=0.1, **_protocols(200, 10000), mlp=dict(n_hidden=100)),
 }
 
 

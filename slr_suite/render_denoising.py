@@ -239,7 +239,6 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
     far = far_from_paper(df) if len(df) else df
     best = df.sort_values("test_error").iloc[0] if len(df) else None
     head = ["unary \\ pairwise", *classes]
-    mlp_text = f"{cfg.mlp}" + (f" (pairwise: {cfg.mlp_pairwise})" if cfg.mlp_pairwise else "")
     text = [
         "# Denoising: Table 1 of Domke (NIPS 2013)\n\n",
         provenance_block(df, info),
@@ -247,7 +246,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         f"test images of {cfg.data.size} x {cfg.data.size} (blur sigma {cfg.data.sigma}), "
         f"4-connected grid, eps = {cfg.epsilon}, {cfg.n_iter} learning iterations of "
         f"(unary fit, {cfg.max_sweeps} sweeps, pairwise fit, {cfg.max_sweeps} sweeps). "
-        f"Boosted trees: {cfg.trees}; MLP: {mlp_text}. The paper used 16 + 16 images of "
+        f"Boosted trees: {cfg.trees}; MLP: {cfg.mlp}. The paper used 16 + 16 images of "
         "100 x 100, 25 iterations and 200 boosting rounds (profile `full`). Label 1 makes up "
         f"{shares[0]:.1%} of the training pixels and {shares[1]:.1%} of the test pixels.\n",
         "\n## Test error (paper's Table 1 value in parentheses)\n\n",

@@ -275,22 +275,24 @@ def test_python_dash_m_help():
 
 def test_table1_oracles_follow_the_profile_protocols():
     """Table 1's Boost is the NIPS per-class booster, ChapterBoost the chapter's vector trees; a
-    pairwise MLP takes the paper's pairwise step, a unary one the unary step, and the profile's
-    batches; quick's both take the MLP's default epochs per fit, full's 8 (unary) and 32 (pairwise,
-    ``mlp_pairwise``); the learner runs the paper's fixed 25 iterations of Algorithm 1.1 with exact
-    steps, not the library's stopping rule."""
+    pairwise MLP takes the paper's pairwise step, a unary one the unary step, and both profiles'
+    MLPs the library's default batches and epochs per fit; the learner runs the paper's fixed 25
+    iterations of Algorithm 1.1 with exact steps, not the library's stopping rule."""
     from slr.oracles import MLP
     from slr_suite.oracles import FIXED_BUDGET
 
-    assert MLP().n_epochs == "auto"    # quick's epochs are the library's default
+    assert (MLP().n_epochs, MLP().batch_size) == ("auto", 100)
     for name in ("quick", "full"):
         cfg = get_profile(name).spec("denoising")
         assert cfg.oracle("Boost", "pairwise").build(0).tree == "per_class"
         assert cfg.oracle("ChapterBoost", "pairwise").build(0).tree == "vector"
         unary, pairwise = cfg.oracle("MLP", "unary").build(0), cfg.oracle("MLP", "pairwise").build(0)
         assert (unary.learning_rate, pairwise.learning_rate) == (0.25, 0.05)
-        assert (unary.n_epochs, pairwise.n_epochs) == ((8, 32) if name == "full" else ("auto", "auto"))
-        assert pairwise.batch_size == unary.batch_size == (1000 if name == "full" else 100)
+        assert (unary.n_epochs, pairwise.n_epochs) == ("auto", "auto")
+        assert pairwise.batch_size == unary.batch_size == 100
+        assert unary.n_hidden == pairwise.n_hidden == 100
+        for role in ("unary", "pairwise"):   # no solver setting of the profile's own
+            assert set(cfg.oracle("MLP", role).keywords) == {"learning_rate", "n_hidden"}
         learner = cfg.learner("MLP", "MLP", 1)
         assert learner.max_iter == cfg.n_iter == 25
         assert {key: learner.get_params()[key] for key in FIXED_BUDGET} == FIXED_BUDGET

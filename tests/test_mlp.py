@@ -115,10 +115,11 @@ def test_weighted_fits_compare_weighted_losses():
         assert _loss(model, x, bias, y, weights) <= before
 
 
-def _single_epoch_losses(x, bias, y, n):
-    """The loss after each of ``n`` successive one-epoch fits: the same SGD as ``n_epochs="auto"``
-    runs within one fit, as long as none of them is repaired."""
-    model = MLP(n_hidden=10, n_epochs=1, random_state=0)
+def _single_epoch_losses(x, bias, y, n, model=None):
+    """The loss after each of ``n`` successive one-epoch fits (of ``model``, by default a fresh
+    network): the same SGD as ``n_epochs="auto"`` runs within one fit, as long as none of them
+    is repaired."""
+    model = MLP(n_hidden=10, n_epochs=1, random_state=0) if model is None else model
     losses, models = [], []
     for _ in range(n):
         model.fit(x, bias, y)
@@ -142,6 +143,26 @@ def test_auto_epochs_stop_at_the_plateau():
     assert stops.size and stops[0] == auto.n_epochs_ - 1
     np.testing.assert_array_equal(auto.params_, models[-1].params_)
     assert _loss(auto, x, bias, y) == losses[-1] < start
+
+
+def test_auto_epochs_of_a_warm_fit_compare_with_its_own_first_epoch():
+    """As in the learner: a fit on new messages continues from the last network, and the rule
+    measures its epochs against that fit's first epoch, not the first fit's (whose gain, from the
+    initial network, is far larger and would end every later fit after one epoch)."""
+    x, y, rng = _problem(n=500, seed=6)
+    bias = rng.normal(size=(len(y), 3))
+    model = MLP(n_hidden=10, random_state=0).fit(x, bias, y)
+    first_fit_gain = _loss(_initial(x, 3, n_hidden=10, random_state=0), x, bias, y) - _loss(model, x, bias, y)
+    bias = bias + 2.0 * rng.normal(size=bias.shape)   # the messages moved
+    one_epoch = copy.deepcopy(model).set_params(n_epochs=1)   # the same network, momentum and generator
+    start = _loss(model, x, bias, y)
+    model.fit(x, bias, y)
+    losses, models = _single_epoch_losses(x, bias, y, model.n_epochs_, one_epoch)
+    gains = -np.diff(np.concatenate([[start], losses]))
+    stops = np.flatnonzero(gains <= 0.1 * max(gains[0], 0.0))
+    assert 1 < model.n_epochs_ < 20 and stops[0] == model.n_epochs_ - 1
+    assert gains[0] <= 0.1 * first_fit_gain   # against the first fit's gain it would stop at once
+    np.testing.assert_array_equal(model.params_, models[-1].params_)
 
 
 def test_n_epochs_accepts_auto_or_a_count():
