@@ -7,8 +7,11 @@ with the reasons for their values.
 ``quick`` is sized for ``make report`` on 2 cores: its cells' CPU seconds, which a run's log gives
 per task, divided over the 2 workers (the costliest task first) make its run time. The sizes cut
 for that, each where its own spec says why: Table 1 on 8 + 8 images, the held-out grid on 20
-training examples per problem, pystruct's learners on denoising stopped at 25 (1-slack) and 15
-(n-slack) iterations, and the three costliest letters validation fits on part of the C grid.
+training examples per problem, pystruct's learners on denoising stopped at 25 (1-slack, with the
+inference cache of pystruct's grid examples) and 15 (n-slack) iterations, our subgradient SSVM and
+gradient alternation on denoising at 50, the three costliest letters validation fits on part of
+the C grid, and on letters our subgradient SSVM and pystruct's Frank-Wolfe SSVM at 25 epochs, both
+n-slack SSVMs at 15 iterations and gradient alternation at 75 (``methods._LETTERS_BUDGETS_QUICK``).
 """
 from __future__ import annotations
 

