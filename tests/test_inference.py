@@ -503,3 +503,18 @@ def test_batch_viterbi_refuses_an_example_that_is_not_a_chain():
     batch = GraphBatch.from_graphs([(3, chain_edges(3)), (3, np.array([[0, 1], [1, 2], [0, 2]]))], 2)
     with pytest.raises(ValueError, match="example 1 is not a chain"):
         batch_viterbi(batch, np.zeros((batch.n_nodes, 2)), np.zeros((batch.n_edges, 2, 2)))
+
+
+@pytest.mark.parametrize("node_ptr, edge_ptr", [([1, 3], [0, 2]),       # nodes from 1: would read node -1's row
+                                                ([0, 3], [-1, 1]),      # edges from -1
+                                                ([0, 3], [0, 2, 2]),    # an example more of edges
+                                                ([], [])])              # no pointer at all
+def test_viterbi_kernel_refuses_pointers_that_leave_the_arrays(node_ptr, edge_ptr):
+    """The kernel runs unchecked inside: pointers that do not start at 0, or do not pair up, are refused
+    before it reads."""
+    from slr.inference import _viterbi
+
+    as_ptr = lambda p: np.asarray(p, dtype=np.int64)   # noqa: E731
+    with pytest.raises(ValueError, match="pointers must start at 0"):
+        _viterbi.viterbi_batch(np.zeros((3, 2)), np.zeros((2, 2, 2)), as_ptr(node_ptr), as_ptr(edge_ptr),
+                               np.empty(3, dtype=np.int64))

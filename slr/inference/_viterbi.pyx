@@ -44,7 +44,9 @@ def viterbi_batch(
     """``out[v]``: the MAP label of node ``v`` of every chain of the batch (see the module docstring)."""
     cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1, L = theta_nodes.shape[1]
     cdef Py_ssize_t k, i, a, b, n, v0, e0
-    if not (theta_nodes.shape[0] == out.shape[0] == node_ptr[n_examples] and edge_ptr.shape[0] == n_examples + 1
+    if n_examples < 0 or node_ptr[0] != 0 or edge_ptr.shape[0] != n_examples + 1 or edge_ptr[0] != 0:
+        raise ValueError("Viterbi: the pointers must start at 0, one more of each than examples")
+    if not (L >= 1 and theta_nodes.shape[0] == out.shape[0] == node_ptr[n_examples]
             and theta_edges.shape[0] == edge_ptr[n_examples] and theta_edges.shape[1] == theta_edges.shape[2] == L):
         raise ValueError("Viterbi: the potentials do not match the batch's nodes, edges and states")
     for k in range(n_examples):
