@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         size.add_argument("--tiny", dest="profile", action="store_const", const="tiny",
                           help="seconds; for tests")
         size.add_argument("--quick", dest="profile", action="store_const", const="quick",
-                          help="about 6 minutes on 2 cores (default)")
+                          help="minutes on 2 cores (default; every experiment: about 4.5)")
         size.add_argument("--full", dest="profile", action="store_const", const="full",
                           help="the paper's configuration (hours)")
         p.add_argument("--out", default="reports", type=Path, help="output directory (default: reports)")
