@@ -206,7 +206,7 @@ def timing(old: Path, rounds: int, n_fits: int) -> None:
             runs[label].append(json.loads(_run(root, "time", str(n_fits))))
     print(f"median of {rounds} alternating subprocesses per build, {n_fits} fits each (letters {max(1, n_fits // 10)});"
           " one thread")
-    print(f"| case | figure | old | new | new / old |\n| :--- | :--- | ---: | ---: | ---: |")
+    print("| case | figure | old | new | new / old |\n| :--- | :--- | ---: | ---: | ---: |")
     for name in CASES:
         for figure in runs["old"][0][name]:
             o = statistics.median(r[name][figure] for r in runs["old"])
