@@ -49,7 +49,6 @@ CASES = (*GRID, LETTERS)
 #: also compared for identity: the full grid's edge-input problem at the quick size (its pairwise
 #: features differ per edge, so the joint solver's edge terms take their dense form)
 EDGE_INPUT = "grid L4 edge input"
-TOLERANCE = 0.005
 
 
 # ----------------------------------------------------------------------------------------
@@ -71,15 +70,12 @@ def _case(name: str):
 
 
 def _fit(make, data):
-    """A fit with the test error after every iteration; its curve ``(seconds, errors)``."""
-    Xtr, Ytr, Xte, Yte = data
-    seconds, errors = [], []
+    """A fit with the test error after every iteration, as the experiments record it
+    (``slr_suite.methods.fit_slr``); the model and its curve ``(seconds, errors)``."""
+    from slr_suite.methods import fit_slr
 
-    def record(iterate) -> None:
-        seconds.append(iterate.seconds)
-        errors.append(1.0 - iterate.score(Xte, Yte))
-
-    model = make().fit(Xtr, Ytr, callback=record)
+    model = make()
+    _, seconds, errors = fit_slr(model, (*data, None))
     return model, seconds, errors
 
 
@@ -108,7 +104,11 @@ def _worker_identical(out: Path) -> None:
 
 def _worker_time(n_fits: int) -> None:
     from baselines.crfsuite_peer import CRFsuiteChain
+    from slr_suite.generalisation import SPECS
     from slr_suite.methods import crfsuite_c2
+    from slr_suite.render_baselines import time_to_target
+
+    tolerance = SPECS["quick"].tolerance
 
     figures = {}
     for name in CASES:
@@ -132,10 +132,9 @@ def _worker_time(n_fits: int) -> None:
             for _ in range(fits):
                 crf = CRFsuiteChain(c2=crfsuite_c2(1.0)).fit(Xtr, Ytr)
                 peer.append(crf.fit_seconds_)
-                target = 1.0 - float(crf.score(Xte, Yte)) + TOLERANCE
+                target = 1.0 - float(crf.score(Xte, Yte)) + tolerance
                 _, seconds, errors = _fit(make, data)
-                reached = [s for s, e in zip(seconds, errors) if e <= target]
-                to_peer.append(reached[0] if reached else float("nan"))
+                to_peer.append(time_to_target(seconds, errors, target))
             figures[name].update({"to peer s": statistics.median(to_peer), "CRFsuite s": statistics.median(peer)})
             figures[name]["to peer / CRFsuite"] = figures[name]["to peer s"] / figures[name]["CRFsuite s"]
     print(json.dumps(figures))
