@@ -78,6 +78,9 @@ class Baselines(ExperimentBase):
     def select(self, profile, options: Mapping[str, Any]) -> list[str] | None:
         return selected_datasets(options, self.spec(profile))
 
+    def covers(self, selection: list[str] | None, row: Mapping[str, str]) -> bool:
+        return selection is None or row["dataset"] in selection
+
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
         """The test cells whose regularisation is known: a tuned method's once its validation fits are in."""
         spec = self.spec(profile)

@@ -152,6 +152,11 @@ class Experiment(Protocol):
         """The part of the experiment the command-line ``options`` ask for (e.g. ``--cells``),
         checked before any work starts: a ValueError naming the option if it is bad."""
 
+    def covers(self, selection: Any, row: Mapping[str, str]) -> bool:
+        """Whether a row of its results files (text, as read) is of a cell in ``selection``
+        (:meth:`select`): a run of that selection leaves under the current config only the rows
+        of such cells that it writes itself (:mod:`slr_suite.runner`)."""
+
     def cells(self, profile: Profile, selection: Any, done: Mapping[str, Mapping[str, CellRecord]],
               ctx: RunContext) -> Iterable[Cell]:
         """Its cells that can be defined now. ``done`` holds, for each experiment in ``needs``,
@@ -198,6 +203,9 @@ class ExperimentBase:
 
     def select(self, profile: Profile, options: Mapping[str, Any]) -> Any:
         return None
+
+    def covers(self, selection: Any, row: Mapping[str, str]) -> bool:
+        return selection is None
 
     def keep(self, record: CellRecord) -> bool:
         return True

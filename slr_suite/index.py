@@ -33,7 +33,10 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
     lines.append("Computed cells are cached outside the reports (`$SLR_CACHE_DIR`, default "
                  "`~/.cache/slr/results`), keyed by the profile, the seed, a fingerprint of the code and "
                  "the versions of the numerical dependencies: an interrupted run resumes, and a change of "
-                 "code recomputes (`--no-cache` recomputes everything).\n\n## Reports\n\n")
+                 "code recomputes (`--no-cache` recomputes everything). A CSV's `config` column hashes the "
+                 "settings an experiment's cells share; a run of a whole experiment leaves under its config "
+                 "only the rows of the cells its settings produce now, and the rows of other configs stay as "
+                 "history.\n\n## Reports\n\n")
     entries = [
         ("denoising.md", "Denoising, Table 1 of the NIPS paper: every unary x pairwise function class, "
                          "learning curves, learned energies, example predictions"),

@@ -69,7 +69,11 @@ class StaleKernelsError(RuntimeError):
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
-    """A short stable hash of an experiment's settings (the ``config`` column of a CSV)."""
+    """A short stable hash of the settings an experiment's cells share (the ``config`` column of
+    its CSVs). Settings of some cells only (a data set's budgets or part of a grid) enter those
+    cells' keys (:func:`cache_key`), not this hash: the runner writes every row under the current
+    spec's config and leaves under it only the rows of cells that spec lists
+    (:mod:`slr_suite.runner`)."""
     text = json.dumps(config, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 

@@ -127,14 +127,18 @@ class ResultsTable:
                 by_key[self._key_of(row)] = row
         return list(by_key.values())
 
-    def upsert(self, new_rows: Iterable[Mapping[str, Any]]) -> None:
-        """Add ``new_rows``, replacing rows with the same key, and rewrite the file atomically."""
+    def upsert(self, new_rows: Iterable[Mapping[str, Any]],
+               drop: Callable[[Mapping[str, str]], bool] | None = None) -> None:
+        """Add ``new_rows``, replacing rows with the same key, and rewrite the file atomically.
+
+        ``drop(row)`` (a row of the file, as :meth:`rows` reads it) True removes that row.
+        """
         new_rows = list(new_rows)
         for row in new_rows:
             unknown = set(row) - set(self.columns)
             if unknown:
                 raise ValueError(f"row has unknown columns {sorted(unknown)}")
-        merged = {self._key_of(r): r for r in self.rows()}
+        merged = {self._key_of(r): r for r in self.rows() if drop is None or not drop(r)}
         for row in new_rows:
             merged.pop(self._key_of(row), None)
             merged[self._key_of(row)] = row

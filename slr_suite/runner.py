@@ -12,16 +12,30 @@ depend on another's results (the test cells of tuned methods on the tuning fits)
 those are in, and they join the queue while the other tasks run, so that no worker waits for a
 round of tasks to end. The run ends when the queue is empty and nothing is running. Last, each
 CSV gets the run's rows again in the order the experiment lists its cells.
+
+Every row stands under the ``config`` of the spec that lists its cell now: a record answered from
+the cache is written under the current spec's config (:func:`slr_suite.provenance.config_hash` of
+its ``config()``) whatever config it was computed under, since its cell's key holds every setting
+its result depends on. And a row of the current config is one the current spec produces: when a
+run has listed and answered every cell of an experiment, the last write leaves under that config
+exactly the rows of those cells and drops the others (cells the spec no longer lists, points past
+the end of a curve that is now shorter), whichever run wrote them; rows of other configs stay as
+the history they are. A run of part of an experiment (``--cells``, ``--datasets``) does the same
+within its part (:meth:`Experiment.covers`: the data sets of ``--datasets``) and for every row of
+each cell it lists, and leaves the rows of the other cells as they are. Nothing is dropped before
+the end of a run: a run killed midway has only added rows, and its rerun (the cells it computed
+come from the cache) drops them.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from slr_suite.common import RunContext
 from slr_suite.engine import Task, TaskQueue
 from slr_suite.experiment import Cell, Experiment
+from slr_suite.provenance import config_hash
 from slr_suite.registry import with_needs
 from slr_suite.results import ResultsTable, format_value
 from slr_suite.store import CellCache, CellRecord
@@ -30,16 +44,24 @@ __all__ = ["plan", "run"]
 
 
 class _Answers:
-    """One experiment's state during a run: its spec, cache, tables and records by cache key."""
+    """One experiment's state during a run: its spec and config, cache, tables and records by cache key."""
 
     def __init__(self, experiment: Experiment, profile: Any, selection: Any, out: Path, ctx: RunContext) -> None:
         self.experiment, self.profile, self.selection = experiment, profile, selection
         self.spec = experiment.spec(profile)
+        self.config = config_hash(self.spec.config())
         self.cache = CellCache(ctx.cache_dir, experiment.name, ctx.log, read=ctx.read_cache)
         self.tables = [table.open(out, ctx.log) for table in experiment.tables]
         self.records: dict[str, CellRecord] = {}
-        self.listed: dict[str, None] = {}   # cache keys in the order the experiment lists its cells
+        self.listed: dict[str, Cell] = {}   # by cache key, in the order the experiment lists its cells
         self.last_seconds = _last_seconds(self.tables[0]) if self.tables else {}
+
+    def current(self, record: CellRecord) -> CellRecord:
+        """``record`` with the current spec's config (a cached one may have been computed under
+        another config that its cell's key does not depend on)."""
+        if record.row.get("config", self.config) == self.config:
+            return record
+        return CellRecord(row={**record.row, "config": self.config}, arrays=record.arrays)
 
     def expected_cost(self, cell: Cell) -> float:
         """Seconds ``cell`` took when its row was last written to the results CSV, else
@@ -52,6 +74,34 @@ class _Answers:
             return
         for table, spec in zip(self.tables, self.experiment.tables):
             table.upsert(row for record in records for row in spec.rows(record))
+
+    def finish(self) -> None:
+        """Write the run's rows in the experiment's order, and drop each row of the current config
+        that the run replaces but does not write again: a row of a cell in the run's selection
+        (:meth:`Experiment.covers`: the whole experiment when nothing was selected) or of a cell
+        the run listed (all of its rows: a curve may have become shorter)."""
+        answered = [(cell, self.records[key]) for key, cell in self.listed.items()]
+        replaced = self._replaced(answered)
+        for table, spec in zip(self.tables, self.experiment.tables):
+            rows = [row for _, record in answered for row in spec.rows(record)]
+            if rows or any(replaced(row) for row in table.rows()):   # else the file stays as it is
+                table.upsert(rows, drop=replaced)
+
+    def _replaced(self, answered: Sequence[tuple[Cell, CellRecord]]) -> Callable[[Mapping[str, str]], bool]:
+        """Whether a row of a results file (text, as read) is one this run replaces."""
+        # the identity of each listed cell as its rows write it (a row's field, else the cell's value)
+        listed: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+        for cell, record in answered:
+            names = tuple(sorted(cell.identity))
+            listed.setdefault(names, set()).add(
+                tuple(format_value(record.row.get(name, cell.identity[name])) for name in names))
+
+        def replaced(row: Mapping[str, str]) -> bool:
+            return row.get("config") == self.config and (
+                self.experiment.covers(self.selection, row)
+                or any(tuple(row.get(name) for name in names) in values for names, values in listed.items()))
+
+        return replaced
 
 
 def _last_seconds(table: ResultsTable) -> dict[tuple, float]:
@@ -100,16 +150,16 @@ def run(planned: Sequence[tuple[Experiment, Any]], profile: Any, out: Path,
         for key, cell, record in zip(task.keys, cells, records):
             if state.experiment.keep(record):
                 state.cache.save(key, record)
-            state.records[key] = record
+            state.records[key] = state.current(record)
             ctx.log.computed.append(f"{state.experiment.name}:{cell.label}")
         for record in records:
             ctx.log(f"{state.experiment.name} [{i + 1}/{queue.added}] {state.experiment.describe(record)}")
-        state.write(records)
+        state.write([state.records[key] for key in task.keys])
         for waiting in states.values():   # the cells that wait on this experiment's results
             if state.experiment.name in waiting.experiment.needs:
                 queue.add(_tasks(_list(waiting, states, ctx), owners, ctx))
     for state in states.values():   # the CSVs list this run's cells in the experiment's order
-        state.write([state.records[key] for key in state.listed])
+        state.finish()
     return {name: state.records for name, state in states.items()}
 
 
@@ -122,7 +172,7 @@ def _list(state: _Answers, states: Mapping[str, _Answers], ctx: RunContext) -> l
         key = cell.key(experiment.name)
         if key in state.listed:
             continue
-        state.listed[key] = None
+        state.listed[key] = cell
         new += 1
         record = state.cache.load(key, experiment.record.check if experiment.record is not None else None)
         cached += record is not None
@@ -131,8 +181,8 @@ def _list(state: _Answers, states: Mapping[str, _Answers], ctx: RunContext) -> l
         if record is None:
             todo.append((state, key, cell))
         else:
-            state.records[key] = record
-            known.append(record)
+            state.records[key] = state.current(record)
+            known.append(state.records[key])
     if new:
         ctx.log(f"{experiment.name}: {cached} of {new} cells cached, {len(todo)} to compute")
     state.write(known)

@@ -123,6 +123,9 @@ class Tuning(ExperimentBase):
     def select(self, profile, options: Mapping[str, Any]) -> list[str] | None:
         return selected_datasets(options, self.spec(profile))
 
+    def covers(self, selection: list[str] | None, row: Mapping[str, str]) -> bool:
+        return selection is None or row["dataset"] in selection
+
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
         """Every grid value of every tuned method that can run here."""
         spec = self.spec(profile)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from slr_suite import runner
 from slr_suite.common import Logger, RunContext
 from slr_suite.experiment import Cell, ExperimentBase, Profile, Table
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo
+from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.registry import EXPERIMENTS, REPORTED, with_needs
 from slr_suite.store import CellRecord
 
@@ -19,6 +20,10 @@ from slr_suite.store import CellRecord
 class PowersSpec:
     n: int
     power: int
+
+    def config(self) -> dict:
+        """The setting every cell shares (the ``config`` column); ``n`` only says which cells there are."""
+        return dict(power=self.power)
 
 
 class Powers(ExperimentBase):
@@ -89,7 +94,10 @@ def test_cells_computed_cached_and_written_in_their_order(tmp_path):
     # a rerun answers every cell from the cache; a changed setting recomputes the cells that use it
     assert _run(tmp_path)[0].computed == []
     assert sorted(_run(tmp_path, power=3)[0].computed) == sorted([f"powers:{x}" for x in range(5)] + ["total:total"])
-    assert pd.read_csv(tmp_path / "out" / "total.csv").total.tolist() == [sum(x ** 3 for x in range(5))]
+    totals = pd.read_csv(tmp_path / "out" / "total.csv", dtype={"config": str})
+    # the total of the former config stays as its history
+    assert totals.total.tolist() == [sum(x ** 2 for x in range(5)), sum(x ** 3 for x in range(5))]
+    assert totals.config.tolist() == [config_hash(dict(power=2)), config_hash(dict(power=3))]
 
 
 def test_a_record_the_experiment_does_not_keep_is_computed_again(tmp_path, monkeypatch):
@@ -188,3 +196,189 @@ def test_task_queue_takes_the_costliest_first_and_grows_while_drained():
     queue.add([task("d", 2.0), task("e", 0.5)])
     taken += [t.name for t in queue.take()]
     assert taken == ["b", "d", "a", "c", "e"] and len(queue) == 0 and queue.added == 5
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """Cells ``(d, v)``: ``v`` from ``values`` (the shared setting, the ``config`` column) or from
+    the data set's own part of it in ``values_of``; each cell's curve has the data set's ``points``
+    (per-cell settings: in the cells' keys only, as a profile's per-data-set budgets and grids)."""
+
+    values: tuple[int, ...] = (1, 2, 3)
+    values_of: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    points: tuple[tuple[str, int], ...] = ()
+
+    def config(self) -> dict:
+        return dict(values=self.values)
+
+
+def _curve_rows(record):
+    row = record.row
+    return [dict(config=row["config"], d=row["d"], v=row["v"], point=i, value=row["v"] * i)
+            for i in range(len(record.arrays["curve"]))]
+
+
+class Grid(ExperimentBase):
+    """Data sets ``a`` and ``b`` (``--datasets`` selects some); a cell's row and its curve."""
+
+    name = "grid"
+    tables = (Table("grid.csv", ["config", "d", "v", "y", *PROVENANCE_COLUMNS], ("config", "d", "v")),
+              Table("grid_curves.csv", ["config", "d", "v", "point", "value"], ("config", "d", "v", "point"),
+                    _curve_rows))
+    raising: set[tuple[str, int]] = set()
+
+    def select(self, profile, options):
+        return options.get("datasets")
+
+    def covers(self, selection, row):
+        return selection is None or row["d"] in selection
+
+    def cells(self, profile, selection, done, ctx):
+        spec = self.spec(profile)
+        values, points = dict(spec.values_of), dict(spec.points)
+        return [Cell(label=f"{d}:{v}", identity=dict(d=d, v=v), config=dict(points=points.get(d, 3)), seed=0,
+                     args=(d, v, points.get(d, 3)))
+                for d in (selection or ("a", "b")) for v in values.get(d, spec.values)]
+
+    def compute(self, spec, cells, info, *, n_threads):
+        records = []
+        for c in cells:
+            d, v, n = c.args
+            if (d, v) in self.raising:
+                raise RuntimeError("killed")
+            records.append(CellRecord(row=dict(config=config_hash(spec.config()), d=d, v=v, y=10 * v + n,
+                                               **info.row_fields()), arrays=dict(curve=np.arange(n, dtype=float))))
+        return records
+
+    def describe(self, record):
+        return f"{record.row['d']}:{record.row['v']}"
+
+
+def _grid_run(tmp_path, spec, datasets=None, log=None):
+    """Run Grid; return the cells computed and the rows of its two tables, each of which verifies
+    (a row whose check column does not match would be set aside with a message)."""
+    log = Logger(quiet=True) if log is None else log
+    ctx = RunContext(log=log, info=RunInfo.collect("tiny", ["test"]), cache_dir=tmp_path / "cache")
+    profile = Profile("tiny", {"grid": spec})
+    runner.run([(Grid(), Grid().select(profile, dict(datasets=datasets)))], profile, tmp_path / "out", ctx)
+    return log.computed, _grid_rows(tmp_path)
+
+
+def _grid_rows(tmp_path):
+    messages = []
+    rows = [t.open(tmp_path / "out", messages.append).rows() for t in Grid.tables]
+    assert messages == []
+    return rows
+
+
+def _cells_of(rows, config):
+    """``{(d, v): number of rows}`` of ``config`` in one table."""
+    counts = {}
+    for r in rows:
+        if r["config"] == config:
+            counts[r["d"], int(r["v"])] = counts.get((r["d"], int(r["v"])), 0) + 1
+    return counts
+
+
+def test_a_complete_run_leaves_under_its_config_only_the_rows_the_spec_produces(tmp_path):
+    """A per-cell setting that no longer lists a cell (a data set's own part of the grid) leaves
+    the config column as it is; the complete run after it drops that cell's rows of the config, and
+    a curve that became shorter loses its points past the end, while the cells still listed (from
+    the cache) and the rows of another config stay."""
+    first = GridSpec()
+    computed, (results, curves) = _grid_run(tmp_path, first)
+    config = config_hash(first.config())
+    assert len(computed) == 6 and _cells_of(results, config) == {(d, v): 1 for d in "ab" for v in (1, 2, 3)}
+    # a row of an earlier config: history, which no run of this config touches
+    table = Grid.tables[0].open(tmp_path / "out", print)
+    table.upsert([dict(config="0ld0ld0ld0", d="a", v=3, y=0)])
+
+    second = GridSpec(values_of=(("a", (1, 2)),), points=(("b", 2),))
+    assert config_hash(second.config()) == config
+    computed, (results, curves) = _grid_run(tmp_path, second)
+    assert sorted(computed) == ["grid:b:1", "grid:b:2", "grid:b:3"]     # a's cells came from the cache
+    assert _cells_of(results, config) == {("a", 1): 1, ("a", 2): 1, ("b", 1): 1, ("b", 2): 1, ("b", 3): 1}
+    assert _cells_of(curves, config) == {("a", 1): 3, ("a", 2): 3, ("b", 1): 2, ("b", 2): 2, ("b", 3): 2}
+    assert _cells_of(results, "0ld0ld0ld0") == {("a", 3): 1}
+    # the rows of b are the new ones (y = 10 v + points), those of a the cached ones
+    y = {(r["d"], int(r["v"])): int(r["y"]) for r in table.rows() if r["config"] == config}
+    assert y == {("a", 1): 13, ("a", 2): 23, ("b", 1): 12, ("b", 2): 22, ("b", 3): 32}
+
+
+def test_a_partial_run_replaces_the_rows_of_its_part_and_keeps_the_others(tmp_path):
+    """``--datasets a`` after a per-cell change to both data sets: a's rows are the current spec's
+    (a cell dropped, every curve at its new length), b's stay as the last run wrote them until a
+    run that covers b."""
+    config = config_hash(GridSpec().config())
+    _grid_run(tmp_path, GridSpec())
+    changed = GridSpec(values_of=(("a", (1, 2)), ("b", (1, 2))), points=(("a", 2), ("b", 2)))
+    computed, (results, curves) = _grid_run(tmp_path, changed, datasets=["a"])
+    assert sorted(computed) == ["grid:a:1", "grid:a:2"]
+    assert _cells_of(results, config) == {("a", 1): 1, ("a", 2): 1, ("b", 1): 1, ("b", 2): 1, ("b", 3): 1}
+    assert _cells_of(curves, config) == {("a", 1): 2, ("a", 2): 2, ("b", 1): 3, ("b", 2): 3, ("b", 3): 3}
+    computed, (results, curves) = _grid_run(tmp_path, changed, datasets=["b"])
+    assert _cells_of(results, config) == {(d, v): 1 for d in "ab" for v in (1, 2)}
+    assert _cells_of(curves, config) == {(d, v): 2 for d in "ab" for v in (1, 2)}
+
+
+def test_a_partial_run_of_listed_cells_replaces_every_row_of_those_cells_only(tmp_path):
+    """An experiment whose selection names cells (as ``--cells``), not a part that covers others:
+    the rows of the cells it lists are replaced whole (a shorter curve loses its tail), a stale
+    cell of the config outside them stays."""
+    config = config_hash(GridSpec().config())
+    _grid_run(tmp_path, GridSpec())
+
+    class Named(Grid):
+        def covers(self, selection, row):
+            return selection is None
+
+    spec = GridSpec(values_of=(("a", (1, 2)),), points=(("a", 1),))
+    profile = Profile("tiny", {"grid": spec})
+    ctx = RunContext(log=Logger(quiet=True), info=RunInfo.collect("tiny", ["test"]), cache_dir=tmp_path / "cache")
+    runner.run([(Named(), ["a"])], profile, tmp_path / "out", ctx)
+    curves = Grid.tables[1].open(tmp_path / "out", print).rows()
+    assert _cells_of(curves, config) == {("a", 1): 1, ("a", 2): 1, ("a", 3): 3, ("b", 1): 3, ("b", 2): 3, ("b", 3): 3}
+
+
+def test_a_run_killed_midway_loses_nothing_and_its_rerun_drops_the_stale_rows(tmp_path, monkeypatch):
+    """Rows are only added while a run goes on: killed after some cells, the files hold the old
+    rows with the new ones; the rerun answers those from the cache and then drops the stale rows."""
+    config = config_hash(GridSpec().config())
+    _grid_run(tmp_path, GridSpec())
+    changed = GridSpec(values_of=(("a", (1,)),), points=(("a", 2), ("b", 2)))
+    monkeypatch.setattr(Grid, "raising", {("b", 1)})
+    log = Logger(quiet=True)
+    with pytest.raises(RuntimeError, match="killed"):
+        _grid_run(tmp_path, changed, log=log)
+    before = set(log.computed)
+    results, curves = _grid_rows(tmp_path)
+    assert _cells_of(results, config) == {(d, v): 1 for d in "ab" for v in (1, 2, 3)}   # nothing lost
+    assert {f"grid:{r['d']}:{r['v']}" for r in results if r["y"] == str(10 * int(r["v"]) + 2)} == before
+    monkeypatch.setattr(Grid, "raising", set())
+    computed, (results, curves) = _grid_run(tmp_path, changed)
+    assert set(computed) == {"grid:a:1", "grid:b:1", "grid:b:2", "grid:b:3"} - before and "grid:b:1" in computed
+    assert _cells_of(results, config) == {("a", 1): 1, ("b", 1): 1, ("b", 2): 1, ("b", 3): 1}
+    assert _cells_of(curves, config) == {("a", 1): 2, ("b", 1): 2, ("b", 2): 2, ("b", 3): 2}
+
+
+def test_a_cached_record_of_another_config_is_written_under_the_current_one(tmp_path):
+    """The config column names the spec that lists the cell now: a record computed under another
+    shared setting that its cell's key does not hold is written, from the cache, under the current
+    config (its check verifies), and the rows of the former config stay."""
+    _run(tmp_path, power=2, n=3)
+
+    @dataclass(frozen=True)
+    class Relabelled(PowersSpec):
+        def config(self):
+            return dict(power=self.power, label="new")
+
+    profile = Profile("tiny", {"powers": Relabelled(n=3, power=2)})
+    log = Logger(quiet=True)
+    ctx = RunContext(log=log, info=RunInfo.collect("tiny", ["test"]), cache_dir=tmp_path / "cache")
+    runner.run([(Powers(), None)], profile, tmp_path / "out", ctx)
+    assert log.computed == []
+    messages = []
+    rows = Powers.tables[0].open(tmp_path / "out", messages.append).rows()
+    assert messages == []
+    for config in (config_hash(dict(power=2, label="new")), config_hash(dict(power=2))):
+        assert sorted((int(r["x"]), int(r["y"])) for r in rows if r["config"] == config) == [(0, 0), (1, 1), (2, 4)]
