@@ -141,11 +141,12 @@ class DenoisingSpec:
         raise ValueError(f"unknown function class {name!r}")
 
     def learner(self, unary: str, pairwise: str, n_jobs: int | None):
-        """The learner of cell ``unary``/``pairwise``, with its two oracles."""
+        """The learner of cell ``unary``/``pairwise``, with its two oracles; the training error of every
+        iteration (``monitor=True``: the learning curves' figure draws it)."""
         return suite_learner(
             unary=self.oracle(unary, "unary").build(SEED), pairwise=self.oracle(pairwise, "pairwise").build(SEED),
             epsilon=self.epsilon, max_iter=self.n_iter, max_sweeps=self.max_sweeps, n_jobs=n_jobs,
-            random_state=SEED)
+            random_state=SEED, monitor=True)
 
 
 def _protocols(n_rounds: int, subsample: int) -> dict:
