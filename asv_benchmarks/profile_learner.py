@@ -115,7 +115,7 @@ def profile_case(case: str, iterations: int) -> tuple[dict[str, float], dict[str
     from threadpoolctl import threadpool_limits
 
     learner, Xtr, Ytr, Xval, Yval = load_case(case)
-    learner.set_params(max_iter=iterations)
+    learner.set_params(max_iter=iterations, monitor=True)
     clock = PhaseClock()
     learner._phase_timer = clock.phase
     sweeps = []

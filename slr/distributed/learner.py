@@ -243,7 +243,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
     ----------
     Those of StructuredLogisticRegression, with ``certificate_`` None (its bounds need every
     example's messages in one place) and ``history_["seconds"]`` including the training error's
-    evaluation (``monitor=False`` leaves it out), and:
+    evaluation (``monitor=False`` leaves it out; ``"auto"`` measures it after every iteration here, as
+    ``True`` does), and:
 
     transfer_ : pandas.DataFrame
         One row per iteration (row 0: loading and the start): ``iteration``, ``bytes_sent``
