@@ -331,17 +331,9 @@ class _Objective:
         edge = self.edge_index
         truths = left[edge, self.source_labels] + right[edge, self.target_labels]
         truth = float(truths.sum() if weights is None else weights @ truths)
-        row = self.pairwise.shared_row
-        tops, bottoms = _last_axis_max(nu), _last_axis_min(nu)
-        spans = (tops[:, 0] - bottoms[:, 0]) + (tops[:, 1] - bottoms[:, 1])
-        if row is not None and float(spans.max()) <= _FACTOR_RANGE:
-            scores = coef_p @ row
-            s_top = float(scores.max())
-            S = np.exp(scores - s_top).reshape(L, L)
-            l_top, r_top = tops[:, 0], tops[:, 1]
-            U, V = np.exp(left - l_top[:, None]), np.exp(right - r_top[:, None])
-            VS = V @ S.T                      # (V S^T)_ea = sum_b S_ab V_eb
-            Z = np.einsum("na,na->n", U, VS)
+        factors = self._factors(coef_p, nu)
+        if factors is not None:
+            scores, s_top, S, U, V, VS, Z, l_top, r_top = factors
             logs = np.log(Z) + l_top + r_top
             if weights is None:
                 value = float(logs.sum()) + self.n_edges * s_top
@@ -366,6 +358,32 @@ class _Objective:
         value = float(losses.sum() if weights is None else weights @ losses)
         flat /= Z
         return value, flat, beta.sum(axis=2), beta.sum(axis=1)
+
+    def _factors(self, coef_p: np.ndarray, nu: np.ndarray) -> tuple | None:
+        """The factored form of the edge terms (:mod:`slr.oracles.pair_bias`), or None where it does
+        not apply (edges with different features, or messages spanning more than ``_FACTOR_RANGE``).
+
+        With ``s = g_p(x)`` (one table for every edge), ``S = exp(s - max s)`` as ``L x L``,
+        ``U = exp(nu_e(y_i) - max)`` and ``V = exp(nu_e(y_j) - max)``, an edge's marginal is
+        ``mu_e(a, b) = U_ea S_ab V_eb / Z_e`` with ``Z_e = sum_a U_ea (V S^T)_ea``. Returns
+        ``(s, max s, S, U, V, V S^T, Z, the messages' maxima at both ends)``.
+        """
+        row = self.pairwise.shared_row
+        if row is None:
+            return None
+        L, left, right = self.L, nu[:, 0], nu[:, 1]
+        tops, bottoms = _last_axis_max(nu), _last_axis_min(nu)
+        spans = (tops[:, 0] - bottoms[:, 0]) + (tops[:, 1] - bottoms[:, 1])
+        if float(spans.max()) > _FACTOR_RANGE:
+            return None
+        scores = coef_p @ row
+        s_top = float(scores.max())
+        S = np.exp(scores - s_top).reshape(L, L)
+        l_top, r_top = tops[:, 0], tops[:, 1]
+        U, V = np.exp(left - l_top[:, None]), np.exp(right - r_top[:, None])
+        VS = V @ S.T                      # (V S^T)_ea = sum_b S_ab V_eb
+        Z = np.einsum("na,na->n", U, VS)
+        return scores, s_top, S, U, V, VS, Z, l_top, r_top
 
     def _pairwise_gradient(self, expected: np.ndarray) -> np.ndarray:
         """``sum_e (mu_e - 1_{y_e}) x_e^T`` from :meth:`_edges`'s marginals."""
@@ -392,23 +410,55 @@ class _Objective:
         diag_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
         diag_nu = np.zeros_like(nu)
         if self.n_edges:
-            L, left, right = self.L, nu[:, 0], nu[:, 1]
-            beta_e = self.pairwise.scores(coef_p).reshape(self.n_edges, L, L)
-            beta_e = beta_e + left[:, :, None] + right[:, None, :]
-            flat = beta_e.reshape(self.n_edges, L * L)
-            flat = np.exp(flat - flat.max(axis=1, keepdims=True))
-            flat /= flat.sum(axis=1, keepdims=True)
-            pair = flat.reshape(self.n_edges, L, L)
-            rows, cols = pair.sum(axis=2), pair.sum(axis=1)
-            pair_curvature, row_curvature, col_curvature = flat * (1.0 - flat), rows * (1.0 - rows), cols * (1.0 - cols)
+            factors = self._factors(coef_p, nu)
+            if factors is None:
+                pair_curvature, rows, cols = self._dense_pair_curvature(coef_p, nu)
+            else:
+                pair_curvature, rows, cols = self._factored_pair_curvature(factors)
+            row_curvature, col_curvature = rows * (1.0 - rows), cols * (1.0 - cols)
             if self.edge_weights is not None:
-                for curvature in (pair_curvature, row_curvature, col_curvature):
+                for curvature in (row_curvature, col_curvature):
                     curvature *= self.edge_weights[:, None]
-            diag_p = pair_curvature.T @ self.pairwise.features**2
+            if factors is None:
+                diag_p = pair_curvature.T @ self.pairwise.features**2
+            else:   # summed over edges that share one row of features
+                diag_p = np.outer(pair_curvature, self.pairwise.shared_row**2)
             diag_nu[:, 0] = row_curvature + node_curvature[self.sources]
             diag_nu[:, 1] = col_curvature + node_curvature[self.targets]
         diag_p += self.pairwise.penalty
         return self.join(diag_u, diag_p, diag_nu)
+
+    def _dense_pair_curvature(self, coef_p: np.ndarray, nu: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``w_e mu_e (1 - mu_e)`` per edge and pair class, and the edge marginals' row and column sums."""
+        L, left, right = self.L, nu[:, 0], nu[:, 1]
+        beta_e = self.pairwise.scores(coef_p).reshape(self.n_edges, L, L)
+        beta_e = beta_e + left[:, :, None] + right[:, None, :]
+        flat = beta_e.reshape(self.n_edges, L * L)
+        flat = np.exp(flat - flat.max(axis=1, keepdims=True))
+        flat /= flat.sum(axis=1, keepdims=True)
+        pair = flat.reshape(self.n_edges, L, L)
+        curvature = flat * (1.0 - flat)
+        if self.edge_weights is not None:
+            curvature *= self.edge_weights[:, None]
+        return curvature, pair.sum(axis=2), pair.sum(axis=1)
+
+    def _factored_pair_curvature(self, factors: tuple) -> tuple[np.ndarray, ...]:
+        """As :meth:`_dense_pair_curvature` from :meth:`_factors`, the curvature summed over edges:
+        ``sum_e w_e mu_e (1 - mu_e) = S * (U^T (w V / Z)) - S^2 * ((U / Z)^2)^T (w V^2)``, two
+        ``L x L`` products over the edges instead of ``N L^2`` exponentials. The difference loses
+        digits where marginals near 1 cancel; it is a preconditioner's diagonal (floored)."""
+        _, _, S, U, V, VS, Z, _, _ = factors
+        inverse = 1.0 / Z
+        weighted = V * inverse[:, None]
+        squared = V * V
+        if self.edge_weights is not None:
+            weighted *= self.edge_weights[:, None]
+            squared *= self.edge_weights[:, None]
+        scaled = U * inverse[:, None]
+        curvature = S * (U.T @ weighted) - S * S * ((scaled * scaled).T @ squared)
+        rows = U * VS * inverse[:, None]
+        cols = V * (U @ S) * inverse[:, None]
+        return np.maximum(curvature, 0.0).ravel(), rows, cols
 
     # ------------------------------------------------------------------ sweeps
     def sweep(self, coef_u: np.ndarray, coef_p: np.ndarray, messages: np.ndarray, max_sweeps: int) -> None:
