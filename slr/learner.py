@@ -26,9 +26,9 @@ loss of the function it replaces (docs/design.md section 1).
 ``fit`` is that loop over one state object, :class:`_Alternation`: the messages, the potentials,
 R's node and edge parts and the trace of R and J (R plus the oracles' ridge terms), with one method
 per half step (bias, oracle fit with the safeguarded over-relaxed step, potentials, sweeps, R). For
-oracles linear in their parameters ``solver="joint"`` (or ``"auto"``) runs one such iteration and then
-:func:`slr._joint.joint_minimise`, L-BFGS over both functions' parameters, whose iterates the same
-state object takes in (:meth:`_Alternation.adopt`). What happens after each iteration (``history_``,
+oracles linear in their parameters ``solver="joint"`` (or ``"auto"``) runs the first unary fit of such
+an iteration (the model of the nodes alone) and then :func:`slr._joint.joint_minimise`, L-BFGS over
+both functions' parameters, whose iterates the same state object takes in (:meth:`_Alternation.adopt`). What happens after each iteration (``history_``,
 the caller's ``callback`` with an :class:`Iterate`, early stopping, the stopping rule) is one object for
 both solvers, :class:`_Progress`. The estimator
 around it validates everything first and replaces its fitted attributes only when the loop has
@@ -107,8 +107,8 @@ SOLVERS = ("auto", "alternation", "joint")
 # the joint solver's sweeps per evaluation follow progress (slr._joint's sweep_tol), up to max_sweeps
 _JOINT_SWEEP_TOL = 0.25
 
-# L-BFGS iterations of each Linear oracle fit in the joint solver's first iteration (Algorithm 1.1,
-# whose functions the joint solver refines at once): a start, not a solution
+# L-BFGS iterations of the unary Linear fit that is the joint solver's first iteration (the model of
+# the nodes alone, which the joint solver refines with the pairwise function): a start, not a solution
 _FIRST_FIT_ITER = 20
 
 # the joint solver's own stopping test, on its scaled gradient (slr._joint); far below what the
@@ -496,6 +496,14 @@ class _Alternation:
         self._restored = None
         self.trace.append((iteration, "joint", objective, penalised))
 
+    def node_start(self, iteration: int) -> None:
+        """The joint solver's start: the unary function fitted at the current messages (zero in a
+        fresh fit: the model of the nodes alone), without sweeps (at a zero pairwise function the
+        messages' optimum stays near zero; the joint solver's evaluations sweep); R and J after it
+        go to the trace (stage ``"unary_fit"``)."""
+        self._fit("unary")
+        self._record(iteration, "unary_fit", self.node_part + self.edge_part)
+
     def settle(self, iteration: int) -> None:
         """After the joint solver: the potentials of the functions kept, up to ``max_sweeps`` sweeps
         (each example until its messages settle) and R from scratch (a trace row ``"joint_mp"``), so
@@ -651,9 +659,10 @@ class StructuredLogisticRegression(StructuredEstimator):
         Most learning iterations (a cap: ``tol`` and early stopping usually stop first). With
         ``warm_start`` it counts the iterations of the earlier fits too. An iteration of Algorithm
         1.1 fits both functions and sweeps after each fit; with the joint solver (``solver``) the
-        first iteration of a fresh fit is one of Algorithm 1.1 and every later one is one L-BFGS
-        iteration over both functions' parameters (a few star sweeps and one gradient per
-        evaluation: much cheaper than an iteration of Algorithm 1.1).
+        first iteration of a fresh fit is the unary fit of Algorithm 1.1's first iteration alone
+        (from zero messages: the model of the nodes alone, the pairwise function still zero) and
+        every later one is one L-BFGS iteration over both functions' parameters (a few star sweeps
+        and one gradient per evaluation: much cheaper than an iteration of Algorithm 1.1).
     tol : float, default=1e-4
         The stopping rule: learning stops after iteration ``t`` once
         ``J_{t-3} - J_t < 3 * tol * max(J_{t-3}, J_t, 1)``, i.e. the objective fell by less than a
@@ -762,10 +771,13 @@ class StructuredLogisticRegression(StructuredEstimator):
     solver : {"auto", "alternation", "joint"}, default="auto"
         ``"alternation"``: Algorithm 1.1 (block coordinate descent: oracle fits and sweeps in
         turn). ``"joint"``: for ``Linear``, ``Constant`` and ``Zero`` oracles, whose potentials are
-        linear in their parameters so that J is jointly convex in (parameters, messages): one
-        iteration of Algorithm 1.1, then L-BFGS over both functions' parameters at once, each
-        evaluation running ``min(8, max_sweeps)`` warm-started star sweeps on the messages
-        (:mod:`slr._joint`); at the end up to ``max_sweeps`` sweeps settle the messages. Sample
+        linear in their parameters so that J is jointly convex in (parameters, messages): the
+        unary fit from zero messages (the model of the nodes alone, capped at 20 L-BFGS
+        iterations; a fit stopped after it has no pairwise term), then L-BFGS over both
+        functions' parameters at once from there, the pairwise function and the messages
+        starting at zero, each evaluation running as many warm-started star sweeps on the
+        messages as its progress asks for (from 2, at most ``max_sweeps``; :mod:`slr._joint`);
+        at the end up to ``max_sweeps`` sweeps settle the messages. Sample
         and class weights, early stopping and ``warm_start`` work with both (a continued joint
         fit starts L-BFGS's memory afresh). ``"auto"``: ``"joint"`` where it applies (such
         oracles, no unlabelled nodes, ``max_sweeps >= 1``), else ``"alternation"``;
@@ -1333,15 +1345,18 @@ def _run_alternation(state: _Alternation, progress: _Progress, done: int, max_it
 def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: int,
                sample_weight: np.ndarray | None, class_weight: np.ndarray | None) -> tuple[str, int]:
     """The joint solver (:func:`slr._joint.joint_minimise`, L-BFGS over both oracles' parameters,
-    the messages eliminated by sweeps), one learner iteration per L-BFGS iteration; a fresh fit
-    first runs one iteration of Algorithm 1.1 (its unary fit from zero messages is a good start).
-    Returns why it stopped and the last iteration run."""
+    the messages eliminated by sweeps), one learner iteration per L-BFGS iteration. A fresh fit's
+    first iteration is Algorithm 1.1's first unary fit alone, capped at ``_FIRST_FIT_ITER`` L-BFGS
+    iterations (:meth:`_Alternation.node_start`): the model of the nodes alone is a start the
+    joint solver needs several times as long to reach from zero (its diagonal preconditioner is
+    weaker than the oracle's per-class blocks), while the first pairwise fit and the sweeps of a
+    whole first iteration cost more than the joint solver's first steps gain from them (letters:
+    docs/design.md, the joint solver). Returns why it stopped and the last iteration run."""
     iteration = done
-    if done == 0:   # Algorithm 1.1's first iteration, its fits capped (not in the snapshots of progress)
+    if done == 0:   # the unary fit, capped (not in the snapshots of progress)
         iteration = 1
         with _capped_fits(state.oracles, _FIRST_FIT_ITER):
-            state.half_step(iteration, "unary")
-            state.half_step(iteration, "pairwise")
+            state.node_start(iteration)
         reason = progress.after(iteration, state)
         if reason is not None or max_iter == 1:
             return reason or "max_iter", iteration
