@@ -269,6 +269,7 @@ class _Objective:
         self.pair_counts = np.bincount(self.pair_labels, weights=self.edge_weights,
                                        minlength=L * L).astype(np.float64)
         self.sizes = (self.unary.size, self.pairwise.size, self.n_edges * 2 * L)
+        self._potentials: tuple | None = None   # (unary scores, pairwise scores, theta_nodes, theta_edges)
 
     # ------------------------------------------------------------------ layout
     def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -281,10 +282,16 @@ class _Objective:
 
     # ------------------------------------------------------------------ potentials
     def potentials(self, coef_u: np.ndarray, coef_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The learner's ``theta_nodes = eps g_u + Delta`` and ``theta_edges = eps g_p``."""
+        """The learner's ``theta_nodes = eps g_u + Delta`` and ``theta_edges = eps g_p`` (not to be
+        modified: those of the last call are kept for the same parameters' next call)."""
         eps = self.epsilon
-        theta_nodes = eps * (self.unary.scores(coef_u) + self.margin)
-        theta_edges = eps * self.pairwise.scores(coef_p).reshape(self.n_edges, self.L, self.L)
+        scores_u, scores_p = self.unary.scores(coef_u), self.pairwise.scores(coef_p)
+        last = self._potentials
+        if last is not None and last[0] is scores_u and last[1] is scores_p:   # the factors' caches hit
+            return last[2], last[3]
+        theta_nodes = eps * (scores_u + self.margin)
+        theta_edges = eps * scores_p.reshape(self.n_edges, self.L, self.L)
+        self._potentials = (scores_u, scores_p, theta_nodes, theta_edges)
         return theta_nodes, theta_edges
 
     # ------------------------------------------------------------------ value and gradient
@@ -527,7 +534,8 @@ def joint_minimise(
     memory: int = 20,
     refresh: int = 100,
     n_jobs: int | None = None,
-    callback: Callable[[int, np.ndarray, float, float], bool | None] | None = None,
+    callback: Callable[..., bool | None] | None = None,
+    callback_potentials: bool = False,
     sample_weight: np.ndarray | None = None,
     class_weight: np.ndarray | None = None,
 ) -> JointResult:
@@ -581,6 +589,12 @@ def joint_minimise(
         the iterate's parameters and ``messages`` its messages (the learner's units; the solver's
         own array: copy it to keep it); its time is left out of the trace's clock. A true return
         value stops the solver at that iterate (``converged`` False).
+    callback_potentials : bool, default=False
+        Call ``callback(iteration, messages, R, J, potentials)`` instead, ``potentials`` being
+        ``(eps g_u, eps g_p)`` at the iterate, shapes ``(n_nodes, L)`` and ``(n_edges, L, L)``
+        (the learner's ``unary_potentials`` and ``theta_edges``): the pairwise one is the array
+        the iterate's sweeps ran on (not to be modified), so that a caller that monitors the
+        iterates does not compute the scores again.
     sample_weight : ndarray of shape (n_examples,), optional
         Per-example weights of R (``R_w``, as the learner's ``sample_weight``; checked by the caller).
     class_weight : ndarray of shape (L,), optional
@@ -679,7 +693,13 @@ def joint_minimise(
             cu, cp, _ = unpack(x)
             objective.unary.commit(cu, len(trace) - 1, False)
             objective.pairwise.commit(cp, len(trace) - 1, False)
-            stop = callback(len(trace) - 1, eps * nu, eps * value, eps * penalised)
+            if callback_potentials:
+                theta_edges = objective.potentials(cu, cp)[1]
+                unary_potentials = eps * objective.unary.scores(cu)
+                stop = callback(len(trace) - 1, eps * nu, eps * value, eps * penalised,
+                                (unary_potentials, theta_edges))
+            else:
+                stop = callback(len(trace) - 1, eps * nu, eps * value, eps * penalised)
             paused[0] += time.perf_counter() - start
             if stop:
                 raise _Stopped(x.copy(), len(trace) - 1)

@@ -481,18 +481,21 @@ class _Alternation:
 
     # ------------------------------------------------------------------ the joint solver's iterates
     def adopt(self, iteration: int, messages: np.ndarray, objective: float, penalised: float,
-              potentials: bool) -> None:
+              potentials: tuple[np.ndarray, np.ndarray] | None) -> None:
         """An iterate of the joint solver (:mod:`slr._joint`) as the current state: the oracles hold
         its functions already; ``messages``, R and J (the solver's) go to the state and the trace
-        (stage ``"joint"``). ``potentials``: also set the potentials (for monitoring and snapshots)."""
+        (stage ``"joint"``). ``potentials``: the solver's ``(eps g_u, eps g_p)`` at the iterate, taken
+        as the state's potentials (for monitoring and snapshots; :meth:`settle` sets the kept
+        functions' own), or None to leave them."""
         self.messages[...] = messages
         self.fitted_pairwise = self.fitted_pairwise or self.train.has_edges
         self.joint_steps += 1
         self.settled = False
-        if potentials:
-            self._set_potentials("unary", False)
+        if potentials is not None:
+            self.unary_potentials, theta_edges = potentials
+            self.theta_nodes = self.unary_potentials + self.delta
             if self.fitted_pairwise:
-                self._set_potentials("pairwise", False)
+                self.theta_edges = theta_edges
         self._restored = None
         self.trace.append((iteration, "joint", objective, penalised))
 
@@ -1362,8 +1365,9 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
             return reason or "max_iter", iteration
     start, stopped, settled_from = iteration, [], []
 
-    def callback(k: int, messages: np.ndarray, objective: float, penalised: float) -> bool:
-        state.adopt(start + k, messages, objective, penalised, potentials=progress.decode is not None)
+    def callback(k: int, messages: np.ndarray, objective: float, penalised: float,
+                 potentials: tuple[np.ndarray, np.ndarray] | None = None) -> bool:
+        state.adopt(start + k, messages, objective, penalised, potentials)
         if start + k >= max_iter:   # the cap's iteration: its row gets the fitted model's R, after settling
             settled_from.append(messages.copy())
             state.settle(start + k)
@@ -1376,7 +1380,8 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
         result = joint_minimise(state.train, state.epsilon, state.oracles["unary"], state.oracles["pairwise"],
                                 state.messages, max_iter=max_iter - start, tol=_JOINT_GRADIENT_TOL, warm_sweeps=0,
                                 max_sweeps=state.max_sweeps, sweep_tol=_JOINT_SWEEP_TOL, n_jobs=state.threads,
-                                callback=callback, sample_weight=sample_weight, class_weight=class_weight)
+                                callback=callback, callback_potentials=progress.decode is not None,
+                                sample_weight=sample_weight, class_weight=class_weight)
     if not (state.settled and np.array_equal(result.messages, settled_from[-1])):   # not the settled iterate
         state.messages[...] = result.messages
         state.settled = False

@@ -263,6 +263,26 @@ def test_joint_solvers_first_iteration_is_the_model_of_the_nodes_alone(grid):
     np.testing.assert_array_equal(np.concatenate(model.predict(X)), node_best)
 
 
+def test_joint_iterates_training_error_is_that_of_the_iterates_functions():
+    """The training error monitored after each joint iteration (decoded from the potentials the
+    solver hands over) is the error of that iteration's functions, predicted afresh from the
+    oracles (``Iterate.score``), on chains (Viterbi) and on a grid (the LP)."""
+    from slr.datasets.synthetic import make_structured
+
+    for graph in ("chain", "grid"):
+        X, Y = make_structured(8, graph=graph, n_nodes=16, n_states=3, coupling=2.0, noise=0.8, random_state=5)
+        scores = {}
+        model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), epsilon=0.1, max_iter=12, tol=0,
+                                             solver="joint", n_jobs=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, Y, callback=lambda it: scores.__setitem__(it.iteration, 1.0 - it.score(X, Y)))
+        history = model.history_.set_index("iteration")["train_error"]
+        assert len(scores) == 12
+        for iteration, error in scores.items():
+            assert history[iteration] == pytest.approx(error, abs=1e-12), (graph, iteration)
+
+
 def test_warm_start_continues_the_joint_solver(grid):
     X, Y = grid
     first = StructuredLogisticRegression(*_oracles(), epsilon=EPS, max_iter=6, tol=0, solver="joint", n_jobs=1)
