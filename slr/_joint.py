@@ -269,7 +269,7 @@ class _Objective:
         self.pair_counts = np.bincount(self.pair_labels, weights=self.edge_weights,
                                        minlength=L * L).astype(np.float64)
         self.sizes = (self.unary.size, self.pairwise.size, self.n_edges * 2 * L)
-        self._potentials: tuple | None = None   # (unary scores, pairwise scores, theta_nodes, theta_edges)
+        self._potentials: tuple | None = None   # (coef_u, coef_p, theta_nodes, theta_edges) of the last call
 
     # ------------------------------------------------------------------ layout
     def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -283,15 +283,21 @@ class _Objective:
     # ------------------------------------------------------------------ potentials
     def potentials(self, coef_u: np.ndarray, coef_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The learner's ``theta_nodes = eps g_u + Delta`` and ``theta_edges = eps g_p`` (not to be
-        modified: those of the last call are kept for the same parameters' next call)."""
-        eps = self.epsilon
-        scores_u, scores_p = self.unary.scores(coef_u), self.pairwise.scores(coef_p)
+        modified: those of the last call are kept for the same parameters' next call). Where every
+        edge has the same features, ``theta_edges`` is one table written to every edge (the sweeps
+        read dense potentials) rather than a product per edge."""
         last = self._potentials
-        if last is not None and last[0] is scores_u and last[1] is scores_p:   # the factors' caches hit
+        if last is not None and np.array_equal(last[0], coef_u) and np.array_equal(last[1], coef_p):
             return last[2], last[3]
-        theta_nodes = eps * (scores_u + self.margin)
-        theta_edges = eps * scores_p.reshape(self.n_edges, self.L, self.L)
-        self._potentials = (scores_u, scores_p, theta_nodes, theta_edges)
+        eps, L = self.epsilon, self.L
+        theta_nodes = eps * (self.unary.scores(coef_u) + self.margin)
+        row = self.pairwise.shared_row
+        if row is None:
+            theta_edges = eps * self.pairwise.scores(coef_p).reshape(self.n_edges, L, L)
+        else:
+            theta_edges = np.empty((self.n_edges, L, L))
+            theta_edges[...] = (eps * (coef_p @ row)).reshape(L, L)
+        self._potentials = (coef_u.copy(), coef_p.copy(), theta_nodes, theta_edges)
         return theta_nodes, theta_edges
 
     # ------------------------------------------------------------------ value and gradient

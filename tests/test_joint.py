@@ -120,6 +120,26 @@ def test_gradient_matches_finite_differences(oracles, constant_edges, weighted):
                 assert expected == pytest.approx((J_up - J_down) / (2 * h), rel=1e-5, abs=1e-7), (factor, name)
 
 
+@pytest.mark.parametrize("constant_edges", [False, True])
+def test_solver_potentials_are_the_learners(constant_edges):
+    """The potentials the sweeps run on (and the learner takes for monitoring) are those the
+    learner computes from the oracles, also where one table serves every edge."""
+    from slr._joint import _Objective
+
+    train = _random_problem([_chain(5), [(0, 1), (1, 2), (2, 0)]], [5, 3], 3, 2, 2, seed=7,
+                            constant_edges=constant_edges)
+    eps = 0.3
+    unary, pairwise, _ = _fitted(train, eps, lambda: Linear(l2=0.5, fit_intercept=True), lambda: Linear(l2=0.7),
+                                 seed=4)
+    objective = _Objective(train, eps, unary, pairwise, 1)
+    theta_nodes, theta_edges = objective.potentials(objective.unary.start(), objective.pairwise.start())
+    model = PairwiseModel(eps)
+    expected_nodes = model.unary_potentials(train, unary) + hamming_margin(train.labels, train.n_states)
+    np.testing.assert_allclose(theta_nodes, expected_nodes, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(theta_edges, model.pairwise_potentials(train, pairwise), rtol=1e-12, atol=1e-12)
+    assert theta_edges.flags.c_contiguous and theta_edges.shape == (train.batch.n_edges, 3, 3)
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("constant_edges", [False, True])
 def test_preconditioner_diagonal_matches_finite_differences_of_the_gradient(constant_edges, weighted):
