@@ -501,9 +501,9 @@ class _Alternation:
 
     def node_start(self, iteration: int) -> None:
         """The joint solver's start: the unary function fitted at the current messages (zero in a
-        fresh fit: the model of the nodes alone), without sweeps (at a zero pairwise function the
-        messages' optimum stays near zero; the joint solver's evaluations sweep); R and J after it
-        go to the trace (stage ``"unary_fit"``)."""
+        fresh fit: the model of the nodes alone), without sweeps (the joint solver's first
+        evaluation sweeps from there; sweeping here too changed its course by rounding only on
+        letters and the quick held-out grid); R and J after it go to the trace (stage ``"unary_fit"``)."""
         self._fit("unary")
         self._record(iteration, "unary_fit", self.node_part + self.edge_part)
 
@@ -1386,6 +1386,8 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
         state.messages[...] = result.messages
         state.settled = False
     state.fitted_pairwise = state.fitted_pairwise or state.train.has_edges
+    if not result.n_iter:   # no iterate taken in: the solver's start (committed, its messages swept) settled
+        state.settle(start)
     n_iter = start + result.n_iter
     if stopped:
         return stopped[0], n_iter
