@@ -26,9 +26,9 @@ loss of the function it replaces (docs/design.md section 1).
 ``fit`` is that loop over one state object, :class:`_Alternation`: the messages, the potentials,
 R's node and edge parts and the trace of R and J (R plus the oracles' ridge terms), with one method
 per half step (bias, oracle fit with the safeguarded over-relaxed step, potentials, sweeps, R). For
-oracles linear in their parameters ``solver="joint"`` (or ``"auto"``) runs one such iteration and then
-:func:`slr._joint.joint_minimise`, L-BFGS over both functions' parameters, whose iterates the same
-state object takes in (:meth:`_Alternation.adopt`). What happens after each iteration (``history_``,
+oracles linear in their parameters ``solver="joint"`` (or ``"auto"``) runs the first unary fit of such
+an iteration (the model of the nodes alone) and then :func:`slr._joint.joint_minimise`, L-BFGS over
+both functions' parameters, whose iterates the same state object takes in (:meth:`_Alternation.adopt`). What happens after each iteration (``history_``,
 the caller's ``callback`` with an :class:`Iterate`, early stopping, the stopping rule) is one object for
 both solvers, :class:`_Progress`. The estimator
 around it validates everything first and replaces its fitted attributes only when the loop has
@@ -108,8 +108,8 @@ SOLVERS = ("auto", "alternation", "joint")
 # the joint solver's sweeps per evaluation follow progress (slr._joint's sweep_tol), up to max_sweeps
 _JOINT_SWEEP_TOL = 0.25
 
-# L-BFGS iterations of each Linear oracle fit in the joint solver's first iteration (Algorithm 1.1,
-# whose functions the joint solver refines at once): a start, not a solution
+# L-BFGS iterations of the unary Linear fit that is the joint solver's first iteration (the model of
+# the nodes alone, which the joint solver refines with the pairwise function): a start, not a solution
 _FIRST_FIT_ITER = 20
 
 # the joint solver's own stopping test, on its scaled gradient (slr._joint); far below what the
@@ -482,20 +482,31 @@ class _Alternation:
 
     # ------------------------------------------------------------------ the joint solver's iterates
     def adopt(self, iteration: int, messages: np.ndarray, objective: float, penalised: float,
-              potentials: bool) -> None:
+              potentials: tuple[np.ndarray, np.ndarray] | None) -> None:
         """An iterate of the joint solver (:mod:`slr._joint`) as the current state: the oracles hold
         its functions already; ``messages``, R and J (the solver's) go to the state and the trace
-        (stage ``"joint"``). ``potentials``: also set the potentials (for monitoring and snapshots)."""
+        (stage ``"joint"``). ``potentials``: the solver's ``(eps g_u, eps g_p)`` at the iterate, taken
+        as the state's potentials (for monitoring and snapshots; :meth:`settle` sets the kept
+        functions' own), or None to leave them."""
         self.messages[...] = messages
         self.fitted_pairwise = self.fitted_pairwise or self.train.has_edges
         self.joint_steps += 1
         self.settled = False
-        if potentials:
-            self._set_potentials("unary", False)
+        if potentials is not None:
+            self.unary_potentials, theta_edges = potentials
+            self.theta_nodes = self.unary_potentials + self.delta
             if self.fitted_pairwise:
-                self._set_potentials("pairwise", False)
+                self.theta_edges = theta_edges
         self._restored = None
         self.trace.append((iteration, "joint", objective, penalised))
+
+    def node_start(self, iteration: int) -> None:
+        """The joint solver's start: the unary function fitted at the current messages (zero in a
+        fresh fit: the model of the nodes alone), without sweeps (the joint solver's first
+        evaluation sweeps from there; sweeping here too changed its course by rounding only on
+        letters and the quick held-out grid); R and J after it go to the trace (stage ``"unary_fit"``)."""
+        self._fit("unary")
+        self._record(iteration, "unary_fit", self.node_part + self.edge_part)
 
     def settle(self, iteration: int) -> None:
         """After the joint solver: the potentials of the functions kept, up to ``max_sweeps`` sweeps
@@ -690,9 +701,10 @@ class StructuredLogisticRegression(StructuredEstimator):
         Most learning iterations (a cap: ``tol`` and early stopping usually stop first). With
         ``warm_start`` it counts the iterations of the earlier fits too. An iteration of Algorithm
         1.1 fits both functions and sweeps after each fit; with the joint solver (``solver``) the
-        first iteration of a fresh fit is one of Algorithm 1.1 and every later one is one L-BFGS
-        iteration over both functions' parameters (a few star sweeps and one gradient per
-        evaluation: much cheaper than an iteration of Algorithm 1.1).
+        first iteration of a fresh fit is the unary fit of Algorithm 1.1's first iteration alone
+        (from zero messages: the model of the nodes alone, the pairwise function still zero) and
+        every later one is one L-BFGS iteration over both functions' parameters (a few star sweeps
+        and one gradient per evaluation: much cheaper than an iteration of Algorithm 1.1).
     tol : float, default=1e-4
         The stopping rule: learning stops after iteration ``t`` once
         ``J_{t-3} - J_t < 3 * tol * max(J_{t-3}, J_t, 1)``, i.e. the objective fell by less than a
@@ -814,10 +826,13 @@ class StructuredLogisticRegression(StructuredEstimator):
     solver : {"auto", "alternation", "joint"}, default="auto"
         ``"alternation"``: Algorithm 1.1 (block coordinate descent: oracle fits and sweeps in
         turn). ``"joint"``: for ``Linear``, ``Constant`` and ``Zero`` oracles, whose potentials are
-        linear in their parameters so that J is jointly convex in (parameters, messages): one
-        iteration of Algorithm 1.1, then L-BFGS over both functions' parameters at once, each
-        evaluation running ``min(8, max_sweeps)`` warm-started star sweeps on the messages
-        (:mod:`slr._joint`); at the end up to ``max_sweeps`` sweeps settle the messages. Sample
+        linear in their parameters so that J is jointly convex in (parameters, messages): the
+        unary fit from zero messages (the model of the nodes alone, capped at 20 L-BFGS
+        iterations; a fit stopped after it has no pairwise term), then L-BFGS over both
+        functions' parameters at once from there, the pairwise function and the messages
+        starting at zero, each evaluation running as many warm-started star sweeps on the
+        messages as its progress asks for (from 2, at most ``max_sweeps``; :mod:`slr._joint`);
+        at the end up to ``max_sweeps`` sweeps settle the messages. Sample
         and class weights, early stopping and ``warm_start`` work with both (a continued joint
         fit starts L-BFGS's memory afresh). ``"auto"``: ``"joint"`` where it applies (such
         oracles, no unlabelled nodes, ``max_sweeps >= 1``), else ``"alternation"``;
@@ -1392,22 +1407,26 @@ def _run_alternation(state: _Alternation, progress: _Progress, done: int, max_it
 def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: int,
                sample_weight: np.ndarray | None, class_weight: np.ndarray | None) -> tuple[str, int]:
     """The joint solver (:func:`slr._joint.joint_minimise`, L-BFGS over both oracles' parameters,
-    the messages eliminated by sweeps), one learner iteration per L-BFGS iteration; a fresh fit
-    first runs one iteration of Algorithm 1.1 (its unary fit from zero messages is a good start).
-    Returns why it stopped and the last iteration run."""
+    the messages eliminated by sweeps), one learner iteration per L-BFGS iteration. A fresh fit's
+    first iteration is Algorithm 1.1's first unary fit alone, capped at ``_FIRST_FIT_ITER`` L-BFGS
+    iterations (:meth:`_Alternation.node_start`): the model of the nodes alone is a start the
+    joint solver needs several times as long to reach from zero (its diagonal preconditioner is
+    weaker than the oracle's per-class blocks), while the first pairwise fit and the sweeps of a
+    whole first iteration cost more than the joint solver's first steps gain from them (letters:
+    docs/design.md, the joint solver). Returns why it stopped and the last iteration run."""
     iteration = done
-    if done == 0:   # Algorithm 1.1's first iteration, its fits capped (not in the snapshots of progress)
+    if done == 0:   # the unary fit, capped (not in the snapshots of progress)
         iteration = 1
         with _capped_fits(state.oracles, _FIRST_FIT_ITER):
-            state.half_step(iteration, "unary")
-            state.half_step(iteration, "pairwise")
+            state.node_start(iteration)
         reason = progress.after(iteration, state)
         if reason is not None or max_iter == 1:
             return reason or "max_iter", iteration
     start, stopped, settled_from = iteration, [], []
 
-    def callback(k: int, messages: np.ndarray, objective: float, penalised: float) -> bool:
-        state.adopt(start + k, messages, objective, penalised, potentials=progress.decode is not None)
+    def callback(k: int, messages: np.ndarray, objective: float, penalised: float,
+                 potentials: tuple[np.ndarray, np.ndarray] | None = None) -> bool:
+        state.adopt(start + k, messages, objective, penalised, potentials)
         if start + k >= max_iter:   # the cap's iteration: its row gets the fitted model's R, after settling
             settled_from.append(messages.copy())
             state.settle(start + k)
@@ -1420,11 +1439,14 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
         result = joint_minimise(state.train, state.epsilon, state.oracles["unary"], state.oracles["pairwise"],
                                 state.messages, max_iter=max_iter - start, tol=_JOINT_GRADIENT_TOL, warm_sweeps=0,
                                 max_sweeps=state.max_sweeps, sweep_tol=_JOINT_SWEEP_TOL, n_jobs=state.threads,
-                                callback=callback, sample_weight=sample_weight, class_weight=class_weight)
+                                callback=callback, callback_potentials=progress.decode is not None,
+                                sample_weight=sample_weight, class_weight=class_weight)
     if not (state.settled and np.array_equal(result.messages, settled_from[-1])):   # not the settled iterate
         state.messages[...] = result.messages
         state.settled = False
     state.fitted_pairwise = state.fitted_pairwise or state.train.has_edges
+    if not result.n_iter:   # no iterate taken in: the solver's start (committed, its messages swept) settled
+        state.settle(start)
     n_iter = start + result.n_iter
     if stopped:
         return stopped[0], n_iter

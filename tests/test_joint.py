@@ -120,6 +120,67 @@ def test_gradient_matches_finite_differences(oracles, constant_edges, weighted):
                 assert expected == pytest.approx((J_up - J_down) / (2 * h), rel=1e-5, abs=1e-7), (factor, name)
 
 
+@pytest.mark.parametrize("constant_edges", [False, True])
+def test_solver_potentials_are_the_learners(constant_edges):
+    """The potentials the sweeps run on (and the learner takes for monitoring) are those the
+    learner computes from the oracles, also where one table serves every edge."""
+    from slr._joint import _Objective
+
+    train = _random_problem([_chain(5), [(0, 1), (1, 2), (2, 0)]], [5, 3], 3, 2, 2, seed=7,
+                            constant_edges=constant_edges)
+    eps = 0.3
+    unary, pairwise, _ = _fitted(train, eps, lambda: Linear(l2=0.5, fit_intercept=True), lambda: Linear(l2=0.7),
+                                 seed=4)
+    objective = _Objective(train, eps, unary, pairwise, 1)
+    theta_nodes, theta_edges = objective.potentials(objective.unary.start(), objective.pairwise.start())
+    model = PairwiseModel(eps)
+    expected_nodes = model.unary_potentials(train, unary) + hamming_margin(train.labels, train.n_states)
+    np.testing.assert_allclose(theta_nodes, expected_nodes, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(theta_edges, model.pairwise_potentials(train, pairwise), rtol=1e-12, atol=1e-12)
+    assert theta_edges.flags.c_contiguous and theta_edges.shape == (train.batch.n_edges, 3, 3)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("constant_edges", [False, True])
+def test_preconditioner_diagonal_matches_finite_differences_of_the_gradient(constant_edges, weighted):
+    """The Hessian's diagonal in the messages and the pairwise weights, dense (edges with their
+    own features) and factored (one row of features for every edge: L x L products)."""
+    from slr._joint import _Objective
+
+    train = _random_problem([_chain(5), [(0, 1), (1, 2), (2, 0), (2, 3)]], [5, 4], 3, 2, 2, seed=21,
+                            constant_edges=constant_edges)
+    eps = 0.25
+    weights = np.array([1.5, 0.5]) if weighted else None
+    unary, pairwise, lam = _fitted(train, eps, lambda: Linear(l2=0.5), lambda: Linear(l2=0.7), seed=3)
+    objective = _Objective(train, eps, unary, pairwise, 1, sample_weight=weights)
+    assert (objective.pairwise.shared_row is not None) == constant_edges
+    _, diag_p, diag_nu = objective.split(objective.diagonal(objective.unary.start(), objective.pairwise.start(),
+                                                             lam / eps))
+    h = 1e-5
+
+    def gradient(messages):
+        return joint_objective(train, eps, unary, pairwise, messages, sample_weight=weights)[2]
+
+    # J / eps in nu = lambda / eps: its second derivative is eps times that of J in lambda
+    for index in np.ndindex(lam.shape):
+        up, down = lam.copy(), lam.copy()
+        up[index] += h
+        down[index] -= h
+        second = (gradient(up)["messages"][index] - gradient(down)["messages"][index]) / (2 * h)
+        assert diag_nu[index] == pytest.approx(eps * second, rel=1e-5, abs=1e-9)
+    # in the solver's layout the feature columns are scaled by 2^-e (and the weights by 2^e)
+    scale = np.ldexp(1.0, -2 * objective.pairwise.exponents)
+    for index in np.ndindex(pairwise.coef_.shape):
+        saved = pairwise.coef_[index]
+        pairwise.coef_[index] = saved + h
+        g_up = gradient(lam)["pairwise"][index]
+        pairwise.coef_[index] = saved - h
+        g_down = gradient(lam)["pairwise"][index]
+        pairwise.coef_[index] = saved
+        assert diag_p[index] == pytest.approx((g_up - g_down) / (2 * h) / eps * scale[index[1]], rel=1e-5,
+                                              abs=1e-9)
+
+
 # ----------------------------------------------------------------------------------------
 # the minimum against independent computations
 # ----------------------------------------------------------------------------------------

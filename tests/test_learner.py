@@ -247,7 +247,7 @@ def test_objective_matches_independent_recomputation(tiny):
     X, Y = tiny
     batch, node_f, edge_f, labels = _flat(X, Y)
     model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), max_iter=1, max_sweeps=6,
-                                         sweep_tol=0, n_jobs=1)
+                                         sweep_tol=0, n_jobs=1, solver="alternation")
     model.fit(X, Y)
     delta = 1.0 - np.eye(2)[labels]
     # replay iteration 1 by hand: the unary fit depends only on lambda = 0

@@ -190,7 +190,8 @@ def test_sweeps_stop_when_a_pair_gains_little_against_the_half_step(data):
     X, Y, _, _ = data
     sweep_tol, max_sweeps = 0.1, 50
     model = StructuredLogisticRegression(Constant(tol=1e-12), Linear(tol=1e-12), max_iter=1, tol=0,
-                                         max_sweeps=max_sweeps, sweep_tol=sweep_tol, n_jobs=1).fit(X, Y)
+                                         max_sweeps=max_sweeps, sweep_tol=sweep_tol, n_jobs=1,
+                                         solver="alternation").fit(X, Y)
     trace = model.objective_trace_.set_index("stage")["objective"]
     batch = GraphBatch.from_dataset(X, 2)
     labels = np.concatenate(Y)
@@ -207,7 +208,8 @@ def test_sweeps_stop_when_a_pair_gains_little_against_the_half_step(data):
     assert model.certificate_.last_sweeps == sweeps.max() < max_sweeps   # the rule, not the cap, stopped them
     assert not model.certificate_.sweeps_converged
     exhaustive = StructuredLogisticRegression(Constant(tol=1e-12), Linear(tol=1e-12), max_iter=1, tol=0,
-                                              max_sweeps=max_sweeps, sweep_tol=0, n_jobs=1).fit(X, Y)
+                                              max_sweeps=max_sweeps, sweep_tol=0, n_jobs=1,
+                                              solver="alternation").fit(X, Y)
     assert exhaustive.objective_trace_["objective"].iloc[2] <= trace["unary_mp"]   # more sweeps, lower R
 
 
