@@ -11,15 +11,10 @@ from slr_suite.figures import plt, save_fig
 from slr_suite.generalisation import NAME, PEERS, SLR_METHODS, TABLES
 from slr_suite.markdown import provenance_block, table
 from slr_suite.provenance import RunInfo, config_hash
+from slr_suite.render_baselines import time_to_target
 from slr_suite.store import atomic_write_text
 
-__all__ = ["time_to_target", "write_report"]
-
-
-def time_to_target(curve: pd.DataFrame, target: float) -> float:
-    """The first fit time at which ``curve``'s test error is at most ``target`` (inf: never)."""
-    reached = curve[curve["test_error"] <= target + 1e-12]
-    return float(reached["seconds"].iloc[0]) if len(reached) else math.inf
+__all__ = ["write_report"]
 
 
 def _peer(rows: pd.DataFrame) -> pd.Series | None:
@@ -29,7 +24,7 @@ def _peer(rows: pd.DataFrame) -> pd.Series | None:
 
 
 def _seconds(value: float) -> str:
-    return "never" if math.isinf(value) else f"{value:.2f}"
+    return "never" if math.isnan(value) else f"{value:.2f}"
 
 
 def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict | None = None) -> dict:
@@ -53,11 +48,11 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
                 continue
             to_target, ratio = "", ""
             if r.method in SLR_METHODS and target is not None:
-                seconds = time_to_target(curve, target)
+                seconds = time_to_target(curve["seconds"].to_numpy(), curve["test_error"].to_numpy(), target)
                 to_target = _seconds(seconds)
-                ratio = "" if math.isinf(seconds) else f"{seconds / max(float(peer['seconds']), 1e-9):.2f}"
+                ratio = "" if math.isnan(seconds) else f"{seconds / max(float(peer['seconds']), 1e-9):.2f}"
                 if r.method == "slr:Linear":
-                    reached += int(not math.isinf(seconds) and seconds <= float(peer["seconds"]))
+                    reached += int(seconds <= float(peer["seconds"]))   # False for NaN: never reached
             if r.method == "slr:Linear" and r.stopped == "tol":
                 linear_rule += 1
             rows.append([name, r.method, float(r.test_error), float(r.seconds), int(r.iterations),
