@@ -273,7 +273,7 @@ def test_joint_iterates_training_error_is_that_of_the_iterates_functions():
         X, Y = make_structured(8, graph=graph, n_nodes=16, n_states=3, coupling=2.0, noise=0.8, random_state=5)
         scores = {}
         model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), epsilon=0.1, max_iter=12, tol=0,
-                                             solver="joint", n_jobs=1)
+                                             solver="joint", n_jobs=1, monitor=True)   # every iteration's
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             model.fit(X, Y, callback=lambda it: scores.__setitem__(it.iteration, 1.0 - it.score(X, Y)))
