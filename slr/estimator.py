@@ -111,6 +111,17 @@ class FitHistory:
         self.rows.append(row)
         return row
 
+    def measure_train(self, iteration: int, decode: Decoder) -> None:
+        """After a fit: the training error of iteration ``iteration``'s row, decoded by ``decode``
+        (the model of that iteration), the time this takes added to its ``eval_seconds``; nothing
+        if no row has that iteration."""
+        row = next((row for row in self.rows if row["iteration"] == iteration), None)
+        if row is None:
+            return
+        start = time.perf_counter()
+        row["train_error"] = _error(decode, self.train)
+        row["eval_seconds"] += time.perf_counter() - start
+
     @contextmanager
     def untimed(self) -> Iterator[None]:
         """Leave the time spent inside the block out of ``seconds`` (it goes to the last row's

@@ -40,7 +40,6 @@ import copy
 import hashlib
 import math
 import sys
-import time
 import warnings
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Callable, Iterator, Sequence
@@ -596,26 +595,19 @@ class _TrainingRows:
     def __init__(self, monitor: bool | str, predictor: PairwiseModel, train: FlatData) -> None:
         self.on = monitor is not False
         self.every = monitor is True or predictor.method(train) == "chain"
-        self.predictor, self.train = predictor, train
 
     def __call__(self, iteration: int) -> bool:
         """Whether ``iteration``'s row gets the training error when recorded."""
         return self.on and (self.every or _power_of_two(iteration))
 
-    def finish(self, history: FitHistory, kept: int, state: "_Alternation",
+    def finish(self, history: FitHistory, kept: int, decode: Callable | None,
                timed: Callable[[str], AbstractContextManager]) -> None:
-        """After the fit: the training error of the kept model (whose potentials ``state`` holds)
-        in its row, iteration ``kept``, if the schedule left it out (the time in its ``eval_seconds``)."""
-        row = next((row for row in history.rows if row["iteration"] == kept), None)
-        if row is None or not self.on or self(kept):
+        """After the fit: the training error of the kept model (``decode``, the learner's decoder,
+        labels under it) in its row, iteration ``kept``, if the schedule left it out."""
+        if not self.on or self(kept):
             return
-        start = time.perf_counter()
-        with timed("monitor"), timed("train"), timed("predict: MAP"):
-            labels = self.predictor.decode(self.train, state.unary_potentials, state.theta_edges)
-        labelled = self.train.labels >= 0   # unlabelled nodes (-1) are not scored
-        row["train_error"] = (float(np.mean(labels[labelled] != self.train.labels[labelled]))
-                              if labelled.any() else math.nan)
-        row["eval_seconds"] += time.perf_counter() - start
+        with timed("monitor"):
+            history.measure_train(kept, decode)
 
 
 def _potentials(predictor: PairwiseModel, data: FlatData, unary: Any,
@@ -1145,7 +1137,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             kept = best.iteration
         if state.joint_steps and not state.settled:
             state.settle(n_iter)
-        rows.finish(history, kept, state, timed)
+        rows.finish(history, kept, decode, timed)
         if params["verbose"]:
             print(f"[StructuredLogisticRegression] stopped after {n_iter} iterations ({stop_reason})"
                   + (f"; kept iteration {kept}" if best is not None else ""), file=sys.stderr)
