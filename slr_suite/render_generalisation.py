@@ -27,6 +27,28 @@ def _seconds(value: float) -> str:
     return "never" if math.isnan(value) else f"{value:.2f}"
 
 
+def _value(value, form: str = "g") -> str:
+    """A number of a row as text; "" where the row has none (a method without that setting)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return ""
+    return "" if math.isnan(number) else format(number, form)
+
+
+def _model_choice(spec) -> str:
+    """How the report's models were chosen, in a sentence or two."""
+    if spec.tune is None:
+        return f"Every linear method runs at C = {spec.C:g} and slr at eps = {spec.epsilon:g}."
+    grid = spec.tune
+    fixed = "".join(f" ({method}: C in {{{', '.join(f'{c:g}' for c in values)}}}, its costly fits)"
+                    for method, values in grid.C_of.items())
+    return (f"As on letters, each linear method's C (in {{{', '.join(f'{c:g}' for c in grid.C)}}}{fixed}) and "
+            f"slr:Linear's eps (in {{{', '.join(f'{e:g}' for e in grid.epsilon)}}}) are chosen on a validation "
+            "fifth of the training examples (the lowest validation error; ties: the strongest ridge), then "
+            f"fitted on all of them; the nonlinear slr rows keep eps = {spec.epsilon:g}.")
+
+
 def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict | None = None) -> dict:
     """Write ``out/generalisation.md`` and ``out/generalisation.png``; return headline numbers."""
     results_table, curves_table = (t.open(out, log) for t in TABLES)
@@ -44,7 +66,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         for r in sub.itertuples():
             curve = curves[(curves["problem"] == name) & (curves["method"] == r.method)].sort_values("point")
             if r.status != "ok":
-                rows.append([name, r.method, r.status, "", "", "", "", ""])
+                rows.append([name, r.method, "", "", r.status, "", "", "", "", "", ""])
                 continue
             to_target, ratio = "", ""
             if r.method in SLR_METHODS and target is not None:
@@ -55,7 +77,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
                     reached += int(seconds <= float(peer["seconds"]))   # False for NaN: never reached
             if r.method == "slr:Linear" and r.stopped == "tol":
                 linear_rule += 1
-            rows.append([name, r.method, float(r.test_error), float(r.seconds), int(r.iterations),
+            rows.append([name, r.method, _value(r.C), _value(r.epsilon), float(r.test_error), float(r.seconds),
+                         _value(r.tuning_seconds, ".2f"), int(r.iterations),
                          r.stopped if isinstance(r.stopped, str) else "", to_target, ratio])
             if len(curve):
                 ax.plot(curve["seconds"], curve["test_error"], marker="o" if len(curve) == 1 else None, ms=4,
@@ -76,9 +99,10 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "\nSynthetic problems drawn by `slr.datasets.make_structured` from known pairwise models, none of "
         "which any default of the library was chosen on (those come from letters and denoising). The "
         "slr rows are `StructuredLogisticRegression` with every default and the model choice only: the "
-        f"function class of both factors and eps = {spec.epsilon:g}, with `l2 = eps / C` for `Linear`; the "
-        f"linear peers run at the same C = {spec.C:g} with their own defaults (our `OneSlackSSVM` everywhere, "
-        "CRFsuite's L-BFGS on chains). Every learner is timed on its fit alone (evaluation excluded). "
+        "function class of both factors and eps, with `l2 = eps / C` for `Linear`; the linear peers run with "
+        "their own defaults (our `OneSlackSSVM` everywhere, CRFsuite's L-BFGS on chains). "
+        f"{_model_choice(spec)} Every learner is timed on its fit alone (evaluation excluded): *seconds* "
+        "is the chosen model's fit on all training examples, *validation (s)* the fits that chose it. "
         f"*To peer*: the fit time at which an slr row's test error first came within {spec.tolerance:g} of "
         "the best linear peer's (dotted line in the figure); *ratio*: that time over the peer's fit time. "
         "*Stopped*: why the fit ended (`tol`: the stopping rule; `early_stopping`: the error on a tenth of "
@@ -92,8 +116,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
           f"{'' if p.n_informative is None else f' ({p.n_informative} informative)'} | "
           f"{'yes' if p.edge_input else 'no'} | {p.n_train} / {p.n_test} |\n" for p in problems),
         "\n![test error against fit time](generalisation.png)\n\n",
-        table(["problem", "method", "test error", "seconds", "iterations", "stopped", "to peer (s)", "ratio"],
-              rows, digits=3),
+        table(["problem", "method", "C", "eps", "test error", "seconds", "validation (s)", "iterations", "stopped",
+               "to peer (s)", "ratio"], rows, digits=3),
         "\nRaw results: [generalisation_results.csv](generalisation_results.csv), curves: "
         "[generalisation_curves.csv](generalisation_curves.csv)\n",
     ]

@@ -7,7 +7,9 @@ import numpy as np
 
 from slr_suite import get_profile
 from slr_suite.common import Logger
-from slr_suite.generalisation import NAME, TABLES, GeneralisationSpec, Problem, methods_of
+from slr_suite.generalisation import NAME, TABLES, GeneralisationSpec, Problem, choose_model, methods_of
+from slr_suite.methods import TuningGrid
+from slr_suite.tuning import hold_out
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.render_baselines import time_to_target
 from slr_suite.render_generalisation import write_report
@@ -45,7 +47,8 @@ def test_the_report_counts_the_problems_where_slr_reaches_the_best_peer_in_its_t
     config = config_hash(spec.config())
     info = RunInfo.collect("tiny", ["slr", "generalisation", "--tiny"])
     provenance = info.row_fields()
-    results = [dict(config=config, problem=p, method=m, train_error=0.1, test_error=e, seconds=s, iterations=3,
+    results = [dict(config=config, problem=p, method=m, C=1.0, epsilon=0.1 if m.startswith("slr") else "",
+                    train_error=0.1, test_error=e, seconds=s, tuning_seconds=0.5, iterations=3,
                     stopped="tol" if m.startswith("slr") else "", status="ok", **provenance)
                for p, m, e, s in [("a", "slr:Linear", 0.19, 3.0), ("a", "OneSlackSSVM", 0.25, 1.0),
                                   ("a", "crfsuite:lbfgs", 0.20, 2.0), ("b", "slr:Linear", 0.30, 4.0),
@@ -59,5 +62,41 @@ def test_the_report_counts_the_problems_where_slr_reaches_the_best_peer_in_its_t
     headline = write_report(profile, tmp_path, info, log)
     assert headline == dict(problems=2, reached=1, rule=2)
     text = (tmp_path / "generalisation.md").read_text()
-    assert "| a | slr:Linear | 0.190 | 3.000 | 3 | tol | 1.00 | 0.50 |" in text
-    assert "| b | slr:Linear | 0.300 | 4.000 | 3 | tol | 4.00 | 2.67 |" in text
+    assert "| a | slr:Linear | 1 | 0.1 | 0.190 | 3.000 | 0.50 | 3 | tol | 1.00 | 0.50 |" in text
+    assert "| b | slr:Linear | 1 | 0.1 | 0.300 | 4.000 | 0.50 | 3 | tol | 4.00 | 2.67 |" in text
+    assert "| a | crfsuite:lbfgs | 1 |  | 0.200 |" in text
+
+
+def test_the_model_is_chosen_by_the_lowest_error_on_a_held_out_fifth():
+    """slr:Linear's (C, eps) and CRFsuite's C: each candidate fitted here, directly, on the four
+    fifths and scored on the fifth that hold_out sets aside; the choice is the first lowest."""
+    from baselines.crfsuite_peer import CRFsuiteChain
+    from slr import StructuredLogisticRegression
+    from slr.oracles import Linear
+
+    problem = Problem("p", "chain", 8, 3, 1.5, noise=1.0, n_train=15, n_test=1, seed=7)
+    grid = TuningGrid(C=(0.01, 1.0, 100.0), epsilon=(0.1, 1.0), C_of={"crfsuite:lbfgs": (0.01, 100.0)})
+    spec = GeneralisationSpec((problem,), tune=grid, slr_methods=("slr:Linear",))
+    X, Y, _, _ = problem.load()
+    Xf, Yf, Xv, Yv = hold_out(X, Y, 0)
+
+    def first_lowest(errors: dict) -> dict:
+        best = min(errors.values())
+        C, eps = next(key for key, error in errors.items() if error == best)
+        return dict(C=C, epsilon=eps)
+
+    slr_errors = {}
+    for C in grid.C:
+        for eps in grid.epsilon:
+            model = StructuredLogisticRegression(unary=Linear(l2=eps / C), pairwise=Linear(l2=eps / C),
+                                                 epsilon=eps, n_states=3, random_state=0).fit(Xf, Yf)
+            slr_errors[C, eps] = 1 - model.score(Xv, Yv)
+    crf_errors = {(C, 0.1): 1 - CRFsuiteChain(c2=1 / (2 * C), n_states=3).fit(Xf, Yf).score(Xv, Yv)
+                  for C in (0.01, 100.0)}
+    assert len(set(slr_errors.values())) > 1     # the grid spans models that differ on this fifth
+
+    chosen, seconds = choose_model(spec, "slr:Linear", X, Y, 3, 1)
+    assert chosen == first_lowest(slr_errors) and seconds > 0
+    assert choose_model(spec, "crfsuite:lbfgs", X, Y, 3, 1)[0] == first_lowest(crf_errors)
+    untuned = GeneralisationSpec((problem,), C=0.5, epsilon=0.3)
+    assert choose_model(untuned, "slr:Linear", X, Y, 3, 1) == (dict(C=0.5, epsilon=0.3), 0.0)
