@@ -218,13 +218,14 @@ def _fit(spec: GeneralisationSpec, method: str, data: tuple, reg: dict[str, floa
 
 
 def choose_model(spec: GeneralisationSpec, method: str, X: list, Y: list, n_states: int,
-                 n_jobs: int | None) -> tuple[dict[str, float], float]:
+                 n_jobs: int | None) -> tuple[dict[str, float], float | None]:
     """``method``'s model chosen on a validation fifth of the training examples ``X, Y``, and the
     validation fits' seconds: each of :meth:`GeneralisationSpec.candidates` is fitted on the other
-    four fifths, the lowest validation error wins (ties: the first). One candidate is not fitted."""
+    four fifths, the lowest validation error wins (ties: the first). One candidate is taken
+    without a fit (seconds None)."""
     candidates = spec.candidates(method)
     if len(candidates) == 1:
-        return candidates[0], 0.0
+        return candidates[0], None
     split = (*hold_out(X, Y, SEED), n_states)
     rows, seconds = [], 0.0
     for reg in candidates:
@@ -243,7 +244,7 @@ def compute_cell(spec: GeneralisationSpec, name: str, method: str, info: RunInfo
         reg, tuning_seconds = choose_model(spec, method, data[0], data[1], problem.n_states, n_threads)
         row, seconds, errors = _fit(spec, method, data, reg, n_threads)
         row.update(C=reg["C"] if method in RIDGED else "", epsilon=reg["epsilon"] if method in SLR_METHODS else "",
-                   tuning_seconds=tuning_seconds, status="ok")
+                   tuning_seconds="" if tuning_seconds is None else tuning_seconds, status="ok")
     except Exception as exc:
         row = dict(C="", epsilon="", train_error="", test_error="", seconds="", tuning_seconds="", iterations="",
                    stopped="", status=failure_status(exc))

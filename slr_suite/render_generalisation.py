@@ -78,7 +78,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
             if r.method == "slr:Linear" and r.stopped == "tol":
                 linear_rule += 1
             rows.append([name, r.method, _value(r.C), _value(r.epsilon), float(r.test_error), float(r.seconds),
-                         _value(r.tuning_seconds, ".2f"), int(r.iterations),
+                         _value(r.tuning_seconds, ".2f") if len(spec.candidates(r.method)) > 1 else "",
+                         int(r.iterations),
                          r.stopped if isinstance(r.stopped, str) else "", to_target, ratio])
             if len(curve):
                 ax.plot(curve["seconds"], curve["test_error"], marker="o" if len(curve) == 1 else None, ms=4,

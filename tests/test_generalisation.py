@@ -99,4 +99,4 @@ def test_the_model_is_chosen_by_the_lowest_error_on_a_held_out_fifth():
     assert chosen == first_lowest(slr_errors) and seconds > 0
     assert choose_model(spec, "crfsuite:lbfgs", X, Y, 3, 1)[0] == first_lowest(crf_errors)
     untuned = GeneralisationSpec((problem,), C=0.5, epsilon=0.3)
-    assert choose_model(untuned, "slr:Linear", X, Y, 3, 1) == (dict(C=0.5, epsilon=0.3), 0.0)
+    assert choose_model(untuned, "slr:Linear", X, Y, 3, 1) == (dict(C=0.5, epsilon=0.3), None)
