@@ -93,7 +93,8 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
     g = summaries.get("generalisation")
     if g and g.get("problems"):
         lines.append(f"- Held-out problems: slr:Linear with the library's defaults reached the best linear peer's "
-                     f"test error in no more than its time on {g['reached']} of {g['problems']} problems.\n")
+                     f"test error in no more than its time on {g['reached']} of {g['problems']} problems and "
+                     f"ended within it on {g['ended']}.\n")
     p = summaries.get("partial_labels")
     if p and p.get("shares"):
         lines.append(f"- Partial labels: latent learning beats dropping the unlabelled nodes in {p['wins']} of "
