@@ -275,18 +275,21 @@ def _slr_solver_text(spec: BaselinesSpec) -> str:
             "stopping on a tenth of them held out where there are at least 20), fitted on the "
             "training examples alone, its test curve recorded by `fit`'s callback (the test examples choose "
             "nothing); only its model is set here: its oracles, their ridge and eps. Its iterations column is the "
-            "iterations the rules let it run (docs/design.md, sections 1 and 6)." + _slr_caps_text(spec) + "\n")
+            "iterations the rules let it run (docs/design.md, sections 1 and 6)." + _slr_validated_text(spec) + "\n")
 
 
-def _slr_caps_text(spec: BaselinesSpec) -> str:
-    """The rows whose iterations a data set caps, if any."""
-    parts = [f"{method} on {dataset} at {cap} iterations" for dataset, caps in spec.slr_caps.items()
-             if dataset in spec.datasets() for method, cap in caps.items()]
+def _slr_validated_text(spec: BaselinesSpec) -> str:
+    """The rows whose iteration count a data set chooses on held-out examples, if any."""
+    parts = [f"{method} on {dataset}" for dataset, methods in spec.slr_validated.items()
+             if dataset in spec.datasets() for method in methods]
     if not parts:
         return ""
-    return (" Capped, because the rule does not stop them before they overfit (their test error rises "
-            "while R still falls) and their data sets have too few examples for early stopping to hold some "
-            "out: " + "; ".join(parts) + ".")
+    return (" Iteration count chosen on validation examples, because the rule does not stop these rows "
+            "before they overfit (their test error rises while R still falls) and their data sets have too "
+            "few examples for early stopping to hold some out: " + "; ".join(parts) + ". A fit on four "
+            "fifths of the training examples, the other fifth its validation examples, keeps the iteration "
+            "with the lowest validation error; the row refits all training examples with that many iterations "
+            "as its cap (the validation fit's time, like the ridge choices', is not in the row's).")
 
 
 def _slr_cells_text(spec: BaselinesSpec) -> str:

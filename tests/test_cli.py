@@ -304,8 +304,10 @@ def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
     """Every slr row of the comparison is StructuredLogisticRegression with the library's solver
     defaults: only its oracles, eps, states, seed and threads are set (early stopping stays "auto":
     the suite hands fit no validation data, fit_slr records the test curve by callback), and only
-    ``tiny`` (every row) and the denoising slr:Boost row (quick 40, full 50: it overfits before the
-    rule stops it, and its 8 / 16 images are too few for "auto" to hold some out) cap the iterations. Its oracles keep their own defaults beyond the model (slr:Linear: the ridge of C)."""
+    ``tiny`` caps the iterations (every row). The denoising slr:Boost row, which overfits before
+    the rule stops it on images too few for "auto" to hold some out, gets its cap from validation
+    examples at fit time (a choice in its cell's key, tested in test_fit_slr). Its oracles keep their
+    own defaults beyond the model (slr:Linear: the ridge of C)."""
     from slr import StructuredLogisticRegression
     from slr_suite import methods as suite
     from slr_suite.render_baselines import _slr_solver_text
@@ -320,8 +322,7 @@ def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
     for dataset, method in rows:
         model = cfg.slr_learner(method, dataset, suite.N_STATES[dataset], 1, reg)
         params = model.get_params(deep=False)
-        cap = {"tiny": 2, "quick": 40, "full": 50}[name] if name == "tiny" or (dataset, method) == (
-            "denoising", "slr:Boost") else defaults["max_iter"]
+        cap = 2 if name == "tiny" else defaults["max_iter"]
         changed = {key for key in defaults if params[key] != defaults[key]} - model_keys
         assert changed == ({"max_iter"} if cap != defaults["max_iter"] else set()), (dataset, method)
         assert params["early_stopping"] == "auto" and params["max_iter"] == cap
@@ -330,6 +331,9 @@ def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
         assert (params["n_states"], params["random_state"], params["n_jobs"]) == (suite.N_STATES[dataset], 0, 1)
         config = cfg.method_config(dataset, "slr", method, reg)
         assert {"slr_iter", "max_sweeps"}.isdisjoint(config) and config["solver"] == "defaults"
+        validated = name != "tiny" and (dataset, method) == ("denoising", "slr:Boost")
+        assert cfg.validates_iterations(dataset, method) == validated
+        assert (config.get("iterations") == "validation") == validated
         if method == "slr:Linear":
             assert params["epsilon"] == 0.5
             for oracle in (model.unary, model.pairwise):
@@ -339,7 +343,7 @@ def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
             assert {"max_iter", "max_sweeps"}.isdisjoint(config["cell"])
             assert "n_epochs" not in model.unary.get_params() or model.unary.n_epochs == "auto"
     assert "library's defaults" in _slr_solver_text(cfg)
-    assert ("slr:Boost on denoising at" in _slr_solver_text(cfg)) == (name != "tiny")
+    assert ("chosen on validation examples" in _slr_solver_text(cfg)) == (name != "tiny")
 
 
 # ------------------------------------------------------------------ unclear failures (issue 26)
