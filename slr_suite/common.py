@@ -1,4 +1,5 @@
-"""Shared helpers of the experiment modules: logging, the run context, the data kept between cells."""
+"""Shared helpers of the experiment modules: logging, the run context, the data kept between cells,
+the validation split."""
 from __future__ import annotations
 
 import sys
@@ -8,9 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from slr_suite.provenance import RunInfo
 
-__all__ = ["Logger", "RunContext", "reuse_data", "unique"]
+__all__ = ["HOLD_OUT", "Logger", "RunContext", "hold_out", "reuse_data", "unique"]
 
 
 class Logger:
@@ -92,3 +95,17 @@ def unique(items):
 
 
 LogFn = Callable[[str], None]
+
+
+#: One example in this many is held out for validation.
+HOLD_OUT = 5
+
+
+def hold_out(X: list, Y: list, seed: int = 0) -> tuple[list, list, list, list]:
+    """``(X_fit, Y_fit, X_val, Y_val)``: a random fifth of the examples (seed ``seed``) held out."""
+    order = np.random.default_rng(seed).permutation(len(X))
+    n_val = len(X) // HOLD_OUT
+    if n_val < 1:
+        raise ValueError(f"X: {len(X)} examples are too few to hold out a fifth for validation")
+    fit, val = order[:-n_val], order[-n_val:]
+    return [X[i] for i in fit], [Y[i] for i in fit], [X[i] for i in val], [Y[i] for i in val]

@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite.common import RunContext, reuse_data
+from slr_suite.common import RunContext, hold_out, reuse_data
 from slr_suite.experiment import Cell, ExperimentBase, Table, time_curve_table
 from slr_suite.methods import TuningGrid, crfsuite_c2, failure_status, fit_learner, fit_slr
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
-from slr_suite.tuning import choose, hold_out
+from slr_suite.tuning import choose
 
 __all__ = ["Generalisation", "GeneralisationSpec", "Problem", "COLUMNS", "NAME", "SPECS", "TABLES"]
 

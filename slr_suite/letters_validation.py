@@ -20,9 +20,9 @@ __all__ = ["letters_split", "validate"]
 
 def letters_split(n_train: int | None = None, seed: int = 0):
     """``(X_fit, Y_fit, X_val, Y_val)``: fold 1's words (the first ``n_train``), a random fifth
-    held out (:func:`slr_suite.tuning.hold_out`)."""
+    held out (:func:`slr_suite.common.hold_out`)."""
     from slr.datasets import load_letters
-    from slr_suite.tuning import hold_out
+    from slr_suite.common import hold_out
 
     X, Y, folds = load_letters()
     train = np.flatnonzero(folds == 1)

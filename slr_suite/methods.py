@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite.common import RunContext, unique
+from slr_suite.common import RunContext, hold_out, unique
 from slr_suite.denoising import DenoisingData
 from slr_suite.oracles import OracleSpec, defaults_learner
 
@@ -602,13 +602,11 @@ def fit_slr(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
 
 def validated_iterations(learner: Callable[[int | None], Any], X: list, Y: list) -> int:
     """The iteration count at which ``learner(None)`` (slr with its default cap) fits ``X, Y``
-    best, by the error on a fifth of them held out (:func:`slr_suite.tuning.hold_out`, the split
-    of the ridge choices): fitted on the rest with that fifth as ``X_val``, early stopping keeps
+    best, by the error on a fifth of them held out (:func:`slr_suite.common.hold_out`, seeded as
+    for the ridge choices): fitted on the rest with that fifth as ``X_val``, early stopping keeps
     its lowest-error iteration (``best_iteration_``). The test cell then refits all of ``X`` with
     ``learner(count)``, whose stopping rule may still end it sooner."""
-    from slr_suite.tuning import SEED as SPLIT_SEED, hold_out
-
-    X_fit, Y_fit, X_val, Y_val = hold_out(X, Y, SPLIT_SEED)
+    X_fit, Y_fit, X_val, Y_val = hold_out(X, Y, SEED)
     probe = learner(None).fit(X_fit, Y_fit, X_val, Y_val)
     return int(probe.best_iteration_)
 

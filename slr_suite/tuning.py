@@ -18,35 +18,21 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-from slr_suite.common import RunContext, reuse_data
+from slr_suite.common import HOLD_OUT, RunContext, hold_out, reuse_data
 from slr_suite.experiment import Cell, ExperimentBase, Table
 from slr_suite.methods import (BaselinesSpec, default_regularisation, failure_status, fit_method, grid,
                                planned_methods, selected_datasets, tuned)
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
 
-__all__ = ["Tuning", "NAME", "TABLES", "TUNING_COLUMNS", "choose", "chosen", "hold_out", "cell"]
+__all__ = ["Tuning", "NAME", "TABLES", "TUNING_COLUMNS", "choose", "chosen", "cell"]
 
 TUNING_COLUMNS = ["config", "dataset", "method", "C", "epsilon", "val_error", "train_error", "seconds",
                   "iterations", "status", *PROVENANCE_COLUMNS]
 #: What a cached validation fit holds (a stored entry that does not fit is set aside and refitted).
 RECORD = RecordSpec(row={c: (int, float) if c in ("C", "epsilon", "val_error", "train_error", "seconds", "iterations")
                          else (bool,) if c == "dirty" else (str,) for c in TUNING_COLUMNS})
-#: One example in this many is held out for validation.
-_HOLD_OUT = 5
 SEED = 0
-
-
-def hold_out(X: list, Y: list, seed: int = 0) -> tuple[list, list, list, list]:
-    """``(X_fit, Y_fit, X_val, Y_val)``: a random fifth of the examples (seed ``seed``) held out."""
-    order = np.random.default_rng(seed).permutation(len(X))
-    n_val = len(X) // _HOLD_OUT
-    if n_val < 1:
-        raise ValueError(f"X: {len(X)} examples are too few to hold out a fifth for validation")
-    fit, val = order[:-n_val], order[-n_val:]
-    return [X[i] for i in fit], [Y[i] for i in fit], [X[i] for i in val], [Y[i] for i in val]
 
 
 def choose(candidates: list[dict[str, float]], rows: list[dict]) -> dict[str, float] | None:
@@ -65,7 +51,7 @@ def cell(spec: BaselinesSpec, dataset: str, group: str, method: str, reg: dict[s
     """The validation fit of ``method`` on ``dataset`` with the grid value ``reg``."""
     return Cell(label=f"{dataset}:{method}:C={reg['C']:g},eps={reg['epsilon']:g}",
                 identity=dict(dataset=dataset, method=method, **reg),
-                config=dict(spec.method_config(dataset, group, method, reg), hold_out=_HOLD_OUT), seed=SEED,
+                config=dict(spec.method_config(dataset, group, method, reg), hold_out=HOLD_OUT), seed=SEED,
                 args=(dataset, group, method, reg), cost=float(group == "pystruct"))
 
 

@@ -9,22 +9,23 @@ import pandas as pd
 import pytest
 
 from slr_suite import get_profile, tuning
+from slr_suite.common import hold_out
 from slr_suite.methods import SMOOTHED
 
 
 def test_validation_split_holds_out_a_seeded_fifth():
     X = [np.full((2, 1), i) for i in range(23)]
     Y = [np.array([i, i]) for i in range(23)]
-    X_fit, Y_fit, X_val, Y_val = tuning.hold_out(X, Y, seed=0)
+    X_fit, Y_fit, X_val, Y_val = hold_out(X, Y, seed=0)
     fit = [int(x[0, 0]) for x in X_fit]
     val = [int(x[0, 0]) for x in X_val]
     assert len(val) == 23 // 5 and sorted(fit + val) == list(range(23))
     assert [int(y[0]) for y in Y_fit] == fit and [int(y[0]) for y in Y_val] == val
     assert val == [int(i) for i in np.random.default_rng(0).permutation(23)[-4:]]
-    assert [int(x[0, 0]) for x in tuning.hold_out(X, Y, seed=0)[2]] == val
-    assert [int(x[0, 0]) for x in tuning.hold_out(X, Y, seed=1)[2]] != val
+    assert [int(x[0, 0]) for x in hold_out(X, Y, seed=0)[2]] == val
+    assert [int(x[0, 0]) for x in hold_out(X, Y, seed=1)[2]] != val
     with pytest.raises(ValueError, match="too few"):
-        tuning.hold_out(X[:4], Y[:4])
+        hold_out(X[:4], Y[:4])
 
 
 def test_choose_takes_the_lowest_error_and_the_first_of_ties():
