@@ -6,10 +6,9 @@ import math
 import numpy as np
 
 from slr_suite import get_profile
-from slr_suite.common import Logger
+from slr_suite.common import Logger, hold_out
 from slr_suite.generalisation import NAME, TABLES, GeneralisationSpec, Problem, choose_model, methods_of
 from slr_suite.methods import TuningGrid
-from slr_suite.common import hold_out
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.render_baselines import time_to_target
 from slr_suite.render_generalisation import write_report
