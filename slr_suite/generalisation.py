@@ -22,7 +22,8 @@ training examples alone and record the test error of every iteration through ``f
 (:func:`slr_suite.methods.fit_slr`), so that the test examples choose nothing; the peers are
 fitted with the test examples as validation data (which they only record). Each row holds the
 chosen C and eps, the seconds of the validation fits, and the test error against the chosen
-model's fit time (evaluation excluded); the report states for every slr row the time it took to
+model's fit time (evaluation excluded; a fit under ``REPEAT_BELOW`` seconds timed as the fastest
+of up to ``REPEATS`` runs, :func:`fastest_fit`); the report states for every slr row the time it took to
 come within ``tolerance`` of the best linear peer's test error, its iterations and why it
 stopped. Rows go to ``generalisation_results.csv`` and the curves to
 ``generalisation_curves.csv``.
@@ -30,7 +31,7 @@ stopped. Rows go to ``generalisation_results.csv`` and the curves to
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -218,6 +219,29 @@ def _fit(spec: GeneralisationSpec, method: str, data: tuple, reg: dict[str, floa
     return dict(row, stopped=""), seconds, errors
 
 
+#: A fit of the chosen model that takes less than ``REPEAT_BELOW`` seconds is run again, up to
+#: ``REPEATS`` runs in all, and the fastest run kept (as ``timeit`` takes the best of its runs):
+#: the clock of a 10 ms fit otherwise measures mostly what else the worker's machine is doing
+#: (chain L5's slr:Linear came within .005 of CRFsuite's error in 1.2x-2.1x CRFsuite's 5-9 ms
+#: over three report runs, 0.93x as the median of 15 alone). Every learner gets the same rule;
+#: the runs are deterministic (fixed seeds), so they differ in their clocks only.
+REPEAT_BELOW = 0.5
+REPEATS = 5
+
+
+def fastest_fit(fit: Callable[[], tuple[dict, np.ndarray, np.ndarray]]) -> tuple[dict, np.ndarray, np.ndarray]:
+    """``fit()``'s result, from the fastest of its runs by ``row["seconds"]``: ``fit`` runs again
+    while the fastest run so far took less than ``REPEAT_BELOW`` seconds, at most ``REPEATS`` times."""
+    best = fit()
+    for _ in range(REPEATS - 1):
+        if best[0]["seconds"] >= REPEAT_BELOW:
+            break
+        run = fit()
+        if run[0]["seconds"] < best[0]["seconds"]:
+            best = run
+    return best
+
+
 def _validation_error(spec: GeneralisationSpec, method: str, split: tuple, reg: dict[str, float],
                       n_jobs: int | None) -> tuple[float, float]:
     """The error on ``split``'s held-out examples of ``method`` fitted with ``reg`` on the rest,
@@ -260,7 +284,7 @@ def compute_cell(spec: GeneralisationSpec, name: str, method: str, info: RunInfo
     try:
         data = (*reuse_data(f"generalisation {problem}", problem.load), problem.n_states)
         reg, tuning_seconds = choose_model(spec, method, data[0], data[1], problem.n_states, n_threads)
-        row, seconds, errors = _fit(spec, method, data, reg, n_threads)
+        row, seconds, errors = fastest_fit(lambda: _fit(spec, method, data, reg, n_threads))
         row.update(C=reg["C"] if method in RIDGED else "", epsilon=reg["epsilon"] if method in SLR_METHODS else "",
                    tuning_seconds="" if tuning_seconds is None else tuning_seconds, status="ok")
     except Exception as exc:

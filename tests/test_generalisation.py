@@ -4,10 +4,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from slr_suite import get_profile
 from slr_suite.common import Logger, hold_out
-from slr_suite.generalisation import NAME, TABLES, GeneralisationSpec, Problem, choose_model, methods_of
+from slr_suite.generalisation import (NAME, REPEAT_BELOW, REPEATS, SPECS, TABLES, GeneralisationSpec, Problem, _fit,
+                                      choose_model, fastest_fit, methods_of)
 from slr_suite.methods import TuningGrid
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.render_baselines import time_to_target
@@ -101,3 +103,33 @@ def test_the_model_is_chosen_by_the_lowest_error_on_a_held_out_fifth():
     assert choose_model(spec, "crfsuite:lbfgs", X, Y, 3, 1)[0] == first_lowest(crf_errors)
     untuned = GeneralisationSpec((problem,), C=0.5, epsilon=0.3)
     assert choose_model(untuned, "slr:Linear", X, Y, 3, 1) == (dict(C=0.5, epsilon=0.3), None)
+
+
+def test_a_short_fit_is_timed_as_the_fastest_of_its_runs_and_a_long_one_runs_once():
+    for clocks, kept, runs in (([0.3, 0.1, 0.2, 0.05, 0.4, 0.01], 0.05, 5), ([0.7, 0.1], 0.7, 1),
+                               ([0.3, 0.6, 0.2, 0.9, 0.25], 0.2, 5)):
+        calls = iter(clocks)
+        made = []
+
+        def fit():
+            made.append(next(calls))
+            return dict(seconds=made[-1]), np.array([made[-1]]), np.zeros(1)
+
+        row, seconds, _ = fastest_fit(fit)
+        assert (row["seconds"], seconds[0], len(made)) == (kept, kept, runs)
+    assert REPEAT_BELOW > 0 and REPEATS == 5
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_runs_of_one_cell_differ_in_their_clocks_only():
+    """What the fastest run keeps is the run's clocks: errors, iterations and curves repeat."""
+    spec = SPECS["tiny"]
+    for problem in spec.problems:
+        data = (*problem.load(), problem.n_states)
+        for method in methods_of(spec, problem):
+            reg = spec.candidates(method)[0]
+            (row1, s1, e1), (row2, s2, e2) = (_fit(spec, method, data, reg, 1) for _ in range(2))
+            assert {k: v for k, v in row1.items() if k != "seconds"} == {k: v for k, v in row2.items()
+                                                                          if k != "seconds"}, (problem.name, method)
+            np.testing.assert_array_equal(e1, e2)
+            assert len(s1) == len(s2)
