@@ -13,7 +13,7 @@ import numpy as np
 
 from slr_suite.provenance import RunInfo
 
-__all__ = ["HOLD_OUT", "Logger", "RunContext", "hold_out", "reuse_data", "unique"]
+__all__ = ["HOLD_OUT", "Logger", "RunContext", "hold_out", "reuse_data", "unique", "validation_splits"]
 
 
 class Logger:
@@ -109,3 +109,21 @@ def hold_out(X: list, Y: list, seed: int = 0) -> tuple[list, list, list, list]:
         raise ValueError(f"X: {len(X)} examples are too few to hold out a fifth for validation")
     fit, val = order[:-n_val], order[-n_val:]
     return [X[i] for i in fit], [Y[i] for i in fit], [X[i] for i in val], [Y[i] for i in val]
+
+
+def validation_splits(X: list, Y: list, folds: int = 1, seed: int = 0) -> list[tuple[list, list, list, list]]:
+    """The splits ``(X_fit, Y_fit, X_val, Y_val)`` a model is chosen on: with ``folds = 1`` the one
+    of :func:`hold_out`; with ``folds = k > 1`` those of k-fold cross-validation, the examples in a
+    random order (seed ``seed``) cut into k parts of sizes that differ by one at most, each held
+    out once."""
+    if folds == 1:
+        return [hold_out(X, Y, seed)]
+    if not 1 < folds <= len(X):
+        raise ValueError(f"folds: {folds!r}; use 1 (a held-out fifth) or 2 to {len(X)} (the examples) for "
+                         "k-fold cross-validation")
+    order = np.random.default_rng(seed).permutation(len(X))
+    splits = []
+    for val in np.array_split(order, folds):
+        fit = np.setdiff1d(order, val, assume_unique=True)
+        splits.append(([X[i] for i in fit], [Y[i] for i in fit], [X[i] for i in val], [Y[i] for i in val]))
+    return splits

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from slr_suite import get_profile, tuning
-from slr_suite.common import hold_out
+from slr_suite.common import hold_out, validation_splits
 from slr_suite.methods import SMOOTHED
 
 
@@ -26,6 +26,26 @@ def test_validation_split_holds_out_a_seeded_fifth():
     assert [int(x[0, 0]) for x in hold_out(X, Y, seed=1)[2]] != val
     with pytest.raises(ValueError, match="too few"):
         hold_out(X[:4], Y[:4])
+
+
+def test_cross_validation_holds_out_every_example_once_in_folds_of_near_equal_size():
+    X = [np.full((2, 1), i) for i in range(23)]
+    Y = [np.array([i, i]) for i in range(23)]
+    splits = validation_splits(X, Y, folds=5, seed=3)
+    held_out = []
+    for X_fit, Y_fit, X_val, Y_val in splits:
+        fit, val = [int(x[0, 0]) for x in X_fit], [int(x[0, 0]) for x in X_val]
+        assert sorted(fit + val) == list(range(23))
+        assert [int(y[0]) for y in Y_fit] == fit and [int(y[0]) for y in Y_val] == val
+        held_out.append(val)
+    assert sorted(len(val) for val in held_out) == [4, 4, 5, 5, 5]
+    assert sorted(i for val in held_out for i in val) == list(range(23))
+    assert [int(x[0, 0]) for x in validation_splits(X, Y, folds=5, seed=4)[0][2]] != held_out[0]
+    one = validation_splits(X, Y, folds=1, seed=3)
+    assert len(one) == 1 and [int(x[0, 0]) for x in one[0][2]] == [int(x[0, 0]) for x in hold_out(X, Y, 3)[2]]
+    for folds in (0, 24):
+        with pytest.raises(ValueError, match="folds"):
+            validation_splits(X, Y, folds=folds)
 
 
 def test_choose_takes_the_lowest_error_and_the_first_of_ties():
