@@ -27,6 +27,10 @@ def _seconds(value: float) -> str:
     return "never" if math.isnan(value) else f"{value:.2f}"
 
 
+#: The figure's panels (one per problem) per row.
+PANELS_PER_ROW = 6
+
+
 def _value(value, form: str = "g") -> str:
     """A number of a row as text; "" where the row has none (a method without that setting)."""
     try:
@@ -43,10 +47,12 @@ def _model_choice(spec) -> str:
     grid = spec.tune
     fixed = "".join(f" ({method}: C in {{{', '.join(f'{c:g}' for c in values)}}}, its costly fits)"
                     for method, values in grid.C_of.items())
-    return (f"As on letters, each linear method's C (in {{{', '.join(f'{c:g}' for c in grid.C)}}}{fixed}) and "
-            f"slr:Linear's eps (in {{{', '.join(f'{e:g}' for e in grid.epsilon)}}}) are chosen on a validation "
-            "fifth of the training examples (the lowest validation error; ties: the strongest ridge), then "
-            f"fitted on all of them; the nonlinear slr rows keep eps = {spec.epsilon:g}.")
+    splits = ("as on letters, on a validation fifth of the training examples" if spec.folds == 1 else
+              f"by {spec.folds}-fold cross-validation on the training examples")
+    return (f"Each linear method's C (in {{{', '.join(f'{c:g}' for c in grid.C)}}}{fixed}) and "
+            f"slr:Linear's eps (in {{{', '.join(f'{e:g}' for e in grid.epsilon)}}}) are chosen {splits} (the "
+            "lowest mean validation error; ties: the strongest ridge), then fitted on all of them; the nonlinear "
+            f"slr rows keep eps = {spec.epsilon:g}.")
 
 
 def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict | None = None) -> dict:
@@ -58,8 +64,12 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
     order = [p.name for p in spec.problems]
 
     rows, reached, ended, linear_rule = [], 0, 0, 0
-    fig, axes = plt().subplots(1, len(order), figsize=(3.2 * len(order), 3.0), squeeze=False)
-    for ax, name in zip(axes[0], order):
+    columns = min(len(order), PANELS_PER_ROW)
+    figure_rows = -(-len(order) // columns)
+    fig, axes = plt().subplots(figure_rows, columns, figsize=(3.2 * columns, 3.0 * figure_rows), squeeze=False)
+    for ax in axes.flat[len(order):]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, order):
         sub = results[results["problem"] == name]
         peer = _peer(sub)
         target = None if peer is None else float(peer["test_error"]) + spec.tolerance
@@ -103,7 +113,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "slr rows are `StructuredLogisticRegression` with every default and the model choice only: the "
         "function class of both factors and eps, with `l2 = eps / C` for `Linear`; the linear peers run with "
         "their own defaults (our `OneSlackSSVM` everywhere, CRFsuite's L-BFGS on chains). "
-        f"{_model_choice(spec)} Every learner is timed on its fit alone (evaluation excluded): *seconds* "
+        f"{_model_choice(spec)}{' ' + spec.note if spec.note else ''} Every learner is timed on its fit alone (evaluation excluded): *seconds* "
         "is the chosen model's fit on all training examples (a fit under "
         f"{REPEAT_BELOW:g} s is run up to {REPEATS} times and the fastest run kept, its results being the same), "
         "*validation (s)* the fits that chose it. "

@@ -44,7 +44,8 @@ def test_the_report_counts_the_problems_where_slr_reaches_the_best_peer_in_its_t
     at 1 s against the peer's 2 s and ends below it; on the second it reaches it only after the
     peer's time, and ends .01 above it."""
     spec = GeneralisationSpec((Problem("a", "chain", 5, 2, 1.0), Problem("b", "grid", 9, 2, 1.0)),
-                              tune=TuningGrid(C=(0.1, 1.0), epsilon=(0.1,)), slr_methods=("slr:Linear",))
+                              tune=TuningGrid(C=(0.1, 1.0), epsilon=(0.1,)), slr_methods=("slr:Linear",), folds=3,
+                              note="Problem b came late.")
     profile = get_profile("tiny").with_spec(NAME, spec)
     config = config_hash(spec.config())
     info = RunInfo.collect("tiny", ["slr", "generalisation", "--tiny"])
@@ -68,6 +69,8 @@ def test_the_report_counts_the_problems_where_slr_reaches_the_best_peer_in_its_t
     assert "| a | slr:Linear | 1 | 0.1 | 0.190 | 3.000 | 0.50 | 3 | tol | 1.00 | 0.50 |" in text
     assert "| b | slr:Linear | 1 | 0.1 | 0.310 | 5.000 | 0.50 | 3 | tol | 4.00 | 2.67 |" in text
     assert "| a | crfsuite:lbfgs | 1 |  | 0.200 |" in text
+    assert "are chosen by 3-fold cross-validation on the training examples" in text
+    assert "then fitted on all of them; the nonlinear slr rows keep eps = 0.1. Problem b came late." in text
 
 
 @pytest.mark.parametrize("folds", [1, 3])
