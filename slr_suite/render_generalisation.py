@@ -102,6 +102,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         ax.set_xlabel("fit seconds")
         ax.set_ylabel("test error")
         ax.legend(fontsize=6)
+    fig.tight_layout()
     save_fig(fig, out / "generalisation.png")
 
     problems = spec.problems
