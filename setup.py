@@ -148,7 +148,13 @@ def _compiler_version(command: str) -> str:
 
 
 class RecordedBuildExt(build_ext):
-    """``build_ext`` that writes the build record (see the module docstring) after compiling."""
+    """``build_ext`` that writes the build record (see the module docstring) after compiling, and
+    compiles the kernels in parallel on every core unless told otherwise (``-j N``)."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1   # the kernels compile independently of each other
 
     def run(self) -> None:
         super().run()
