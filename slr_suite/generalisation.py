@@ -18,15 +18,15 @@ The model is chosen within the cell: where the spec has a ``tune`` grid, every l
 validation split, and the value with the lowest mean validation error (ties: the first in grid
 order, the strongest ridge) is fitted on all the training examples; the nonlinear slr rows keep
 the spec's eps. The splits are the spec's ``folds``: a fifth of the training examples held out
-as on letters and snakes (:mod:`slr_suite.tuning`), or k-fold cross-validation. The slr rows are fitted on
-training examples alone and record the test error of every iteration through ``fit``'s callback
-(:func:`slr_suite.methods.fit_slr`), so that the test examples choose nothing; the peers are
-fitted with the test examples as validation data (which they only record). Each row holds the
-chosen C and eps, the seconds of the validation fits, and the test error against the chosen
-model's fit time (evaluation excluded; a fit under ``REPEAT_BELOW`` seconds timed as the fastest
-of up to ``REPEATS`` runs, :func:`fastest_fit`); the report states for every slr row the time it took to
-come within ``tolerance`` of the best linear peer's test error, its iterations and why it
-stopped. Rows go to ``generalisation_results.csv`` and the curves to
+as on letters and snakes (:mod:`slr_suite.tuning`), or k-fold cross-validation. The slr rows are
+fitted on training examples alone and record the test error of every iteration through ``fit``'s
+callback (:func:`slr_suite.methods.fit_slr`), so that the test examples choose nothing; the
+peers are fitted with the test examples as validation data (which they only record). Each row
+holds the chosen C and eps, the seconds of the validation fits, and the test error against the
+chosen model's fit time (evaluation excluded; a fit under ``REPEAT_BELOW`` seconds timed as the
+fastest of up to ``REPEATS`` runs, :func:`fastest_fit`); the report states for every slr row the
+time it took to come within ``tolerance`` of the best linear peer's test error, its iterations
+and why it stopped. Rows go to ``generalisation_results.csv`` and the curves to
 ``generalisation_curves.csv``.
 """
 from __future__ import annotations
