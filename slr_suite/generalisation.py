@@ -175,9 +175,9 @@ _TUNE_C, _TUNE_EPSILON, _TUNE_EPSILON_FULL = (0.1, 1.0, 10.0), (0.1, 1.0), (0.01
 #: took a third less CPU time with 20), no boosting (``BoostedTrees``' defaults take minutes per
 #: cell here), OneSlackSSVM at C = 1 (its three validation fits would add about 70 CPU seconds),
 #: the model chosen on a fifth held out. ``full``: all six in two draws, 80 + 80, every class,
-#: every linear method's C (and slr:Linear's eps) chosen by 5-fold cross-validation: on 16
-#: examples held out the first draw's edge-input problem tied slr:Linear's validation error at 4
-#: of its 6 candidates (docs/design.md section 5).
+#: every linear method's C (and slr:Linear's eps) chosen by 5-fold cross-validation: 16 examples
+#: held out told slr:Linear's candidates on the first draw's edge-input problem apart by one node
+#: in 576 (docs/design.md section 5).
 _SECOND_DRAW_NOTE = (
     "The six problems of the first draw judged the protocol (cross-validation and eps .01 came after a "
     "miss on its edge-input problem under a validation fifth and eps in {.1, 1}); those named (draw 2), "
