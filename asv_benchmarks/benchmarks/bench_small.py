@@ -14,8 +14,9 @@ experiment's own functions. ``StrongChainAgainstCRFsuite`` is the same ratio on 
 chain L20 strong in its two draws (80 training and 80 test chains of 20 nodes, 20 strongly coupled
 states, 20 features), the model the full report chooses for both (C = 1, eps = .1): where the full
 report, its cells timed while the other worker fitted, put slr behind CRFsuite (1.06x and 1.15x),
-side by side in one process it takes 0.55x and 0.62x (medians of 7; docs/design.md section 5). ``asv_benchmarks/compare_overhead.py`` compares the
-same fits between two builds.
+side by side in one process it takes 0.55-0.60x and 0.62-0.68x (medians of 7, two measurements;
+docs/design.md section 5).
+``asv_benchmarks/compare_overhead.py`` compares the same fits between two builds.
 """
 from __future__ import annotations
 
@@ -51,25 +52,22 @@ class SmallChain(common.Estimator, common.Benchmark):
 
 
 def _ratio_to_crfsuite(profile: str, problem: str, C: float, epsilon: float) -> float:
-    """slr:Linear's fit time (``l2 = eps / C`` both factors, the library's defaults, one thread) to
-    CRFsuite's test error plus the profile's tolerance, over CRFsuite's fit time at the same C,
-    both fitted back to back here."""
+    """slr:Linear's fit time (the experiment's learner: ``l2 = eps / C`` both factors, the library's
+    defaults, one thread) to CRFsuite's test error plus the profile's tolerance, over CRFsuite's fit
+    time at the same C, both fitted back to back here."""
     from threadpoolctl import threadpool_limits
 
     from baselines.crfsuite_peer import CRFsuiteChain
-    from slr.oracles import Linear
-    from slr_suite.generalisation import SPECS
+    from slr_suite.generalisation import SPECS, learner
     from slr_suite.methods import crfsuite_c2, fit_slr
-    from slr_suite.oracles import defaults_learner
     from slr_suite.render_baselines import time_to_target
 
     spec = SPECS[profile]
-    X, Y, X_test, Y_test = spec.problem(problem).load()
-    l2 = epsilon / C
+    chosen = spec.problem(problem)
+    X, Y, X_test, Y_test = chosen.load()
     with threadpool_limits(1):
         crfsuite = CRFsuiteChain(c2=crfsuite_c2(C)).fit(X, Y)
-        slr = defaults_learner(unary=Linear(l2=l2), pairwise=Linear(l2=l2), epsilon=epsilon, n_jobs=1,
-                               random_state=0)
+        slr = learner(spec, "slr:Linear", dict(C=C, epsilon=epsilon), chosen.n_states, 1)
         _, seconds, errors = fit_slr(slr, (X, Y, X_test, Y_test, None))
     target = 1.0 - crfsuite.score(X_test, Y_test) + spec.tolerance
     return time_to_target(seconds, errors, target) / crfsuite.fit_seconds_
