@@ -19,7 +19,7 @@ from slr_suite import tuning
 from slr_suite.common import RunContext, reuse_data
 from slr_suite.experiment import Cell, ExperimentBase, Table, time_curve_table
 from slr_suite.methods import (SEED, SPECS, BaselinesSpec, default_regularisation, failure_status, fit_method,
-                               planned_methods, selected_datasets)
+                               planned_methods, prepare_peers, selected_datasets)
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
 
@@ -80,6 +80,10 @@ class Baselines(ExperimentBase):
 
     def covers(self, selection: list[str] | None, row: Mapping[str, str]) -> bool:
         return selection is None or row["dataset"] in selection
+
+    def prepare(self, profile, selection: list[str] | None, ctx: RunContext) -> None:
+        """Whether the peers can run here (pystruct's environment is built on first use)."""
+        prepare_peers(self.spec(profile), selection, ctx)
 
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
         """The test cells whose regularisation is known: a tuned method's once its validation fits are in."""

@@ -136,6 +136,11 @@ class Experiment(Protocol):
     record : RecordSpec or None
         What its cached records hold: an entry that does not fit (a forged or foreign one) is
         set aside and recomputed; None accepts any record of the right key.
+    prepare : callable or None
+        ``prepare(profile, selection, ctx)``: what must be established before :meth:`cells`
+        and may take a while, such as building an outside library's environment. The runner
+        calls it on a thread while the cells of the other experiments are computed, and lists
+        the experiment's cells once it has returned. None: nothing to prepare.
     """
 
     name: str
@@ -144,6 +149,7 @@ class Experiment(Protocol):
     specs: Mapping[str, Any]
     tables: tuple[Table, ...]
     record: RecordSpec | None
+    prepare: Callable[[Profile, Any, RunContext], None] | None
 
     def spec(self, profile: Profile) -> Any:
         """Its settings in ``profile`` (:meth:`Profile.spec`)."""
@@ -186,7 +192,8 @@ Report = Callable[[Profile, Path, RunInfo, Logger, Mapping[str, CellRecord] | No
 
 class ExperimentBase:
     """The defaults of :class:`Experiment` for an experiment class: it needs no other experiment,
-    takes no command-line option, caches every record, and renders with the ``report`` it is given."""
+    takes no command-line option, has nothing to prepare, caches every record, and renders with
+    the ``report`` it is given."""
 
     name: str
     help = ""
@@ -194,6 +201,7 @@ class ExperimentBase:
     specs: Mapping[str, Any] = {}
     tables: tuple[Table, ...] = ()
     record: RecordSpec | None = None
+    prepare: Callable[[Profile, Any, RunContext], None] | None = None
 
     def __init__(self, report: Report | None = None) -> None:
         self.report = report

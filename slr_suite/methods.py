@@ -22,8 +22,8 @@ from slr_suite.oracles import OracleSpec, defaults_learner
 __all__ = ["BaselinesSpec", "LettersData", "SnakesData", "SlrCell", "TuningGrid", "SPECS", "DATASETS",
            "C_VALUE", "EPSILON", "N_STATES", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED",
            "SMOOTHED", "crfsuite_c2", "default_regularisation", "failure_status", "fit_learner", "fit_method",
-           "fit_slr", "grid", "methods_of", "parse_datasets", "planned_methods", "selected_datasets", "tuned",
-           "unavailable"]
+           "fit_slr", "grid", "methods_of", "parse_datasets", "planned_methods", "prepare_peers", "selected_datasets",
+           "tuned", "unavailable"]
 
 SEED = 0
 DATASETS = ("denoising", "letters", "snakes")
@@ -513,6 +513,14 @@ def planned_methods(spec: BaselinesSpec, datasets: list[str] | None,
     return planned
 
 
+def prepare_peers(spec: BaselinesSpec, datasets: list[str] | None, ctx: RunContext) -> None:
+    """Establish whether the peers of ``datasets``' methods (None: all that ``spec`` runs) can
+    run here, building pystruct's environment if it is not built yet (half a minute): an
+    experiment's ``prepare``, run beside the other experiments' cells."""
+    for dataset in spec.datasets() if datasets is None else datasets:
+        unavailable(spec, dataset, ctx)
+
+
 def unavailable(spec: BaselinesSpec, dataset: str, ctx: RunContext) -> dict[str, str | None]:
     """``{group: why its rows cannot run here, or None}`` for the peers ``dataset``'s methods need;
     established once per run (pystruct's environment is built here on first use)."""
@@ -530,9 +538,11 @@ def unavailable(spec: BaselinesSpec, dataset: str, ctx: RunContext) -> dict[str,
 
 def _peer_missing(log) -> str | None:
     """Why pystruct's rows cannot run here (the environment is built on first use), or None."""
-    from baselines.peer import PeerUnavailableError, ensure_peer_env
+    from baselines.peer import PeerUnavailableError, ensure_peer_env, peer_available
 
     try:
+        if not peer_available():
+            log("pystruct: building its environment (CPython 3.6, about half a minute; other cells run meanwhile)")
         if ensure_peer_env(verbose=0) is not None:
             return None
         reason = "no CPython 3.6 interpreter on this machine for the pystruct 0.3.2 environment"

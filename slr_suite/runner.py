@@ -10,8 +10,10 @@ into the experiment's CSVs. After each finished task the experiments that need t
 one's results are asked again, with the records answered so far: an experiment whose cells
 depend on another's results (the test cells of tuned methods on the tuning fits) lists them once
 those are in, and they join the queue while the other tasks run, so that no worker waits for a
-round of tasks to end. The run ends when the queue is empty and nothing is running. Last, each
-CSV gets the run's rows again in the order the experiment lists its cells.
+round of tasks to end. An experiment with something slow to establish first (building pystruct's
+environment: :attr:`Experiment.prepare`) is prepared on a thread meanwhile, and its cells join the
+queue once that is done. The run ends when the queue is empty, nothing is running and nothing is
+being prepared. Last, each CSV gets the run's rows again in the order the experiment lists its cells.
 
 Every row stands under the ``config`` of the spec that lists its cell now: a record answered from
 the cache is written under the current spec's config (:func:`slr_suite.provenance.config_hash` of
@@ -28,8 +30,10 @@ come from the cache) drops them.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from queue import SimpleQueue
 from typing import Any
 
 from slr_suite.common import RunContext
@@ -136,31 +140,78 @@ def run(planned: Sequence[tuple[Experiment, Any]], profile: Any, out: Path,
         ctx: RunContext) -> dict[str, dict[str, CellRecord]]:
     """Answer every cell of the ``planned`` experiments (:func:`plan`) and write their CSVs.
 
+    The experiments with something to prepare (:attr:`Experiment.prepare`) are prepared on a
+    thread while the others' cells are computed; their cells are listed once that returns.
+
     Returns
     -------
     dict
         For each experiment, the records of this run's cells by cache key.
     """
     states = {e.name: _Answers(e, profile, selection, out, ctx) for e, selection in planned}
-    queue, owners = TaskQueue(), {}
-    for state in states.values():
-        queue.add(_tasks(_list(state, states, ctx), owners, ctx))
-    for i, (task, records) in enumerate(ctx.computed(queue)):
-        state, cells = owners.pop(task.keys)
-        for key, cell, record in zip(task.keys, cells, records):
-            if state.experiment.keep(record):
-                state.cache.save(key, record)
-            state.records[key] = state.current(record)
-            ctx.log.computed.append(f"{state.experiment.name}:{cell.label}")
-        for record in records:
-            ctx.log(f"{state.experiment.name} [{i + 1}/{queue.added}] {state.experiment.describe(record)}")
-        state.write([state.records[key] for key in task.keys])
-        for waiting in states.values():   # the cells that wait on this experiment's results
-            if state.experiment.name in waiting.experiment.needs:
-                queue.add(_tasks(_list(waiting, states, ctx), owners, ctx))
+    preparation = _Preparation([state for state in states.values() if state.experiment.prepare is not None], ctx)
+    listed: list[_Answers] = []   # the experiments whose cells are listed
+    queue, owners, finished = TaskQueue(), {}, 0
+
+    def start(new: Sequence[_Answers]) -> None:
+        for state in new:
+            listed.append(state)
+            queue.add(_tasks(_list(state, states, ctx), owners, ctx))
+
+    new = [state for state in states.values() if state.experiment.prepare is None]
+    while new or preparation.pending:
+        start(new)
+        for task, records in ctx.computed(queue):
+            finished += 1
+            state, cells = owners.pop(task.keys)
+            for key, cell, record in zip(task.keys, cells, records):
+                if state.experiment.keep(record):
+                    state.cache.save(key, record)
+                state.records[key] = state.current(record)
+                ctx.log.computed.append(f"{state.experiment.name}:{cell.label}")
+            for record in records:
+                ctx.log(f"{state.experiment.name} [{finished}/{queue.added}] {state.experiment.describe(record)}")
+            state.write([state.records[key] for key in task.keys])
+            for waiting in listed:   # the cells that wait on this experiment's results
+                if state.experiment.name in waiting.experiment.needs:
+                    queue.add(_tasks(_list(waiting, states, ctx), owners, ctx))
+            start(preparation.ready())
+        new = preparation.ready(wait=True)   # nothing left to compute: wait for the others
     for state in states.values():   # the CSVs list this run's cells in the experiment's order
         state.finish()
     return {name: state.records for name, state in states.items()}
+
+
+class _Preparation:
+    """The :attr:`Experiment.prepare` calls of ``states``, made one after another (in plan
+    order) on a thread; :meth:`ready` hands back each state once its experiment is prepared."""
+
+    def __init__(self, states: Sequence[_Answers], ctx: RunContext) -> None:
+        self.pending = len(states)
+        self._done: SimpleQueue[tuple[_Answers, BaseException | None]] = SimpleQueue()
+        if states:
+            threading.Thread(target=self._prepare, args=(list(states), ctx), name="slr-prepare", daemon=True).start()
+
+    def _prepare(self, states: list[_Answers], ctx: RunContext) -> None:
+        for state in states:
+            try:
+                state.experiment.prepare(state.profile, state.selection, ctx)
+            except BaseException as exc:   # raised again in the run's thread
+                self._done.put((state, exc))
+                return
+            self._done.put((state, None))
+
+    def ready(self, wait: bool = False) -> list[_Answers]:
+        """The states prepared since the last call; with ``wait``, at least one while any is
+        pending (an exception of a ``prepare`` is raised here)."""
+        states: list[_Answers] = []
+        while self.pending and (not self._done.empty() or (wait and not states)):
+            state, error = self._done.get()
+            if error is not None:
+                raise error
+            self.pending -= 1
+            states.append(state)
+        return states
 
 
 def _list(state: _Answers, states: Mapping[str, _Answers], ctx: RunContext) -> list[tuple[_Answers, str, Cell]]:

@@ -21,7 +21,7 @@ from typing import Any
 from slr_suite.common import HOLD_OUT, RunContext, hold_out, reuse_data
 from slr_suite.experiment import Cell, ExperimentBase, Table
 from slr_suite.methods import (BaselinesSpec, default_regularisation, failure_status, fit_method, grid,
-                               planned_methods, selected_datasets, tuned)
+                               planned_methods, prepare_peers, selected_datasets, tuned)
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
 
@@ -111,6 +111,10 @@ class Tuning(ExperimentBase):
 
     def covers(self, selection: list[str] | None, row: Mapping[str, str]) -> bool:
         return selection is None or row["dataset"] in selection
+
+    def prepare(self, profile, selection: list[str] | None, ctx: RunContext) -> None:
+        """Whether the peers can run here (pystruct's environment is built on first use)."""
+        prepare_peers(self.spec(profile), selection, ctx)
 
     def cells(self, profile, selection, done, ctx: RunContext) -> list[Cell]:
         """Every grid value of every tuned method that can run here."""

@@ -2,6 +2,8 @@
 the protocol the way a new experiment does: one class each, no change to the runner."""
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,6 +185,76 @@ def test_cells_that_wait_on_others_join_the_queue_as_soon_as_those_are_answered(
     assert sorted(r.row["twice"] for r in records["chained"].values()) == [0, 2, 4, 6]
     # the CSV lists the cells in the order the experiment lists them, not the order they ran
     assert pd.read_csv(tmp_path / "out" / "chained.csv").x.tolist() == [3, 2, 1, 0]
+
+
+class Prepared(Chained):
+    """Chained, with a preparation that lasts until timed's cell 0 has been computed (False in
+    ``prepared_after`` when it gave up waiting: the runner did not compute beside it)."""
+
+    name = "prepared"
+    tables = (Table("prepared.csv", ["config", "x", "twice", *PROVENANCE_COLUMNS], ("config", "x")),)
+    error: Exception | None = None
+
+    def __init__(self):
+        super().__init__()
+        self.timed_done, self.prepared_after = threading.Event(), []
+
+    def prepare(self, profile, selection, ctx):
+        self.prepared_after.append(self.timed_done.wait(timeout=30.0))
+        if self.error is not None:
+            raise self.error
+
+
+class TimedSignal(Timed):
+    """Timed, setting ``done`` once its cell 0 is computed."""
+
+    def __init__(self, done):
+        super().__init__()
+        self.done = done
+
+    def compute(self, spec, cells, info, *, n_threads):
+        records = super().compute(spec, cells, info, n_threads=n_threads)
+        if any(c.args[0] == 0 for c in cells):
+            self.done.set()
+        return records
+
+
+def test_an_experiment_is_prepared_while_the_others_cells_are_computed(tmp_path):
+    """Its preparation waits for a cell of another experiment, which the runner computes
+    meanwhile (a runner that prepared first would wait 30 s in vain); its cells, which need
+    that experiment's, are listed once it is prepared, and each of them is computed."""
+    prepared = Prepared()
+    profile = Profile("tiny", {"timed": PowersSpec(n=3, power=2)})
+    log = Logger(quiet=True)
+    ctx = RunContext(log=log, info=RunInfo.collect("tiny", ["test"]), cache_dir=tmp_path / "cache")
+    records = runner.run([(TimedSignal(prepared.timed_done), None), (prepared, None)], profile, tmp_path / "out", ctx)
+    assert prepared.prepared_after == [True]
+    assert log.computed[:3] == ["timed:2", "timed:1", "timed:0"]
+    assert sorted(log.computed[3:]) == ["prepared:0", "prepared:1", "prepared:2"]
+    assert sorted(r.row["twice"] for r in records["prepared"].values()) == [0, 2, 4]
+
+
+def test_an_experiment_with_only_prepared_cells_waits_for_them_and_a_failed_preparation_stops_the_run(tmp_path):
+    class Alone(Prepared):
+        name = "alone"
+        needs = ()
+
+        def prepare(self, profile, selection, ctx):
+            if self.error is not None:
+                raise self.error
+            time.sleep(0.2)
+
+        def cells(self, profile, selection, done, ctx):
+            return [Cell(label=str(x), identity=dict(x=x), config=dict(x=x), seed=0, args=(x,)) for x in range(2)]
+
+    profile = Profile("tiny", {"timed": PowersSpec(n=2, power=2)})
+    ctx = RunContext(log=Logger(quiet=True), info=RunInfo.collect("tiny", ["test"]), cache_dir=tmp_path / "cache")
+    records = runner.run([(Alone(), None)], profile, tmp_path / "out", ctx)
+    assert sorted(r.row["twice"] for r in records["alone"].values()) == [0, 2]
+    failing = Alone()
+    failing.error = RuntimeError("no interpreter")
+    with pytest.raises(RuntimeError, match="no interpreter"):
+        runner.run([(Timed(), None), (failing, None)], profile, tmp_path / "out2", ctx)
 
 
 def test_task_queue_takes_the_costliest_first_and_grows_while_drained():
