@@ -52,7 +52,7 @@ def peer_available() -> bool:
 
 
 def ensure_peer_env(verbose: int = 1) -> Path | None:
-    """Build the peer environment if needed (about 40 s) and return its directory.
+    """Build the peer environment if needed (about 25 s) and return its directory.
 
     Parameters
     ----------
