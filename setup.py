@@ -54,7 +54,7 @@ DECLARATIONS = (
     "slr/oracles/_boosting/splitting.pxd",
 )
 SOURCE_ROOTS = ("slr", "baselines")
-COMPILE_ARGS = ["-O3", "-fno-math-errno"]
+COMPILE_ARGS = ["-O3", "-fno-math-errno", "-g0"]
 CYTHON_DIRECTIVES = {
     "language_level": 3,
     "boundscheck": False,
@@ -149,7 +149,7 @@ def _compiler_version(command: str) -> str:
 
 class RecordedBuildExt(build_ext):
     """``build_ext`` that writes the build record (see the module docstring) after compiling, and
-    compiles the kernels in parallel on every core unless told otherwise (``-j N``)."""
+    translates and compiles the kernels in parallel on every core unless told otherwise (``-j N``)."""
 
     def finalize_options(self) -> None:
         super().finalize_options()
@@ -157,6 +157,14 @@ class RecordedBuildExt(build_ext):
             self.parallel = os.cpu_count() or 1   # the kernels compile independently of each other
 
     def run(self) -> None:
+        from Cython.Build import cythonize
+
+        # Cython's translation is Python code: in build_ext's threads it would run on one core
+        # at a time, so it runs first, in processes, and the extensions are built from its C
+        translated = cythonize(self.extensions, nthreads=self.parallel, force=self.force, quiet=True,
+                               compiler_directives=CYTHON_DIRECTIVES)
+        for extension, c_extension in zip(self.extensions, translated, strict=True):
+            extension.sources = c_extension.sources
         super().run()
         import Cython
 
