@@ -193,7 +193,6 @@ class Prepared(Chained):
 
     name = "prepared"
     tables = (Table("prepared.csv", ["config", "x", "twice", *PROVENANCE_COLUMNS], ("config", "x")),)
-    error: Exception | None = None
 
     def __init__(self):
         super().__init__()
@@ -201,8 +200,6 @@ class Prepared(Chained):
 
     def prepare(self, profile, selection, ctx):
         self.prepared_after.append(self.timed_done.wait(timeout=30.0))
-        if self.error is not None:
-            raise self.error
 
 
 class TimedSignal(Timed):
@@ -235,9 +232,13 @@ def test_an_experiment_is_prepared_while_the_others_cells_are_computed(tmp_path)
 
 
 def test_an_experiment_with_only_prepared_cells_waits_for_them_and_a_failed_preparation_stops_the_run(tmp_path):
+    """With nothing else to compute the run waits for the preparation, then computes the cells;
+    an exception in a preparation is raised in the run's thread."""
+
     class Alone(Prepared):
         name = "alone"
         needs = ()
+        error: Exception | None = None
 
         def prepare(self, profile, selection, ctx):
             if self.error is not None:
