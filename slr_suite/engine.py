@@ -43,8 +43,8 @@ _POLL = 1.0
 #: The Dask setting by which a nanny starts its worker with ``MALLOC_TRIM_THRESHOLD_=65536``. A
 #: fixed trim threshold also stops glibc from raising its mmap threshold, so that every large
 #: array is mapped and faulted in afresh: slr's fit of the held-out chain L20 strong took 0.33 s
-#: instead of 0.15 s. The local cluster's workers start without it; start remote workers with
-#: ``DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MALLOC_TRIM_THRESHOLD_=None`` for the same.
+#: instead of 0.15 s. The local cluster's workers start without it; remote workers need a Dask
+#: configuration file that sets it to null (the README shows one).
 UNTRIMMED = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 
 
