@@ -13,9 +13,9 @@ process (NaN if slr never gets there), the curve and the first time on it taken 
 experiment's own functions. ``StrongChainAgainstCRFsuite`` is the same ratio on the full grid's
 chain L20 strong in its two draws (80 training and 80 test chains of 20 nodes, 20 strongly coupled
 states, 20 features), the model the full report chooses for both (C = 1, eps = .1): where the full
-report, its cells timed while the other worker fitted, put slr behind CRFsuite (1.06x and 1.15x),
-side by side in one process it takes 0.55-0.60x and 0.62-0.68x (medians of 7, two measurements;
-docs/design.md section 5).
+report, its cells timed on Dask workers started with ``MALLOC_TRIM_THRESHOLD_`` (which doubled
+slr's fit), put slr behind CRFsuite in the second draw (1.13x), side by side in one process it
+takes 0.55-0.60x and 0.62-0.70x (medians of 7; docs/design.md section 5).
 ``asv_benchmarks/compare_overhead.py`` compares the same fits between two builds.
 """
 from __future__ import annotations
