@@ -10,7 +10,9 @@ runs Cython on them at build time (Cython is a build requirement in ``pyproject.
 so a source distribution ships them and no generated C.
 
 The kernels are compiled with optimisation and, where the compiler supports it,
-OpenMP (``prange`` over examples); without OpenMP they still build and run serially.
+OpenMP (``prange`` over examples); without OpenMP they still build and run serially. Cython's
+own utility code, which every kernel would otherwise carry, is compiled once into
+``slr._cyutility`` (``SHARED_UTILITY``), which the kernels import.
 
 After compiling, ``build_ext`` writes ``slr/_build_record.json`` beside the kernels: what they
 were built from (the digest of the kernel sources, the flags, the Cython directives, the
@@ -21,6 +23,7 @@ suite's cache key includes the former and checks the latter against the modules 
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +56,10 @@ DECLARATIONS = (
     "slr/oracles/_boosting/histogram.pxd",
     "slr/oracles/_boosting/splitting.pxd",
 )
+#: Cython's utility code (memoryviews, exceptions, module set-up), generated once as this module
+#: and imported by every kernel (Cython >= 3.1) instead of carried in each kernel's C: the C that
+#: gcc compiles falls from 10.1 to 5.0 MB, one core's compile from 32 to 15 s.
+SHARED_UTILITY = "slr._cyutility"
 SOURCE_ROOTS = ("slr", "baselines")
 COMPILE_ARGS = ["-O3", "-fno-math-errno", "-g0"]
 CYTHON_DIRECTIVES = {
@@ -84,10 +91,16 @@ def _check_sources() -> None:
         unlisted = sorted(found - set(listing))
         if unlisted:
             sys.exit(f"error: slr: add {', '.join(unlisted)} to {name} in setup.py")
-    if importlib.util.find_spec("Cython") is None:
+    try:
+        from Cython import __version__ as cython_version
+    except ImportError:
+        cython_version = None
+    release = re.match(r"(\d+)\.(\d+)", cython_version or "")
+    if release is None or tuple(map(int, release.groups())) < (3, 1):
         sys.exit(
-            "error: slr: building the kernels needs Cython >= 3.0 (pip installs it from "
-            "pyproject.toml's build requirements; with --no-build-isolation install it first)"
+            f"error: slr: building the kernels needs Cython >= 3.1 (found {cython_version or 'none'}; "
+            "pip installs it from pyproject.toml's build requirements; with --no-build-isolation "
+            "install it first)"
         )
 
 
@@ -128,6 +141,8 @@ def _extensions() -> list[Extension]:
         )
         extension.cython_directives = CYTHON_DIRECTIVES  # read by Cython's build_ext
         extensions.append(extension)
+    # no sources listed: cythonize writes its C beside the kernels' C, and no sdist ships it
+    extensions.append(Extension(SHARED_UTILITY, [], extra_compile_args=COMPILE_ARGS))
     return extensions
 
 
@@ -162,7 +177,7 @@ class RecordedBuildExt(build_ext):
         # Cython's translation is Python code: in build_ext's threads it would run on one core
         # at a time, so it runs first, in processes, and the extensions are built from its C
         translated = cythonize(self.extensions, nthreads=self.parallel, force=self.force, quiet=True,
-                               compiler_directives=CYTHON_DIRECTIVES)
+                               compiler_directives=CYTHON_DIRECTIVES, shared_utility_qualified_name=SHARED_UTILITY)
         for extension, c_extension in zip(self.extensions, translated, strict=True):
             extension.sources = c_extension.sources
         super().run()

@@ -196,8 +196,8 @@ def test_wheel_holds_the_package_and_compiled_kernels_only(artefacts):
     dist_info = "-".join(artefacts["wheel"].name.split("-")[:2]) + ".dist-info"
     top_level = {"slr", "baselines", "slr_suite", dist_info}  # slr_suite: the CLI
     assert {name.split("/", 1)[0] for name in names} == top_level
-    for kernel in _checkout_files((".pyx",), "slr", "baselines"):
-        stem = kernel.removesuffix(".pyx")
+    # every kernel, and Cython's utility code that they all import (setup.py's SHARED_UTILITY)
+    for stem in [k.removesuffix(".pyx") for k in _checkout_files((".pyx",), "slr", "baselines")] + ["slr/_cyutility"]:
         assert any(n.startswith(stem + ".") and n.endswith((".so", ".pyd")) for n in names), stem
     assert not [n for n in names if n.endswith((".c", ".pyx", ".pxd", ".pyc", ".o"))]
     assert "slr = slr_suite.cli:main" in entry_points
