@@ -45,7 +45,7 @@ __all__ = ["RunInfo", "StaleKernelsError", "cache_key", "code_fingerprint", "con
            "PROVENANCE_COLUMNS"]
 
 #: Packages whose version is part of every cache key.
-KEY_DEPENDENCIES = ("numpy", "scipy", "scikit-learn", "lightgbm", "cvxpy")
+KEY_DEPENDENCIES = ("numpy", "scipy", "scikit-learn", "lightgbm", "cvxpy", "clarabel")
 #: Modules that only render reports from results: editing them recomputes nothing.
 RENDER_ONLY = frozenset({
     "slr_suite/markdown.py", "slr_suite/index.py", "slr_suite/render_denoising.py",

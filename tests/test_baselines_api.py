@@ -319,14 +319,14 @@ def test_mp_sweeps_is_the_old_name_of_sweeps_per_round(data):
 
 
 # ------------------------------------------------------------------ optional dependencies
-def test_cutting_plane_ssvms_without_cvxpy_name_the_extra(monkeypatch, data):
+def test_cutting_plane_ssvms_without_clarabel_name_the_extra(monkeypatch, data):
     from baselines.ssvm import solve_ssvm_dual
 
     X, Y, Xv, _ = data
     fitted = OneSlackSSVM(max_iter=2, n_states=2).fit(X, Y)
     pred = fitted.predict(Xv)
-    monkeypatch.setitem(sys.modules, "cvxpy", None)  # as if not installed
-    message = r"""the cutting-plane SSVMs' QP needs cvxpy: pip install "slr\[baselines\]\""""
+    monkeypatch.setitem(sys.modules, "clarabel", None)  # as if not installed
+    message = r"""the cutting-plane SSVMs' QP needs clarabel: pip install "slr\[baselines\]\""""
     with pytest.raises(ImportError, match=message):
         solve_ssvm_dual(np.ones((1, 2)), np.ones(1), np.zeros(1, dtype=int), 1.0)
     for model in (fitted, NSlackSSVM(max_iter=2, n_states=2)):
