@@ -240,21 +240,22 @@ def test_gradient_alternation_objective_never_increases_and_gradient_is_exact():
 
 
 @pytest.mark.parametrize("n_constraints,size", [(60, 5), (10, 40)])
-def test_ssvm_dual_qp_matches_the_primal_working_set_qp(n_constraints, size):
+@pytest.mark.parametrize("C", [0.7, np.array([0.7, 0.2, 1.5, 0.05])], ids=["one cap", "a cap per group"])
+def test_ssvm_dual_qp_matches_the_primal_working_set_qp(n_constraints, size, C):
     """Both forms of the dual (few features: w as a variable; else the Gram matrix) against
-    the primal QP ``min 0.5 ||w||^2 + C sum_g xi_g`` over the same working set."""
+    the primal QP ``min 0.5 ||w||^2 + sum_g C_g xi_g`` over the same working set, solved by
+    cvxpy (the dual goes to Clarabel directly)."""
     rng = np.random.default_rng(n_constraints)
     D = rng.normal(size=(n_constraints, size))
     delta = rng.uniform(0.5, 3.0, n_constraints)
     groups = rng.integers(0, 4, n_constraints)
     groups[:4] = np.arange(4)
-    C = 0.7
     alpha = solve_ssvm_dual(D, delta, groups, C)
     assert np.all(alpha >= 0)
     assert np.all(np.bincount(groups, weights=alpha) <= C + 1e-6)
     dual = alpha @ delta - 0.5 * np.sum((D.T @ alpha) ** 2)
     w, xi = cp.Variable(size), cp.Variable(4, nonneg=True)
-    primal = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(xi)),
+    primal = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + cp.sum(cp.multiply(C, xi))),
                         [xi[groups] >= delta - D @ w])
     primal.solve()
     assert dual == pytest.approx(primal.value, rel=1e-5)
