@@ -173,7 +173,8 @@ _TUNE_C, _TUNE_EPSILON, _TUNE_EPSILON_FULL = (0.1, 1.0, 10.0), (0.1, 1.0), (0.01
 #: ``quick`` (part of ``make report``): the first four problems, 20 training and 30 test examples
 #: (30 training examples until `make report` was cut towards 5 minutes: the OneSlackSSVM and MLP rows
 #: took a third less CPU time with 20), no boosting (``BoostedTrees``' defaults take minutes per
-#: cell here), OneSlackSSVM at C = 1 (its three validation fits would add about 70 CPU seconds),
+#: cell here), OneSlackSSVM at C = 1 (its three validation fits would add 39 CPU seconds, 70 before
+#: its QP went to Clarabel directly),
 #: the model chosen on a fifth held out. ``full``: all six in two draws, 80 + 80, every class,
 #: every linear method's C (and slr:Linear's eps) chosen by 5-fold cross-validation: 16 examples
 #: held out told slr:Linear's candidates on the first draw's edge-input problem apart by one node
