@@ -26,8 +26,10 @@ holds the chosen C and eps, the seconds of the validation fits, and the test err
 chosen model's fit time (evaluation excluded; a fit under ``REPEAT_BELOW`` seconds timed as the
 fastest of up to ``REPEATS`` runs, :func:`fastest_fit`); the report states for every slr row the
 time it took to come within ``tolerance`` of the best linear peer's test error, its iterations
-and why it stopped. Rows go to ``generalisation_results.csv`` and the curves to
-``generalisation_curves.csv``.
+and why it stopped, and for slr:Linear its test error's paired difference to that peer's with
+the standard error over the test examples. Rows go to ``generalisation_results.csv``, the curves to
+``generalisation_curves.csv`` and the linear methods' wrong nodes per test example to
+``generalisation_example_errors.csv``.
 """
 from __future__ import annotations
 
@@ -56,9 +58,13 @@ SMOOTHED = ("slr:Linear",)
 COLUMNS = ["config", "problem", "method", "C", "epsilon", "train_error", "test_error", "seconds", "tuning_seconds",
            "iterations", "stopped", "status", *PROVENANCE_COLUMNS]
 _NUMBERS = ("C", "epsilon", "train_error", "test_error", "seconds", "tuning_seconds", "iterations")
+#: ``example_errors`` and ``example_nodes`` (the linear methods' rows): the wrong nodes of each test
+#: example under the fitted model and its nodes, from which the report takes the paired difference
+#: to the best peer and its standard error.
 RECORD = RecordSpec(row={c: (int, float, str) if c in _NUMBERS else (bool,) if c == "dirty" else (str,)
                          for c in COLUMNS},
-                    arrays=dict(seconds=("f", ("n",)), test_error=("f", ("n",))))
+                    arrays=dict(seconds=("f", ("n",)), test_error=("f", ("n",))),
+                    optional=dict(example_errors=("iu", ("t",)), example_nodes=("iu", ("t",))))
 
 
 @dataclass(frozen=True)
@@ -229,10 +235,17 @@ def learner(spec: GeneralisationSpec, method: str, reg: dict[str, float], n_stat
                             random_state=SEED)
 
 
+def example_errors(model: Any, X: Sequence, Y: Sequence) -> np.ndarray:
+    """The number of wrongly labelled nodes of each example under ``model.predict``."""
+    return np.array([np.count_nonzero(np.asarray(pred) != np.asarray(y)) for pred, y in zip(model.predict(X), Y)],
+                    dtype=np.int64)
+
+
 def _fit(spec: GeneralisationSpec, method: str, data: tuple, reg: dict[str, float],
-         n_jobs: int | None) -> tuple[dict, np.ndarray, np.ndarray]:
+         n_jobs: int | None) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray | None]:
     """Fit ``method`` with ``reg`` on ``data = (X_fit, Y_fit, X_eval, Y_eval, n_states)``: its row
-    fields (``test_error`` on the evaluation examples) and its evaluation-error curve against fit time."""
+    fields (``test_error`` on the evaluation examples), its evaluation-error curve against fit time
+    and, for the methods in ``RIDGED``, :func:`example_errors` on the evaluation examples."""
     Xtr, Ytr, Xte, Yte, n_states = data
     if method == "crfsuite:lbfgs":
         from baselines.crfsuite_peer import CRFsuiteChain
@@ -241,13 +254,16 @@ def _fit(spec: GeneralisationSpec, method: str, data: tuple, reg: dict[str, floa
         error = 1.0 - float(model.score(Xte, Yte))
         row = dict(train_error=1.0 - float(model.score(Xtr, Ytr)), test_error=error, seconds=model.fit_seconds_,
                    iterations=model.n_iter_, stopped="")
-        return row, np.array([model.fit_seconds_]), np.array([error])
-    model = learner(spec, method, reg, n_states, n_jobs)
-    if method in SLR_METHODS:   # fitted on the training examples alone, the test curve from its callback
-        row, seconds, errors = fit_slr(model, data)
-        return dict(row, stopped=model.stop_reason_), seconds, errors
-    row, seconds, errors = fit_learner(model, data)   # the peer: the test set as validation data
-    return dict(row, stopped=""), seconds, errors
+        seconds, errors = np.array([model.fit_seconds_]), np.array([error])
+    else:
+        model = learner(spec, method, reg, n_states, n_jobs)
+        if method in SLR_METHODS:   # fitted on the training examples alone, the test curve from its callback
+            row, seconds, errors = fit_slr(model, data)
+            row = dict(row, stopped=model.stop_reason_)
+        else:                       # the peer: the test set as validation data
+            row, seconds, errors = fit_learner(model, data)
+            row = dict(row, stopped="")
+    return row, seconds, errors, example_errors(model, Xte, Yte) if method in RIDGED else None
 
 
 #: A fit of the chosen model that takes less than ``REPEAT_BELOW`` seconds is run again, up to
@@ -260,7 +276,7 @@ REPEAT_BELOW = 0.5
 REPEATS = 5
 
 
-def fastest_fit(fit: Callable[[], tuple[dict, np.ndarray, np.ndarray]]) -> tuple[dict, np.ndarray, np.ndarray]:
+def fastest_fit(fit: Callable[[], tuple]) -> tuple:
     """``fit()``'s result, from the fastest of its runs by ``row["seconds"]``: ``fit`` runs again
     while the fastest run so far took less than ``REPEAT_BELOW`` seconds, at most ``REPEATS`` times."""
     best = fit()
@@ -319,20 +335,32 @@ def compute_cell(spec: GeneralisationSpec, name: str, method: str, info: RunInfo
     try:
         data = (*reuse_data(f"generalisation {problem}", problem.load), problem.n_states)
         reg, tuning_seconds = choose_model(spec, method, data[0], data[1], problem.n_states, n_threads)
-        row, seconds, errors = fastest_fit(lambda: _fit(spec, method, data, reg, n_threads))
+        row, seconds, errors, per_example = fastest_fit(lambda: _fit(spec, method, data, reg, n_threads))
         row.update(C=reg["C"] if method in RIDGED else "", epsilon=reg["epsilon"] if method in SLR_METHODS else "",
                    tuning_seconds="" if tuning_seconds is None else tuning_seconds, status="ok")
     except Exception as exc:
         row = dict(C="", epsilon="", train_error="", test_error="", seconds="", tuning_seconds="", iterations="",
                    stopped="", status=failure_status(exc))
-        seconds, errors = np.zeros(0), np.zeros(0)
+        seconds, errors, per_example = np.zeros(0), np.zeros(0), None
     row = dict(config=config_hash(spec.config()), problem=name, method=method, **row, **info.row_fields())
-    return CellRecord(row=row, arrays=dict(seconds=seconds, test_error=errors))
+    arrays = dict(seconds=seconds, test_error=errors)
+    if per_example is not None:
+        arrays.update(example_errors=per_example, example_nodes=np.array([len(y) for y in data[3]], dtype=np.int64))
+    return CellRecord(row=row, arrays=arrays)
+
+
+def _example_rows(record: CellRecord) -> list[dict]:
+    row = record.row
+    return [{"config": row["config"], "problem": row["problem"], "method": row["method"], "example": k,
+             "errors": int(e), "nodes": int(n)}
+            for k, (e, n) in enumerate(zip(record.arrays.get("example_errors", ()), record.arrays.get("example_nodes", ())))]
 
 
 NAME = "generalisation"
 TABLES = (Table("generalisation_results.csv", COLUMNS, ("config", "problem", "method")),
-          time_curve_table("generalisation_curves.csv", "problem"))
+          time_curve_table("generalisation_curves.csv", "problem"),
+          Table("generalisation_example_errors.csv", ["config", "problem", "method", "example", "errors", "nodes"],
+                ("config", "problem", "method", "example"), _example_rows))
 
 
 class Generalisation(ExperimentBase):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from slr_suite.experiment import Profile
@@ -21,6 +22,40 @@ def _peer(rows: pd.DataFrame) -> pd.Series | None:
     """The best linear peer's row of one problem (lowest test error; None if no peer ran)."""
     peers = rows[rows["method"].isin(PEERS) & (rows["status"] == "ok")]
     return None if peers.empty else peers.loc[pd.to_numeric(peers["test_error"]).idxmin()]
+
+
+def paired_difference(errors: np.ndarray, peer_errors: np.ndarray, nodes: np.ndarray) -> tuple[float, float]:
+    """The difference of two test error rates measured on the same examples, and its standard error.
+
+    ``errors[k]`` and ``peer_errors[k]`` are the wrong nodes of test example ``k`` (of ``nodes[k]``)
+    under each model. The difference is ``sum(errors - peer_errors) / sum(nodes)``; its standard error
+    is the ratio estimator's over examples, which counts the nodes of one example as dependent (they
+    share its features' draw and its labels' Gibbs chain) and the examples as independent draws.
+    """
+    differences, nodes = np.asarray(errors, float) - np.asarray(peer_errors, float), np.asarray(nodes, float)
+    count, total = len(nodes), nodes.sum()
+    difference = differences.sum() / total
+    if count < 2:
+        return float(difference), float("nan")
+    residuals = differences - difference * nodes
+    return float(difference), float(np.sqrt(count / (count - 1) * np.sum(residuals ** 2)) / total)
+
+
+def _example_errors(frame: pd.DataFrame, name: str, method: str) -> pd.DataFrame:
+    return frame[(frame["problem"] == name) & (frame["method"] == method)].sort_values("example")
+
+
+def _versus_peer(frame: pd.DataFrame, name: str, method: str, peer: pd.Series | None) -> str:
+    """``method``'s test error minus the best peer's on problem ``name``, ``+d ± se``; "" where either
+    has no per-example record (a run before they were kept)."""
+    if peer is None:
+        return ""
+    ours, theirs = _example_errors(frame, name, method), _example_errors(frame, name, peer["method"])
+    if ours.empty or len(ours) != len(theirs):
+        return ""
+    difference, error = paired_difference(ours["errors"].to_numpy(), theirs["errors"].to_numpy(),
+                                          ours["nodes"].to_numpy())
+    return f"{difference:+.4f} ± {error:.4f}"
 
 
 def _seconds(value: float) -> str:
@@ -57,10 +92,11 @@ def _model_choice(spec) -> str:
 
 def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict | None = None) -> dict:
     """Write ``out/generalisation.md`` and ``out/generalisation.png``; return headline numbers."""
-    results_table, curves_table = (t.open(out, log) for t in TABLES)
+    results_table, curves_table, examples_table = (t.open(out, log) for t in TABLES)
     spec = profile.spec(NAME)
     config = config_hash(spec.config())
     results, curves = results_table.frame(config=config), curves_table.frame(config=config)
+    examples = examples_table.frame(config=config)
     order = [p.name for p in spec.problems]
 
     rows, reached, ended, linear_rule = [], 0, 0, 0
@@ -76,14 +112,15 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         for r in sub.itertuples():
             curve = curves[(curves["problem"] == name) & (curves["method"] == r.method)].sort_values("point")
             if r.status != "ok":
-                rows.append([name, r.method, "", "", r.status, "", "", "", "", "", ""])
+                rows.append([name, r.method, "", "", r.status, "", "", "", "", "", "", ""])
                 continue
-            to_target, ratio = "", ""
+            to_target, ratio, versus = "", "", ""
             if r.method in SLR_METHODS and target is not None:
                 seconds = time_to_target(curve["seconds"].to_numpy(), curve["test_error"].to_numpy(), target)
                 to_target = _seconds(seconds)
                 ratio = "" if math.isnan(seconds) else f"{seconds / max(float(peer['seconds']), 1e-9):.2f}"
                 if r.method == "slr:Linear":
+                    versus = _versus_peer(examples, name, r.method, peer)
                     reached += int(seconds <= float(peer["seconds"]))   # False for NaN: never reached
                     ended += int(float(r.test_error) <= target + 1e-12)
             if r.method == "slr:Linear" and r.stopped == "tol":
@@ -91,7 +128,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
             rows.append([name, r.method, _value(r.C), _value(r.epsilon), float(r.test_error), float(r.seconds),
                          _value(r.tuning_seconds, ".2f") if len(spec.candidates(r.method)) > 1 else "",
                          int(r.iterations),
-                         r.stopped if isinstance(r.stopped, str) else "", to_target, ratio])
+                         r.stopped if isinstance(r.stopped, str) else "", to_target, ratio, versus])
             if len(curve):
                 ax.plot(curve["seconds"], curve["test_error"], marker="o" if len(curve) == 1 else None, ms=4,
                         label=r.method)
@@ -121,6 +158,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "*validation (s)* the fits that chose it. "
         f"*To peer*: the fit time at which an slr row's test error first came within {spec.tolerance:g} of "
         "the best linear peer's (dotted line in the figure); *ratio*: that time over the peer's fit time. "
+        "*− peer*: slr:Linear's test error minus the best peer's, ± the standard error of that paired "
+        "difference over the test examples (each example's nodes counted together). "
         "*Stopped*: why the fit ended (`tol`: the stopping rule; `early_stopping`: the error on a tenth of "
         "the training examples held out, for MLP, which memorises them; `max_iter`: the cap).\n",
         f"\n`slr:Linear` reached the best linear peer's test error (within {spec.tolerance:g}) in no more "
@@ -133,9 +172,10 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
           f"{'yes' if p.edge_input else 'no'} | {p.n_train} / {p.n_test} |\n" for p in problems),
         "\n![test error against fit time](generalisation.png)\n\n",
         table(["problem", "method", "C", "eps", "test error", "seconds", "validation (s)", "iterations", "stopped",
-               "to peer (s)", "ratio"], rows, digits=3),
+               "to peer (s)", "ratio", "− peer"], rows, digits=3),
         "\nRaw results: [generalisation_results.csv](generalisation_results.csv), curves: "
-        "[generalisation_curves.csv](generalisation_curves.csv)\n",
+        "[generalisation_curves.csv](generalisation_curves.csv), the linear methods' wrong nodes per test "
+        "example: [generalisation_example_errors.csv](generalisation_example_errors.csv)\n",
     ]
     atomic_write_text(out / "generalisation.md", "".join(text))
     return dict(problems=len(problems), reached=reached, ended=ended, rule=linear_rule)
