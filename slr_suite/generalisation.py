@@ -350,10 +350,10 @@ def compute_cell(spec: GeneralisationSpec, name: str, method: str, info: RunInfo
 
 
 def _example_rows(record: CellRecord) -> list[dict]:
-    row = record.row
+    row, arrays = record.row, record.arrays
+    counts = zip(arrays.get("example_errors", ()), arrays.get("example_nodes", ()))
     return [{"config": row["config"], "problem": row["problem"], "method": row["method"], "example": k,
-             "errors": int(e), "nodes": int(n)}
-            for k, (e, n) in enumerate(zip(record.arrays.get("example_errors", ()), record.arrays.get("example_nodes", ())))]
+             "errors": int(e), "nodes": int(n)} for k, (e, n) in enumerate(counts)]
 
 
 NAME = "generalisation"

@@ -8,8 +8,8 @@ import pytest
 
 from slr_suite import get_profile
 from slr_suite.common import Logger, validation_splits
-from slr_suite.generalisation import (NAME, REPEAT_BELOW, REPEATS, RIDGED, SPECS, TABLES, GeneralisationSpec, Problem, _fit,
-                                      choose_model, fastest_fit, methods_of)
+from slr_suite.generalisation import (NAME, REPEAT_BELOW, REPEATS, RIDGED, SPECS, TABLES, GeneralisationSpec, Problem,
+                                      _fit, choose_model, fastest_fit, methods_of)
 from slr_suite.methods import TuningGrid
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.render_baselines import time_to_target
