@@ -11,11 +11,12 @@ column: the fit time (``history_["seconds"]``, monitoring excluded) at which slr
 comes within .005 of CRFsuite's, over CRFsuite's fit time, both measured back to back in one
 process (NaN if slr never gets there), the curve and the first time on it taken by the
 experiment's own functions. ``StrongChainAgainstCRFsuite`` is the same ratio on the full grid's
-chain L20 strong in its two draws (80 training and 80 test chains of 20 nodes, 20 strongly coupled
+chain L20 strong in its two draws (80 training and 800 test chains of 20 nodes, 20 strongly coupled
 states, 20 features), the model the full report chooses for both (C = 1, eps = .1): side by side
-in one process it takes 0.55-0.60x and 0.62-0.70x (medians of 7), the full report on one Dask worker
-0.50x and 0.42x; on workers started with ``MALLOC_TRIM_THRESHOLD_``, which doubled slr's fit, it
-had put slr behind CRFsuite in the second draw (1.13x; docs/design.md section 5).
+in one process it took 0.55-0.60x and 0.62-0.70x (medians of 7, when the test sets held 80 chains),
+the full report on one Dask worker 0.58x and 0.65x; on workers started with
+``MALLOC_TRIM_THRESHOLD_``, which doubled slr's fit, it had put slr behind CRFsuite in the second
+draw (1.13x; docs/design.md section 5).
 ``asv_benchmarks/compare_overhead.py`` compares the same fits between two builds.
 """
 from __future__ import annotations
