@@ -594,7 +594,7 @@ class _TrainingRows:
 
     def __init__(self, monitor: bool | str, predictor: PairwiseModel, train: FlatData) -> None:
         self.on = monitor is not False
-        self.every = monitor is True or predictor.method(train) == "chain"
+        self.every = monitor is True or predictor.method(train) != "lp"
 
     def __call__(self, iteration: int) -> bool:
         """Whether ``iteration``'s row gets the training error when recorded."""
@@ -608,6 +608,13 @@ class _TrainingRows:
             return
         with timed("monitor"):
             history.measure_train(kept, decode)
+
+
+def _prediction_model(epsilon: float, params: dict[str, Any]) -> PairwiseModel:
+    """The energy of a fit at ``epsilon`` with the checked prediction settings of ``params``."""
+    return PairwiseModel(epsilon, inference="auto" if params["predict_epsilon"] == 0 else "lp",
+                         epsilon=params["predict_epsilon"], max_sweeps=params["predict_max_sweeps"], tol=_SWEEP_TOL,
+                         n_jobs=params["n_jobs"])
 
 
 def _potentials(predictor: PairwiseModel, data: FlatData, unary: Any,
@@ -721,11 +728,16 @@ class StructuredLogisticRegression(StructuredEstimator):
         when the messages gain little against what the next fit will gain only costs time: the
         next fit starts from the messages where they are. ``sweep_tol=0`` runs ``max_sweeps``
         sweeps every half step (each example until its messages settle), as before 0.2.
-    predict_max_sweeps : int, default=100
-        Kernel sweeps for prediction on graphs that are not chains.
+    predict_max_sweeps : int, default=10000
+        The budget of kernel sweeps for prediction on graphs that are not forests. The sweeps run in
+        chunks of doubling length and stop once every example's labels are a certified MAP
+        (the LP's bound met by their score) or settled (unchanged over a chunk with the bound no
+        longer falling; :func:`slr.inference.decoding.batch_map`), which on most graphs is long
+        before the budget; a ``ConvergenceWarning`` says when the budget ran out first.
     predict_epsilon : float, default=0.0
         Entropy weight of the inference used for prediction; 0 is MAP on the LP
-        relaxation (exact by Viterbi when every example is a chain). With a positive
+        relaxation (exact by Viterbi when every example is a chain, by max-product when every
+        example is a forest). With a positive
         value, nodes are labelled by their smoothed marginals' mode (the sweeps then run
         on chains too).
     n_states : int, optional
@@ -739,8 +751,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         every iteration where every training example is a chain (Viterbi: one pass), and otherwise
         after iterations 1, 2, 4, 8, ... and, once the fit has ended, for the model kept (the last
         iteration, or ``best_iteration_``); the other rows' ``train_error`` is NaN. On graphs that
-        are not chains ``predict`` runs ``predict_max_sweeps`` max-product sweeps from zero
-        messages, which on loopy graphs seldom settle: a decode of the training examples then costs
+        are not forests ``predict`` runs max-product sweeps from zero messages until its labels
+        settle (up to ``predict_max_sweeps``): a decode of the training examples then costs
         about what an iteration of learning does, or more, so measuring every iteration cost about as
         much as the fit (denoising, 8 images of 32 x 32, 60 iterations: 1.3 CPU s monitoring, 1.5 s
         fitting) and on small problems several times more (a loopy held-out problem: 0.24 s against
@@ -891,8 +903,9 @@ class StructuredLogisticRegression(StructuredEstimator):
     ``fit`` is a transaction: it checks the parameters, the oracles and all the data first, and
     replaces the fitted attributes only once it has finished. A fit that raises (bad validation
     data, a bad parameter, an oracle failing mid-fit) leaves a fitted model as it was. The
-    settings of prediction (``epsilon``, ``predict_epsilon``, ``predict_max_sweeps``, ``n_jobs``)
-    are those of the last successful fit.
+    energy's ``epsilon`` is that of the last successful fit; the settings of prediction
+    (``predict_epsilon``, ``predict_max_sweeps``, ``n_jobs``) are read when ``predict`` runs, so
+    ``set_params`` changes them for a fitted model.
 
     Examples
     --------
@@ -949,7 +962,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         tol: float = 1e-4,
         max_sweeps: int = 50,
         sweep_tol: float = 0.1,
-        predict_max_sweeps: int = 100,
+        predict_max_sweeps: int = 10_000,
         predict_epsilon: float = 0.0,
         n_states: int | None = None,
         n_jobs: int | None = None,
@@ -1093,11 +1106,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         else:
             train = data
         threads = resolve_threads(params["n_jobs"])
-        predictor = PairwiseModel(
-            params["epsilon"], inference="auto" if params["predict_epsilon"] == 0 else "lp",
-            epsilon=params["predict_epsilon"], max_sweeps=params["predict_max_sweeps"], tol=_SWEEP_TOL,
-            n_jobs=params["n_jobs"],
-        )
+        predictor = _prediction_model(params["epsilon"], params)
         layout = _layout_digest(train)
         resume, earlier_history, earlier_trace = None, None, None
         if warm:
@@ -1252,8 +1261,19 @@ class StructuredLogisticRegression(StructuredEstimator):
                              self.n_edge_features_, name)
 
     def _predict_flat(self, data: FlatData) -> np.ndarray:
-        return _map_labels(self._predictor, data, self.unary_, self._fitted_pairwise_function(),
+        return _map_labels(self._current_predictor(), data, self.unary_, self._fitted_pairwise_function(),
                            self._phase_timer or _untimed, warn=True)
+
+    def _current_predictor(self) -> PairwiseModel:
+        """The fit's energy (its ``epsilon``) decoded under the prediction settings as they are now:
+        ``set_params(predict_max_sweeps=...)`` after ``fit`` applies to the next ``predict``."""
+        names = ("predict_epsilon", "predict_max_sweeps", "predict_sweeps", "n_jobs", "n_threads")
+        params = validate_params(self, {name: self._parameter_constraints[name] for name in names},
+                                 params={name: getattr(self, name) for name in names})
+        resolve_renamed(params, "predict_sweeps", "predict_max_sweeps", convert=lambda v: 2 * v, stacklevel=6,
+                        note=_SWEEPS_NOTE.format(old="predict_sweeps", new="predict_max_sweeps"))
+        resolve_renamed(params, "n_threads", "n_jobs", stacklevel=6)
+        return _prediction_model(self._predictor.scale, params)
 
     def _fitted_pairwise_function(self) -> LogisticOracle | None:
         """``pairwise_`` if a fit ever fitted it (graphs without edges leave it unfitted), else None."""

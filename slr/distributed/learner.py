@@ -39,8 +39,8 @@ from slr.distributed._lightgbm import fit_lightgbm
 from slr.distributed._oracles import fit_distributed, supported
 from slr.estimator import FitHistory
 from slr.inference.batch import BatchSweepResult
-from slr.learner import (_FACTORS, _SWEEP_TOL, StructuredLogisticRegression, _Alternation, _clone_oracle,
-                         _linear_parameters, _print_progress, _relaxed_step, _tol_reached, _untimed)
+from slr.learner import (_FACTORS, StructuredLogisticRegression, _Alternation, _clone_oracle,
+                         _linear_parameters, _prediction_model, _print_progress, _relaxed_step, _tol_reached, _untimed)
 from slr.models import PairwiseModel, class_weights
 from slr.oracles.base import get_oracle_tags
 from slr.oracles.lightgbm_adapter import LightGBM
@@ -322,10 +322,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         class_weight = class_weights(params["class_weight"], np.zeros(0, dtype=np.int64), n_states)
         shards = backend.map(_shard.build, raw, n_states, class_weight)
         del raw
-        predictor = PairwiseModel(
-            params["epsilon"], inference="auto" if params["predict_epsilon"] == 0 else "lp",
-            epsilon=params["predict_epsilon"], max_sweeps=params["predict_max_sweeps"], tol=_SWEEP_TOL,
-            n_jobs=params["n_jobs"])
+        predictor = _prediction_model(params["epsilon"], params)
         timed = self._phase_timer or _untimed
         history = FitHistory(None)
         state = _DistributedAlternation(backend, shards, layout, oracles, params["epsilon"], params["max_sweeps"],
