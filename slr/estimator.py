@@ -136,8 +136,10 @@ class FitHistory:
                 self.rows[-1]["eval_seconds"] += elapsed
 
     def frame(self) -> pd.DataFrame:
-        """The rows as ``history_``."""
-        return pd.DataFrame(self.rows, columns=HISTORY_COLUMNS)
+        """The rows as ``history_``: :data:`HISTORY_COLUMNS`, then any columns a learner adds to
+        every row (e.g. a dual objective)."""
+        extra = [name for name in (self.rows[0] if self.rows else ()) if name not in HISTORY_COLUMNS]
+        return pd.DataFrame(self.rows, columns=[*HISTORY_COLUMNS, *extra])
 
 
 class StructuredEstimator(VersionedPickle, BaseEstimator):

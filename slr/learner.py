@@ -57,7 +57,7 @@ from slr._joint import joint_minimise, supports
 from slr.certificate import FitCertificate, certify
 from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
                                  batch_sweeps, resolve_threads)
-from slr.latent import LatentTargets
+from slr.latent import LATENT_INIT, LatentTargets, initial_node_targets
 from slr.models import (CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_example_weights, class_weights,
                         hamming_margin)
 from slr.oracles.base import LogisticOracle, OracleTags, get_oracle_tags
@@ -312,13 +312,16 @@ class _Alternation:
     latent_iter : int
         With unlabelled nodes (label -1): learning iterations between CCCP target updates
         (:mod:`slr.latent`).
+    latent_start : ndarray of shape (n_nodes, L), optional
+        The first node targets with unlabelled nodes (:func:`slr.latent.initial_node_targets`);
+        None: uniform, and updated at the starting potentials before the first fit.
     """
 
     def __init__(self, train: FlatData, oracles: dict[str, Any], epsilon: float, max_sweeps: int,
                  threads: int, relaxation: float, timed: Callable[[str], AbstractContextManager], *,
                  resume: tuple[np.ndarray | None, bool] | None = None, sweep_tol: float = 0.0,
                  sample_weight: np.ndarray | None = None, class_weight: np.ndarray | None = None,
-                 latent_iter: int = 1) -> None:
+                 latent_iter: int = 1, latent_start: np.ndarray | None = None) -> None:
         self.train, self.oracles = train, oracles
         self.tags: dict[str, OracleTags] = {factor: get_oracle_tags(oracles[factor]) for factor in _FACTORS}
         self.epsilon, self.max_sweeps, self.threads = epsilon, max_sweeps, threads
@@ -329,7 +332,7 @@ class _Alternation:
         self.delta = hamming_margin(train.labels, L, class_weight)
         self.node_weights = None if sample_weight is None else sample_weight[batch.node_example]
         self.edge_weights = None if sample_weight is None else sample_weight[batch.edge_example]
-        self.latent = (LatentTargets(train, epsilon, max_sweeps, _SWEEP_TOL, threads)
+        self.latent = (LatentTargets(train, epsilon, max_sweeps, _SWEEP_TOL, threads, initial=latent_start)
                        if train.unlabelled.any() else None)
         self.latent_iter, self._iterations_on_targets = latent_iter, 0
         self.pair_labels = train.pair_labels if self.latent is None else None
@@ -347,7 +350,7 @@ class _Alternation:
         self.theta_nodes = self.unary_potentials + self.delta
         self.theta_edges = self.energy.pairwise_potentials(
             train, oracles["pairwise"] if self.fitted_pairwise else None)
-        if self.latent is not None:
+        if self.latent is not None and self.latent.fresh:
             self.latent.update(self.theta_nodes, self.theta_edges)
         self._split = _SplitObjective(batch, train.labels, epsilon, threads, check_input=False,
                                       sample_weight=sample_weight, targets=self.latent)
@@ -827,6 +830,12 @@ class StructuredLogisticRegression(StructuredEstimator):
     latent_iter : int, default=1
         With unlabelled nodes in ``Y`` (label ``-1``): learning iterations between updates of the
         soft targets (CCCP, :mod:`slr.latent`). Fully labelled fits ignore it.
+    latent_init : {"neighbours", "kmeans", "random", "uniform"}, default="neighbours"
+        With unlabelled nodes: the first soft targets, which break the symmetry among an unlabelled
+        node's states (from uniform targets they stay interchangeable and the node learns nothing):
+        its labelled neighbours' labels, pystruct's k-means clustering of those, a random state
+        (both seeded by ``random_state``), or uniform (:func:`slr.latent.initial_node_targets`).
+        A continued fit (``warm_start``) starts from the fitted functions instead.
     solver : {"auto", "alternation", "joint"}, default="auto"
         ``"alternation"``: Algorithm 1.1 (block coordinate descent: oracle fits and sweeps in
         turn). ``"joint"``: for ``Linear``, ``Constant`` and ``Zero`` oracles, whose potentials are
@@ -946,6 +955,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         "n_iter_no_change": Integer(1),
         "class_weight": CLASS_WEIGHT,
         "latent_iter": Integer(1),
+        "latent_init": Options(LATENT_INIT),
         "solver": Options(SOLVERS),
         "mp_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "predict_sweeps": Integer(0, _MAX_MP_ITERATIONS),
@@ -976,6 +986,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         n_iter_no_change: int = 10,
         class_weight: dict | str | None = None,
         latent_iter: int = 1,
+        latent_init: str = "neighbours",
         solver: str = "auto",
         mp_sweeps: Any = DEPRECATED,
         predict_sweeps: Any = DEPRECATED,
@@ -1002,6 +1013,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         self.n_iter_no_change = n_iter_no_change
         self.class_weight = class_weight
         self.latent_iter = latent_iter
+        self.latent_init = latent_init
         self.solver = solver
         self.mp_sweeps = mp_sweeps
         self.predict_sweeps = predict_sweeps
@@ -1119,10 +1131,13 @@ class StructuredLogisticRegression(StructuredEstimator):
         history = FitHistory(train, val)
         timed = self._phase_timer or _untimed
         cw = class_weights(params["class_weight"], train.labels, train.n_states)
+        latent_start = (initial_node_targets(train, params["latent_init"], rng)
+                        if resume is None and params["latent_init"] != "uniform" and train.unlabelled.any()
+                        else None)
         state = _Alternation(train, {"unary": unary, "pairwise": pairwise}, params["epsilon"],
                              params["max_sweeps"], threads, params["relaxation"], timed, resume=resume,
                              sweep_tol=params["sweep_tol"], sample_weight=weights, latent_iter=params["latent_iter"],
-                             class_weight=cw)
+                             class_weight=cw, latent_start=latent_start)
         solver = _choose_solver(params["solver"], unary, pairwise, train, params["max_sweeps"])
         objectives = [] if earlier_history is None else _iteration_objectives(earlier_history, earlier_trace)
         if not warm:
