@@ -1,0 +1,186 @@
+"""Reproducers of the third reliability probe: converters and metrics that keep masks and shapes,
+partial labels with a hold-out, errors that name their cause, one edge per pair of nodes."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.metrics import f1_score
+
+from slr import StructuredLogisticRegression
+from slr.formats import from_chain_crf, from_graph_crf, from_grid_crf
+from slr.graph import chain_edges, check_dataset, check_edges, check_labels
+from slr.metrics import (node_accuracy, node_accuracy_scorer, node_brier_score, node_f1, node_f1_scorer,
+                         node_log_loss)
+from slr.oracles import MLP
+
+
+def _partial_chains(n_examples: int, n: int = 6, seed: int = 0) -> tuple[list, list]:
+    """Chains whose label is the sign of the first feature, one node per example unlabelled."""
+    rng = np.random.default_rng(seed)
+    X, Y = [], []
+    for k in range(n_examples):
+        x = rng.normal(size=(n, 2))
+        y = (x[:, 0] > 0).astype(np.int64)
+        y[k % n] = -1
+        X.append((x, chain_edges(n), np.ones((n - 1, 1))))
+        Y.append(y)
+    return X, Y
+
+
+# ---------------------------------------------------------------- converters: masks, integrality, shapes
+def test_converters_keep_a_mask_as_unlabelled_in_every_format():
+    hidden_seven = np.ma.masked_array([[0, 1], [1, 7]], mask=[[0, 0], [0, 1]])
+    _, Y = from_grid_crf([np.zeros((2, 2, 1))], [hidden_seven])
+    assert Y[0].tolist() == [0, 1, 1, -1]
+    _, Y = from_chain_crf([np.zeros((3, 1))], [np.ma.masked_array([2, 5, 0], mask=[0, 1, 0])])
+    assert Y[0].tolist() == [2, -1, 0]
+    _, Y = from_graph_crf([(np.zeros((3, 1)), np.array([[0, 1], [1, 2]]))],
+                          [np.ma.masked_array([4, 0, 1], mask=[1, 0, 0])])
+    assert Y[0].tolist() == [-1, 0, 1]
+    # the learner reads the masked array itself the same way
+    _, checked, _ = check_dataset([(np.zeros((4, 1)), np.zeros((0, 2)), np.zeros((0, 1)))],
+                                  [hidden_seven.ravel()], allow_unlabelled=True)
+    assert checked[0].tolist() == [0, 1, 1, -1]
+
+
+@pytest.mark.parametrize("labels, word", [([0.2, 1.7, 0.9], "whole numbers"), ([0, np.nan, 1], "whole numbers"),
+                                          ([0, -3, 1], "negative")])
+def test_converters_refuse_labels_the_learner_refuses(labels, word):
+    with pytest.raises(ValueError, match=rf"Y\[0\].*{word}"):
+        from_chain_crf([np.zeros((3, 1))], [labels])
+    with pytest.raises(ValueError, match=rf"Y\[0\].*{word}"):
+        check_labels(np.asarray(labels), 3, None, name="Y[0]", allow_unlabelled=True)
+
+
+def test_whole_float_labels_pass_as_the_learner_takes_them():
+    assert from_chain_crf([np.zeros((3, 1))], [[2.0, 0.0, 1.0]])[1][0].tolist() == [2, 0, 1]
+
+
+def test_grid_labels_must_have_the_image_shape_not_only_its_size():
+    with pytest.raises(ValueError, match=r"Y\[0\] must have shape \(2, 3\)"):
+        from_grid_crf([np.zeros((2, 3, 1))], [np.zeros((3, 2), dtype=int)])
+    with pytest.raises(ValueError, match=r"Y\[0\] must have shape \(2, 3\)"):
+        from_grid_crf([np.zeros((2, 3, 1))], [np.zeros(6, dtype=int)])
+    _, Y = from_grid_crf([np.zeros((2, 3, 1))], [np.arange(6).reshape(2, 3)])
+    assert Y[0].tolist() == list(range(6))   # row-major, as the nodes
+
+
+def test_graph_converter_refuses_an_edge_index_instead_of_reshaping_it():
+    nodes = np.zeros((4, 1))
+    with pytest.raises(ValueError, match=r"\(2, m\) edge index.*transpose"):
+        from_graph_crf([(nodes, np.array([[0, 1, 3], [2, 3, 0]]))])
+    with pytest.raises(ValueError, match=r"shape \(m, 2\).*\(6,\)"):
+        from_graph_crf([(nodes, np.array([0, 1, 1, 2, 2, 3]))])
+    with pytest.raises(ValueError, match="not whole numbers"):
+        from_graph_crf([(nodes, np.array([[0, 1.9], [1, 2]]))])
+    X, _ = from_graph_crf([(nodes, np.array([[0, 1, 3], [2, 3, 0]]).T)])
+    assert X[0][1].tolist() == [[0, 2], [1, 3], [3, 0]]   # the graph given, as (m, 2) rows
+
+
+def test_graph_converter_refuses_an_m_by_3_array():
+    with pytest.raises(ValueError, match=r"shape \(m, 2\).*\(4, 3\)"):
+        from_graph_crf([(np.zeros((5, 1)), np.array([[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 0]]))])
+
+
+def test_empty_chain_names_its_example():
+    with pytest.raises(ValueError, match=r"X\[1\] is an empty sequence"):
+        from_chain_crf([np.zeros((3, 1)), np.zeros((0, 1))])
+
+
+# ---------------------------------------------------------------- metrics leave unlabelled nodes out
+def test_metrics_leave_unlabelled_and_masked_nodes_out():
+    assert node_accuracy([[0, 1, -1, -1]], [[0, 1, 1, 0]]) == 1.0
+    masked = np.ma.masked_array([0, 1, 1, 0], mask=[0, 0, 1, 1])
+    assert node_accuracy([masked], [[0, 1, 0, 1]]) == 1.0
+    truth, guess = [np.array([0, 2, -1, 1]), np.array([1, -1])], [np.array([0, 1, 2, 1]), np.array([1, 0])]
+    expected = f1_score([0, 2, 1, 1], [0, 1, 1, 1], average="macro")
+    assert node_f1(truth, guess) == pytest.approx(expected)
+    assert node_f1([masked], [[0, 1, 0, 1]]) == 1.0
+    per_state = node_f1(truth, guess, average=None)
+    np.testing.assert_allclose(per_state, f1_score([0, 2, 1, 1], [0, 1, 1, 1], average=None))
+    with pytest.raises(ValueError, match="no labelled node"):
+        node_accuracy([[-1, -1]], [[0, 1]])
+
+
+def test_marginal_metrics_do_not_read_under_a_mask():
+    marginals = [np.array([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5], [1.0, 0.0]])]
+    hidden = np.ma.masked_array([0, 1, 7, 1], mask=[0, 0, 1, 0])
+    expected = -(np.log(0.9) + np.log(0.8) + np.log(1e-15)) / 3
+    assert node_log_loss([hidden], marginals) == pytest.approx(expected)
+    assert node_log_loss([np.array([0, 1, -1, 1])], marginals) == pytest.approx(expected)
+    brier = ((0.1**2 * 2) + (0.2**2 * 2) + (1.0 + 1.0)) / 3
+    assert node_brier_score([hidden], marginals) == pytest.approx(brier)
+
+
+def test_scorers_rank_on_the_labelled_nodes():
+    X, Y = _partial_chains(12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StructuredLogisticRegression(max_iter=3).fit(X, Y)
+    predicted = model.predict(X)
+    truth = np.concatenate(Y)
+    guess = np.concatenate(predicted)
+    labelled = truth >= 0
+    assert node_f1_scorer(model, X, Y) == pytest.approx(f1_score(truth[labelled], guess[labelled], average="macro"))
+    assert node_accuracy_scorer(model, X, Y) == pytest.approx(np.mean(truth[labelled] == guess[labelled]))
+
+
+# ---------------------------------------------------------------- partial labels with a hold-out
+def test_early_stopping_holds_out_partially_labelled_examples():
+    X, Y = _partial_chains(24)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StructuredLogisticRegression(max_iter=4, early_stopping=True, random_state=0).fit(X, Y)
+    train, val = model._validation_split
+    assert len(val) == 3 and len(train) == 21
+    assert model.best_iteration_ is not None
+
+
+def test_default_mlp_fit_on_twenty_partially_labelled_examples():
+    X, Y = _partial_chains(20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StructuredLogisticRegression(unary=MLP(), max_iter=2, random_state=0).fit(X, Y)
+    assert model.n_iter_ >= 1
+    assert node_accuracy(Y, model.predict(X)) > 0.5
+
+
+# ---------------------------------------------------------------- labels: messages naming the cause
+def test_fractional_label_message_says_whole_numbers():
+    with pytest.raises(ValueError, match=r"Y\[0\] must contain integer labels \(whole numbers\), got 0.5 at node 3"):
+        check_labels(np.array([0, 1, 0, 0.5]), 4, None, name="Y[0]")
+    assert check_labels(np.array([0, 2.0]), 2, None).tolist() == [0, 2]
+
+
+def test_huge_unsigned_labels_are_too_large_not_negative():
+    labels = np.array([0, 2**63 + 5], dtype=np.uint64)
+    with pytest.raises(ValueError, match="too large for int64"):
+        check_labels(labels, 2, None, name="Y[1]", allow_unlabelled=True)
+
+
+# ---------------------------------------------------------------- one edge per pair of nodes
+@pytest.mark.parametrize("edges", [[[0, 1], [1, 2], [1, 0]], [[0, 1], [1, 2], [0, 1]]])
+def test_a_pair_joined_twice_is_refused_naming_it(edges):
+    with pytest.raises(ValueError, match=r"joins nodes 0 and 1 twice \(rows 0 and 2"):
+        check_edges(np.array(edges), 3, unique_pairs=True)
+    X = [(np.zeros((3, 1)), chain_edges(3), np.ones((2, 1))), (np.zeros((3, 1)), np.array(edges), np.ones((3, 1)))]
+    with pytest.raises(ValueError, match=r"X\[1\] edges joins nodes 0 and 1 twice"):
+        check_dataset(X, [np.zeros(3, int), np.zeros(3, int)])
+
+
+def test_a_symmetric_adjacency_is_refused_and_its_upper_triangle_taken():
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    adjacency = scipy_sparse.coo_matrix(np.array([[0, 1, 1], [1, 0, 0], [1, 0, 0]]))
+    both = np.stack([adjacency.row, adjacency.col], axis=1)
+    with pytest.raises(ValueError, match="twice"):
+        check_edges(both, 3, unique_pairs=True)
+    upper = scipy_sparse.triu(adjacency, k=1)
+    assert sorted(map(tuple, check_edges(np.stack([upper.row, upper.col], axis=1), 3).tolist())) == [(0, 1), (0, 2)]
+
+
+def test_the_same_pair_in_different_examples_is_no_duplicate():
+    X = [(np.zeros((2, 1)), np.array([[0, 1]]), np.ones((1, 1))), (np.zeros((2, 1)), np.array([[1, 0]]), np.ones((1, 1)))]
+    checked, _, _ = check_dataset(X)
+    assert [x[1].tolist() for x in checked] == [[[0, 1]], [[1, 0]]]
