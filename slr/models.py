@@ -151,6 +151,7 @@ class FlatData:
         if self.n_states is None:
             raise ValueError("n_states must be given when Y is omitted")
         self.X, self.Y = X, Y
+        self.allow_unlabelled = allow_unlabelled
         self.d_node = X[0][0].shape[1]
         # check_dataset gives every example the same edge-feature width
         self.d_edge = X[0][2].shape[1]
@@ -172,9 +173,10 @@ class FlatData:
         return self.labels < 0
 
     def subset(self, examples: Sequence[int]) -> "FlatData":
-        """The listed examples as a data set of their own (same ``n_states``)."""
+        """The listed examples as a data set of their own (same ``n_states``, unlabelled nodes
+        allowed as here)."""
         Y = None if self.Y is None else [self.Y[k] for k in examples]
-        return type(self)([self.X[k] for k in examples], Y, self.n_states)
+        return type(self)([self.X[k] for k in examples], Y, self.n_states, allow_unlabelled=self.allow_unlabelled)
 
     def check_widths(self, d_node: int, d_edge: int | None, name: str) -> None:
         """Raise unless the features have the fitted widths (``d_edge`` None: trained without edges)."""
