@@ -185,10 +185,16 @@ def check_epsilon(epsilon: Any, *, allow_zero: bool = True, name: str = "epsilon
 
 
 def _float_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a C-contiguous float64 array; complex values are refused (numpy would drop
+    their imaginary parts with a mere warning)."""
     try:
-        return np.ascontiguousarray(value, dtype=np.float64)
+        arr = np.asarray(value)
+        real = arr.dtype.kind != "c"
+        if real:
+            return np.ascontiguousarray(arr, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a numeric array") from None
+    raise ValueError(f"{name} must be real, got complex values ({arr.dtype})")
 
 
 def _finite_float_array(value: Any, name: str, ndim: int, *, bounded: bool = False) -> np.ndarray:
@@ -373,9 +379,11 @@ def _checked_at_once(X: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]
         for example in X:
             if not isinstance(example, (tuple, list)) or len(example) != 3:
                 return None
-            node_f = np.ascontiguousarray(example[0], dtype=np.float64)
-            edges = np.asarray(example[1])
-            edge_f = np.ascontiguousarray(example[2], dtype=np.float64)
+            node_f, edges, edge_f = (np.asarray(part) for part in example)
+            if node_f.dtype.kind == "c" or edge_f.dtype.kind == "c":
+                return None
+            node_f = np.ascontiguousarray(node_f, dtype=np.float64)
+            edge_f = np.ascontiguousarray(edge_f, dtype=np.float64)
             if node_f.ndim != 2 or node_f.shape[0] < 1:
                 return None
             if edges.size == 0:

@@ -184,3 +184,79 @@ def test_the_same_pair_in_different_examples_is_no_duplicate():
     X = [(np.zeros((2, 1)), np.array([[0, 1]]), np.ones((1, 1))), (np.zeros((2, 1)), np.array([[1, 0]]), np.ones((1, 1)))]
     checked, _, _ = check_dataset(X)
     assert [x[1].tolist() for x in checked] == [[[0, 1]], [[1, 0]]]
+
+
+# ---------------------------------------------------------------- inference: NaN, complex, bad shapes
+def test_viterbi_refuses_nan_potentials_as_map_lp_does():
+    from slr.inference import map_lp, viterbi
+
+    theta_nodes, theta_edges = np.zeros((3, 2)), np.zeros((2, 2, 2))
+    theta_nodes[1, 0] = np.nan
+    with pytest.raises(ValueError, match="theta_nodes contains NaN"):
+        map_lp(theta_nodes, theta_edges, chain_edges(3))
+    with pytest.raises(ValueError, match="theta_nodes contains NaN"):
+        viterbi(theta_nodes, theta_edges)
+    theta_edges[0, 1, 1] = np.inf
+    with pytest.raises(ValueError, match="theta_edges contains NaN or infinite"):
+        viterbi(np.zeros((3, 2)), theta_edges)
+
+
+@pytest.mark.parametrize("nodes, edges, message", [
+    (np.zeros(3), np.zeros((2, 2, 2)), "theta_nodes must be 2-D"),
+    (np.zeros((3, 0)), np.zeros((2, 0, 0)), "at least one node and one state"),
+    (np.zeros((0, 2)), np.zeros((0, 2, 2)), "at least one node and one state"),
+    (np.zeros((3, 2)), np.zeros((3, 2, 2)), r"theta_edges must have shape .* \(1, 2, 2, 2\)"),
+])
+def test_viterbi_names_a_bad_shape(nodes, edges, message):
+    from slr.inference import viterbi
+
+    with pytest.raises(ValueError, match=message):
+        viterbi(nodes, edges)
+
+
+def test_viterbi_of_one_node_and_of_a_chain_against_brute_force():
+    from itertools import product
+
+    from slr.inference import viterbi
+
+    assert viterbi(np.array([[0.0, 2.0, 1.0]]), np.zeros(0)).tolist() == [1]
+    rng = np.random.default_rng(3)
+    theta_nodes, theta_edges = rng.normal(size=(4, 3)), rng.normal(size=(3, 3, 3))
+    best = max(product(range(3), repeat=4), key=lambda y: sum(theta_nodes[i, y[i]] for i in range(4))
+               + sum(theta_edges[i, y[i], y[i + 1]] for i in range(3)))
+    assert viterbi(theta_nodes, theta_edges).tolist() == list(best)
+
+
+def test_complex_features_and_potentials_are_refused():
+    from slr.inference import smoothed_lp, viterbi
+
+    X = [(np.ones((3, 2)) + 1j, chain_edges(3), np.ones((2, 1)))]
+    with pytest.raises(ValueError, match=r"X\[0\] node_features must be real, got complex"):
+        check_dataset(X, [np.zeros(3, int)])
+    with pytest.raises(ValueError, match=r"X\[0\] edge_features must be real"):
+        check_dataset([(np.ones((3, 2)), chain_edges(3), np.ones((2, 1), dtype=complex))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # no ComplexWarning on the way either
+        with pytest.raises(ValueError, match="theta_nodes must be real"):
+            viterbi(np.zeros((3, 2), dtype=complex), np.zeros((2, 2, 2)))
+        with pytest.raises(ValueError, match="theta_edges must be real"):
+            smoothed_lp(np.zeros((3, 2)), np.zeros((2, 2, 2), dtype=complex), chain_edges(3), 1.0)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 1.0])
+@pytest.mark.parametrize("where", ["node", "edge"])
+def test_unchecked_sweeps_never_report_nan_messages_converged(epsilon, where):
+    from slr.graph import GraphBatch
+    from slr.inference import batch_sweeps
+
+    batch = GraphBatch.from_graphs([(3, chain_edges(3)), (2, chain_edges(2))], 2)
+    theta_nodes, theta_edges = np.zeros((5, 2)), np.zeros((3, 2, 2))
+    if where == "node":
+        theta_nodes[1, 0] = np.nan
+    else:
+        theta_edges[0, 1, 1] = np.nan
+    run = batch_sweeps(batch, theta_nodes, theta_edges, epsilon, max_sweeps=50, tol=1e-9, check_input=False)
+    assert not np.isfinite(run.messages[:2]).all()
+    assert run.converged.tolist() == [False, True]   # the clean second example still converged
+    with pytest.raises(ValueError, match="NaN"):
+        batch_sweeps(batch, theta_nodes, theta_edges, epsilon, max_sweeps=50)

@@ -404,8 +404,15 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         Returns
         -------
         float
+
+        Raises
+        ------
+        ValueError
+            For no sources: there is nothing to score.
         """
         self._check_fitted()
+        if not sources:
+            raise ValueError("sources must hold at least one partition to score")
         backend = Backend(_client())
         raw = [backend.submit(_shard.load_source, source) for source in sources]
         counts = backend.gather(backend.map(_shard.source_errors, raw, self._predictor, self.n_states_,
