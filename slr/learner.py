@@ -60,7 +60,7 @@ from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_p
 from slr.latent import LatentTargets
 from slr.models import (CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_example_weights, class_weights,
                         hamming_margin)
-from slr.oracles.base import LogisticOracle, OracleTags, get_oracle_tags
+from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
 from slr.validation import C_INT_MAX, check_bool, check_generator, check_int, check_option, check_real
@@ -642,6 +642,19 @@ def _clone_oracle(oracle: Any, name: str, rng: np.random.Generator) -> LogisticO
     return oracle
 
 
+def _check_resolvable_class_weights(class_weight: np.ndarray | None, epsilon: float) -> None:
+    """Refuse class weights whose margins, ``cw[y] / epsilon`` in the oracles' bias, span more than
+    the oracles resolve (:data:`slr.oracles.base.MAX_BIAS_SPAN`)."""
+    if class_weight is None:
+        return
+    span = float(class_weight.max()) / epsilon
+    if span > MAX_BIAS_SPAN:
+        raise ValueError(
+            f"class_weight: the largest weight, {class_weight.max():.3g}, over epsilon={epsilon:g} is {span:.3g}, "
+            f"more than the oracles resolve ({MAX_BIAS_SPAN:.3g}); only the weights' ratios to each other and to "
+            "epsilon matter: scale them down")
+
+
 def _checked_data(X: Sequence, Y: Sequence | None, n_states: int, inferred_n_states: bool,
                   d_node: int, d_edge: int | None, name: str, allow_unlabelled: bool = False) -> FlatData:
     """``X`` (and ``Y``) as flat data with ``n_states`` states and the given feature widths."""
@@ -1110,6 +1123,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         history = FitHistory(train, val)
         timed = self._phase_timer or _untimed
         cw = class_weights(params["class_weight"], train.labels, train.n_states)
+        _check_resolvable_class_weights(cw, params["epsilon"])
         state = _Alternation(train, {"unary": unary, "pairwise": pairwise}, params["epsilon"],
                              params["max_sweeps"], threads, params["relaxation"], timed, resume=resume,
                              sweep_tol=params["sweep_tol"], sample_weight=weights, latent_iter=params["latent_iter"],

@@ -16,6 +16,7 @@ with ``epsilon = 0``). At an LP optimum with unique maximisers this is the integ
 """
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Sequence
 
@@ -150,6 +151,7 @@ class FlatData:
         self.n_states = found if n_states is None else n_states
         if self.n_states is None:
             raise ValueError("n_states must be given when Y is omitted")
+        _check_state_count(self.n_states, X, inferred=n_states is None)
         self.X, self.Y = X, Y
         self.allow_unlabelled = allow_unlabelled
         self.d_node = X[0][0].shape[1]
@@ -235,6 +237,24 @@ def _all_chains(batch: GraphBatch) -> bool:
         return False
     left = np.delete(np.arange(batch.n_nodes), batch.node_ptr[1:] - 1)
     return bool(np.array_equal(batch.edges[:, 0], left) and np.array_equal(batch.edges[:, 1], left + 1))
+
+
+def _check_state_count(n_states: int, X: list, inferred: bool) -> None:
+    """Refuse a number of states whose potentials alone (``(n, L)`` per node, ``(m, L, L)`` per
+    edge) would not fit in this machine's memory: a label like 10**9 means labels that are not
+    ``0 .. L-1``, not a model anyone can fit."""
+    n_nodes, n_edges = sum(x[0].shape[0] for x in X), sum(x[1].shape[0] for x in X)
+    needed = 8.0 * (n_nodes * n_states + n_edges * float(n_states) ** 2)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):   # not a POSIX system: the allocation will tell
+        return
+    if needed > memory:
+        source = "the largest label + 1" if inferred else "as given"
+        raise ValueError(
+            f"n_states = {n_states} ({source}) needs {needed / 2**30:.3g} GiB for the potentials alone, more than "
+            f"this machine's {memory / 2**30:.3g} GiB: labels must be the integers 0 .. n_states - 1 (re-encode "
+            "them, e.g. with sklearn.preprocessing.LabelEncoder)")
 
 
 def _check_inferred_label_range(Y: list[np.ndarray], n_states: int) -> None:

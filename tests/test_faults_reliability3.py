@@ -260,3 +260,65 @@ def test_unchecked_sweeps_never_report_nan_messages_converged(epsilon, where):
     assert run.converged.tolist() == [False, True]   # the clean second example still converged
     with pytest.raises(ValueError, match="NaN"):
         batch_sweeps(batch, theta_nodes, theta_edges, epsilon, max_sweeps=50)
+
+
+# ---------------------------------------------------------------- exact marginals of a star
+def test_forest_edge_marginals_of_a_wide_star_against_its_closed_form():
+    """A star's marginals in closed form: the centre's belief is its potential plus one log-sum
+    per leaf; an edge's joint is the centre's belief without that leaf's term, plus the leaf's
+    potential and the edge's table (once linear in the degree, the kernel was quadratic)."""
+    from scipy.special import logsumexp
+
+    from slr.inference.sum_product import forest_marginals
+
+    n_leaves, L, temperature = 3000, 3, 0.7
+    rng = np.random.default_rng(5)
+    edges = np.stack([np.zeros(n_leaves, np.int64), np.arange(1, n_leaves + 1)], axis=1)
+    edges[::2] = edges[::2, ::-1]   # the centre on either side of its edges
+    theta_nodes, theta_edges = rng.normal(size=(n_leaves + 1, L)), rng.normal(size=(n_leaves, L, L))
+    result = forest_marginals(theta_nodes, theta_edges, edges, temperature)
+    centre_first = edges[:, 0] == 0
+    tables = np.where(centre_first[:, None, None], theta_edges, theta_edges.transpose(0, 2, 1))   # [centre, leaf]
+    leaves = edges.max(axis=1)
+    joint_terms = (tables + theta_nodes[leaves][:, None, :]) / temperature          # (m, centre, leaf)
+    from_leaf = logsumexp(joint_terms, axis=2)                                      # (m, centre)
+    centre = theta_nodes[0] / temperature + from_leaf.sum(axis=0)
+    np.testing.assert_allclose(result.node_marginals[0], np.exp(centre - logsumexp(centre)), rtol=1e-9)
+    log_joint = (centre - from_leaf)[:, :, None] + joint_terms
+    expected = np.exp(log_joint - logsumexp(log_joint, axis=(1, 2), keepdims=True))
+    expected = np.where(centre_first[:, None, None], expected, expected.transpose(0, 2, 1))
+    np.testing.assert_allclose(result.edge_marginals, expected, rtol=1e-8, atol=1e-15)
+    assert result.log_partition[0] == pytest.approx(logsumexp(centre), rel=1e-12)
+
+
+# ---------------------------------------------------------------- errors naming the right cause
+def _small_chains():
+    rng = np.random.default_rng(1)
+    X = [(rng.normal(size=(n, 2)), chain_edges(n), np.ones((n - 1, 1))) for n in (4, 5)]
+    return X, [np.array([0, 1, 0, 1]), np.array([0, 1, 1, 0, 1])]
+
+
+def test_validation_data_faults_name_x_val_and_y_val():
+    X, Y = _small_chains()
+    model = StructuredLogisticRegression(max_iter=2)
+    with pytest.raises(ValueError, match=r"^Y_val\[1\] contains negative labels"):
+        model.fit(X, Y, X_val=X, Y_val=[Y[0], np.array([0, 1, -1, 0, 1])])
+    with pytest.raises(ValueError, match=r"^X_val must contain at least one example"):
+        model.fit(X, Y, X_val=[], Y_val=[])
+    with pytest.raises(ValueError, match=r"^X_val and Y_val must have the same length"):
+        model.fit(X, Y, X_val=X, Y_val=Y[:1])
+    with pytest.raises(ValueError, match=r"^X_val\[0\] node_features"):
+        model.fit(X, Y, X_val=[(np.full((2, 2), np.nan), chain_edges(2), np.ones((1, 1)))], Y_val=[np.zeros(2, int)])
+
+
+def test_labels_up_to_a_billion_are_refused_before_any_allocation():
+    X, Y = _small_chains()
+    with pytest.raises(ValueError, match=r"n_states = 1000000001 \(the largest label \+ 1\) needs .* GiB.*LabelEncoder"):
+        StructuredLogisticRegression(max_iter=1).fit(X, [Y[0], np.array([0, 1, 1, 0, 10**9])])
+
+
+def test_a_huge_class_weight_names_class_weight():
+    X, Y = _small_chains()
+    with pytest.raises(ValueError, match=r"^class_weight: the largest weight, 1e\+300"):
+        StructuredLogisticRegression(max_iter=1, class_weight={0: 1e300}).fit(X, Y)
+    StructuredLogisticRegression(max_iter=1, class_weight={0: 1e3}).fit(X, Y)   # a large ratio that resolves
