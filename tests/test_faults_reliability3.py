@@ -322,3 +322,65 @@ def test_a_huge_class_weight_names_class_weight():
     with pytest.raises(ValueError, match=r"^class_weight: the largest weight, 1e\+300"):
         StructuredLogisticRegression(max_iter=1, class_weight={0: 1e300}).fit(X, Y)
     StructuredLogisticRegression(max_iter=1, class_weight={0: 1e3}).fit(X, Y)   # a large ratio that resolves
+
+
+# ---------------------------------------------------------------- warm_start continues the fitted model only
+def _warm(X, Y, **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        return StructuredLogisticRegression(max_iter=2, tol=0, random_state=0, **params).fit(X, Y)
+
+
+def test_warm_start_refuses_a_changed_model():
+    from slr.oracles import Constant, Linear
+
+    X, Y = _small_chains()
+    model = _warm(X, Y, unary=Linear(l2=1.0)).set_params(warm_start=True, max_iter=4)
+    for change, name in (({"n_states": 3}, "n_states"), ({"unary": Linear(l2=2.0)}, "unary"),
+                         ({"unary": MLP()}, "unary"), ({"pairwise": Constant()}, "pairwise")):
+        before = model.history_.copy()
+        with pytest.raises(ValueError, match=rf"warm_start=True continues the fitted .*{name}"):
+            model.set_params(**change).fit(X, Y)
+        assert before.equals(model.history_)   # the refused fit left the model as it was
+        model.set_params(n_states=None, unary=Linear(l2=1.0), pairwise=None)
+    model.set_params(n_states=2).fit(X, Y)   # the fitted n_states, given explicitly, is the same model
+    assert model.n_iter_ == 4
+    wide = [(np.hstack([x[0], x[0]]), x[1], x[2]) for x in X]
+    with pytest.raises(ValueError, match="X has 4 node features, the model expects 2"):
+        model.set_params(max_iter=6).fit(wide, Y)
+
+
+def test_warm_start_says_what_a_changed_epsilon_does():
+    X, Y = _small_chains()
+    model = _warm(X, Y).set_params(warm_start=True, max_iter=4, epsilon=0.5)
+    with pytest.warns(UserWarning, match=r"epsilon=0.5, the earlier fit's was 0.1.*changes scale"):
+        model.fit(X, Y)
+    assert model.n_iter_ == 4
+
+
+def test_a_continuation_without_edges_keeps_the_edge_feature_width():
+    X, Y = _small_chains()
+    model = _warm(X, Y).set_params(warm_start=True, max_iter=4)
+    edgeless = [(x[0], np.zeros((0, 2), np.int64), np.zeros((0, 1))) for x in X]
+    model.fit(edgeless, Y)
+    assert model.n_edge_features_ == 1
+    assert [y.shape for y in model.predict(X)] == [(4,), (5,)]   # graphs with edges are still taken
+
+
+@pytest.mark.parametrize("solver", ["alternation", "joint"])
+def test_three_plus_three_warm_iterations_against_six(solver):
+    from slr.datasets.synthetic import make_structured
+
+    X, Y = make_structured(n_examples=20, graph="grid", n_nodes=16, n_states=3, n_features=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        six = StructuredLogisticRegression(max_iter=6, tol=0, solver=solver, random_state=0).fit(X, Y)
+        model = StructuredLogisticRegression(max_iter=3, tol=0, solver=solver, random_state=0).fit(X, Y)
+        after_three = model.history_["objective"].iloc[-1]
+        model.set_params(max_iter=6, warm_start=True).fit(X, Y)
+    continued, uninterrupted = model.history_["objective"].iloc[-1], six.history_["objective"].iloc[-1]
+    assert list(model.history_["iteration"]) == list(range(7))
+    if solver == "alternation":   # the continuation is the uninterrupted fit
+        assert continued == pytest.approx(uninterrupted, rel=1e-9)
+    else:   # L-BFGS restarts: near six iterations (as the docstring says), below three
+        assert continued < after_three and abs(continued - uninterrupted) < 0.05 * uninterrupted
