@@ -18,6 +18,7 @@ tight and the sweeps reach its optimum.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Sequence
 
@@ -158,7 +159,9 @@ class FlatData:
         self.n_states = found if n_states is None else n_states
         if self.n_states is None:
             raise ValueError("n_states must be given when Y is omitted")
+        _check_state_count(self.n_states, X, inferred=n_states is None)
         self.X, self.Y = X, Y
+        self.allow_unlabelled = allow_unlabelled
         self.d_node = X[0][0].shape[1]
         # check_dataset gives every example the same edge-feature width
         self.d_edge = X[0][2].shape[1]
@@ -188,9 +191,10 @@ class FlatData:
         return self.labels < 0
 
     def subset(self, examples: Sequence[int]) -> "FlatData":
-        """The listed examples as a data set of their own (same ``n_states``)."""
+        """The listed examples as a data set of their own (same ``n_states``, unlabelled nodes
+        allowed as here)."""
         Y = None if self.Y is None else [self.Y[k] for k in examples]
-        return type(self)([self.X[k] for k in examples], Y, self.n_states)
+        return type(self)([self.X[k] for k in examples], Y, self.n_states, allow_unlabelled=self.allow_unlabelled)
 
     def check_widths(self, d_node: int, d_edge: int | None, name: str) -> None:
         """Raise unless the features have the fitted widths (``d_edge`` None: trained without edges)."""
@@ -249,6 +253,24 @@ def _all_chains(batch: GraphBatch) -> bool:
         return False
     left = np.delete(np.arange(batch.n_nodes), batch.node_ptr[1:] - 1)
     return bool(np.array_equal(batch.edges[:, 0], left) and np.array_equal(batch.edges[:, 1], left + 1))
+
+
+def _check_state_count(n_states: int, X: list, inferred: bool) -> None:
+    """Refuse a number of states whose potentials alone (``(n, L)`` per node, ``(m, L, L)`` per
+    edge) would not fit in this machine's memory: a label like 10**9 means labels that are not
+    ``0 .. L-1``, not a model anyone can fit."""
+    n_nodes, n_edges = sum(x[0].shape[0] for x in X), sum(x[1].shape[0] for x in X)
+    needed = 8.0 * (n_nodes * n_states + n_edges * float(n_states) ** 2)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):   # not a POSIX system: the allocation will tell
+        return
+    if needed > memory:
+        source = "the largest label + 1" if inferred else "as given"
+        raise ValueError(
+            f"n_states = {n_states} ({source}) needs {needed / 2**30:.3g} GiB for the potentials alone, more than "
+            f"this machine's {memory / 2**30:.3g} GiB: labels must be the integers 0 .. n_states - 1 (re-encode "
+            "them, e.g. with sklearn.preprocessing.LabelEncoder)")
 
 
 def _check_inferred_label_range(Y: list[np.ndarray], n_states: int) -> None:

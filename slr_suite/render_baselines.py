@@ -14,7 +14,7 @@ from slr_suite.methods import (CRFSUITE_METHOD, DATASETS, EPSILON, RIDGED, SMOOT
                                default_regularisation, grid, methods_of, tuned)
 from slr_suite.experiment import Profile
 from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import atomic_write_text
+from slr_suite.store import write_output
 
 __all__ = ["write_report", "time_to_target"]
 
@@ -109,7 +109,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
     text += ["\n## Test error against wall time\n\n![test error vs time](baselines_time.png)\n",
              "\nRaw results: [baselines_results.csv](baselines_results.csv) (one row per cell, with the run "
              "that computed it), [baselines_curves.csv](baselines_curves.csv) (test error against time).\n"]
-    atomic_write_text(out / "baselines.md", "".join(text))
+    write_output(out / "baselines.md", "".join(text))
     summary["cells"] = len(df)
     summary["fit_seconds"] = float(np.nansum([_num(v) for v in df["seconds"]]))
     return summary
