@@ -78,6 +78,8 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import minimize
 
+from slr._features import (FeatureMatrix, first_row, is_sparse, rows_equal, rows_times, scale_columns, squared,
+                           with_ones_column)
 from slr._params import validate_params
 from slr.graph import check_epsilon
 from slr.inference import _star
@@ -123,12 +125,14 @@ def _last_axis_min(a: np.ndarray) -> np.ndarray:
 
 
 def supports(oracle: Any) -> bool:
-    """Whether the joint solver can minimise over ``oracle``'s parameters: a ``Linear``,
-    ``Constant`` or ``Zero``. It writes their scores as a linear function of features it knows
-    (the intercept's constant column, the table's constant row) with their ridge; the tags'
-    ``linear_parameters`` say only that an oracle's functions are linear in some arrays, not how
-    its scores depend on the features."""
-    return isinstance(oracle, (Linear, Constant, Zero))
+    """Whether the joint solver can minimise over ``oracle``'s parameters: a ``Linear`` without an
+    L1 penalty (whose objective is not smooth), ``Constant`` or ``Zero``. It writes their scores as a
+    linear function of features it knows (the intercept's constant column, the table's constant row)
+    with their ridge; the tags' ``linear_parameters`` say only that an oracle's functions are linear
+    in some arrays, not how its scores depend on the features."""
+    if isinstance(oracle, Linear):
+        return validate_params(oracle)["l1"] == 0
+    return isinstance(oracle, (Constant, Zero))
 
 
 class _Stopped(Exception):
@@ -195,26 +199,32 @@ class _Factor:
         self.oracle, self.name, self.n_classes = oracle, name, n_classes
         self.n_features, self.intercept = features.shape[1], intercept
         if self.kind == "linear":
-            self.exponents = np.maximum(binary_exponents(features), 0) if features.size else np.zeros(
-                features.shape[1], dtype=int)
-            scaled = np.ldexp(features, -self.exponents) if self.exponents.any() else features
+            self.exponents = np.maximum(binary_exponents(features), 0)
+            scaled = scale_columns(features, -self.exponents) if self.exponents.any() else features
             if intercept:
-                scaled = np.hstack([scaled, np.ones((features.shape[0], 1))])
+                scaled = with_ones_column(scaled)
             penalty = np.zeros(scaled.shape[1])
             penalty[:self.n_features] = np.ldexp(l2, -2 * self.exponents)
         elif self.kind == "constant":
             scaled, penalty = np.ones((features.shape[0], 1)), np.full(1, float(l2))
         else:
             scaled, penalty = np.zeros((features.shape[0], 0)), np.zeros(0)
-        self.features = np.ascontiguousarray(scaled)
+        self.features: FeatureMatrix = scaled if is_sparse(scaled) else np.ascontiguousarray(scaled)
         self.penalty = penalty
-        rows_equal = self.features.shape[0] > 0 and bool(np.all(self.features == self.features[0]))
-        self.shared_row = self.features[0].copy() if rows_equal else None
+        self.shared_row = first_row(self.features) if rows_equal(self.features) else None
         self._last: tuple[np.ndarray, np.ndarray] | None = None   # (coef, scores) of the last scores call
+        self._squares: FeatureMatrix | None = None
 
     @property
     def size(self) -> int:
         return self.n_classes * self.features.shape[1]
+
+    @property
+    def squares(self) -> FeatureMatrix:
+        """The features squared (for the Hessian's diagonal), made at the first need."""
+        if self._squares is None:
+            self._squares = squared(self.features)
+        return self._squares
 
     def start(self) -> np.ndarray:
         """The oracle's current parameters in this block's layout (zeros when it is not fitted or
@@ -236,7 +246,7 @@ class _Factor:
         last = self._last
         if last is not None and last[0].shape == coef.shape and np.array_equal(last[0], coef):
             return last[1]
-        scores = self.features @ coef.T
+        scores = np.asarray(self.features @ coef.T)
         self._last = (coef.copy(), scores)
         return scores
 
@@ -331,7 +341,7 @@ class _Objective:
         residual = mu - self.node_counts
         if weights is not None:
             residual *= weights[:, None]
-        grad_u = residual.T @ self.unary.features
+        grad_u = rows_times(residual, self.unary.features)
         grad_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
         grad_nu = np.zeros_like(nu)
         if self.n_edges:
@@ -418,7 +428,7 @@ class _Objective:
         expected[self.edge_index, self.pair_labels] -= 1.0
         if self.edge_weights is not None:
             expected *= self.edge_weights[:, None]
-        return expected.T @ self.pairwise.features
+        return rows_times(expected, self.pairwise.features)
 
     def diagonal(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray) -> np.ndarray:
         """The diagonal of the Hessian of ``J / eps`` in the layout of :meth:`join` (exact: each
@@ -432,7 +442,7 @@ class _Objective:
         node_curvature = mu * (1.0 - mu)
         if self.node_weights is not None:
             node_curvature *= self.node_weights[:, None]
-        diag_u = node_curvature.T @ self.unary.features**2 + self.unary.penalty
+        diag_u = rows_times(node_curvature, self.unary.squares) + self.unary.penalty
         diag_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
         diag_nu = np.zeros_like(nu)
         if self.n_edges:
@@ -446,7 +456,7 @@ class _Objective:
                 for curvature in (row_curvature, col_curvature):
                     curvature *= self.edge_weights[:, None]
             if factors is None:
-                diag_p = pair_curvature.T @ self.pairwise.features**2
+                diag_p = rows_times(pair_curvature, self.pairwise.squares)
             else:   # summed over edges that share one row of features
                 diag_p = np.outer(pair_curvature, self.pairwise.shared_row**2)
             diag_nu[:, 0] = row_curvature + node_curvature[self.sources]

@@ -23,17 +23,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.feature_extraction import DictVectorizer, FeatureHasher
 from sklearn.utils.validation import check_is_fitted
 
+from slr._features import FeatureMatrix, is_sparse
 from slr.graph import chain_edges, grid_edges
-from slr.validation import check_int, check_option
+from slr.validation import check_bool, check_int, check_option
 
 __all__ = ["Labellings", "SequenceVectorizer", "chain_example", "from_chain_crf", "from_graph_crf",
            "from_grid_crf", "grid_example"]
 
-Example = tuple[np.ndarray, np.ndarray, np.ndarray]
+Example = tuple[FeatureMatrix, np.ndarray, FeatureMatrix]
 
 
 class Labellings(list):
@@ -51,7 +53,11 @@ class Labellings(list):
         return out
 
 
-def _features(values: Any, name: str, ndim: int) -> np.ndarray:
+def _features(values: Any, name: str, ndim: int) -> FeatureMatrix:
+    if is_sparse(values):   # kept sparse; values are checked where the learners take the examples
+        if values.ndim != ndim:
+            raise ValueError(f"{name} must be {ndim}-D, got shape {values.shape}")
+        return sp.csr_array(values)
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
@@ -63,8 +69,9 @@ def chain_example(node_features: Any, edge_features: Any = None) -> Example:
 
     Parameters
     ----------
-    node_features : array-like of shape (n, d)
-    edge_features : array-like of shape (n - 1, d_e), optional
+    node_features : array-like or scipy.sparse matrix of shape (n, d)
+        Kept sparse where sparse.
+    edge_features : array-like or scipy.sparse matrix of shape (n - 1, d_e), optional
         A single constant feature (``ones((n - 1, 1))``) when None: the pairwise function is then
         one ``L x L`` table, a linear-chain CRF's transition matrix.
 
@@ -189,6 +196,9 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
         None: learn the vocabulary at ``fit`` with ``DictVectorizer`` (features unseen at ``fit``
         are dropped later). An int: hash into that many columns with ``FeatureHasher``
         (stateless, no vocabulary kept).
+    sparse : bool, default=True
+        Node features as ``scipy.sparse.csr_array`` (memory for the features present only, which
+        every learner of slr takes), or as dense arrays.
 
     Every edge gets one constant feature: the pairwise function is a transition table.
 
@@ -202,12 +212,13 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
     >>> from slr.formats import SequenceVectorizer
     >>> X = [[{"word": "the"}, {"word": "cat", "upper": 0.0}]]
     >>> nodes, edges, on_edges = SequenceVectorizer().fit_transform(X)[0]
-    >>> nodes.shape, edges.tolist(), on_edges.tolist()
-    ((2, 3), [[0, 1]], [[1.0]])
+    >>> nodes.shape, nodes.nnz, edges.tolist(), on_edges.tolist()
+    ((2, 3), 3, [[0, 1]], [[1.0]])
     """
 
-    def __init__(self, hashing: int | None = None) -> None:
+    def __init__(self, hashing: int | None = None, sparse: bool = True) -> None:
         self.hashing = hashing
+        self.sparse = sparse
 
     def _check(self, X: Iterable) -> list[list[Mapping]]:
         sequences = list(X)
@@ -222,7 +233,7 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
         """Learn the vocabulary (nothing to learn with ``hashing``)."""
         sequences = self._check(X)
         if self.hashing is None:
-            self.vectorizer_ = DictVectorizer(sparse=False).fit([t for s in sequences for t in s])
+            self.vectorizer_ = DictVectorizer().fit([t for s in sequences for t in s])
             self.n_features_ = len(self.vectorizer_.feature_names_)
         else:
             self.n_features_ = check_int(self.hashing, "hashing", 1)
@@ -232,10 +243,12 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
     def transform(self, X: Iterable) -> list[Example]:
         """One chain example per sequence."""
         check_is_fitted(self, "vectorizer_")
+        sparse = check_bool(self.sparse, "sparse")
         sequences = self._check(X)
         tokens = [t for s in sequences for t in s]
-        matrix = self.vectorizer_.transform(tokens)
-        matrix = matrix.toarray() if hasattr(matrix, "toarray") else np.asarray(matrix)
+        matrix = sp.csr_array(self.vectorizer_.transform(tokens), dtype=np.float64)
+        if not sparse:
+            matrix = matrix.toarray()
         bounds = np.cumsum([0] + [len(s) for s in sequences])
         return [chain_example(matrix[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
 

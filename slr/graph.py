@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from slr._features import check_feature_matrix, is_sparse
 from slr.validation import check_int, check_real
 
 __all__ = [
@@ -305,7 +306,8 @@ def _checked_at_once(X: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]
     out = []
     try:
         for example in X:
-            if not isinstance(example, (tuple, list)) or len(example) != 3:
+            if not isinstance(example, (tuple, list)) or len(example) != 3 or is_sparse(example[0]) \
+                    or is_sparse(example[2]):
                 return None
             node_f = np.ascontiguousarray(example[0], dtype=np.float64)
             edges = np.asarray(example[1])
@@ -344,16 +346,16 @@ def _check_example(example: Any, name: str) -> tuple[np.ndarray, np.ndarray, np.
     """One ``(node_features, edges, edge_features)`` triple, converted and checked on its own."""
     if not isinstance(example, (tuple, list)) or len(example) != 3:
         raise ValueError(f"{name} must be a tuple (node_features, edges, edge_features)")
-    node_f = _finite_float_array(example[0], f"{name} node_features", 2)
+    node_f = check_feature_matrix(example[0], f"{name} node_features")
     n = node_f.shape[0]
     if n < 1:
         raise ValueError(f"{name} has no nodes")
     edges = check_edges(example[1], n, name=f"{name} edges")
-    edge_f = _float_array(example[2], f"{name} edge_features")
-    if edges.shape[0] == 0 and edge_f.size == 0:
+    edge_f = example[2] if is_sparse(example[2]) else _float_array(example[2], f"{name} edge_features")
+    if edges.shape[0] == 0 and np.prod(edge_f.shape) == 0:
         # no edges: any empty array will do; its width is settled by _shared_edge_width
-        edge_f = edge_f.reshape(0, edge_f.shape[1] if edge_f.ndim == 2 else 0)
-    edge_f = _finite_float_array(edge_f, f"{name} edge_features", 2)
+        edge_f = np.zeros((0, edge_f.shape[1] if edge_f.ndim == 2 else 0))
+    edge_f = check_feature_matrix(edge_f, f"{name} edge_features")
     if edge_f.shape[0] != edges.shape[0]:
         raise ValueError(f"{name} has {edges.shape[0]} edges but {edge_f.shape[0]} rows of edge_features")
     return node_f, edges, edge_f

@@ -1467,7 +1467,7 @@ def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_
     if solver == "alternation":
         return solver
     if not (supports(unary) and supports(pairwise)):
-        reason = (f"needs Linear, Constant or Zero oracles (functions linear in their parameters), got "
+        reason = (f"needs Linear (without l1), Constant or Zero oracles (smooth, linear in their parameters), got "
                   f"unary={type(unary).__name__}, pairwise={type(pairwise).__name__}")
     elif train.unlabelled.any():
         reason = "does not learn latent labels: Y has unlabelled nodes (label -1)"

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from slr._features import stack_rows
 from slr._params import (DEPRECATED, Checked, Integer, NJobs, Options, Real, Satisfies, resolve_renamed,
                          validate_params)
 from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
@@ -131,8 +132,10 @@ class FlatData:
     ----------
     X, Y : the checked data
     n_states, batch, sizes
-    node_features : ndarray of shape (n_nodes, d_node)
-    edge_features : ndarray of shape (n_edges, d_edge)
+    node_features : ndarray or scipy.sparse.csr_array of shape (n_nodes, d_node)
+        Sparse where any example's node features are sparse.
+    edge_features : ndarray or scipy.sparse.csr_array of shape (n_edges, d_edge)
+        Sparse where any example's edge features are sparse.
     labels : ndarray of shape (n_nodes,) or None
         ``-1`` at unlabelled nodes (only with ``allow_unlabelled``).
     d_node, d_edge : int
@@ -154,8 +157,8 @@ class FlatData:
         self.d_node = X[0][0].shape[1]
         # check_dataset gives every example the same edge-feature width
         self.d_edge = X[0][2].shape[1]
-        self.node_features = np.ascontiguousarray(np.concatenate([x[0] for x in X]))
-        self.edge_features = np.ascontiguousarray(np.concatenate([x[2] for x in X]))
+        self.node_features = stack_rows([x[0] for x in X], self.d_node)
+        self.edge_features = stack_rows([x[2] for x in X], self.d_edge)
         self.sizes = [x[0].shape[0] for x in X]
         self.batch = GraphBatch._from_checked_dataset(X, self.n_states)
         self.has_edges = self.batch.n_edges > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 from sklearn.base import clone
 from sklearn.feature_extraction import DictVectorizer
@@ -88,7 +89,10 @@ def test_sequence_vectorizer_rows_are_dictvectorizers_and_chains():
     X, _ = _sentences()
     examples = SequenceVectorizer().fit_transform(X)
     flat = DictVectorizer(sparse=False).fit_transform([t for s in X for t in s])
-    np.testing.assert_array_equal(np.concatenate([e[0] for e in examples]), flat)
+    assert all(sp.issparse(e[0]) for e in examples)
+    np.testing.assert_array_equal(sp.vstack([e[0] for e in examples]).toarray(), flat)
+    dense = SequenceVectorizer(sparse=False).fit_transform(X)
+    np.testing.assert_array_equal(np.concatenate([e[0] for e in dense]), flat)
     assert all(e[1].shape == (len(s) - 1, 2) for e, s in zip(examples, X))
     hashed = SequenceVectorizer(hashing=16).fit_transform(X)
     assert hashed[0][0].shape == (len(X[0]), 16)

@@ -43,12 +43,14 @@ SHIPPED = {
 # --- tags ------------------------------------------------------------------------------------
 def test_every_oracle_declares_its_tags():
     expected = {
-        Zero: OracleTags(factored_pair_bias=True),
-        Constant: OracleTags(factored_pair_bias=True, linear_parameters=("table_",), penalty=True),
-        Linear: OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"), penalty=True),
+        Zero: OracleTags(factored_pair_bias=True, sparse_features=True),
+        Constant: OracleTags(factored_pair_bias=True, linear_parameters=("table_",), penalty=True,
+                             sparse_features=True),
+        Linear: OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"), penalty=True,
+                           sparse_features=True),
         MLP: OracleTags(training_scores=True, validation_stopping=True),
         BoostedTrees: OracleTags(training_scores=True),
-        LightGBM: OracleTags(training_scores=True),
+        LightGBM: OracleTags(training_scores=True, sparse_features=True),
     }
     for cls, tags in expected.items():
         assert get_oracle_tags(cls()) == tags, cls.__name__

@@ -24,6 +24,7 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from slr._features import FeatureMatrix, check_feature_matrix, column_max_abs, densified, is_sparse
 from slr._params import resolve_renamed, validate_params
 from slr._versions import VersionedPickle
 from slr.oracles.pair_bias import PairBias
@@ -76,6 +77,10 @@ class OracleTags:
         logistic loss, at its current parameters (``Linear``, ``Constant``: ``l2 / 2 ||W||^2``).
         The learner then descends, checks and reports ``J = R + eps * (penalty_u + penalty_p)``,
         the objective that exact fits never raise, where it would otherwise use ``R``.
+    sparse_features : bool, default=False
+        ``fit`` and ``decision_function`` take a ``scipy.sparse.csr_array`` of features as it is
+        (memory that grows with the stored entries). Other oracles get a dense copy, up to
+        :data:`slr._features.DENSE_BUDGET` entries, and refuse larger sparse features.
     validation_stopping : bool, default=False
         The learner's ``early_stopping="auto"`` holds a share of the examples out to stop fits
         with this oracle (from 20 examples). ``MLP`` declares it: its fits keep lowering the
@@ -93,6 +98,7 @@ class OracleTags:
     training_scores: bool = False
     penalty: bool = False
     validation_stopping: bool = False
+    sparse_features: bool = False
 
 
 def get_oracle_tags(oracle: Any) -> OracleTags:
@@ -104,15 +110,18 @@ def get_oracle_tags(oracle: Any) -> OracleTags:
     return tags
 
 
-def rows_digest(features: np.ndarray) -> str:
-    """What identifies a fit's rows (dtype, shape and bytes), so that an oracle can tell whether
+def rows_digest(features: FeatureMatrix) -> str:
+    """What identifies a fit's rows (kind, dtype, shape and bytes), so that an oracle can tell whether
     its ``training_scores_`` belong to the rows of the next fit without keeping a copy of them."""
-    digest = hashlib.blake2b(f"{features.dtype.str}{features.shape}".encode(), digest_size=16)
-    digest.update(np.ascontiguousarray(features).reshape(-1).view(np.uint8))
+    sparse = is_sparse(features)
+    digest = hashlib.blake2b(f"{sparse}{features.dtype.str}{features.shape}".encode(), digest_size=16)
+    parts = (features.indptr, features.indices, features.data) if sparse else (features,)
+    for part in parts:
+        digest.update(np.ascontiguousarray(part).reshape(-1).view(np.uint8))
     return digest.hexdigest()
 
 
-def binary_exponents(features: np.ndarray) -> np.ndarray:
+def binary_exponents(features: FeatureMatrix) -> np.ndarray:
     """Per column, the smallest ``e`` with ``max_i |x_ij| <= 2**e`` (0 for all-zero columns).
 
     Dividing column ``j`` by ``2**e_j`` (``np.ldexp(x, -e)``) is exact and brings its
@@ -121,20 +130,20 @@ def binary_exponents(features: np.ndarray) -> np.ndarray:
 
     Parameters
     ----------
-    features : ndarray of shape (N, d), finite
+    features : ndarray or sparse matrix of shape (N, d), finite
 
     Returns
     -------
     ndarray of shape (d,), intc
     """
-    largest = np.max(np.abs(features), axis=0, initial=0.0)
+    largest = column_max_abs(features)
     mantissa, exponent = np.frexp(largest)  # largest = mantissa * 2**exponent, mantissa in [1/2, 1)
     return exponent - (mantissa == 0.5).astype(exponent.dtype)
 
 
 def check_logistic_problem(
-    features: Any, bias: Any, labels: Any, *, pair_bias: bool = False
-) -> tuple[np.ndarray, Any, np.ndarray]:
+    features: Any, bias: Any, labels: Any, *, pair_bias: bool = False, sparse: bool = False
+) -> tuple[FeatureMatrix, Any, np.ndarray]:
     """Validate and convert the three arrays of a biased logistic problem.
 
     Parameters
@@ -147,11 +156,15 @@ def check_logistic_problem(
     pair_bias : bool, default=False
         Return a :class:`~slr.oracles.pair_bias.PairBias` as it is (checked) instead of as its
         dense array.
+    sparse : bool, default=False
+        Return sparse ``features`` as a ``scipy.sparse.csr_array``; otherwise as a dense array
+        (refused beyond :data:`slr._features.DENSE_BUDGET` entries).
 
     Returns
     -------
     features, bias, labels : ndarray
-        C-contiguous float64, float64 and int64 (N,) or float64 (N, K) arrays (``bias`` a
+        C-contiguous float64, float64 and int64 (N,) or float64 (N, K) arrays (``features``
+        possibly sparse, see ``sparse``; ``bias`` a
         PairBias where one was given and ``pair_bias`` is True; soft targets divided by their
         row sums).
 
@@ -172,7 +185,7 @@ def check_logistic_problem(
     limit allows). Other rows are kept as given; when no row is shifted, ``bias`` is returned
     as it came in.
     """
-    features = np.ascontiguousarray(features, dtype=np.float64)
+    features = _feature_rows(features, sparse, "this oracle")
     if isinstance(bias, PairBias) and not pair_bias:
         bias = np.asarray(bias)
     if not isinstance(bias, PairBias):
@@ -192,12 +205,24 @@ def check_logistic_problem(
         )
     if bias.shape[1] < 1:
         raise ValueError("bias must have at least one column (class)")
-    if not np.all(np.isfinite(features)):
+    if not np.all(np.isfinite(features.data if is_sparse(features) else features)):
         raise ValueError("features contain NaN or infinite values")
     if not isinstance(bias, PairBias) and not np.all(np.isfinite(bias)):
         raise ValueError("bias contains NaN or infinite values")   # a PairBias checked its factors
     bias = _resolvable_bias(bias)
     return features, bias, check_targets(labels, n, bias.shape[1])
+
+
+def _feature_rows(features: Any, sparse: bool, who: str) -> FeatureMatrix:
+    """Features as an oracle takes them: sparse ones kept (``sparse``) or densified within the
+    budget, others as a C-contiguous float64 array (shape and values are checked by the caller)."""
+    if is_sparse(features):
+        matrix = check_feature_matrix(features, "features", finite=False)
+        return matrix if sparse else densified(
+            matrix, "features", who, "Use an oracle that takes sparse features: Linear, LightGBM, Constant or Zero.")
+    if np.iscomplexobj(features):
+        raise ValueError(f"features must hold real numbers, got dtype {np.asarray(features).dtype}")
+    return np.ascontiguousarray(features, dtype=np.float64)
 
 
 def _resolvable_bias(bias: np.ndarray | PairBias) -> np.ndarray | PairBias:
@@ -331,8 +356,9 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
         params = validate_params(self)
         for old, new in self._renamed_parameters.items():
             resolve_renamed(params, old, new)   # warns from the caller of fit
+        tags = get_oracle_tags(self)
         features, bias, labels = check_logistic_problem(
-            features, bias, labels, pair_bias=get_oracle_tags(self).factored_pair_bias)
+            features, bias, labels, pair_bias=tags.factored_pair_bias, sparse=tags.sparse_features)
         sample_weight = check_sample_weight(sample_weight, features.shape[0])
         if getattr(self, "n_classes_", None) not in (None, bias.shape[1]) or getattr(
             self, "n_features_in_", None
@@ -364,18 +390,20 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
     def loss(self, features: Any, bias: Any, labels: Any, sample_weight: Any = None) -> float:
         """The biased logistic loss (negative log-likelihood, weighted sum over the rows) of the
         fitted function, for labels or soft targets as :meth:`fit` takes them."""
-        features, bias, labels = check_logistic_problem(features, bias, labels)
+        features, bias, labels = check_logistic_problem(features, bias, labels,
+                                                        sparse=get_oracle_tags(self).sparse_features)
         sample_weight = check_sample_weight(sample_weight, features.shape[0])
         return biased_logistic_loss(self.decision_function(features), bias, labels, sample_weight)[0]
 
-    def _check_features(self, features: Any) -> np.ndarray:
-        """Validate features for prediction against the fitted input width."""
+    def _check_features(self, features: Any) -> FeatureMatrix:
+        """Validate features for prediction against the fitted input width (sparse ones kept
+        sparse where the oracle's tags declare ``sparse_features``)."""
         check_is_fitted(self, "n_classes_")
-        features = np.ascontiguousarray(features, dtype=np.float64)
+        features = _feature_rows(features, get_oracle_tags(self).sparse_features, type(self).__name__)
         if features.ndim != 2 or features.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"features must have shape (N, {self.n_features_in_}), got {features.shape}"
             )
-        if not np.all(np.isfinite(features)):
+        if not np.all(np.isfinite(features.data if is_sparse(features) else features)):
             raise ValueError("features contain NaN or infinite values")
         return features

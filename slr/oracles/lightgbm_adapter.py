@@ -213,7 +213,7 @@ class LightGBM(LogisticOracle):
         self.lambda_l2 = lambda_l2
 
     def __slr_tags__(self) -> OracleTags:
-        return OracleTags(training_scores=True)
+        return OracleTags(training_scores=True, sparse_features=True)
 
     def lightgbm_params(self, n_rows: int, n_classes: int) -> dict:
         """The LightGBM parameter dict used for a problem of ``n_rows`` x ``n_classes``."""

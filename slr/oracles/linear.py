@@ -1,4 +1,5 @@
-"""Linear functions ``g(x, y) = (W x)_y (+ b_y)`` fitted exactly with L-BFGS (chapter Sec. 1.9.3)."""
+"""Linear functions ``g(x, y) = (W x)_y (+ b_y)`` fitted exactly with L-BFGS (chapter Sec. 1.9.3),
+on dense or sparse features."""
 from __future__ import annotations
 
 import threading
@@ -11,7 +12,9 @@ from scipy.linalg.lapack import dtrtri as _trtri
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
-from slr._params import Boolean, Integer, Real
+from slr._features import FeatureMatrix, is_sparse, scale_columns
+from slr._params import Boolean, Integer, Options, Real
+from slr.oracles._diagonal_solver import RowLoss, minimise_diagonal
 from slr.oracles.base import LogisticOracle, OracleTags, binary_exponents
 from slr.oracles.pair_bias import PairBias, PairLoss, factorable
 
@@ -49,6 +52,12 @@ def _single_threaded_blas() -> Iterator[None]:
     finally:
         _BLAS_LIMIT.depth = depth
 
+
+#: Solvers of :class:`Linear`: chosen by size, or either one.
+SOLVERS = ("auto", "block", "diagonal")
+
+# the largest per-class Hessian blocks (K D^2 numbers, 32 MiB) for which "auto" takes the block solver
+_BLOCK_BUDGET = 1 << 22
 
 # Columns per block are chosen so a block of scores holds about this many numbers:
 # bounds memory for K = 676 classes and keeps the temporaries in cache.
@@ -236,6 +245,23 @@ def _apply(matrices: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     return np.matmul(matrices, vectors[:, :, None])[:, :, 0]
 
 
+def _overflow(largest_bias: float) -> None:
+    raise ValueError(
+        f"bias is too large in magnitude: the logistic loss overflows float64 (largest |bias| = {largest_bias:.3g})")
+
+
+def _solver(params: dict[str, Any], features: FeatureMatrix, k: int) -> str:
+    """The solver a fit runs: ``"block"`` or ``"diagonal"`` (see :class:`Linear`'s ``solver``)."""
+    solver, sparse, l1 = params.get("solver", "auto"), is_sparse(features), params.get("l1", 0.0)
+    if solver == "block" and (sparse or l1 > 0):
+        raise ValueError("solver='block' needs dense features and l1=0 "
+                         f"(got {'sparse features' if sparse else f'l1={l1!r}'}); use 'diagonal' or 'auto'")
+    if solver != "auto":
+        return solver
+    columns = features.shape[1] + int(params["fit_intercept"])
+    return "block" if not sparse and l1 == 0 and k * columns * columns <= _BLOCK_BUDGET else "diagonal"
+
+
 class Linear(LogisticOracle):
     """Multinomial logistic regression with per-example biases.
 
@@ -259,11 +285,20 @@ class Linear(LogisticOracle):
     evaluated in factored form: matrix products of ``N x L`` factors instead of ``N L^2``
     exponentials (the same function, to rounding).
 
+    The block preconditioner holds ``K`` blocks of ``D x D`` numbers. For many features, for
+    sparse features (``scipy.sparse``, kept sparse) and with an L1 penalty the fit instead runs
+    L-BFGS on variables scaled by the square root of the Hessian's diagonal, whose memory grows
+    with the stored feature entries and ``K D`` (:mod:`slr.oracles._diagonal_solver`); with
+    ``l1 > 0`` on split variables ``W = W+ - W-``, both nonnegative, by L-BFGS-B. Both solvers
+    minimise the same objective.
+
     Parameters
     ----------
     l2 : float, default=0.0
         Ridge penalty on ``W``. With ``l2 = 0`` the solution may be unbounded
         (separable data, unseen classes); the fit then stops at ``tol`` or ``max_iter``.
+    l1 : float, default=0.0
+        Lasso penalty ``l1 ||W||_1`` on ``W`` (CRFsuite's ``c1``): sets weights exactly to zero.
     fit_intercept : bool, default=False
         Add an unpenalised per-class offset ``c_y``.
     tol : float, default=1e-6
@@ -274,6 +309,10 @@ class Linear(LogisticOracle):
         Maximum number of L-BFGS iterations per fit (over all cycles).
     refresh : int, default=50
         L-BFGS iterations per preconditioner cycle.
+    solver : {"auto", "block", "diagonal"}, default="auto"
+        ``"block"``: the block-Jacobi preconditioner (dense features, ``l1 = 0``). ``"diagonal"``:
+        the diagonal one, for any features. ``"auto"``: ``"block"`` where it applies and its
+        blocks hold at most 2**22 numbers (``K (D + 1)^2``), else ``"diagonal"``.
 
     Attributes
     ----------
@@ -297,20 +336,25 @@ class Linear(LogisticOracle):
 
     _parameter_constraints = {
         "l2": Real(0.0),
+        "l1": Real(0.0),
         "tol": Real(0.0, low_open=True),
         "fit_intercept": Boolean(),
         "max_iter": Integer(1, None),
         "refresh": Integer(1, None),
+        "solver": Options(SOLVERS),
     }
 
     def __slr_tags__(self) -> OracleTags:
-        return OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"), penalty=True)
+        return OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"), penalty=True,
+                          sparse_features=True)
 
     def penalty(self) -> float:
-        """``l2 / 2 ||W||_F^2`` at the current ``coef_`` (the intercept is not penalised): the term
-        that :meth:`fit` adds to the loss; 0 before a fit."""
+        """``l2 / 2 ||W||_F^2 + l1 ||W||_1`` at the current ``coef_`` (the intercept is not
+        penalised): the term that :meth:`fit` adds to the loss; 0 before a fit."""
         coef = getattr(self, "coef_", None)
-        return 0.0 if coef is None else 0.5 * float(self.l2) * float(np.sum(coef * coef))
+        if coef is None:
+            return 0.0
+        return 0.5 * float(self.l2) * float(np.sum(coef * coef)) + float(self.l1) * float(np.sum(np.abs(coef)))
 
     def __init__(
         self,
@@ -319,12 +363,16 @@ class Linear(LogisticOracle):
         tol: float = 1e-6,
         max_iter: int = 1000,
         refresh: int = 50,
+        l1: float = 0.0,
+        solver: str = "auto",
     ) -> None:
         self.l2 = l2
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
         self.refresh = refresh
+        self.l1 = l1
+        self.solver = solver
 
     def _objective(
         self, coef: np.ndarray, problem: _ClassMajorLoss | PairLoss, penalty: np.ndarray
@@ -335,14 +383,21 @@ class Linear(LogisticOracle):
         grad += penalty * coef
         return loss / problem.n, grad / problem.n
 
-    def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
+    def _fit(self, features: FeatureMatrix, bias: np.ndarray | PairBias, labels: np.ndarray,
              sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
         # The fit works on columns scaled into [-1, 1] by powers of two (see Notes).
         exponents = np.maximum(binary_exponents(features), 0)
         if exponents.any():
-            features = np.ldexp(features, -exponents)
-        self._fit_problem(lambda: _loss(features, bias, labels, params["fit_intercept"], sample_weight),
-                          exponents, bias.shape[1], lambda: float(np.max(np.abs(np.asarray(bias)))), params)
+            features = scale_columns(features, -exponents)
+        intercept = params["fit_intercept"]
+        if _solver(params, features, bias.shape[1]) == "diagonal":
+            def make_problem() -> RowLoss:
+                return RowLoss(features, np.asarray(bias), labels, intercept, sample_weight)
+        else:
+            def make_problem() -> _ClassMajorLoss | PairLoss:
+                return _loss(features, bias, labels, intercept, sample_weight)
+        self._fit_problem(make_problem, exponents, bias.shape[1], lambda: float(np.max(np.abs(np.asarray(bias)))),
+                          params)
 
     def _fit_problem(self, make_problem: Callable[[], Any], exponents: np.ndarray, k: int,
                      largest_bias: Callable[[], float], params: dict[str, Any]) -> None:
@@ -361,10 +416,17 @@ class Linear(LogisticOracle):
                 coef[:, d] = self.intercept_
         penalty = np.zeros(cols)  # the intercept is not penalised
         penalty[:d] = np.ldexp(l2, -2 * exponents)
+        lasso = np.zeros(cols)
+        lasso[:d] = np.ldexp(params.get("l1", 0.0), -exponents)
         self.n_iter_, self.converged_ = 0, True
         if coef.size:
             with _single_threaded_blas():
-                coef = self._minimise(coef, make_problem(), largest_bias, penalty, tol, max_iter, refresh)
+                problem = make_problem()
+                if isinstance(problem, RowLoss):
+                    coef, self.n_iter_, self.converged_ = minimise_diagonal(
+                        coef, problem, penalty, lasso, tol, max_iter, refresh, lambda: _overflow(largest_bias()))
+                else:
+                    coef = self._minimise(coef, problem, largest_bias, penalty, tol, max_iter, refresh)
         self.coef_ = np.ldexp(coef[:, :d], -exponents)
         self.intercept_ = coef[:, d].copy() if fit_intercept else np.zeros(k)
 
@@ -379,10 +441,7 @@ class Linear(LogisticOracle):
             coef = np.zeros_like(coef)
             value, grad = self._objective(coef, problem, penalty)
         if not np.isfinite(value):
-            raise ValueError(
-                "bias is too large in magnitude: the logistic loss overflows float64 "
-                f"(largest |bias| = {largest_bias():.3g})"
-            )
+            _overflow(largest_bias())
         while np.max(np.abs(grad)) > tol:
             if self.n_iter_ >= max_iter:
                 self.converged_ = False
@@ -424,9 +483,9 @@ class Linear(LogisticOracle):
         return coef
 
     def decision_function(self, features: Any) -> np.ndarray:
-        """Scores ``W x + c`` of shape (N, K)."""
+        """Scores ``W x + c`` of shape (N, K) (``features`` dense or sparse)."""
         features = self._check_features(features)
         with _single_threaded_blas():
-            scores = features @ self.coef_.T
+            scores = np.asarray(features @ self.coef_.T)
         scores += self.intercept_
         return scores

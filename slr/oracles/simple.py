@@ -26,7 +26,7 @@ class Zero(LogisticOracle):
     """
 
     def __slr_tags__(self) -> OracleTags:
-        return OracleTags(factored_pair_bias=True)
+        return OracleTags(factored_pair_bias=True, sparse_features=True)
 
     def __init__(self) -> None:
         pass
@@ -72,7 +72,7 @@ class Constant(LogisticOracle):
 
     def __slr_tags__(self) -> OracleTags:
         # the factored bias is handed on to Linear's factored loss
-        return OracleTags(factored_pair_bias=True, linear_parameters=("table_",), penalty=True)
+        return OracleTags(factored_pair_bias=True, linear_parameters=("table_",), penalty=True, sparse_features=True)
 
     def penalty(self) -> float:
         """``l2 / 2 ||table||^2`` at the current ``table_``, the term that :meth:`fit` adds to the
