@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import accuracy_score, f1_score
 
-__all__ = ["CalibrationCurve", "calibration_curve", "expected_calibration_error", "make_node_scorer", "node_accuracy",
-           "node_accuracy_scorer", "node_brier_score", "node_f1", "node_f1_scorer", "node_log_loss"]
+__all__ = ["CalibrationCurve", "EntityScores", "calibration_curve", "entity_scores", "entity_spans",
+           "expected_calibration_error", "make_node_scorer", "node_accuracy", "node_accuracy_scorer",
+           "node_brier_score", "node_f1", "node_f1_scorer", "node_log_loss"]
 
 
 def _truth(y: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -75,6 +76,84 @@ def node_f1(Y_true: Sequence, Y_pred: Sequence, average: str | None = "macro",
     truth, guess = _flatten(Y_true, Y_pred)
     score = f1_score(truth, guess, average=average, **kwargs)
     return np.asarray(score) if average is None else float(score)
+
+
+def _split_tag(tag: str) -> tuple[str, str]:
+    """``"B-PER"`` -> ``("B", "PER")``; a tag without a type (``"O"``) -> ``(tag, "")``."""
+    prefix, _, kind = str(tag).partition("-")
+    return prefix, kind
+
+
+def entity_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
+    """The entities of one sentence's IOB tags, as conlleval reads them: ``{(type, first, last)}``.
+
+    IOB1 and IOB2 alike: an entity starts at a ``B``, at an ``I`` after ``O`` and wherever the
+    type changes, and ends before a ``B`` or ``O`` or a change of type (conlleval's
+    ``startOfChunk`` and ``endOfChunk``).
+    """
+    spans = set()
+    start, prev_prefix, prev_kind = None, "O", ""
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, kind = _split_tag(tag)
+        ends = (prev_prefix in ("B", "I") and (prefix in ("B", "O") or kind != prev_kind))
+        starts = prefix == "B" or (prefix == "I" and (prev_prefix == "O" or kind != prev_kind))
+        if ends and start is not None:
+            spans.add((prev_kind, start, i - 1))
+            start = None
+        if starts:
+            start = i
+        prev_prefix, prev_kind = prefix, kind
+    return spans
+
+
+@dataclass(frozen=True)
+class EntityScores:
+    """Entity-level precision, recall and F1 over a corpus (conlleval's overall figures)."""
+
+    precision: float
+    recall: float
+    f1: float
+    n_true: int
+    n_predicted: int
+    n_correct: int
+
+
+def entity_scores(tags_true: Sequence[Sequence[str]], tags_pred: Sequence[Sequence[str]]) -> EntityScores:
+    """Entity precision, recall and F1 of predicted IOB tags, with conlleval's semantics.
+
+    An entity is correct when a predicted one has the same type, first and last token as a true
+    one (:func:`entity_spans`, per sentence); precision and recall are over all entities of all
+    sentences, and F1 their harmonic mean (0 when no entity is correct).
+
+    Parameters
+    ----------
+    tags_true, tags_pred : sequence of sequences of str
+        Per sentence its tags (``"B-PER"``, ``"I-PER"``, ``"O"``, ...).
+
+    Returns
+    -------
+    EntityScores
+
+    Raises
+    ------
+    ValueError
+        When the two do not hold as many sentences, or a sentence's tag counts differ.
+    """
+    if len(tags_true) != len(tags_pred):
+        raise ValueError(f"tags_pred must hold one sentence per sentence of tags_true ({len(tags_true)}), "
+                         f"got {len(tags_pred)}")
+    n_true = n_pred = n_correct = 0
+    for k, (truth, guess) in enumerate(zip(tags_true, tags_pred)):
+        if len(truth) != len(guess):
+            raise ValueError(f"tags_pred[{k}] has {len(guess)} tags, tags_true[{k}] {len(truth)}")
+        true_spans, pred_spans = entity_spans(truth), entity_spans(guess)
+        n_true += len(true_spans)
+        n_pred += len(pred_spans)
+        n_correct += len(true_spans & pred_spans)
+    precision = n_correct / n_pred if n_pred else 0.0
+    recall = n_correct / n_true if n_true else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if n_correct else 0.0
+    return EntityScores(precision, recall, f1, n_true, n_pred, n_correct)
 
 
 def make_node_scorer(metric: Callable[..., float], **kwargs: Any) -> Callable[[Any, Sequence, Sequence], float]:

@@ -49,6 +49,8 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
                               "against linear peers: time to the best peer's error, iterations, why each fit stopped"),
         ("partial_labels.md", "test error with 25/50/75% of the training labels hidden: full labels, the "
                               "unlabelled nodes dropped, or learnt as latent variables"),
+        ("nlp.md", "text tagging (named entities, parts of speech) with sparse token features: slr against "
+                   "CRFsuite, the SSVMs and pystruct, with fit time and memory"),
     ]
     for name, what in entries:
         if (out / name).exists():
@@ -99,4 +101,10 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
     if p and p.get("shares"):
         lines.append(f"- Partial labels: latent learning beats dropping the unlabelled nodes in {p['wins']} of "
                      f"{p['shares']} (data set, share hidden) cells.\n")
+    n = summaries.get("nlp")
+    if n and n.get("corpora"):
+        parts = [f"{corpus}: slr:Linear {'failed' if v['slr_linear'] is None else format(v['slr_linear'], '.3f')}, "
+                 f"best peer {'none' if v['best_peer'] is None else format(v['best_peer'], '.3f')}"
+                 for corpus, v in n["corpora"].items()]
+        lines.append("- Text tagging, test entity F1 or accuracy: " + "; ".join(parts) + ".\n")
     write_output(out / "README.md", "".join(lines))

