@@ -111,3 +111,24 @@ def test_a_high_dimensional_sparse_fit_uses_memory_linear_in_the_data(client):
     assert model.unary_.coef_.shape == (k, n_features) and np.any(model.unary_.coef_)
     # K D^2 would be 2e11 numbers, a dense N x D 4e8; a few dozen (K, D) arrays are 1e6 numbers each
     assert peak < 100 * 8 * (k * n_features + nnz)
+
+
+def test_lightgbm_on_sparse_partitions_is_the_adapter_on_one_worker(client, chains):
+    """Sparse rows through lightgbm.dask (as scipy.sparse matrices): on one worker its training is
+    the single-process adapter's on the same sparse rows, R for R."""
+    pytest.importorskip("lightgbm")
+    from slr.oracles import LightGBM
+
+    X, Y = chains
+    settings = dict(unary=LightGBM(n_rounds=5, random_state=0), max_iter=2, tol=0, random_state=0, n_jobs=1)
+    # LightGBM's network training needs worker processes
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as process_client:
+        with process_client.as_current():
+            model = DaskStructuredLogisticRegression(n_partitions=2, **settings).fit(X, Y)
+    single = StructuredLogisticRegression(**settings).fit(X, Y)
+    trace = single.objective_trace_["objective"].to_numpy()
+    assert trace[-1] < 0.5 * trace[0]
+    np.testing.assert_allclose(model.objective_trace_["objective"], trace, rtol=1e-10)
+    for y_single, y_dist in zip(single.predict(X), model.predict(X)):
+        np.testing.assert_array_equal(y_dist, y_single)
