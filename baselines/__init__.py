@@ -1,4 +1,4 @@
-"""Baselines for slr: structural SVMs, structured perceptron, piecewise training, gradient
+"""Baselines for slr: structural SVMs (cutting-plane, subgradient, block-coordinate Frank-Wolfe), structured perceptron, piecewise training, gradient
 alternation, and pystruct 0.3.2 as the outside peer (:mod:`baselines.peer`).
 
 Names are imported lazily, so that ``python -m baselines.peer.setup_env`` still runs on a
@@ -7,6 +7,7 @@ bare interpreter without numpy.
 from __future__ import annotations
 
 _EXPORTS = {
+    "FrankWolfeSSVM": "baselines.frank_wolfe",
     "GradientAlternation": "baselines.gradient_alternation",
     "NSlackSSVM": "baselines.ssvm",
     "OneSlackSSVM": "baselines.ssvm",

@@ -74,6 +74,8 @@ class BaseStructuredLearner(StructuredEstimator):
         Parameters
         ----------
         X : sequence of (node_features (n, d_u), edges (m, 2), edge_features (m, d_e))
+            Feature matrices dense or ``scipy.sparse`` (kept sparse: the joint feature map and the
+            potentials are sparse-dense products).
         Y : sequence of int arrays (n,)
         X_val, Y_val : optional
             Validation data in the same format, for ``history_["val_error"]``.

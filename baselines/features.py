@@ -74,7 +74,7 @@ class StructuredData(FlatData):
     def subset(self, examples: Sequence[int]) -> "StructuredData":
         """The listed examples with the same feature map, inference and weights."""
         sub = StructuredData([self.X[k] for k in examples], [self.Y[k] for k in examples], self.n_states,
-                             model=self.model, max_sweeps=self.energy.max_sweeps, tol=self.energy.tol,
+                             model=self.energy.inference, max_sweeps=self.energy.max_sweeps, tol=self.energy.tol,
                              dims=(self.d_u, self.d_e), n_jobs=self.energy.n_jobs)
         if self.sample_weight is not None:
             sub.sample_weight = self.sample_weight[np.asarray(examples)]

@@ -21,6 +21,7 @@ import numpy as np
 
 from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
+from slr._features import scale_rows, spectral_norm
 from slr._params import DEPRECATED, Integer, Options, Real
 from slr.inference.batch import batch_dual_values, batch_marginals, batch_sweeps
 from slr.models import hamming_margin
@@ -96,10 +97,10 @@ class GradientAlternation(BaseStructuredLearner):
         node_features, edge_features = data.node_features, data.edge_features
         if data.sample_weight is not None:
             # example k's curvature is scaled by its weight: the rows by sqrt(s_k), as k repeated s_k times
-            node_features = node_features * np.sqrt(data.node_weights())[:, None]
-            edge_features = edge_features * np.sqrt(data.edge_weights())[:, None]
-        sigma_u = np.linalg.norm(node_features, 2) ** 2
-        sigma_e = np.linalg.norm(edge_features, 2) ** 2 if edge_features.size else 0.0
+            node_features = scale_rows(node_features, np.sqrt(data.node_weights()))
+            edge_features = scale_rows(edge_features, np.sqrt(data.edge_weights()))
+        sigma_u = spectral_norm(node_features) ** 2
+        sigma_e = spectral_norm(edge_features) ** 2 if edge_features.size else 0.0
         return 1.0 / (max(sigma_u, sigma_e) / self.epsilon + self.l2)
 
     def objective(self, data: StructuredData, w: np.ndarray, messages: np.ndarray) -> float:

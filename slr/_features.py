@@ -11,10 +11,11 @@ from typing import Any, Sequence, Union
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg
 
 __all__ = ["FeatureMatrix", "DENSE_BUDGET", "check_feature_matrix", "column_max_abs", "densified",
-           "first_row", "is_sparse", "rows_equal", "rows_times", "scale_columns", "squared", "stack_rows",
-           "with_ones_column"]
+           "first_row", "is_sparse", "rows_equal", "rows_times", "scale_columns", "scale_rows", "spectral_norm",
+           "squared", "stack_rows", "with_ones_column"]
 
 FeatureMatrix = Union[np.ndarray, sp.csr_array]
 
@@ -121,6 +122,24 @@ def first_row(features: FeatureMatrix) -> np.ndarray:
 def rows_times(rows: np.ndarray, features: FeatureMatrix) -> np.ndarray:
     """``rows^T features`` as a dense ``(K, d)`` array, for ``rows`` of shape ``(N, K)``."""
     return np.asarray((features.T @ rows).T)
+
+
+def scale_rows(features: FeatureMatrix, factors: np.ndarray) -> FeatureMatrix:
+    """``features`` with row ``i`` multiplied by ``factors[i]``, as a new matrix."""
+    if not is_sparse(features):
+        return features * factors[:, None]
+    return sp.csr_array(sp.diags_array(factors) @ features)
+
+
+def spectral_norm(features: FeatureMatrix) -> float:
+    """The largest singular value (ARPACK's, to rounding, for sparse matrices)."""
+    if not is_sparse(features):
+        return float(np.linalg.norm(features, 2))
+    if features.nnz == 0:
+        return 0.0
+    if min(features.shape) == 1:   # one row or column: its Euclidean norm (ARPACK needs two)
+        return float(np.linalg.norm(features.data))
+    return float(scipy.sparse.linalg.norm(features, 2))
 
 
 def squared(features: FeatureMatrix) -> FeatureMatrix:

@@ -34,6 +34,7 @@ as it was::
 """
 from __future__ import annotations
 
+import re
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
@@ -67,7 +68,16 @@ def validation_data(X_val: Sequence | None, Y_val: Sequence | None,
     """
     if (X_val is None) != (Y_val is None):
         raise ValueError("X_val and Y_val must be given together")
-    return None if X_val is None else build(X_val, Y_val)
+    if X_val is None:
+        return None
+    try:
+        return build(X_val, Y_val)
+    except ValueError as exc:   # the shared checkers name X and Y: these are X_val and Y_val
+        raise ValueError(_VALIDATION_NAMES.sub(r"\1_val", str(exc))) from None
+
+
+#: ``X`` or ``Y`` as an argument's name in a message (``X[3]``, ``Y must``), not ``X_val``.
+_VALIDATION_NAMES = re.compile(r"\b([XY])(?=\[|\s|$)")
 
 
 class FitHistory:
@@ -136,8 +146,10 @@ class FitHistory:
                 self.rows[-1]["eval_seconds"] += elapsed
 
     def frame(self) -> pd.DataFrame:
-        """The rows as ``history_``."""
-        return pd.DataFrame(self.rows, columns=HISTORY_COLUMNS)
+        """The rows as ``history_``: :data:`HISTORY_COLUMNS`, then any columns a learner adds to
+        every row (e.g. a dual objective)."""
+        extra = [name for name in (self.rows[0] if self.rows else ()) if name not in HISTORY_COLUMNS]
+        return pd.DataFrame(self.rows, columns=[*HISTORY_COLUMNS, *extra])
 
 
 class StructuredEstimator(VersionedPickle, BaseEstimator):

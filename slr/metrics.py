@@ -1,5 +1,8 @@
 """Scores of labellings over all nodes of all examples, and scorers for scikit-learn's model selection.
 
+Every metric leaves out the unlabelled nodes of the true labellings: a label ``-1``, or a masked
+entry of a numpy masked array (the partial labels ``StructuredLogisticRegression.fit`` takes).
+
 scikit-learn's string scorers (``scoring="f1_macro"``) cannot read structured labels (a list of
 per-example arrays is of an "unknown" target type to them). The scorers here flatten the true and
 predicted labellings over all nodes and then apply scikit-learn's metric, so
@@ -23,27 +26,55 @@ __all__ = ["CalibrationCurve", "calibration_curve", "expected_calibration_error"
            "node_accuracy_scorer", "node_brier_score", "node_f1", "node_f1_scorer", "node_log_loss"]
 
 
+def _truth(y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """One example's true labels, flattened, and which of its nodes are labelled: not ``-1`` and
+    not a masked entry of a masked array (whatever value it hides)."""
+    if np.ma.isMaskedArray(y):
+        values, labelled = np.ravel(np.ma.getdata(y)), ~np.ravel(np.ma.getmaskarray(y))
+    else:
+        values = np.ravel(np.asarray(y))
+        labelled = np.ones(values.shape, dtype=bool)
+    if values.dtype.kind in "iuf":
+        labelled &= values != -1
+    return values, labelled
+
+
 def _flatten(Y_true: Sequence, Y_pred: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """The true and predicted labels of every labelled node of every example."""
     if len(Y_true) != len(Y_pred):
         raise ValueError(f"Y_true and Y_pred must hold as many examples, got {len(Y_true)} and {len(Y_pred)}")
+    if len(Y_true) == 0:
+        raise ValueError("Y_true must hold at least one example")
+    truths, guesses = [], []
     for k, (truth, guess) in enumerate(zip(Y_true, Y_pred)):
         if np.shape(truth) != np.shape(guess):
             raise ValueError(f"example {k}: Y_true has shape {np.shape(truth)}, Y_pred {np.shape(guess)}")
-    if len(Y_true) == 0:
-        raise ValueError("Y_true must hold at least one example")
-    return (np.concatenate([np.ravel(y) for y in Y_true]), np.concatenate([np.ravel(y) for y in Y_pred]))
+        values, labelled = _truth(truth)
+        truths.append(values[labelled])
+        guesses.append(np.ravel(np.asarray(guess))[labelled])
+    truth, guess = np.concatenate(truths), np.concatenate(guesses)
+    if truth.size == 0:
+        raise ValueError("Y_true has no labelled node (every node is -1 or masked): nothing to score")
+    return truth, guess
 
 
 def node_accuracy(Y_true: Sequence, Y_pred: Sequence) -> float:
-    """The fraction of all nodes (of all examples) labelled correctly."""
+    """The fraction of the labelled nodes (of all examples) labelled correctly.
+
+    Unlabelled nodes of ``Y_true`` (``-1``, or a masked entry of a masked array) are left out,
+    as in every metric here.
+    """
     truth, guess = _flatten(Y_true, Y_pred)
     return float(accuracy_score(truth, guess))
 
 
-def node_f1(Y_true: Sequence, Y_pred: Sequence, average: str = "macro", **kwargs: Any) -> float:
-    """scikit-learn's ``f1_score`` over all nodes; ``average="macro"``: the mean of the states' F1."""
+def node_f1(Y_true: Sequence, Y_pred: Sequence, average: str | None = "macro",
+            **kwargs: Any) -> float | np.ndarray:
+    """scikit-learn's ``f1_score`` over the labelled nodes; ``average="macro"``: the mean of the
+    states' F1, ``average=None``: the array of the states' F1 (as ``f1_score`` returns it)."""
     truth, guess = _flatten(Y_true, Y_pred)
-    return float(f1_score(truth, guess, average=average, **kwargs))
+    score = f1_score(truth, guess, average=average, **kwargs)
+    return np.asarray(score) if average is None else float(score)
 
 
 def make_node_scorer(metric: Callable[..., float], **kwargs: Any) -> Callable[[Any, Sequence, Sequence], float]:
@@ -78,11 +109,18 @@ def _flatten_marginals(Y_true: Sequence, marginals: Sequence) -> tuple[np.ndarra
         raise ValueError(f"Y_true and marginals must hold as many examples, got {len(Y_true)} and {len(marginals)}")
     if len(Y_true) == 0:
         raise ValueError("Y_true must hold at least one example")
-    labels = np.concatenate([np.ravel(y) for y in Y_true]).astype(np.int64)
+    truths = [_truth(y) for y in Y_true]
+    labels = np.concatenate([values for values, _ in truths])
+    labelled = np.concatenate([keep for _, keep in truths])
+    if labels.dtype.kind not in "iu" and not (labels.dtype.kind == "f" and np.all(labels == np.round(labels))):
+        raise ValueError(f"Y_true must hold integer labels, got dtype {labels.dtype}")
     probabilities = np.concatenate([np.asarray(p, dtype=np.float64) for p in marginals])
     if probabilities.ndim != 2 or probabilities.shape[0] != labels.shape[0]:
         raise ValueError(f"marginals must be one (n, L) array per example matching Y_true's nodes, got "
                          f"{probabilities.shape} for {labels.shape[0]} nodes")
+    labels, probabilities = labels[labelled].astype(np.int64), probabilities[labelled]
+    if labels.size == 0:
+        raise ValueError("Y_true has no labelled node (every node is -1 or masked): nothing to score")
     if not np.all(np.isfinite(probabilities)) or probabilities.min() < 0:
         raise ValueError("marginals must be finite and nonnegative")
     if np.abs(probabilities.sum(axis=1) - 1).max() > 1e-6:
@@ -93,7 +131,7 @@ def _flatten_marginals(Y_true: Sequence, marginals: Sequence) -> tuple[np.ndarra
 
 
 def node_log_loss(Y_true: Sequence, marginals: Sequence, *, floor: float = 1e-15) -> float:
-    """Mean negative log marginal of the true label over all nodes (NLL per node).
+    """Mean negative log marginal of the true label over the labelled nodes (NLL per node).
 
     Parameters
     ----------

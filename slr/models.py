@@ -7,15 +7,18 @@ A data set in the flat layout (:class:`FlatData`, docs/design.md section 2) and 
 
 with the Hamming margin ``Delta`` in loss-augmented problems only (``scale`` is slr's ``eps``,
 1 for the baselines), MAP inference, loss-augmented inference and marginals. Chains are decoded exactly by
-Viterbi; other graphs by star updates on the LP relaxation (:mod:`slr.inference`).
+Viterbi, other forests (trees) exactly by max-product, loopy graphs by star updates on the LP
+relaxation until the labels settle (:func:`slr.inference.decoding.batch_map`).
 
-Loss-augmented inference on a loopy graph uses the LP's solution as it is, fractional or not
-(Finley and Joachims 2008): the relaxed "y" is the pair of marginals ``mu``, uniform over the
-maximisers of the reparametrised node and edge beliefs (:func:`slr.inference.batch_marginals`
-with ``epsilon = 0``). At an LP optimum with unique maximisers this is the integral optimum.
+Loss-augmented inference returns a labelling on every graph, scored exactly: the constraint it
+gives a cutting-plane SSVM is one of the SSVM's own constraints, and the slack reported is that
+constraint's violation. On loopy graphs the labelling is the LP's decoded one (the best seen while
+the sweeps run), so the slack is a lower bound on the largest violation, exact where the LP is
+tight and the sweeps reach its optimum.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Sequence
 
@@ -26,15 +29,18 @@ from slr._features import stack_rows
 from slr._params import (DEPRECATED, Checked, Integer, NJobs, Options, Real, Satisfies, resolve_renamed,
                          validate_params)
 from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
-from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps
 from slr.inference.banded import batch_exact_marginals
+from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps, resolve_threads
+from slr.inference.decoding import BatchMap, batch_map
+from slr.inference.max_product import batch_forest_map, forest_examples
 from slr.inference.viterbi import batch_viterbi
 from slr.oracles.targets import check_sample_weight
 
 __all__ = ["CLASS_WEIGHT", "INFERENCE", "MARGINALS", "FlatData", "PairwiseModel", "check_example_weights",
            "class_weights", "hamming_margin"]
 
-#: Inference methods: Viterbi when every example is a chain, else the LP ("auto"); either one.
+#: Inference methods: Viterbi when every example is a chain, max-product when every example is a
+#: forest, else the LP ("auto"); Viterbi or the LP.
 INFERENCE = ("auto", "chain", "lp")
 #: Marginals: of the smoothed LP (any graph), or exact by sum-product (forests).
 MARGINALS = ("lp", "exact")
@@ -153,7 +159,9 @@ class FlatData:
         self.n_states = found if n_states is None else n_states
         if self.n_states is None:
             raise ValueError("n_states must be given when Y is omitted")
+        _check_state_count(self.n_states, X, inferred=n_states is None)
         self.X, self.Y = X, Y
+        self.allow_unlabelled = allow_unlabelled
         self.d_node = X[0][0].shape[1]
         # check_dataset gives every example the same edge-feature width
         self.d_edge = X[0][2].shape[1]
@@ -164,10 +172,18 @@ class FlatData:
         self.has_edges = self.batch.n_edges > 0
         self.labels = np.concatenate(Y) if Y is not None else None
         self.all_chains = _all_chains(self.batch)
+        self._all_forests: bool | None = None
 
     @property
     def n_examples(self) -> int:
         return self.batch.n_examples
+
+    @property
+    def all_forests(self) -> bool:
+        """Whether every example's graph is a forest (no cycle; chains and trees are)."""
+        if self._all_forests is None:
+            self._all_forests = self.all_chains or bool(forest_examples(self.batch).all())
+        return self._all_forests
 
     @property
     def unlabelled(self) -> np.ndarray:
@@ -175,9 +191,10 @@ class FlatData:
         return self.labels < 0
 
     def subset(self, examples: Sequence[int]) -> "FlatData":
-        """The listed examples as a data set of their own (same ``n_states``)."""
+        """The listed examples as a data set of their own (same ``n_states``, unlabelled nodes
+        allowed as here)."""
         Y = None if self.Y is None else [self.Y[k] for k in examples]
-        return type(self)([self.X[k] for k in examples], Y, self.n_states)
+        return type(self)([self.X[k] for k in examples], Y, self.n_states, allow_unlabelled=self.allow_unlabelled)
 
     def check_widths(self, d_node: int, d_edge: int | None, name: str) -> None:
         """Raise unless the features have the fitted widths (``d_edge`` None: trained without edges)."""
@@ -238,6 +255,24 @@ def _all_chains(batch: GraphBatch) -> bool:
     return bool(np.array_equal(batch.edges[:, 0], left) and np.array_equal(batch.edges[:, 1], left + 1))
 
 
+def _check_state_count(n_states: int, X: list, inferred: bool) -> None:
+    """Refuse a number of states whose potentials alone (``(n, L)`` per node, ``(m, L, L)`` per
+    edge) would not fit in this machine's memory: a label like 10**9 means labels that are not
+    ``0 .. L-1``, not a model anyone can fit."""
+    n_nodes, n_edges = sum(x[0].shape[0] for x in X), sum(x[1].shape[0] for x in X)
+    needed = 8.0 * (n_nodes * n_states + n_edges * float(n_states) ** 2)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):   # not a POSIX system: the allocation will tell
+        return
+    if needed > memory:
+        source = "the largest label + 1" if inferred else "as given"
+        raise ValueError(
+            f"n_states = {n_states} ({source}) needs {needed / 2**30:.3g} GiB for the potentials alone, more than "
+            f"this machine's {memory / 2**30:.3g} GiB: labels must be the integers 0 .. n_states - 1 (re-encode "
+            "them, e.g. with sklearn.preprocessing.LabelEncoder)")
+
+
 def _check_inferred_label_range(Y: list[np.ndarray], n_states: int) -> None:
     for k, y in enumerate(Y):
         if y.size and y.max() >= n_states:
@@ -257,13 +292,15 @@ class PairwiseModel:
         Factor on the functions' scores (slr's ``eps``).
     inference : {"auto", "chain", "lp"}, default="lp"
         MAP by Viterbi (``"chain"``; every example must be a chain ``(i, i+1)``), by star
-        updates on the LP relaxation (``"lp"``), or Viterbi exactly when every example is a
-        chain (``"auto"``).
+        updates on the LP relaxation (``"lp"``), or exactly when every example is a forest
+        (``"auto"``: Viterbi on chains, max-product on trees, the LP otherwise).
     epsilon : float, default=0.0
         Entropy weight of the LP decoding; a positive value labels nodes by their smoothed
         marginals' mode.
     max_sweeps : int, default=200
-        Star-update sweeps (kernel sweeps) per LP inference.
+        The budget of star-update sweeps (kernel sweeps) per LP inference. MAP decoding stops
+        earlier, once every example's labels are certified or settled
+        (:func:`slr.inference.decoding.batch_map`).
     tol : float, default=1e-7
         Star-update stopping tolerance.
     n_jobs : int, optional
@@ -305,10 +342,12 @@ class PairwiseModel:
         return self.n_jobs
 
     def method(self, data: FlatData) -> str:
-        """``"chain"`` or ``"lp"``: the inference used on ``data``."""
+        """``"chain"``, ``"forest"`` or ``"lp"``: the inference used on ``data``."""
         if self.inference == "chain" and not data.all_chains:
             raise ValueError("model='chain' needs every example's edges to be (i, i+1), i = 0..n-2, in order")
-        return "chain" if self.inference == "chain" or (self.inference == "auto" and data.all_chains) else "lp"
+        if self.inference == "chain" or (self.inference == "auto" and data.all_chains):
+            return "chain"
+        return "forest" if self.inference == "auto" and data.all_forests else "lp"
 
     # ------------------------------------------------------------------ energy
     def scores_to_potentials(self, scores: Any, shape: tuple[int, int], name: str) -> np.ndarray:
@@ -354,36 +393,62 @@ class PairwiseModel:
 
     # ------------------------------------------------------------------ inference
     def decode(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, *,
-               warn: bool = False) -> np.ndarray:
-        """A labelling ``(n_nodes,)`` maximising ``theta``: Viterbi, or LP sweeps and each node's best state.
+               warn: bool = False, messages: np.ndarray | None = None) -> np.ndarray:
+        """A labelling ``(n_nodes,)`` maximising ``theta``: Viterbi, max-product, or the LP's.
 
-        ``warn``: a ``ConvergenceWarning`` when the sweeps stop at ``max_sweeps`` with labels that
-        one more sweep still changes. (The ``eps = 0`` messages need not settle on loopy graphs,
-        where the dual has many optima, so stable labels are the test, not the messages.)
+        On loopy graphs (and with ``epsilon > 0``) the LP's sweeps run until every example's labels
+        are certified or settled or ``max_sweeps`` is spent (:meth:`lp_map`). ``warn``: a
+        ``ConvergenceWarning`` when the budget ran out first. ``messages``: their warm start
+        (updated in place), zeros when None.
         """
-        if self.method(data) == "chain":
+        method = self.method(data)
+        if method == "chain":
             return batch_viterbi(data.batch, theta_nodes, theta_edges)
-        result = batch_sweeps(
-            data.batch, theta_nodes, theta_edges, self.epsilon, max_sweeps=self.max_sweeps,
-            tol=self.tol, n_jobs=self.n_jobs, check_input=False,
-        )
-        labels = np.argmax(batch_node_beliefs(data.batch, theta_nodes, result.messages), axis=1)
+        if method == "forest":
+            return batch_forest_map(data.batch, theta_nodes, theta_edges, n_jobs=self.n_jobs, check_input=False)
+        if self.epsilon > 0:
+            return self._smoothed_decode(data, theta_nodes, theta_edges, warn)
+        result = self.lp_map(data, theta_nodes, theta_edges, messages)
+        if warn and not result.settled.all():
+            unsettled = ~result.settled
+            warnings.warn(
+                f"MAP decoding stopped at max_sweeps={self.max_sweeps} on {int(unsettled.sum())} of "
+                f"{data.n_examples} examples whose labels may not be the MAP: their labels were still changing "
+                f"or the LP's bound still falling (largest gap between a labelling's score and the bound "
+                f"{float(result.gap[unsettled].max()):.3g}); raise predict_max_sweeps",
+                ConvergenceWarning, stacklevel=5)
+        return result.labels
+
+    def lp_map(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray,
+               messages: np.ndarray | None = None) -> BatchMap:
+        """The LP's MAP labellings by max-product star updates with their bounds
+        (:func:`slr.inference.decoding.batch_map`, within ``max_sweeps``; ``messages`` as for :meth:`decode`)."""
+        if messages is None:
+            messages = np.zeros((data.batch.n_edges, 2, data.n_states))
+        return batch_map(data.batch, theta_nodes, theta_edges, messages, max_sweeps=self.max_sweeps, tol=self.tol,
+                         threads=resolve_threads(self.n_jobs))
+
+    def _smoothed_decode(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray,
+                         warn: bool) -> np.ndarray:
+        """Each node's mode of the smoothed LP's marginals (``epsilon > 0``)."""
+        result = batch_sweeps(data.batch, theta_nodes, theta_edges, self.epsilon, max_sweeps=self.max_sweeps,
+                              tol=self.tol, n_jobs=self.n_jobs, check_input=False)
         if warn and not result.converged.all():
-            batch_sweeps(data.batch, theta_nodes, theta_edges, self.epsilon, max_sweeps=1, tol=self.tol,
-                         n_jobs=self.n_jobs, out=result.messages, check_input=False)
-            moved = int((np.argmax(batch_node_beliefs(data.batch, theta_nodes, result.messages), axis=1)
-                         != labels).sum())
-            if moved:
-                warnings.warn(f"MAP decoding stopped at max_sweeps={self.max_sweeps} while one more sweep still "
-                              f"changes {moved} of {data.batch.n_nodes} labels, which may not be the MAP; raise "
-                              "predict_max_sweeps", ConvergenceWarning, stacklevel=5)
-        return labels
+            warnings.warn(f"the smoothed LP's sweeps stopped at max_sweeps={self.max_sweeps} before converging on "
+                          f"{int((~result.converged).sum())} of {data.n_examples} examples; raise predict_max_sweeps",
+                          ConvergenceWarning, stacklevel=5)
+        return np.argmax(batch_node_beliefs(data.batch, theta_nodes, result.messages), axis=1)
 
     def loss_augmented(
         self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, messages: np.ndarray,
         class_weight: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Maximise ``Hamming(y, mu) + theta . mu`` on every example.
+        """A labelling maximising ``Hamming(y, y') + theta . y'`` on every example, and its score.
+
+        The labelling is exact on forests (Viterbi, max-product) and the LP's (:meth:`lp_map` on the
+        loss-augmented potentials) on loopy graphs; where that scores below the true labelling, the
+        true labelling (slack 0) is returned instead. Its loss and score are computed exactly, so
+        ``slack`` is the violation of the constraint it gives.
 
         Parameters
         ----------
@@ -394,30 +459,36 @@ class PairwiseModel:
         messages : ndarray of shape (n_edges, 2, L)
             Warm start of the LP's star updates, updated in place.
         class_weight : ndarray of shape (L,), optional
-            The weighted Hamming loss ``sum_i cw[y_i] (1 - mu_i(y_i))`` (see :func:`hamming_margin`).
+            The weighted Hamming loss ``sum_i cw[y_i] [y'_i != y_i]`` (see :func:`hamming_margin`).
 
         Returns
         -------
         node_mu, edge_mu : ndarray
-            The maximiser (the relaxed "y hat"): integral for Viterbi, possibly fractional for the LP.
+            The one-hot node ``(N, L)`` and edge ``(M, L, L)`` indicators of the labelling ``y'``.
         loss : ndarray of shape (B,)
-            ``Hamming(y^k, mu^k)`` (weighted with ``class_weight``).
+            ``Hamming(y^k, y'^k)`` (weighted with ``class_weight``).
         slack : ndarray of shape (B,)
-            ``max(0, loss_k + theta . mu^k - theta . y^k)``.
+            ``loss_k + theta . y'^k - theta . y^k``, at least 0.
         """
         aug = theta_nodes + hamming_margin(data.labels, data.n_states, class_weight)
-        if self.method(data) == "chain":
+        method = self.method(data)
+        if method == "chain":
             y_hat = batch_viterbi(data.batch, aug, theta_edges)
-            node_mu, edge_mu = data.onehot(y_hat)
-            score_hat = data.labelling_scores(y_hat, theta_nodes, theta_edges)
+        elif method == "forest":
+            y_hat = batch_forest_map(data.batch, aug, theta_edges, n_jobs=self.n_jobs, check_input=False)
         else:
-            run = batch_sweeps(data.batch, aug, theta_edges, 0.0, out=messages, max_sweeps=self.max_sweeps,
-                               tol=self.tol, n_jobs=self.n_jobs, check_input=False)
-            node_mu, edge_mu = batch_marginals(data.batch, aug, theta_edges, run.messages, 0.0)
-            score_hat = data.per_example_sum((node_mu * theta_nodes).sum(1), (edge_mu * theta_edges).sum((1, 2)))
+            y_hat = self.lp_map(data, aug, theta_edges, messages).labels
+        node_mu, edge_mu = data.onehot(y_hat)
         loss = data.hamming(node_mu, class_weight)
         score_true = data.labelling_scores(data.labels, theta_nodes, theta_edges)
-        return node_mu, edge_mu, loss, np.maximum(0.0, loss + score_hat - score_true)
+        violation = loss + data.labelling_scores(y_hat, theta_nodes, theta_edges) - score_true
+        below = violation < 0
+        if below.any():   # the true labelling is a candidate too: its violation is 0
+            y_hat = np.where(below[data.batch.node_example], data.labels, y_hat)
+            node_mu, edge_mu = data.onehot(y_hat)
+            loss = data.hamming(node_mu, class_weight)
+            violation = np.where(below, 0.0, violation)
+        return node_mu, edge_mu, loss, violation
 
     def marginals(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, epsilon: float,
                   method: str, *, max_sweeps: int, tol: float,

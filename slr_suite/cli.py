@@ -50,10 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="minutes on 2 cores (default; every experiment: about 4.5)")
         size.add_argument("--full", dest="profile", action="store_const", const="full",
                           help="the paper's configuration (hours)")
-        p.add_argument("--out", default="reports", type=Path, help="output directory (default: reports)")
+        p.add_argument("--out", default="reports", type=_directory_argument("--out"),
+                       help="output directory (default: reports); slr never replaces a file there it did not write")
         p.add_argument("--threads", type=_threads, default=None,
                        help="threads for slr's message passing and oracles (default: all cores)")
-        p.add_argument("--cache-dir", type=Path, default=None,
+        p.add_argument("--cache-dir", type=_directory_argument("--cache-dir"), default=None,
                        help="cache of computed cells (default: $SLR_CACHE_DIR or ~/.cache/slr/results)")
         p.add_argument("--no-cache", action="store_true",
                        help="recompute every cell instead of reusing cached ones (the results are cached anew)")
@@ -104,8 +105,23 @@ def _scheduler_address(address: str) -> str:
     return f"{scheme}://{rest}"
 
 
+def _directory_argument(option: str):
+    """The argparse type of ``option``: a non-empty path (an empty one would be the current
+    directory, e.g. a checkout whose README.md the report index would replace)."""
+    def directory(text: str) -> Path:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{option} must name a directory, got an empty path")
+        return Path(text)
+
+    directory.__name__ = option.lstrip("-")   # argparse names the option's type in its messages
+    return directory
+
+
 def _writable_dir(path: Path, option: str) -> Path:
-    """``path`` created if needed; a ValueError naming ``option`` if it cannot be written to."""
+    """``path`` created if needed; a ValueError naming ``option`` if it is empty or cannot be
+    written to."""
+    if not str(path).strip():
+        raise ValueError(f"{option} must name a directory, got an empty path")
     path = _utf8_path(path, option).expanduser()
     if path.exists() and not path.is_dir():
         raise ValueError(f"{option}: {path} exists and is not a directory")
@@ -199,7 +215,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     from slr_suite.index import write_index
     from slr_suite.provenance import RunInfo
     from slr.validation import check_int
-    from slr_suite.store import default_cache_dir, run_locks
+    from slr_suite.store import check_ours, default_cache_dir, run_locks
 
     try:
         profile = get_profile(profile_name)
@@ -209,9 +225,13 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
         if scheduler is not None:
             scheduler = _scheduler_address(scheduler)
         out = _writable_dir(out, "--out")
+        for name in ("README.md", *(f"{name}.md" for name in names)):
+            check_ours(out / name)
         cache_dir = _utf8_path(cache_dir if cache_dir is not None else default_cache_dir(), "--cache-dir")
         if not render_only:
             cache_dir = _writable_dir(cache_dir, "--cache-dir")
+    except FileExistsError as exc:
+        raise UsageError(f"--out: {exc.filename}: {exc.strerror}") from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     log = Logger(quiet=quiet)

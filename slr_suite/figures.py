@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from slr_suite.store import atomic_write_bytes
+from slr_suite.store import write_output
 
 __all__ = ["plt", "save_fig"]
 
@@ -26,4 +26,4 @@ def save_fig(fig, path: Path) -> None:
     fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     plt().close(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, buffer.getvalue())
+    write_output(path, buffer.getvalue())

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from slr_suite.provenance import RunInfo
-from slr_suite.store import atomic_write_text
+from slr_suite.store import write_output
 
 __all__ = ["write_index"]
 
@@ -99,4 +99,4 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
     if p and p.get("shares"):
         lines.append(f"- Partial labels: latent learning beats dropping the unlabelled nodes in {p['wins']} of "
                      f"{p['shares']} (data set, share hidden) cells.\n")
-    atomic_write_text(out / "README.md", "".join(lines))
+    write_output(out / "README.md", "".join(lines))

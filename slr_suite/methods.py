@@ -37,7 +37,7 @@ EPSILON = 0.1
 #: The CRFsuite peer's row (group ``crfsuite``): CRFsuite's L-BFGS on the same linear chain model.
 CRFSUITE_METHOD = "crfsuite:lbfgs"
 #: Baselines in this package, by class name in ``baselines``.
-OUR_BASELINES = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPerceptron",
+OUR_BASELINES = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "FrankWolfeSSVM", "StructuredPerceptron",
                  "PiecewiseTraining", "GradientAlternation")
 #: pystruct 0.3.2's learners that the baselines report runs as the outside peer.
 PEER_LEARNERS = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "FrankWolfeSSVM", "StructuredPerceptron")
@@ -45,7 +45,7 @@ PEER_LEARNERS = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "FrankWolfeSSV
 SMOOTHED = ("slr:Linear", "GradientAlternation")
 #: Methods whose ridge comes from C (the perceptrons have none; the nonlinear slr rows' oracles
 #: were chosen on the same split by hand, docs/design.md section 6).
-RIDGED = ("slr:Linear", "OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "PiecewiseTraining",
+RIDGED = ("slr:Linear", "OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "FrankWolfeSSVM", "PiecewiseTraining",
           "GradientAlternation", CRFSUITE_METHOD, "pystruct:OneSlackSSVM", "pystruct:NSlackSSVM",
           "pystruct:SubgradientSSVM", "pystruct:FrankWolfeSSVM")
 
@@ -136,7 +136,8 @@ class BaselinesSpec:
         The first two data sets' sizes.
     max_iter : mapping
         Iterations per baseline, by class name; pystruct's learner of the same name gets the
-        same budget, its FrankWolfeSSVM that of SubgradientSSVM. slr's rows have no budget: they
+        same budget; both FrankWolfeSSVMs (ours and pystruct's) that of SubgradientSSVM, a pass
+        over the examples each. slr's rows have no budget: they
         run the library's defaults (its stopping rule, or for MLP rows early stopping on
         examples held out, ends them), with only their model chosen here (:meth:`slr_learner`).
     peer : mapping
@@ -573,6 +574,7 @@ def _own_params(method: str, reg: Mapping[str, float]) -> dict:
         "NSlackSSVM": dict(C=C),
         # online steps (Ratliff et al.); full-batch steps are far slower here
         "SubgradientSSVM": dict(C=C, batch_size=1),
+        "FrankWolfeSSVM": dict(C=C),
         "StructuredPerceptron": {},
         "PiecewiseTraining": dict(unary=Linear(l2=1.0 / C), pairwise=Linear(l2=1.0 / C)),
         "GradientAlternation": dict(epsilon=reg["epsilon"], l2=1.0 / C),

@@ -14,7 +14,7 @@ from slr_suite.methods import (CRFSUITE_METHOD, DATASETS, EPSILON, RIDGED, SMOOT
                                default_regularisation, grid, methods_of, tuned)
 from slr_suite.experiment import Profile
 from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import atomic_write_text
+from slr_suite.store import write_output
 
 __all__ = ["write_report", "time_to_target"]
 
@@ -45,14 +45,16 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "and the same inference (Viterbi on chains, LP star updates on grids). `pystruct:*` rows "
         "run pystruct 0.3.2 in its own Python 3.6 environment (ChainCRF for letters, "
         "EdgeFeatureGraphCRF with AD3 inference for denoising and snakes) with the iteration budget of our "
-        "learner of the same name (FrankWolfeSSVM gets SubgradientSSVM's) and their own C, chosen the same "
+        "learner of the same name (both FrankWolfeSSVMs get SubgradientSSVM's) and their own C, chosen the same "
         "way as ours; the iterations column shows max_iter for them, "
         f"their own stopping rules may end earlier.{_peer_params_text(spec)}\n\n"
         f"*Regularisation*: {_regularisation_text(spec)} A C is the same ridge on the weights of the "
         "potentials for every method: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's "
         "Linear oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
         "GradientAlternation and for PiecewiseTraining's Linear oracles, `c2 = 1 / (2 C)` for CRFsuite. "
-        "SubgradientSSVM takes online steps (batch size 1).\n"
+        "SubgradientSSVM takes online steps (batch size 1); FrankWolfeSSVM one block-coordinate Frank-Wolfe "
+        "step per example with line search on the dual, returning the weighted average, and stops at a "
+        "duality gap of 1e-3 C per example.\n"
         f"{_slr_solver_text(spec)}{_crfsuite_text(spec, used)}{_slr_cells_text(spec)}\n"
         f"*Sizes*: denoising {asdict(spec.denoise)}, letters {asdict(spec.letters)} "
         f"(train words from fold 1, test words from the other folds){_snakes_text(spec)}; iterations per "
@@ -107,7 +109,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
     text += ["\n## Test error against wall time\n\n![test error vs time](baselines_time.png)\n",
              "\nRaw results: [baselines_results.csv](baselines_results.csv) (one row per cell, with the run "
              "that computed it), [baselines_curves.csv](baselines_curves.csv) (test error against time).\n"]
-    atomic_write_text(out / "baselines.md", "".join(text))
+    write_output(out / "baselines.md", "".join(text))
     summary["cells"] = len(df)
     summary["fit_seconds"] = float(np.nansum([_num(v) for v in df["seconds"]]))
     return summary

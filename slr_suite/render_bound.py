@@ -10,7 +10,7 @@ from slr_suite.experiment import Profile
 from slr_suite.figures import plt, save_fig
 from slr_suite.markdown import provenance_block, table
 from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import atomic_write_text
+from slr_suite.store import write_output
 
 __all__ = ["write_report"]
 
@@ -60,6 +60,6 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
               rows, digits=4),
         "\nRaw results: [bound_results.csv](bound_results.csv)\n",
     ]
-    atomic_write_text(out / "bound.md", "".join(text))
+    write_output(out / "bound.md", "".join(text))
     return dict(cells=len(df), holds=int(holds.sum()), tree_tight=bool(tight), loose=n_loose,
                 graphs=len(loose), mp_err=mp_err)

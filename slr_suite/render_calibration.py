@@ -8,7 +8,7 @@ from slr_suite.experiment import Profile
 from slr_suite.figures import plt, save_fig
 from slr_suite.markdown import provenance_block, table
 from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import atomic_write_text
+from slr_suite.store import write_output
 
 __all__ = ["write_report"]
 
@@ -68,5 +68,5 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "\nRaw results: [calibration_results.csv](calibration_results.csv), reliability curves: "
         "[calibration_bins.csv](calibration_bins.csv)\n",
     ]
-    atomic_write_text(out / "calibration.md", "".join(text))
+    write_output(out / "calibration.md", "".join(text))
     return dict(cells=len(results) // len(METHODS), best=best)

@@ -11,7 +11,7 @@ from slr_suite.denoising import NAME, SHOWCASE, TABLES, DenoisingSpec
 from slr_suite.experiment import Profile
 from slr_suite.markdown import fmt, provenance_block, table
 from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import atomic_write_text
+from slr_suite.store import write_output
 
 __all__ = ["write_report", "PAPER_TEST_ERROR", "far_from_paper"]
 
@@ -289,7 +289,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
     text.append("\nRaw results: [denoising_results.csv](denoising_results.csv) (one row per cell, with the run "
                 "that computed it), [denoising_history.csv](denoising_history.csv) (learning curves), "
                 "[denoising_energies.csv](denoising_energies.csv).\n")
-    atomic_write_text(out / "denoising.md", "".join(text))
+    write_output(out / "denoising.md", "".join(text))
     structured = df[~df["unary"].isin(["Zero", "Constant"]) & (df["pairwise"] != "Zero")]
     summary = dict(cells=len(df), fit_seconds=float(df["seconds"].astype(float).sum()) if len(df) else 0.0,
                    structured=len(structured), paper_size=_paper_size(cfg),

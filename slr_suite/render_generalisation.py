@@ -13,7 +13,7 @@ from slr_suite.generalisation import NAME, PEERS, REPEAT_BELOW, REPEATS, SLR_MET
 from slr_suite.markdown import provenance_block, table
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.render_baselines import time_to_target
-from slr_suite.store import atomic_write_text
+from slr_suite.store import write_output
 
 __all__ = ["write_report"]
 
@@ -177,5 +177,5 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "[generalisation_curves.csv](generalisation_curves.csv), the linear methods' wrong nodes per test "
         "example: [generalisation_example_errors.csv](generalisation_example_errors.csv)\n",
     ]
-    atomic_write_text(out / "generalisation.md", "".join(text))
+    write_output(out / "generalisation.md", "".join(text))
     return dict(problems=len(problems), reached=reached, ended=ended, rule=linear_rule)

@@ -8,7 +8,7 @@ from slr_suite.figures import plt, save_fig
 from slr_suite.markdown import provenance_block, table
 from slr_suite.partial_labels import DATASETS, EPSILON, NAME, TABLES
 from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import atomic_write_text
+from slr_suite.store import write_output
 
 __all__ = ["write_report"]
 
@@ -58,5 +58,5 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         table(["data set", "hidden", "full labels", "drop", "latent"], rows, digits=4),
         "\nRaw results: [partial_labels_results.csv](partial_labels_results.csv)\n",
     ]
-    atomic_write_text(out / "partial_labels.md", "".join(text))
+    write_output(out / "partial_labels.md", "".join(text))
     return dict(cells=len(results), wins=wins, shares=shares)

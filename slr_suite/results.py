@@ -2,9 +2,9 @@
 read tolerantly.
 
 The CSVs are outputs (the cache of computed cells lives elsewhere, see
-:mod:`slr_suite.store`), so a damaged CSV never costs a result: its intact rows are kept, the
-original file is set aside under a fresh ``.damaged-*`` name with a message naming both paths,
-and the next write restores a clean file. Every row ends with a ``check`` column (CRC-32 of its
+:mod:`slr_suite.store`), so a damaged CSV never costs a result: its intact rows are read (a read
+never moves the file), and the next write sets the original aside under a fresh ``.damaged-*``
+name with a message naming both paths and writes a clean file with those rows. Every row ends with a ``check`` column (CRC-32 of its
 other fields), so a row altered in place is recognised as damaged rather than read as a wrong
 number.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from slr_suite.store import NotARegularFile, atomic_write_bytes, read_regular, set_aside
+from slr_suite.store import NotARegularFile, check_ours, read_regular, set_aside, write_output
 
 __all__ = ["ResultsTable", "format_value", "CHECK_COLUMN"]
 
@@ -77,6 +77,7 @@ class ResultsTable:
         self.columns = list(columns)
         self.key = list(key)
         self.log = log
+        self._said: str | None = None
 
     def _key_of(self, row: Mapping[str, Any]) -> tuple[str, ...]:
         return tuple(format_value(row[k]) for k in self.key)
@@ -84,52 +85,61 @@ class ResultsTable:
     def rows(self) -> list[dict[str, str]]:
         """The intact rows of the file, in file order, the last of each key kept.
 
-        A file that is not UTF-8 text, or whose header (before the check column) names a column
-        not in :attr:`columns` or lacks a key column, is set aside whole; a header of an earlier
-        version that lacks columns added since is read with those columns empty (the next write
-        adds them). A file with damaged lines (wrong number of fields, a field the csv module
-        cannot read, a check that does not match, or a last line cut before its newline) keeps
-        its intact rows and the original is set aside. Something other than a regular file at
-        the CSV's name (a directory, a FIFO) is set aside too.
+        A read never moves or changes the file (a run that renders only, or computes some cells,
+        may write nothing back): what is wrong with it is said, and the next :meth:`upsert` sets
+        the file aside before it writes. A file that is not UTF-8 text, or whose header (before
+        the check column) names a column not in :attr:`columns` or lacks a key column, gives no
+        rows; a header of an earlier version that lacks columns added since is read with those
+        columns empty (the next write adds them). A file with damaged lines (wrong number of
+        fields, a field the csv module cannot read, a check that does not match, or a last line
+        cut before its newline) gives its intact rows. Something other than a regular file at the
+        CSV's name (a directory, a FIFO) gives no rows.
         """
+        rows, problem = self._read()
+        if problem is not None and problem != self._said:   # once, not at every read of a run
+            self.log(f"{self.path}: {problem}; left as it is until results are written to it")
+            self._said = problem
+        return rows
+
+    def _read(self) -> tuple[list[dict[str, str]], str | None]:
+        """The intact rows and what is wrong with the file (None when nothing is)."""
         try:
             raw = read_regular(self.path)
         except NotARegularFile as exc:
-            set_aside(self.path, self.log, f"{exc.strerror} at the results file's name")
-            return []
+            return [], f"{exc.strerror} at the results file's name"
         if not raw:
-            return []
+            return [], None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            set_aside(self.path, self.log, "not a text file")
-            return []
+            return [], "not a text file"
         lines = _csv_lines(text)
         header = lines[0][:-1] if lines and lines[0] and lines[0][-1:] == [CHECK_COLUMN] else None
         # a file of an earlier version that lacks columns added since is read with those empty
         if header is None or len(set(header)) != len(header) or not set(header) <= set(self.columns) \
                 or not set(self.key) <= set(header):
-            set_aside(self.path, self.log, "its columns are not those of this version of the suite")
-            return []
+            return [], "its columns are not those of this version of the suite"
         body = lines[1:]
         damaged = [i for i, fields in enumerate(body)
                    if fields is None or len(fields) != len(header) + 1 or _check(fields[:-1]) != fields[-1]]
         if body and not text.endswith("\n") and (len(body) - 1) not in damaged:
             damaged.append(len(body) - 1)   # a last line cut before its newline may hold a cut number
-        if damaged:
-            set_aside(self.path, self.log, f"{len(damaged)} damaged line(s); the {len(body) - len(damaged)} "
-                                           "intact rows are kept")
         by_key: dict[tuple[str, ...], dict[str, str]] = {}
         for i, fields in enumerate(body):
             if i not in damaged:
                 row = dict.fromkeys(self.columns, "") | dict(zip(header, fields[:-1]))
                 by_key.pop(self._key_of(row), None)
                 by_key[self._key_of(row)] = row
-        return list(by_key.values())
+        problem = (f"{len(damaged)} damaged line(s); the {len(body) - len(damaged)} intact rows are kept"
+                   if damaged else None)
+        return list(by_key.values()), problem
 
     def upsert(self, new_rows: Iterable[Mapping[str, Any]],
                drop: Callable[[Mapping[str, str]], bool] | None = None) -> None:
         """Add ``new_rows``, replacing rows with the same key, and rewrite the file atomically.
+
+        A file slr did not write at the table's name is never replaced (``FileExistsError``,
+        :func:`slr_suite.store.write_output`).
 
         ``drop(row)`` (a row of the file, as :meth:`rows` reads it) True removes that row.
         """
@@ -138,7 +148,11 @@ class ResultsTable:
             unknown = set(row) - set(self.columns)
             if unknown:
                 raise ValueError(f"row has unknown columns {sorted(unknown)}")
-        merged = {self._key_of(r): r for r in self.rows() if drop is None or not drop(r)}
+        check_ours(self.path)
+        rows, problem = self._read()
+        if problem is not None:   # the original is kept, under a fresh name
+            set_aside(self.path, self.log, problem)
+        merged = {self._key_of(r): r for r in rows if drop is None or not drop(r)}
         for row in new_rows:
             merged.pop(self._key_of(row), None)
             merged[self._key_of(row)] = row
@@ -149,7 +163,7 @@ class ResultsTable:
             fields = [format_value(row.get(c, "")) for c in self.columns]
             writer.writerow([*fields, _check(fields)])
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(self.path, buffer.getvalue().encode("utf-8"))
+        write_output(self.path, buffer.getvalue().encode("utf-8"))
 
     def frame(self, **where: Any) -> pd.DataFrame:
         """The intact rows whose columns equal ``where``, as a DataFrame with parsed numbers."""

@@ -3,7 +3,9 @@ the cache of computed cells.
 
 - :func:`atomic_write_bytes` writes a temporary file in the target's directory, ``fsync``\\ s it
   and renames it over the target, so a reader (or a rerun after ``kill -9``) sees the old
-  file or the new one, never a mix.
+  file or the new one, never a mix; the file gets the usual mode (``0o666`` less the umask).
+- :func:`write_output` writes a file of an output directory, and never one slr did not write:
+  the directory's :data:`MANIFEST` lists the files slr wrote there.
 - :func:`set_aside` moves a damaged or foreign file (or a directory, FIFO, ... where a file
   belongs) to ``NAME.damaged-YYYYmmdd-HHMMSS[-K]``, a name that no earlier backup holds.
 - :func:`read_regular` reads a regular file only: a FIFO or device at a file's name never
@@ -37,8 +39,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CellCache", "CellRecord", "DirLock", "NotARegularFile", "RecordSpec", "atomic_write_bytes",
-           "atomic_write_text", "default_cache_dir", "read_regular", "run_locks", "set_aside"]
+__all__ = ["MANIFEST", "CellCache", "CellRecord", "DirLock", "NotARegularFile", "RecordSpec", "atomic_write_bytes",
+           "atomic_write_text", "check_ours", "default_cache_dir", "read_regular", "run_locks", "set_aside",
+           "write_output"]
 
 
 def default_cache_dir() -> Path:
@@ -61,6 +64,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, _new_file_mode())   # mkstemp's 0600 would keep reports and cache entries private
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -80,6 +84,55 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def atomic_write_text(path: Path, text: str) -> None:
     """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _new_file_mode() -> int:
+    """The mode ``open`` gives a new file: ``0o666`` less the process's umask (read without
+    changing it where Linux shows it, since ``os.umask`` sets it for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            umask = next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
+#: The file in an output directory that lists the files slr wrote there, one name a line.
+MANIFEST = ".slr-written"
+
+
+def _written_by_slr(directory: Path) -> set[str]:
+    data = read_regular(directory / MANIFEST)
+    return set(data.decode("utf-8", errors="replace").splitlines()) if data else set()
+
+
+def check_ours(path: Path) -> None:
+    """Raise ``FileExistsError`` naming ``path`` when something is at that name that slr did not
+    write (not listed in its directory's :data:`MANIFEST`)."""
+    path = Path(path)
+    if os.path.lexists(path) and path.name not in _written_by_slr(path.parent):
+        raise FileExistsError(errno.EEXIST, f"in the way: slr did not write it (it is not listed in "
+                              f"{MANIFEST}) and never replaces a file it did not write; move it, or choose "
+                              "another output directory", str(path))
+
+
+def write_output(path: Path, data: bytes | str) -> None:
+    """:func:`atomic_write_bytes` for a file of an output directory (reports, results, figures),
+    which never replaces a file slr did not write (:func:`check_ours`).
+
+    The file's name goes into the directory's :data:`MANIFEST` before the file is written, so a
+    run killed in between leaves a name listed without its file, never a file of slr's unlisted.
+    """
+    path = Path(path)
+    check_ours(path)
+    ours = _written_by_slr(path.parent)
+    if path.name not in ours:
+        try:
+            atomic_write_text(path.parent / MANIFEST, "".join(f"{name}\n" for name in sorted(ours | {path.name})))
+        except OSError as exc:   # named as the file it was for
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    atomic_write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
 
 
 def _fsync_dir(directory: Path) -> None:

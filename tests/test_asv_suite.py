@@ -29,6 +29,7 @@ ESTIMATOR_SMOKE = {"bench_learner": ("Learner", ("Linear",)),
                    "bench_baselines": ("Baseline", ("denoising", "PiecewiseTraining")),
                    "bench_oracles": ("OracleFit", ("unary_20k_K2", "Linear")),
                    "bench_small": ("SmallChain", ("defaults",)),
+                   "bench_sparse": ("SparseChains", (10_000, 10_000)),
                    "bench_trees": ("BoostingRound", ("unary_160k_K2", "LightGBM"))}
 
 

@@ -101,7 +101,8 @@ def _ssvm(cls, **kw):
 DETERMINISTIC = {
     "OneSlackSSVM": lambda: _ssvm(OneSlackSSVM),
     "NSlackSSVM": lambda: _ssvm(NSlackSSVM),
-    "SubgradientSSVM": lambda: SubgradientSSVM(max_iter=30, n_states=L, class_weight=CW),
+    # full-batch steps: one-example steps in a random order differ with the number of examples
+    "SubgradientSSVM": lambda: SubgradientSSVM(max_iter=30, batch_size=None, n_states=L, class_weight=CW),
     "GradientAlternation": lambda: GradientAlternation(max_iter=15, sweeps_per_round=4, n_states=L,
                                                        class_weight=CW),
 }

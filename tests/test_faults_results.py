@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slr_suite.cli import main, run_experiments
+from slr_suite.cli import UsageError, main, run_experiments
 from slr_suite.results import ResultsTable
+from slr_suite.store import MANIFEST
 
 SLR = [sys.executable, "-m", "slr_suite"]
 CELLS = "Linear/Constant,Boost/Zero"
@@ -31,6 +32,14 @@ def _table(path: Path, log=None) -> ResultsTable:
 ROWS = [dict(config="c1", cell="A/B", error=0.125, note="plain"),
         dict(config="c1", cell="B/C", error=1 / 3, note="a, quoted; note"),
         dict(config="c2", cell="A/B", error=2.5e-7, note="")]
+
+
+def _plant(path: Path, data: bytes) -> None:
+    """``data`` at ``path`` as if it were a file slr wrote and something damaged since."""
+    path.write_bytes(data)
+    manifest = path.parent / MANIFEST
+    names = set(manifest.read_text().splitlines()) if manifest.exists() else set()
+    manifest.write_text("".join(f"{name}\n" for name in sorted(names | {path.name})))
 
 
 def _undamaged(tmp_path: Path) -> bytes:
@@ -88,7 +97,7 @@ def test_truncation_at_every_byte_offset(tmp_path):
     for offset in range(len(reference)):
         case = tmp_path / f"cut{offset}"
         case.mkdir()
-        (case / "r.csv").write_bytes(reference[:offset])
+        _plant(case / "r.csv", reference[:offset])
         _check_after_damage(case / "r.csv", reference[:offset], reference)
 
 
@@ -107,7 +116,7 @@ def test_random_damage_never_loses_a_file_or_invents_a_row(tmp_path, data):
         damaged = data.draw(st.sampled_from([b"config,cell,error", b"config,cell,note,error", b"x"])) + \
             reference[header_end:]
     case = Path(tempfile.mkdtemp(dir=tmp_path))
-    (case / "r.csv").write_bytes(damaged)
+    _plant(case / "r.csv", damaged)
     messages = []
     rows = _table(case / "r.csv", messages.append).rows()
     # every row returned has the right fields; whatever was dropped is kept in a backup
@@ -121,10 +130,10 @@ def test_random_damage_never_loses_a_file_or_invents_a_row(tmp_path, data):
 def test_two_header_mismatches_keep_both_backups(tmp_path):
     path = tmp_path / "r.csv"
     first, second = b"old,layout\n1,2\n", b"older,layout\n3,4\n"
-    path.write_bytes(first)
-    _table(path).rows()
-    path.write_bytes(second)
-    _table(path).rows()
+    _plant(path, first)
+    _table(path).upsert(ROWS)
+    _plant(path, second)
+    _table(path).upsert(ROWS)
     backups = sorted(p.read_bytes() for p in tmp_path.glob("r.csv.damaged-*"))
     assert backups == sorted([first, second])
 
@@ -302,3 +311,77 @@ def test_threads_option_reaches_every_kernel(tmp_path, monkeypatch):
     seen.clear()
     run_experiments(["baselines"], "tiny", tmp_path, quiet=True, datasets="denoising", cache_dir=tmp_path / "c2")
     assert max(seen) == min(2, batch.resolve_threads(None))    # 2 examples per batch at most
+
+
+# ------------------------------------------------------------------------- reads move nothing; foreign files stay
+def test_render_only_twice_keeps_the_intact_rows_of_a_damaged_csv(reference_run, tmp_path, capsys):
+    cache, reference = reference_run
+    out = tmp_path / "out"
+    assert main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cache-dir", str(cache), "--cells", CELLS]) == 0
+    path = out / "denoising_results.csv"
+    damaged = path.read_bytes() + b"a,damaged,line\n"
+    path.write_bytes(damaged)
+    for _ in range(2):
+        assert main(["denoising", "--tiny", "--out", str(out), "--render-only"]) == 0
+        assert path.read_bytes() == damaged and not list(out.glob("*.damaged-*"))
+        assert "no rows yet" not in (out / "denoising.md").read_text()
+    assert "1 damaged line(s); the 2 intact rows are kept; left as it is" in capsys.readouterr().err
+    # the next run that writes results sets the original aside and keeps the intact rows
+    assert main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cache-dir", str(cache), "--cells", CELLS]) == 0
+    pd.testing.assert_frame_equal(_results(out), reference)
+    assert [p.read_bytes() for p in out.glob("denoising_results.csv.damaged-*")] == [damaged]
+
+
+@pytest.mark.parametrize("option", ["--out", "--cache-dir"])
+def test_an_empty_output_path_is_refused(tmp_path, option, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("mine")
+    args = {"--out": str(tmp_path / "out"), "--cache-dir": str(tmp_path / "cache"), option: ""}
+    with pytest.raises(SystemExit) as exit_:
+        main(["denoising", "--tiny", "--cells", CELLS, "--out", args["--out"], "--cache-dir", args["--cache-dir"]])
+    assert exit_.value.code == 2 and f"{option} must name a directory, got an empty path" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"] and (tmp_path / "README.md").read_text() == "mine"
+    with pytest.raises(UsageError, match="--out must name a directory"):
+        run_experiments(["denoising"], "tiny", "", cells=CELLS, cache_dir=tmp_path / "cache")
+
+
+def test_a_file_slr_did_not_write_is_never_replaced(reference_run, tmp_path, capsys):
+    cache, reference = reference_run
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "README.md").write_text("the project's own")
+    with pytest.raises(SystemExit) as exit_:   # before any work: a usage error
+        main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cache-dir", str(cache), "--cells", CELLS])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "README.md" in err and "slr did not write it" in err
+    assert (out / "README.md").read_text() == "the project's own"
+    (out / "README.md").unlink()
+    (out / "denoising_results.csv").write_text("someone's,data\n1,2\n")   # a CSV slr did not write
+    assert main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cache-dir", str(cache), "--cells", CELLS]) == 1
+    assert (out / "denoising_results.csv").read_text() == "someone's,data\n1,2\n"
+    assert not list(out.glob("*.damaged-*"))
+    (out / "denoising_results.csv").unlink()
+    # what slr wrote it replaces on the next run
+    for _ in range(2):
+        assert main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cache-dir", str(cache), "--cells", CELLS]) == 0
+    pd.testing.assert_frame_equal(_results(out), reference)
+    written = set((out / MANIFEST).read_text().splitlines())
+    assert {"README.md", "denoising.md", "denoising_results.csv"} <= written
+    assert {p.name for p in out.iterdir()} - written == {MANIFEST, ".slr.lock"}
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_written_files_get_the_usual_mode(tmp_path, umask):
+    from slr_suite.store import CellCache, CellRecord, atomic_write_bytes, write_output
+
+    old = os.umask(umask)
+    try:
+        atomic_write_bytes(tmp_path / "a", b"x")
+        write_output(tmp_path / "b.md", "y")
+        CellCache(tmp_path / "cache", "e", print).save("k" * 32, CellRecord({"x": 1}))
+        atomic_write_bytes(tmp_path / "a", b"again")   # a replacement too
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "a", tmp_path / "b.md", tmp_path / MANIFEST, tmp_path / "cache" / "e" / f"{'k' * 32}.npz"):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path

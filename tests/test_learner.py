@@ -342,7 +342,7 @@ def test_defaults():
     assert p["epsilon"] == 0.1 and p["max_iter"] == 200 and p["max_sweeps"] == 50
     assert p["tol"] == 1e-4 and p["sweep_tol"] == 0.1 and p["relaxation"] == 1.9
     assert p["early_stopping"] == "auto" and p["validation_fraction"] == 0.1 and p["n_iter_no_change"] == 10
-    assert p["predict_max_sweeps"] == 100 and p["n_jobs"] is None and p["verbose"] == 0
+    assert p["predict_max_sweeps"] == 10_000 and p["n_jobs"] is None and p["verbose"] == 0
     assert p["predict_epsilon"] == 0.0 and p["unary"] is None and p["pairwise"] is None
 
 

@@ -48,7 +48,7 @@ def test_every_oracle_declares_its_tags():
                              sparse_features=True),
         Linear: OracleTags(factored_pair_bias=True, linear_parameters=("coef_", "intercept_"), penalty=True,
                            sparse_features=True),
-        MLP: OracleTags(training_scores=True, validation_stopping=True),
+        MLP: OracleTags(training_scores=True, validation_stopping=True, sparse_features=True),
         BoostedTrees: OracleTags(training_scores=True),
         LightGBM: OracleTags(training_scores=True, sparse_features=True),
     }

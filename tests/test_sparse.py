@@ -15,7 +15,7 @@ from slr.datasets.sparse_chains import make_sparse_chains
 from slr.datasets.synthetic import make_structured
 from slr.graph import check_dataset
 from slr.models import FlatData
-from slr.oracles import MLP, BoostedTrees, Constant, LightGBM, Linear, Zero
+from slr.oracles import MLP, BoostedTrees, Constant, LightGBM, Linear, OracleTags, Zero
 from slr.oracles.base import biased_logistic_loss
 
 
@@ -111,8 +111,9 @@ def test_the_learner_fits_the_same_model_on_sparse_and_dense_copies(solver):
     assert np.mean(np.concatenate(dense.predict(X)) == np.concatenate(sparse.predict(X))) > 0.97
 
 
-@pytest.mark.parametrize("unary", [Zero(), Constant(l2=1.0), LightGBM(n_rounds=3), MLP(n_epochs=2, random_state=0),
-                                   BoostedTrees(n_rounds=3)], ids=lambda o: type(o).__name__)
+@pytest.mark.parametrize("unary", [Zero(), Constant(l2=1.0), LightGBM(n_rounds=3),
+                                   MLP(n_epochs=2, random_state=0, standardize=False), BoostedTrees(n_rounds=3)],
+                         ids=lambda o: type(o).__name__)
 def test_every_oracle_takes_sparse_features(unary):
     X, Y = make_structured(12, "chain", 8, 3, n_features=6, random_state=4)
     with warnings.catch_warnings():
@@ -122,11 +123,22 @@ def test_every_oracle_takes_sparse_features(unary):
     assert fits[0].history_.objective.iloc[-1] == pytest.approx(fits[1].history_.objective.iloc[-1], rel=1e-6)
 
 
+class _DenseOnly(Zero):
+    """A third-party oracle: no sparse_features tag."""
+
+    def __slr_tags__(self):
+        return OracleTags()
+
+
 def test_oracles_without_sparse_support_refuse_what_would_not_fit_in_memory():
     rows = sp.csr_array((np.ones(3), ([0, 1, 2], [0, 5, 2**30])), shape=(3, 2**30 + 1))
-    with pytest.raises(ValueError, match=r"needs dense features; .* 24\.0 GiB as a dense array\. Use an oracle "
-                                         r"that takes sparse features"):
-        BoostedTrees().fit(rows, np.zeros((3, 2)), [0, 1, 0])
+    bias, labels = np.zeros((3, 2)), [0, 1, 0]
+    with pytest.raises(ValueError, match=r"^_DenseOnly needs dense features; .* 24\.0 GiB as a dense array\. Use an "
+                                         r"oracle that takes sparse features: Linear, LightGBM, MLP, Constant or Zero"):
+        _DenseOnly().fit(rows, bias, labels)
+    with pytest.raises(ValueError, match=r"^BoostedTrees needs dense features; .* 24\.0 GiB as a dense array\. "
+                                         r"Use LightGBM: boosted trees that take sparse features as they are"):
+        BoostedTrees().fit(rows, bias, labels)
 
 
 def test_a_high_dimensional_fit_uses_memory_linear_in_the_data():

@@ -14,11 +14,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from slr._features import FeatureMatrix, is_sparse, scale_columns
 from slr.inference.batch import batch_sweeps, resolve_threads
 from slr.learner import _SWEEP_TOL, _SplitObjective, node_message_sums, pairwise_bias
 from slr.models import FlatData, PairwiseModel, check_example_weights, hamming_margin
-from slr._features import FeatureMatrix, is_sparse, scale_columns
-from slr.oracles.base import binary_exponents, check_logistic_problem, check_sample_weight
+from slr.oracles.base import binary_exponents, check_logistic_problem
 from slr.oracles.linear import _single_threaded_blas, _solver_loss
 from slr.oracles.pair_bias import PairBias
 from slr.oracles.targets import target_totals
@@ -71,16 +71,28 @@ def load_source(source: Callable[[], tuple]) -> tuple:
 def describe(raw: tuple) -> dict[str, Any]:
     """What the client needs to know of a loaded partition before building it: its largest label,
     sizes and feature widths."""
-    data = FlatData(raw[0], raw[1], None, allow_unlabelled=False)
+    data = FlatData(raw[0], raw[1], None, allow_unlabelled=True)
+    weights = _partition_weights(raw[2], data.n_examples) if len(raw) == 3 else None
     return {"n_states": data.n_states, "n_examples": data.n_examples, "n_nodes": data.batch.n_nodes,
             "n_edges": data.batch.n_edges, "d_node": data.d_node, "d_edge": data.d_edge,
-            "has_edges": data.has_edges, "all_chains": data.all_chains}
+            "has_edges": data.has_edges, "all_chains": data.all_chains,
+            "n_unlabelled": int(data.unlabelled.sum()),
+            "weight_sum": float(data.n_examples if weights is None else weights.sum())}
+
+
+def _partition_weights(sample_weight: Any, n_examples: int) -> np.ndarray:
+    """A partition's example weights, checked as a learner's, except that they may all be 0: only
+    the whole training set's must have a positive sum (the client checks it)."""
+    weights = np.asarray(sample_weight)
+    if weights.dtype.kind in "iuf" and weights.shape == (n_examples,) and n_examples and not np.any(weights):
+        return np.zeros(n_examples)
+    return check_example_weights(sample_weight, n_examples)
 
 
 def build(raw: tuple, n_states: int, class_weight: np.ndarray | None) -> Shard:
     """The partition as a shard with every message zero and both functions zero."""
     data = FlatData(raw[0], raw[1], n_states)
-    weights = check_example_weights(raw[2], data.n_examples) if len(raw) == 3 else None
+    weights = _partition_weights(raw[2], data.n_examples) if len(raw) == 3 else None
     L = data.n_states
     delta = hamming_margin(data.labels, L, class_weight)
     unary = np.zeros((data.batch.n_nodes, L))
@@ -152,7 +164,7 @@ def _problem_arrays(shard: Shard, factor: str, epsilon: float) -> tuple[FeatureM
         features, labels = data.edge_features, data.pair_labels
         rows = None if weights is None else weights[data.batch.edge_example]
     features, bias, labels = check_logistic_problem(features, bias, labels, pair_bias=True, sparse=True)
-    return features, bias, labels, check_sample_weight(rows, features.shape[0])
+    return features, bias, labels, None if rows is None else _partition_weights(rows, features.shape[0])
 
 
 def feature_summary(shard: Shard, factor: str) -> tuple[np.ndarray, bool]:

@@ -40,9 +40,9 @@ from slr.distributed._lightgbm import fit_lightgbm
 from slr.distributed._oracles import fit_distributed, supported
 from slr.estimator import FitHistory
 from slr.inference.batch import BatchSweepResult
-from slr.learner import (_FACTORS, _SWEEP_TOL, StructuredLogisticRegression, _Alternation, _clone_oracle,
-                         _linear_parameters, _print_progress, _relaxed_step, _tol_reached, _untimed)
-from slr.models import PairwiseModel, class_weights
+from slr.learner import (_FACTORS, StructuredLogisticRegression, _Alternation, _clone_oracle,
+                         _linear_parameters, _prediction_model, _print_progress, _relaxed_step, _tol_reached, _untimed)
+from slr.models import PairwiseModel, check_example_weights, class_weights
 from slr.oracles.base import get_oracle_tags
 from slr.oracles.lightgbm_adapter import LightGBM
 from slr.validation import check_generator
@@ -185,6 +185,27 @@ class _DistributedAlternation(_Alternation):
         return None
 
 
+def _check_checkpoint_dir(directory: Any) -> None:
+    """Refuse a ``checkpoint_dir`` that is not a writable directory before the fit starts (as seen
+    from the client; the workers must see the same directory)."""
+    if directory is None:
+        return
+    path = os.fspath(directory)
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"checkpoint_dir={path!r} is not a writable directory")
+
+
+def _check_descriptions(descriptions: list[dict]) -> None:
+    """Refuse what the partitions hold together and the fit cannot take: weights that are all 0,
+    unlabelled nodes."""
+    if not sum(d["weight_sum"] for d in descriptions) > 0:
+        raise ValueError("sample_weight must have a positive sum (every example of every partition weighs 0)")
+    unlabelled = sum(d["n_unlabelled"] for d in descriptions)
+    if unlabelled:
+        raise ValueError(f"Y has {unlabelled} unlabelled nodes (-1 or masked): DaskStructuredLogisticRegression "
+                         "takes full labels only; fit partial labels with StructuredLogisticRegression")
+
+
 def _in_memory_source(X: Sequence, Y: Sequence, weights: np.ndarray | None) -> tuple:
     return (list(X), list(Y)) if weights is None else (list(X), list(Y), weights)
 
@@ -286,9 +307,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         """
         if len(X) != len(Y):
             raise ValueError(f"X and Y must have the same number of examples, got {len(X)} and {len(Y)}")
-        weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        if weights is not None and weights.shape != (len(X),):
-            raise ValueError(f"sample_weight must have shape ({len(X)},), got {weights.shape}")
+        weights = check_example_weights(sample_weight, len(X))
         n_partitions = self.n_partitions or len(_client().scheduler_info()["workers"])
         sources = [functools.partial(_in_memory_source, X[a:b], Y[a:b], None if weights is None else weights[a:b])
                    for a, b in _partition_bounds(len(X), n_partitions)]
@@ -312,6 +331,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         self._check_supported(params)
         if not sources:
             raise ValueError("sources must hold at least one partition")
+        _check_checkpoint_dir(params["checkpoint_dir"])
         backend = Backend(_client())
         rng = check_generator(params["random_state"])
         oracles = {name: _clone_oracle(getattr(self, name), name, rng) for name in _FACTORS}
@@ -321,15 +341,13 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
                                  f"DaskStructuredLogisticRegression, got {type(oracle).__name__}")
         raw = [backend.submit(_shard.load_source, source) for source in sources]
         descriptions = backend.gather(backend.map(_shard.describe, raw))
+        _check_descriptions(descriptions)
         n_states = params["n_states"] or max(d["n_states"] for d in descriptions)
         layout = _Layout(descriptions, n_states)
         class_weight = class_weights(params["class_weight"], np.zeros(0, dtype=np.int64), n_states)
         shards = backend.map(_shard.build, raw, n_states, class_weight)
         del raw
-        predictor = PairwiseModel(
-            params["epsilon"], inference="auto" if params["predict_epsilon"] == 0 else "lp",
-            epsilon=params["predict_epsilon"], max_sweeps=params["predict_max_sweeps"], tol=_SWEEP_TOL,
-            n_jobs=params["n_jobs"])
+        predictor = _prediction_model(params["epsilon"], params)
         timed = self._phase_timer or _untimed
         history = FitHistory(None)
         state = _DistributedAlternation(backend, shards, layout, oracles, params["epsilon"], params["max_sweeps"],
@@ -408,8 +426,15 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         Returns
         -------
         float
+
+        Raises
+        ------
+        ValueError
+            For no sources: there is nothing to score.
         """
         self._check_fitted()
+        if not sources:
+            raise ValueError("sources must hold at least one partition to score")
         backend = Backend(_client())
         raw = [backend.submit(_shard.load_source, source) for source in sources]
         counts = backend.gather(backend.map(_shard.source_errors, raw, self._predictor, self.n_states_,

@@ -323,7 +323,9 @@ def batch_sweeps(
     check_input : bool
         ``False`` skips the checks on values (finiteness, magnitudes, the constant shift) when
         the caller has already validated them (the learner, in its inner loop). Shapes are
-        always checked.
+        always checked. Unchecked NaN or infinite inputs give meaningless messages, but never
+        a false report of convergence: an example whose messages are not all finite after the
+        sweeps has ``converged`` False.
     n_threads : int, optional
         Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
 
@@ -346,7 +348,12 @@ def batch_sweeps(
     lam = _sweep_start(batch, messages, out, check_input)
     if check_input:
         _check_sweep_scale(eps, theta_nodes, theta_edges, lam)
-    return _run_sweeps(batch, theta_nodes, theta_edges, lam, eps, max_sweeps, tol, threads)
+        return _run_sweeps(batch, theta_nodes, theta_edges, lam, eps, max_sweeps, tol, threads)
+    run = _run_sweeps(batch, theta_nodes, theta_edges, lam, eps, max_sweeps, tol, threads)
+    finite_edges = np.isfinite(lam).all(axis=(1, 2))
+    if not finite_edges.all():   # an unchecked NaN or infinity: these examples did not converge
+        run.converged[np.unique(batch.edge_example[~finite_edges])] = False
+    return run
 
 
 def batch_dual_values(

@@ -41,6 +41,9 @@ __all__ = [
     "get_oracle_tags",
 ]
 
+#: What the refusal of sparse features too large to densify suggests instead, by default.
+SPARSE_ALTERNATIVE = "Use an oracle that takes sparse features: Linear, LightGBM, MLP, Constant or Zero."
+
 #: Largest spread ``max - min`` of one row of a bias that the oracles accept. An oracle whose
 #: functions can offset one bias entry against another (a per-class constant against a large bias
 #: column, as Constant and Linear do at their optimum) computes sums ``g + b`` rounded to
@@ -142,7 +145,8 @@ def binary_exponents(features: FeatureMatrix) -> np.ndarray:
 
 
 def check_logistic_problem(
-    features: Any, bias: Any, labels: Any, *, pair_bias: bool = False, sparse: bool = False
+    features: Any, bias: Any, labels: Any, *, pair_bias: bool = False, sparse: bool = False,
+    who: str = "this oracle", alternative: str = SPARSE_ALTERNATIVE,
 ) -> tuple[FeatureMatrix, Any, np.ndarray]:
     """Validate and convert the three arrays of a biased logistic problem.
 
@@ -159,6 +163,9 @@ def check_logistic_problem(
     sparse : bool, default=False
         Return sparse ``features`` as a ``scipy.sparse.csr_array``; otherwise as a dense array
         (refused beyond :data:`slr._features.DENSE_BUDGET` entries).
+    who, alternative : str
+        The oracle that the refusal of sparse features too large to densify names, and what it
+        suggests instead.
 
     Returns
     -------
@@ -185,7 +192,7 @@ def check_logistic_problem(
     limit allows). Other rows are kept as given; when no row is shifted, ``bias`` is returned
     as it came in.
     """
-    features = _feature_rows(features, sparse, "this oracle")
+    features = _feature_rows(features, sparse, who, alternative)
     if isinstance(bias, PairBias) and not pair_bias:
         bias = np.asarray(bias)
     if not isinstance(bias, PairBias):
@@ -213,13 +220,13 @@ def check_logistic_problem(
     return features, bias, check_targets(labels, n, bias.shape[1])
 
 
-def _feature_rows(features: Any, sparse: bool, who: str) -> FeatureMatrix:
+def _feature_rows(features: Any, sparse: bool, who: str, alternative: str) -> FeatureMatrix:
     """Features as an oracle takes them: sparse ones kept (``sparse``) or densified within the
-    budget, others as a C-contiguous float64 array (shape and values are checked by the caller)."""
+    budget (beyond it refused, naming ``who`` and suggesting ``alternative``), others as a
+    C-contiguous float64 array (shape and values are checked by the caller)."""
     if is_sparse(features):
         matrix = check_feature_matrix(features, "features", finite=False)
-        return matrix if sparse else densified(
-            matrix, "features", who, "Use an oracle that takes sparse features: Linear, LightGBM, Constant or Zero.")
+        return matrix if sparse else densified(matrix, "features", who, alternative)
     if np.iscomplexobj(features):
         raise ValueError(f"features must hold real numbers, got dtype {np.asarray(features).dtype}")
     return np.ascontiguousarray(features, dtype=np.float64)
@@ -320,6 +327,9 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
     _parameter_constraints: ClassVar[dict] = {}
     #: Old names of renamed parameters, each mapped to its new name (kept for one release).
     _renamed_parameters: ClassVar[dict[str, str]] = {}
+    #: What an oracle without ``sparse_features`` suggests when it refuses sparse features too
+    #: large to densify.
+    _sparse_alternative: ClassVar[str] = SPARSE_ALTERNATIVE
 
     def __slr_tags__(self) -> OracleTags:
         """This oracle's :class:`OracleTags` (subclasses override to declare capabilities)."""
@@ -358,7 +368,8 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
             resolve_renamed(params, old, new)   # warns from the caller of fit
         tags = get_oracle_tags(self)
         features, bias, labels = check_logistic_problem(
-            features, bias, labels, pair_bias=tags.factored_pair_bias, sparse=tags.sparse_features)
+            features, bias, labels, pair_bias=tags.factored_pair_bias, sparse=tags.sparse_features,
+            who=type(self).__name__, alternative=self._sparse_alternative)
         sample_weight = check_sample_weight(sample_weight, features.shape[0])
         if getattr(self, "n_classes_", None) not in (None, bias.shape[1]) or getattr(
             self, "n_features_in_", None
@@ -390,8 +401,9 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
     def loss(self, features: Any, bias: Any, labels: Any, sample_weight: Any = None) -> float:
         """The biased logistic loss (negative log-likelihood, weighted sum over the rows) of the
         fitted function, for labels or soft targets as :meth:`fit` takes them."""
-        features, bias, labels = check_logistic_problem(features, bias, labels,
-                                                        sparse=get_oracle_tags(self).sparse_features)
+        features, bias, labels = check_logistic_problem(
+            features, bias, labels, sparse=get_oracle_tags(self).sparse_features, who=type(self).__name__,
+            alternative=self._sparse_alternative)
         sample_weight = check_sample_weight(sample_weight, features.shape[0])
         return biased_logistic_loss(self.decision_function(features), bias, labels, sample_weight)[0]
 
@@ -399,7 +411,8 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
         """Validate features for prediction against the fitted input width (sparse ones kept
         sparse where the oracle's tags declare ``sparse_features``)."""
         check_is_fitted(self, "n_classes_")
-        features = _feature_rows(features, get_oracle_tags(self).sparse_features, type(self).__name__)
+        features = _feature_rows(features, get_oracle_tags(self).sparse_features, type(self).__name__,
+                                 self._sparse_alternative)
         if features.ndim != 2 or features.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"features must have shape (N, {self.n_features_in_}), got {features.shape}"

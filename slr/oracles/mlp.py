@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
+from slr._features import FeatureMatrix, is_sparse, scale_columns
 from slr._params import Boolean, Integer, Options, RandomState, Real
 from slr.oracles.base import LogisticOracle, OracleTags, binary_exponents, rows_digest
 from slr.oracles.linear import _single_threaded_blas
@@ -100,6 +102,8 @@ class MLP(LogisticOracle):
         unchanged; weighted by ``sample_weight`` where given). This does not change the
         function class, only SGD's conditioning: on denoising-like features in [0, 1] it
         is what lets the hidden units leave the linear regime within the per-fit budget.
+        On sparse features the first fit only divides each column by its standard
+        deviation (``input_mean_`` stays zero): centred inputs would be dense.
 
     Attributes
     ----------
@@ -128,6 +132,13 @@ class MLP(LogisticOracle):
     attributes above are views of it), so the momentum update is one vector operation.
     Training and :meth:`decision_function` compute in float32 (the latter returns
     float64); the network is small and SGD noise dwarfs single-precision rounding.
+
+    Features may be a ``scipy.sparse`` matrix (the oracle's tags declare ``sparse_features``):
+    the first layer is then a sparse-dense product per mini-batch over the columns that batch
+    uses, and a fit's memory grows as ``nnz + d * n_hidden``, never as ``N * d``. Without
+    standardisation a sparse and a dense copy of the same rows give the same fit to float32
+    rounding. A mean kept from a fit on dense features enters the sparse products as a shift
+    of the hidden bias, so such a network computes the same function on either kind.
     """
 
     _parameter_constraints = {
@@ -159,7 +170,7 @@ class MLP(LogisticOracle):
         self.standardize = standardize
 
     def __slr_tags__(self) -> OracleTags:
-        return OracleTags(training_scores=True, validation_stopping=True)
+        return OracleTags(training_scores=True, validation_stopping=True, sparse_features=True)
 
     # parameter views ---------------------------------------------------------------------
     def _split(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -206,6 +217,12 @@ class MLP(LogisticOracle):
         if settings["standardize"]:
             # statistics of columns scaled by powers of two: exact, and no overflow
             exponents = binary_exponents(features)
+            if is_sparse(features):
+                mean, std = _sparse_column_moments(scale_columns(features, -exponents), sample_weight)
+                mean, std = np.ldexp(mean, exponents), np.ldexp(std, exponents)
+                varies = std > 1e-12 * np.maximum(1.0, np.abs(mean))
+                self.input_scale_[varies] = std[varies]   # no centring: it would densify the rows
+                return
             scaled = np.ldexp(features, -exponents)
             if sample_weight is None:
                 mean = np.ldexp(scaled.mean(axis=0), exponents)
@@ -219,23 +236,40 @@ class MLP(LogisticOracle):
             self.input_mean_[varies] = mean[varies]
             self.input_scale_[varies] = std[varies]
 
-    def _transform(self, features: np.ndarray) -> np.ndarray:
-        """Standardised single-precision inputs.
+    def _transform(self, features: FeatureMatrix) -> FeatureMatrix:
+        """Standardised single-precision inputs (sparse ones scaled only: the mean enters the
+        first layer through :meth:`_centre`).
 
         Raises
         ------
         ValueError
             If a standardised value is beyond the single-precision range.
         """
+        if is_sparse(features):
+            with np.errstate(over="ignore"):
+                values = features.data / self.input_scale_[features.indices]
+            self._check_range(values)
+            return sp.csr_array((values.astype(_DTYPE), features.indices, features.indptr), shape=features.shape)
         with np.errstate(over="ignore"):
             out = (features - self.input_mean_) / self.input_scale_
+        self._check_range(out)
+        return out.astype(_DTYPE)
+
+    def _check_range(self, out: np.ndarray) -> None:
+        """Refuse standardised inputs beyond the single-precision range."""
         if not np.all(np.abs(out) <= np.finfo(_DTYPE).max):
             hint = "" if self.standardize else " or set standardize=True"
             raise ValueError(
                 "features are too large for the MLP's single-precision arithmetic "
                 f"(largest standardised |x| = {np.max(np.abs(out)):.3g}); rescale them{hint}"
             )
-        return out.astype(_DTYPE)
+
+    def _centre(self) -> np.ndarray | None:
+        """``mean / scale`` in float32, which sparse inputs (scaled, not centred) still need
+        subtracted, or None where the mean is zero."""
+        if not np.any(self.input_mean_):
+            return None
+        return (self.input_mean_ / self.input_scale_).astype(_DTYPE)
 
     def _fit(self, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
              sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
@@ -329,7 +363,10 @@ class MLP(LogisticOracle):
         soft = labels.ndim == 2
         mom, omm, eta = _DTYPE(momentum), _DTYPE(1.0 - momentum), _DTYPE(eta)
         params, velocity = self.params_, self.velocity_
-        grad = np.empty_like(params)
+        sparse = is_sparse(features)
+        centre = self._centre() if sparse else None
+        grad = np.zeros_like(params) if sparse else np.empty_like(params)
+        used = np.zeros(0, dtype=np.intp)   # the columns of the last batch's (sparse) gradient
         v, c, w, e = self._split(params)
         gv, gc, gw, ge = self._split(grad)
         rows = np.arange(min(batch_size, n))
@@ -340,7 +377,11 @@ class MLP(LogisticOracle):
             stop = min(n, start + batch_size)
             m = stop - start
             x, y = xs[start:stop], ys[start:stop]
-            hidden = x @ v.T
+            if sparse:
+                x, columns = _used_columns(x)
+                hidden = _first_layer(x, columns, v, centre)
+            else:
+                hidden = x @ v.T
             hidden += c
             np.tanh(hidden, out=hidden)
             z = hidden @ w.T
@@ -362,23 +403,36 @@ class MLP(LogisticOracle):
             hidden *= hidden
             np.subtract(1.0, hidden, out=hidden)
             back *= hidden
-            np.matmul(back.T, x, out=gv)
             back.sum(axis=0, out=gc)
+            if sparse:
+                if centre is None:
+                    gv[:, used] = 0.0
+                else:
+                    np.multiply.outer(-gc, centre, out=gv)
+                gv[:, columns] += (x.T @ back).T
+                used = columns
+            else:
+                np.matmul(back.T, x, out=gv)
             velocity *= mom
             velocity += omm * grad
             params -= eta * velocity
         self.n_iter_ += -(-n // batch_size)
 
-    def _scores(self, inputs: np.ndarray, transformed: bool = True) -> np.ndarray:
+    def _scores(self, inputs: FeatureMatrix, transformed: bool = True) -> np.ndarray:
         """Scores (N, K) in float64 of standardised float32 ``inputs`` (raw features where
         ``transformed`` is False), computed block by block as :meth:`decision_function` does."""
         v, c, w, e = self._split(self.params_)
         n = inputs.shape[0]
         out = np.empty((n, self.n_classes_), dtype=_DTYPE)
         step = max(1, _BLOCK_ELEMENTS // max(v.shape[0], w.shape[0]))
+        centre = self._centre() if is_sparse(inputs) else None
         for start in range(0, n, step):
             rows = slice(start, min(n, start + step))
-            hidden = (inputs[rows] if transformed else self._transform(inputs[rows])) @ v.T
+            x = inputs[rows] if transformed else self._transform(inputs[rows])
+            if is_sparse(x):
+                hidden = _first_layer(*_used_columns(x), v, centre)
+            else:
+                hidden = x @ v.T
             hidden += c
             np.tanh(hidden, out=hidden)
             np.matmul(hidden, w.T, out=out[rows])
@@ -396,6 +450,35 @@ class MLP(LogisticOracle):
         features = self._check_features(features)
         with _single_threaded_blas():
             return self._scores(features, transformed=False)
+
+
+def _used_columns(rows: sp.csr_array) -> tuple[sp.csr_array, np.ndarray]:
+    """The rows restricted to the columns they use (renumbered in order), and those columns."""
+    columns, local = np.unique(rows.indices, return_inverse=True)
+    return sp.csr_array((rows.data, local.reshape(-1), rows.indptr), shape=(rows.shape[0], columns.size)), columns
+
+
+def _first_layer(rows: sp.csr_array, columns: np.ndarray, v: np.ndarray, centre: np.ndarray | None) -> np.ndarray:
+    """``(x - centre) V^T`` for sparse rows ``x`` given on their ``columns`` (float32, (m, h))."""
+    hidden = rows @ v.T[columns]   # (u, h), C-contiguous: no copy of V's other columns
+    if centre is not None:
+        hidden -= v @ centre
+    return hidden
+
+
+def _sparse_column_moments(features: sp.csr_array, sample_weight: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per column, the (weighted) mean and standard deviation over all rows, implicit zeros included,
+    from the stored entries only (deviations from the mean summed directly, not by ``E[x^2] - mean^2``)."""
+    n, d = features.shape
+    weights = np.ones(n) if sample_weight is None else sample_weight
+    total = weights.sum()
+    entry_weights = np.repeat(weights, np.diff(features.indptr))
+    mean = np.bincount(features.indices, entry_weights * features.data, d) / total
+    deviations = features.data - mean[features.indices]
+    stored = np.bincount(features.indices, entry_weights * deviations**2, d)
+    # the rows where a column is zero deviate from its mean by -mean
+    unstored = np.maximum(total - np.bincount(features.indices, entry_weights, d), 0.0)
+    return mean, np.sqrt((stored + unstored * mean**2) / total)
 
 
 class _Problem:

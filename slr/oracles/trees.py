@@ -342,6 +342,11 @@ class BoostedTrees(LogisticOracle):
     the zero function (the loss is identically 0). Where no split is possible (no
     feature columns, constant features) every tree is a single leaf, so the ensemble
     is a per-class constant fitted to the bias by the leaves' Newton re-fit.
+
+    Sparse features are made dense (the binning and the kernels take dense columns) up to
+    :data:`slr._features.DENSE_BUDGET` entries; larger ones are refused with the size a dense
+    copy would take and the suggestion of :class:`~slr.oracles.LightGBM`, which bins sparse
+    features as they are.
     """
 
     _parameter_constraints = {
@@ -363,6 +368,8 @@ class BoostedTrees(LogisticOracle):
         "max_leaves": (None, Integer(1, None)),
     }
     _renamed_parameters = {"step": "learning_rate", "l2_leaf": "l2_regularization", "max_leaves": "max_leaf_nodes"}
+    _sparse_alternative = ("Use LightGBM: boosted trees that take sparse features as they are (or another oracle "
+                           "that does: Linear, MLP, Constant or Zero).")
 
     def __slr_tags__(self) -> OracleTags:
         return OracleTags(training_scores=True)

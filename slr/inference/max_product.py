@@ -1,0 +1,96 @@
+"""Exact MAP on forests (chains, trees) by max-product, one graph or a batch of graphs.
+
+Two passes of :mod:`slr.inference._sum_product`'s forest kernel with ``max`` in place of
+``logsumexp``: messages from the leaves to a root, then each node's best state given its parent's.
+On chains this is Viterbi (:mod:`slr.inference.viterbi`), on trees its generalisation.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from slr.graph import GraphBatch, check_edges
+from slr.inference import _sum_product
+from slr.inference.batch import _check_batch, _kernel_threads, _potentials, resolve_threads
+
+__all__ = ["batch_forest_map", "forest_examples", "forest_map"]
+
+
+def forest_examples(batch: GraphBatch) -> np.ndarray:
+    """Which examples of ``batch`` are forests, shape ``(B,)``, bool.
+
+    A graph of ``n`` nodes in ``c`` connected components is a forest exactly when it has
+    ``n - c`` edges (a repeated edge or a cycle adds one without joining components).
+    """
+    n = batch.n_nodes
+    adjacency = sp.csr_array((np.ones(batch.n_edges), (batch.edges[:, 0], batch.edges[:, 1])), shape=(n, n))
+    n_components, component = connected_components(adjacency, directed=False)
+    # a component lies within one example: each component's example, counted per example
+    example_of = np.empty(n_components, dtype=np.int64)
+    example_of[component] = np.repeat(np.arange(batch.n_examples), np.diff(batch.node_ptr))
+    per_example = np.bincount(example_of, minlength=batch.n_examples)
+    return np.diff(batch.edge_ptr) == np.diff(batch.node_ptr) - per_example
+
+
+def batch_forest_map(batch: GraphBatch, theta_nodes: Any, theta_edges: Any, *, n_jobs: int | None = None,
+                     check_input: bool = True) -> np.ndarray:
+    """A MAP labelling of every example of a batch whose graphs are forests.
+
+    Parameters
+    ----------
+    batch : GraphBatch
+    theta_nodes : array-like of shape (n_nodes, L)
+    theta_edges : array-like of shape (n_edges, L, L)
+    n_jobs : int, optional
+        OpenMP threads (parallel over examples); all cores when None or -1.
+    check_input : bool, default=True
+        Check that the potentials are finite (their shapes are always checked).
+
+    Returns
+    -------
+    labels : ndarray of shape (n_nodes,), int64
+        A maximiser of ``sum_i theta_i(y_i) + sum_e theta_e(y_i, y_j)`` on every example.
+
+    Raises
+    ------
+    ValueError
+        For potentials of the wrong shape or not finite, or an example whose graph has a cycle
+        (naming the first such examples).
+    """
+    batch = _check_batch(batch)
+    theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input)
+    labels = np.zeros(batch.n_nodes, dtype=np.int64)
+    is_forest = np.zeros(batch.n_examples, dtype=np.uint8)
+    _sum_product.forest_map(theta_nodes, theta_edges, batch.edges, batch.node_ptr, batch.inc_ptr, batch.inc_edge,
+                            batch.inc_side, _kernel_threads(resolve_threads(n_jobs), batch), labels, is_forest)
+    cyclic = np.flatnonzero(~is_forest.astype(bool))
+    if cyclic.size:
+        shown = ", ".join(map(str, cyclic[:5])) + (", ..." if cyclic.size > 5 else "")
+        raise ValueError(f"exact MAP by max-product needs forests (chains, trees), but the graphs of examples "
+                         f"{shown} have a cycle; use the LP's star updates (batch_sweeps) instead")
+    return labels
+
+
+def forest_map(theta_nodes: Any, theta_edges: Any, edges: Any, *, n_jobs: int | None = None) -> np.ndarray:
+    """A MAP labelling of one graph that is a forest (see :func:`batch_forest_map`).
+
+    Parameters
+    ----------
+    theta_nodes : array-like of shape (n, L)
+    theta_edges : array-like of shape (m, L, L)
+    edges : array-like of shape (m, 2)
+    n_jobs : int, optional
+
+    Returns
+    -------
+    labels : ndarray of shape (n,), int64
+    """
+    theta_nodes = np.asarray(theta_nodes, dtype=np.float64)
+    if theta_nodes.ndim != 2:
+        raise ValueError(f"theta_nodes must be 2-D (n, L), got shape {theta_nodes.shape}")
+    n, L = theta_nodes.shape
+    batch = GraphBatch.from_graphs([(n, check_edges(edges, n))], L)
+    return batch_forest_map(batch, theta_nodes, theta_edges, n_jobs=n_jobs)

@@ -1,0 +1,136 @@
+"""Exact MAP on forests (max-product) and the LP's MAP labellings with their bounds, against
+enumeration of every labelling and the exact LP; honest decoding by the learner."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from slr.graph import GraphBatch, grid_edges
+from slr.inference import batch_forest_map, batch_map, forest_examples, forest_map
+from slr.inference.exact import brute_force_map, exact_lp
+from slr.learner import StructuredLogisticRegression, _potentials
+
+from blocks import blocks
+
+
+def _random_tree(rng, n):
+    """A random tree on ``n`` nodes: node k > 0 joins a random earlier one; nodes relabelled, edges
+    oriented either way and shuffled."""
+    edges = np.array([(int(rng.integers(k)), k) for k in range(1, n)], dtype=np.int64).reshape(-1, 2)
+    edges = rng.permutation(n)[edges]
+    flip = rng.random(len(edges)) < 0.5
+    edges[flip] = edges[flip][:, ::-1]
+    return edges[rng.permutation(len(edges))]
+
+
+def _score(theta_nodes, theta_edges, edges, y):
+    return theta_nodes[np.arange(len(y)), y].sum() + theta_edges[np.arange(len(edges)), y[edges[:, 0]],
+                                                                 y[edges[:, 1]]].sum()
+
+
+@pytest.mark.parametrize("n, L, scale", [(1, 3, 1.0), (2, 2, 1.0), (6, 3, 2.0), (8, 2, 1e4), (5, 4, 1e-3)])
+def test_forest_map_scores_the_maximum_of_every_labelling(n, L, scale):
+    rng = np.random.default_rng(n * 10 + L)
+    for _ in range(20):
+        edges = _random_tree(rng, n)
+        keep = rng.random(len(edges)) < 0.8          # a forest: some edges dropped
+        edges = edges[keep]
+        tn, te = scale * rng.normal(size=(n, L)), scale * rng.normal(size=(len(edges), L, L))
+        best, _ = brute_force_map(tn, te, edges)
+        y = forest_map(tn, te, edges)
+        assert _score(tn, te, edges, y) == pytest.approx(best, rel=1e-12, abs=1e-9)
+
+
+def test_batch_forest_map_labels_every_example_and_refuses_cycles():
+    rng = np.random.default_rng(3)
+    trees = [_random_tree(rng, n) for n in (4, 1, 6)]
+    batch = GraphBatch.from_graphs([(len(t) + 1, t) for t in trees], 3)
+    tn, te = rng.normal(size=(batch.n_nodes, 3)), rng.normal(size=(batch.n_edges, 3, 3))
+    y = batch_forest_map(batch, tn, te)
+    for k, edges in enumerate(trees):
+        nodes, links = slice(batch.node_ptr[k], batch.node_ptr[k + 1]), slice(batch.edge_ptr[k], batch.edge_ptr[k + 1])
+        best, _ = brute_force_map(tn[nodes], te[links], edges)
+        assert _score(tn[nodes], te[links], edges, y[nodes]) == pytest.approx(best)
+    cyclic = GraphBatch.from_graphs([(3, [(0, 1), (1, 2)]), (3, [(0, 1), (1, 2), (2, 0)])], 2)
+    with pytest.raises(ValueError, match="examples 1 have a cycle"):
+        batch_forest_map(cyclic, np.zeros((6, 2)), np.zeros((5, 2, 2)))
+
+
+def test_forest_examples_tells_forests_from_graphs_with_cycles():
+    batch = GraphBatch.from_graphs([(3, [(0, 1), (1, 2)]), (3, [(0, 1), (1, 2), (0, 2)]), (2, []),
+                                    (3, [(0, 1), (0, 1)]), (4, [(0, 1), (2, 3)])], 2)
+    np.testing.assert_array_equal(forest_examples(batch), [True, False, True, False, True])
+
+
+@pytest.mark.parametrize("coupling", [0.5, 3.0])
+def test_lp_map_bounds_every_labelling_and_certifies_only_the_map(coupling):
+    rng = np.random.default_rng(int(coupling * 10))
+    edges = grid_edges(3, 4)
+    graphs, thetas = [], []
+    for _ in range(6):
+        tn, te = rng.normal(size=(12, 3)), coupling * rng.normal(size=(len(edges), 3, 3))
+        graphs.append((12, edges))
+        thetas.append((tn, te))
+    batch = GraphBatch.from_graphs(graphs, 3)
+    tn, te = np.concatenate([t[0] for t in thetas]), np.concatenate([t[1] for t in thetas])
+    result = batch_map(batch, tn, te, np.zeros((batch.n_edges, 2, 3)), max_sweeps=2000, tol=1e-9, threads=1)
+    for k, (tn_k, te_k) in enumerate(thetas):
+        best, _ = brute_force_map(tn_k, te_k, edges)
+        y = result.labels[12 * k:12 * (k + 1)]
+        assert result.score[k] == pytest.approx(_score(tn_k, te_k, edges, y))
+        assert result.score[k] <= best + 1e-9
+        assert result.bound[k] >= best - 1e-9
+        assert result.bound[k] == pytest.approx(exact_lp(tn_k, te_k, edges).value, abs=1e-6) or not result.settled[k]
+        if result.certified[k]:
+            assert result.score[k] == pytest.approx(best)
+    assert result.settled.all()
+
+
+def test_lp_map_stops_at_the_budget_and_says_so():
+    edges = grid_edges(6, 6)
+    rng = np.random.default_rng(0)
+    tn = rng.normal(size=(36, 2))
+    te = np.tile(4.0 * np.eye(2), (len(edges), 1, 1))     # strongly attractive: labels move slowly
+    batch = GraphBatch.from_graphs([(36, edges)], 2)
+    result = batch_map(batch, tn, te, np.zeros((len(edges), 2, 2)), max_sweeps=1, tol=1e-9, threads=1)
+    assert result.n_sweeps[0] == 1 and not result.settled[0]
+    assert result.gap[0] > 0
+
+
+@pytest.fixture(scope="module")
+def blocks_model():
+    X, Y = blocks(10)
+    return X, Y, StructuredLogisticRegression().fit(X, Y)
+
+
+def test_predict_decodes_strongly_coupled_grids_to_the_map_without_warning(blocks_model):
+    X, Y, model = blocks_model
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        labels = model.predict(X)
+    data = model._data(X)
+    tn, te = _potentials(model._current_predictor(), data, model.unary_, model.pairwise_)
+    for k, (x, y) in enumerate(zip(X, labels)):
+        nodes = slice(data.batch.node_ptr[k], data.batch.node_ptr[k + 1])
+        links = slice(data.batch.edge_ptr[k], data.batch.edge_ptr[k + 1])
+        lp = exact_lp(tn[nodes], te[links], x[1])
+        # the LP is tight here (an integral optimum), so its value is the MAP's
+        np.testing.assert_allclose(lp.node_marginals, lp.node_marginals.round(), atol=1e-6)
+        assert _score(tn[nodes], te[links], x[1], y) == pytest.approx(lp.value, rel=1e-9)
+    assert np.array_equal(np.concatenate(labels), np.concatenate(Y))
+
+
+def test_prediction_settings_changed_after_fit_apply_to_predict(blocks_model):
+    X, _, model = blocks_model
+    try:
+        model.set_params(predict_max_sweeps=8)
+        with pytest.warns(ConvergenceWarning, match="raise predict_max_sweeps"):
+            model.predict(X)
+        model.set_params(predict_max_sweeps=-1)
+        with pytest.raises(ValueError, match="predict_max_sweeps"):
+            model.predict(X)
+    finally:
+        model.set_params(predict_max_sweeps=StructuredLogisticRegression().predict_max_sweeps)
