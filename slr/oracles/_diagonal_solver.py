@@ -193,6 +193,8 @@ def minimise_diagonal(
     coef : ndarray of shape (K, C)
         The start.
     problem : RowLoss
+        Or any object with its ``__call__``, ``hessian_diagonal`` and ``n`` (:mod:`slr.distributed`
+        sums the partitions' losses).
     l2, l1 : ndarray of shape (C,)
         Per-column penalties (0 for the intercept's column).
     tol : float
