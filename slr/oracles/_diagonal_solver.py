@@ -19,8 +19,9 @@ from slr._features import FeatureMatrix, squared
 
 __all__ = ["RowLoss", "minimise_diagonal"]
 
-# rows per block: about this many scores in a block's temporaries
-_BLOCK_ELEMENTS = 1 << 18
+# rows per block: about this many scores in a block's temporaries (64 MiB each; fewer blocks, fewer
+# passes over the (K, D) gradient)
+_BLOCK_ELEMENTS = 1 << 23
 
 # smallest diagonal curvature assumed, relative to the largest (a class whose probability has
 # vanished would otherwise get steps without bound)
