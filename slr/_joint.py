@@ -315,6 +315,9 @@ class _Objective:
         last = self._potentials
         if last is not None and np.array_equal(last[0], coef_u) and np.array_equal(last[1], coef_p):
             return last[2], last[3]
+        # released before the new ones are made (unless a caller holds them): on long chains with
+        # many states the edge potentials are the largest arrays of a fit
+        self._potentials = last = None
         eps, L = self.epsilon, self.L
         theta_nodes = eps * (self.unary.scores(coef_u) + self.margin)
         row = self.pairwise.shared_row

@@ -23,13 +23,6 @@ SETTINGS = dict(max_iter=2, tol=0, random_state=0, n_jobs=1, solver="alternation
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def chains():
     """Sparse indicator node features, and sparse edge features: a constant and four indicators."""
     X, Y = make_sparse_chains(400, 300, 3, random_state=0)
