@@ -54,7 +54,7 @@ def grids():
 LEARNERS = {
     "OneSlackSSVM": lambda: OneSlackSSVM(C=1.0, tol=1e-6, n_states=L),
     "NSlackSSVM": lambda: NSlackSSVM(C=1.0, tol=1e-6, n_states=L),
-    "SubgradientSSVM": lambda: SubgradientSSVM(C=1.0, max_iter=50, n_states=L),
+    "SubgradientSSVM": lambda: SubgradientSSVM(C=1.0, max_iter=50, n_states=L, random_state=0),
     "SubgradientSSVM/batches": lambda: SubgradientSSVM(C=1.0, max_iter=20, batch_size=3, random_state=0, n_states=L),
     "StructuredPerceptron": lambda: StructuredPerceptron(max_iter=20, average=True, random_state=0, n_states=L),
     "GradientAlternation": lambda: GradientAlternation(epsilon=0.5, l2=0.1, max_iter=20, sweeps_per_round=3,

@@ -52,7 +52,7 @@ def test_the_checker_keeps_sparse_features_sparse_and_refuses_bad_ones():
     bad.data[0] = np.nan
     with pytest.raises(ValueError, match=r"X\[1\] node_features contains NaN"):
         check_dataset([X[0], (bad, X[1][1], X[1][2])])
-    with pytest.raises(ValueError, match=r"X\[0\] node_features must hold real numbers"):
+    with pytest.raises(ValueError, match=r"X\[0\] node_features must be real, got complex"):
         check_dataset([(sp.csr_array(X[0][0].astype(complex)), X[0][1], X[0][2])])
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from slr_suite.cli import run_experiments
-from slr_suite import provenance
+from slr_suite import provenance, store
 from slr_suite.render_denoising import PAPER_TEST_ERROR, far_from_paper
 
 REPO = Path(__file__).resolve().parents[1]
@@ -197,6 +197,7 @@ def test_fresh_output_dir_in_a_clone_with_committed_csvs_computes(tmp_path):
     out.mkdir()
     committed = "config,unary,pairwise,train_error,test_error,objective,n_iter,seconds\nx,Linear,Constant,0,0,0,2,1\n"
     (out / "denoising_results.csv").write_text(committed)
+    (out / store.MANIFEST).write_text("denoising_results.csv\n")   # a clone's reports/ lists slr's files
     log = _one_cell(out, cache_dir=tmp_path / "empty-cache")
     assert log.computed == ["denoising:Linear-Constant"]
     backups = list(out.glob("denoising_results.csv.damaged-*"))

@@ -89,7 +89,7 @@ def test_every_ridged_method_is_fitted_on_the_whole_grid(tuned_run):
     assert (rows.status == "ok").all()
     counts = rows.groupby("method").size().to_dict()
     assert counts == {"slr:Linear": 4, "GradientAlternation": 4, "OneSlackSSVM": 2, "NSlackSSVM": 2,
-                      "SubgradientSSVM": 2, "PiecewiseTraining": 2}
+                      "SubgradientSSVM": 2, "FrankWolfeSSVM": 2, "PiecewiseTraining": 2}
     # the perceptron has no ridge and slr:Boost no C: not tuned
     assert not {"StructuredPerceptron", "slr:Boost"} & set(rows.method)
     assert rows.val_error.between(0, 1).all()
