@@ -53,8 +53,10 @@ def check_feature_matrix(value: Any, name: str, *, finite: bool = True) -> Featu
     if is_sparse(value):
         if value.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got shape {value.shape}")
+        if value.dtype.kind == "c":
+            raise ValueError(f"{name} must be real, got complex values ({value.dtype})")
         if value.dtype.kind not in "biuf":
-            raise ValueError(f"{name} must hold real numbers, got dtype {value.dtype}")
+            raise ValueError(f"{name} must be a numeric array")
         matrix = sp.csr_array(value, dtype=np.float64, copy=value.format == "csr")
         matrix.sum_duplicates()   # sorts the indices too
         matrix.eliminate_zeros()
@@ -66,7 +68,7 @@ def check_feature_matrix(value: Any, name: str, *, finite: bool = True) -> Featu
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a numeric array") from None
     if arr.dtype.kind == "c":
-        raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+        raise ValueError(f"{name} must be real, got complex values ({arr.dtype})")
     try:
         arr = np.ascontiguousarray(arr, dtype=np.float64)
     except (TypeError, ValueError):

@@ -228,7 +228,7 @@ def _feature_rows(features: Any, sparse: bool, who: str, alternative: str) -> Fe
         matrix = check_feature_matrix(features, "features", finite=False)
         return matrix if sparse else densified(matrix, "features", who, alternative)
     if np.iscomplexobj(features):
-        raise ValueError(f"features must hold real numbers, got dtype {np.asarray(features).dtype}")
+        raise ValueError(f"features must be real, got complex values ({np.asarray(features).dtype})")
     return np.ascontiguousarray(features, dtype=np.float64)
 
 
