@@ -209,6 +209,24 @@ class FlatData:
         """Split a flat per-node array into one array per example."""
         return self.batch.split_nodes(flat)
 
+    #: The states each node may take, ``(n_nodes, n_states)``; None: every state (see
+    #: :class:`slr.hidden.HiddenNodeData`, whose hidden nodes have states of their own).
+    allowed_states: np.ndarray | None = None
+
+    @property
+    def n_labels(self) -> int:
+        """The labels a labelled node takes: ``n_states`` here (fewer with hidden states)."""
+        return self.n_states
+
+    @property
+    def visible(self) -> np.ndarray:
+        """Which nodes are predicted and scored, shape ``(n_nodes,)``: all of them here."""
+        return np.ones(self.batch.n_nodes, dtype=bool)
+
+    def split_labels(self, flat: np.ndarray) -> list[np.ndarray]:
+        """A flat labelling as the labellings ``predict`` returns: per example, its visible nodes'."""
+        return self.split(flat)
+
     @property
     def pair_labels(self) -> np.ndarray:
         """Class ``y_i L + y_j`` of every edge ``(i, j)``, shape ``(n_edges,)``."""
