@@ -43,7 +43,8 @@ class BaseStructuredLearner(StructuredEstimator):
     Attributes
     ----------
     w_ : ndarray of shape (L * d_u + L * L * d_e,)
-        The weights (layout in :mod:`baselines.features`).
+        The weights (layout in :mod:`baselines.features`; ``L (L + 1) / 2 * d_e`` pairwise ones
+        with ``symmetric_pairwise``).
     n_states_ : int
     dims_ : tuple of int
         ``(d_u, d_e)`` of the training data.
@@ -122,8 +123,12 @@ class BaseStructuredLearner(StructuredEstimator):
         return twin
 
     def _inference_settings(self) -> dict[str, Any]:
-        return dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol,
-                    n_jobs=self.n_jobs)
+        """The keywords of :class:`StructuredData` the fit sets: inference, and the pairwise tying
+        of the learners that take ``symmetric_pairwise``."""
+        settings = dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol, n_jobs=self.n_jobs)
+        if "symmetric_pairwise" in self._parameter_constraints:
+            settings["symmetric_pairwise"] = self.symmetric_pairwise
+        return settings
 
     def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> StructuredData:
         return StructuredData(X, Y, self.n_states_, dims=self.dims_, name=name, **self.inference_)
