@@ -59,10 +59,17 @@ class StructuredData(FlatData):
     class_weight : ndarray of shape (n_states,) or None
         Label weights of the weighted Hamming loss in loss-augmented inference (None: plain Hamming).
         Both are set by :meth:`weigh`.
+    scored : ndarray of bool, shape (n_nodes,), or None
+        The nodes the Hamming loss counts (None: all; a latent SSVM leaves out its hidden nodes).
+    allowed_states : ndarray of bool, shape (n_nodes, n_states), or None
+        The states each node may take (None: all; hidden nodes with states of their own): the
+        others are put below every labelling that avoids them in :meth:`potentials`.
     """
 
     sample_weight: np.ndarray | None = None
     class_weight: np.ndarray | None = None
+    scored: np.ndarray | None = None
+    allowed_states: np.ndarray | None = None
 
     def __init__(self, X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *,
                  model: str = "auto", max_sweeps: int = 200, tol: float = 1e-7,
@@ -95,6 +102,10 @@ class StructuredData(FlatData):
         if self.sample_weight is not None:
             sub.sample_weight = self.sample_weight[np.asarray(examples)]
         sub.class_weight = self.class_weight
+        if self.scored is not None or self.allowed_states is not None:
+            nodes = np.concatenate([np.arange(self.batch.node_ptr[k], self.batch.node_ptr[k + 1]) for k in examples])
+            sub.scored = None if self.scored is None else self.scored[nodes]
+            sub.allowed_states = None if self.allowed_states is None else self.allowed_states[nodes]
         return sub
 
     # ------------------------------------------------------------------ example and label weights
@@ -163,7 +174,19 @@ class StructuredData(FlatData):
         L = self.n_states
         theta_nodes = self.node_features @ W_u.T
         theta_edges = (self.edge_features.reshape(-1, self.d_e) @ W_p.T).reshape(-1, L, L)
+        if self.allowed_states is not None:
+            theta_nodes = np.where(self.allowed_states, theta_nodes, theta_nodes - self._forbidden(theta_nodes, theta_edges))
         return np.ascontiguousarray(theta_nodes), np.ascontiguousarray(theta_edges)
+
+    def _forbidden(self, theta_nodes: np.ndarray, theta_edges: np.ndarray) -> float:
+        """How far below its score a state a node may not take is put: beyond what any node's own
+        and edge terms and its (weighted) Hamming margin can gain by taking it, so that moving such
+        a node to an allowed state raises every labelling's (loss-augmented) score, and exact
+        inference never picks it."""
+        degree = np.bincount(self.batch.edges.ravel(), minlength=self.batch.n_nodes).max(initial=0)
+        margin = 1.0 if self.class_weight is None else float(self.class_weight.max())
+        spread = 2.0 * (np.abs(theta_nodes).max(initial=0.0) + degree * np.abs(theta_edges).max(initial=0.0))
+        return 10.0 * (spread + margin + 1.0)
 
     # ------------------------------------------------------------------ joint features
     def truth_marginals(self) -> tuple[np.ndarray, np.ndarray]:
@@ -212,4 +235,4 @@ class StructuredData(FlatData):
         under the weighted Hamming loss of :attr:`class_weight` when set; ``loss`` and ``slack`` are per
         example and unweighted by :attr:`sample_weight`.
         """
-        return self.energy.loss_augmented(self, *self.potentials(w), self._messages, self.class_weight)
+        return self.energy.loss_augmented(self, *self.potentials(w), self._messages, self.class_weight, self.scored)
