@@ -58,6 +58,10 @@ class LatentSSVM(StructuredEstimator):
         Seeds ``latent_init``.
     verbose : bool or int, default=0
 
+    ``predict`` returns, with ``n_hidden_states``, each example's visible nodes' labels (as
+    pystruct's), else every node's (latent nodes in their predicted states); ``score`` counts the
+    labelled visible nodes.
+
     Attributes
     ----------
     w_ : ndarray
@@ -170,11 +174,6 @@ class LatentSSVM(StructuredEstimator):
         structured = StructuredData(data.X, None, data.n_states, **self.inference_)
         structured.allowed_states = data.allowed_states
         return structured.decode(*structured.potentials(self.w_))
-
-    def predict(self, X: Sequence) -> list[np.ndarray]:
-        """MAP labelling of every example: with ``n_hidden_states`` its visible nodes' labels,
-        else every node's (latent nodes' imputed states included), as pystruct's ``predict``."""
-        return super().predict(X)
 
     def score(self, X: Sequence, Y: Sequence) -> float:
         """Per-node accuracy of :meth:`predict` on the labelled (visible) nodes."""

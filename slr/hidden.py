@@ -52,6 +52,8 @@ def _split_examples(X: Sequence, name: str) -> tuple[list[tuple], list[int]]:
             raise ValueError(f"{name}[{k}] must be a tuple (node_features, edges, edge_features, n_hidden) with "
                              f"n_hidden_states > 0: its last n_hidden nodes are hidden")
         n_nodes = _n_rows(example[0])
+        if n_nodes is None:
+            raise ValueError(f"{name}[{k}][0] (node_features) must be a 2-D array, one row per node")
         n_hidden = check_int(example[3], f"{name}[{k}][3] (n_hidden)", 0, n_nodes)
         examples.append(tuple(example[:3]))
         counts.append(n_hidden)
@@ -113,7 +115,7 @@ class HiddenNodeData(FlatData):
                                      f"{n_hidden} of {n_visible + n_hidden} are hidden), got {y.shape[0]} labels")
                 if y.size and np.issubdtype(y.dtype, np.number) and np.all(np.isfinite(y)):
                     found = max(found, int(np.max(y)))
-                padded.append(np.concatenate([y, -np.ones(n_hidden, dtype=y.dtype if y.size else np.int64)]))
+                padded.append(np.concatenate([y, np.full(n_hidden, -1)]))
             if n_labels is None:
                 n_labels = found + 1
                 if n_labels < 1:

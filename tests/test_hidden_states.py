@@ -68,6 +68,16 @@ def test_hidden_node_data_restricts_states():
     assert sub.n_hidden == [4]
 
 
+def test_masked_visible_labels_are_unlabelled_where_allowed():
+    X, Y = latent_boxes(n_samples=2)
+    Y[0] = np.ma.masked_array(Y[0], mask=np.arange(16) == 3)
+    data = HiddenNodeData(X, Y, None, 2, allow_unlabelled=True)
+    assert data.labels[3] == -1 and data.labels[2] == Y[0][2]
+    np.testing.assert_array_equal(data.allowed_states[3], [True, True, False, False])
+    with pytest.raises(ValueError, match="every visible node"):
+        HiddenNodeData(X, Y, None, 2)
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda X, Y: ([x[:3] for x in X], Y), r"n_hidden\) with n_hidden_states > 0"),
     (lambda X, Y: (X, [np.r_[y, 0] for y in Y]), r"Y\[0\] must label the 16 visible nodes"),
