@@ -102,6 +102,9 @@ _SWEEP_TOL = 1e-9
 # sweeps per evaluation at the start with sweep_tol > 0 (then as many as progress asks for)
 _START_SWEEPS = 2
 
+# bytes of L-BFGS's correction pairs (two float64 vectors per stored correction) that ``memory`` may take
+_HISTORY_BUDGET = 1 << 26
+
 # smallest diagonal curvature the preconditioner assumes (of J / eps per variable): saturated
 # marginals would otherwise give steps without bound
 _CURVATURE_FLOOR = 1e-4
@@ -312,6 +315,9 @@ class _Objective:
         last = self._potentials
         if last is not None and np.array_equal(last[0], coef_u) and np.array_equal(last[1], coef_p):
             return last[2], last[3]
+        # released before the new ones are made (unless a caller holds them): on long chains with
+        # many states the edge potentials are the largest arrays of a fit
+        self._potentials = last = None
         eps, L = self.epsilon, self.L
         theta_nodes = eps * (self.unary.scores(coef_u) + self.margin)
         row = self.pairwise.shared_row
@@ -607,7 +613,9 @@ def joint_minimise(
         the next evaluation's, halved when the gain left after the first round was under a quarter of
         that bound. 0: ``max_sweeps`` per evaluation.
     memory : int, default=20
-        L-BFGS's number of stored corrections.
+        L-BFGS's number of stored corrections, at most as many as fit in 64 MiB (but at least 5):
+        with hundreds of thousands of weights (sparse text features) the history is most of the
+        solver's memory, and the cost of each L-BFGS-B step grows with it.
     refresh : int, default=100
         L-BFGS iterations per cycle: each cycle runs on the variables scaled by the square root of
         the Hessian's diagonal at its start (a Jacobi preconditioner), L-BFGS's memory restarting.
@@ -735,6 +743,7 @@ def joint_minimise(
 
     # the products are tall and skinny: BLAS threads only slow them down (see slr.oracles.linear)
     x0 = objective.join(coef_u, coef_p, lam / eps)[:n_params if mode == "sweeps" else None]
+    memory = min(memory, max(5, _HISTORY_BUDGET // (16 * max(x0.size, 1))))
     with _single_threaded_blas():
         x, n_iter, converged = _cycles(objective, evaluate, record, unpack, state, tol, max_iter, refresh, memory,
                                        x0, scale)

@@ -53,3 +53,12 @@ def pystruct_data():
         pytest.skip("no CPython 3.6 interpreter here and no cached pystruct test data; "
                     "the pystruct 0.3.2 peer cannot be built")
     return data
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A Dask client on an in-process cluster of two one-thread workers, one per test module."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        yield client

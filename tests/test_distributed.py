@@ -40,7 +40,7 @@ def serial_run(tmp_path_factory):
 def test_local_cluster_gives_the_serial_rows(serial_run, tmp_path):
     log = run_experiments(["denoising", "bound", "baselines"], "tiny", tmp_path / "out", quiet=True, cells=CELLS,
                           datasets="denoising", cache_dir=tmp_path / "cache", workers=2)
-    assert len(log.computed) == 4 + 6 + 8
+    assert len(log.computed) == 4 + 6 + 9   # denoising cells, bound cells, baselines methods
     for name in SCIENCE:
         pd.testing.assert_frame_equal(_science(tmp_path / "out", name), _science(serial_run, name))
 

@@ -24,13 +24,6 @@ SETTINGS = dict(max_iter=3, tol=0, random_state=0, n_jobs=1, solver="alternation
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def images():
     return make_denoising(n_images=6, size=14, sigma=3.0, random_state=0)
 

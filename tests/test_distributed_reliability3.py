@@ -14,13 +14,6 @@ from test_distributed_learner import SETTINGS, _assert_same_fit  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def images():
     return make_denoising(n_images=4, size=10, sigma=3.0, random_state=0)
 

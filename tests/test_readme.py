@@ -26,7 +26,7 @@ def _block(marker: str) -> str:
 
 
 def test_every_python_block_is_checked_below():
-    assert len(BLOCKS) == 5
+    assert len(BLOCKS) == 6
 
 
 @pytest.mark.slow
@@ -40,6 +40,13 @@ def test_learning_example_learns():
 def test_marginals_formats_and_scoring_example():
     last = _run(_block("predict_marginals"))[-1]
     assert "(6, 2, 2) {'unary__l2': " in last and last.endswith(" 30")   # edge marginals, one labelling each
+
+
+def test_sparse_features_example():
+    kind, fitted = _run(_block("make_sparse_chains"))
+    assert kind.startswith("csr_array (4, ")
+    accuracy, n_iter, solver = fitted.split()
+    assert float(accuracy) > 0.9 and int(n_iter) < 200 and solver == "joint"   # stopped by the rule
 
 
 def test_weights_and_partial_labels_example():

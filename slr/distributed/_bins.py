@@ -40,7 +40,9 @@ import uuid
 from typing import Any, Iterator, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
+from slr._features import FeatureMatrix, is_sparse
 from slr._optional import import_optional
 from slr.distributed import _shard
 from slr.distributed._backend import Backend
@@ -60,14 +62,34 @@ SAMPLE_COUNT = 200000
 Summary = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def column_summaries(features: np.ndarray, n_points: int) -> list[Summary]:
-    """Per column of ``features``, runs of its sorted values: their first and last values and row
-    counts. A run is one distinct value where the column has at most ``n_points`` of them;
-    otherwise the column is cut into ``n_points`` runs of about equal counts (a value's rows are
-    never split)."""
+def _value_counts(features: FeatureMatrix) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per column, its distinct values (sorted) and their row counts; a sparse column's from its
+    stored entries and the number of rows it leaves zero (no dense column is made)."""
+    if not is_sparse(features):
+        for column in np.asarray(features, dtype=np.float64).T:
+            yield np.unique(column, return_counts=True)
+        return
+    n = features.shape[0]
+    columns = sp.csc_array(features)
+    for start, stop in zip(columns.indptr[:-1], columns.indptr[1:]):
+        values, counts = np.unique(columns.data[start:stop], return_counts=True)
+        zeros = n - (stop - start)
+        if zeros:
+            at = np.searchsorted(values, 0.0)
+            if at < values.size and values[at] == 0.0:   # stored zeros
+                counts[at] += zeros
+            else:
+                values, counts = np.insert(values, at, 0.0), np.insert(counts, at, zeros)
+        yield values, counts
+
+
+def column_summaries(features: FeatureMatrix, n_points: int) -> list[Summary]:
+    """Per column of ``features`` (dense or sparse), runs of its sorted values: their first and
+    last values and row counts. A run is one distinct value where the column has at most
+    ``n_points`` of them; otherwise the column is cut into ``n_points`` runs of about equal counts
+    (a value's rows are never split)."""
     summaries = []
-    for column in np.asarray(features, dtype=np.float64).T:
-        values, counts = np.unique(column, return_counts=True)
+    for values, counts in _value_counts(features):
         firsts = lasts = values
         if values.size > n_points:
             totals = np.cumsum(counts)

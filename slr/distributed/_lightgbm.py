@@ -29,11 +29,11 @@ does not), so R never rises.
 """
 from __future__ import annotations
 
-import operator
 import uuid
 from typing import Any, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import logsumexp, softmax
 
 from slr._optional import import_optional
@@ -168,6 +168,12 @@ def _tree_rows(shard: _shard.Shard, factor: str, epsilon: float, n_classes: int,
             np.ones(features.shape[0]) if weights is None else weights)
 
 
+def _piece(rows: tuple[Any, ...], i: int) -> Any:
+    """Item ``i`` of :func:`_tree_rows`' result, sparse features as the ``scipy.sparse`` matrix that
+    ``lightgbm.dask`` concatenates (it takes no sparse arrays)."""
+    return sp.csr_matrix(rows[i]) if sp.issparse(rows[i]) else rows[i]
+
+
 def _losses(shard: _shard.Shard, factor: str, epsilon: float, n_classes: int,
             functions: Sequence[LightGBM | None]) -> np.ndarray:
     """The shard's biased loss of each of ``functions`` (None: ``f = 0``)."""
@@ -226,7 +232,7 @@ class _Boosting:
         # each column's pieces pinned to the worker of their rows and in memory before lightgbm.dask
         # groups them (its grouping tasks then run there: idle workers steal nothing)
         widths = (self.n_features, self.n_classes, None, None)
-        pieces = [[client.submit(operator.getitem, part, i, pure=False, workers=[address], allow_other_workers=False)
+        pieces = [[client.submit(_piece, part, i, pure=False, workers=[address], allow_other_workers=False)
                    for part, _, address in places] for i in range(len(widths))]
         distributed.wait([piece for column in pieces for piece in column])
         columns = [dask_array.concatenate([dask_array.from_delayed(piece, shape=(n,) if width is None else (n, width),

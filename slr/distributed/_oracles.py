@@ -2,9 +2,11 @@
 loss summed over the partitions.
 
 :meth:`slr.oracles.linear.Linear._fit_problem` runs the same preconditioned L-BFGS as a local
-fit; here its loss is a :class:`SummedLoss`, whose value, gradient and Hessian blocks are the sums
-of every partition's (the rows never leave their workers; only the coefficients go out and the
-sums of size ``K x D`` come back). Constant takes the closed form from the partitions' class
+fit, by the solver a local fit on all the rows would choose (block-Jacobi for few dense features,
+the diagonal one for sparse features, many features or an L1 penalty); here its loss is a
+:class:`SummedLoss`, whose value, gradient and Hessian blocks or diagonal are the sums of every
+partition's (the rows never leave their workers, sparse ones stay sparse; only the coefficients
+go out and the sums of size ``K x D`` or ``K x D^2`` (block solver) come back). Constant takes the closed form from the partitions' class
 totals where the local fit would, else Linear's fit on one constant feature.
 """
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 from slr._params import validate_params
 from slr.distributed import _shard
 from slr.distributed._backend import Backend
-from slr.oracles.linear import Linear
+from slr.oracles.linear import Linear, _solver
 from slr.oracles.pair_bias import PairBias
 from slr.oracles.simple import Constant
 
@@ -30,7 +32,8 @@ def supported(oracle: Any) -> bool:
 
 class SummedLoss:
     """Linear's loss over all partitions: the sum of the partitions' losses (:mod:`slr.oracles.linear`'s
-    ``_ClassMajorLoss`` or ``PairLoss``), which stay on their workers.
+    ``_ClassMajorLoss`` or ``PairLoss`` for the block solver, ``RowLoss`` for the diagonal one), which
+    stay on their workers.
 
     Parameters
     ----------
@@ -54,6 +57,12 @@ class SummedLoss:
     def hessian_blocks(self, coef: np.ndarray) -> np.ndarray:
         blocks = self.backend.gather(self.backend.map(_shard.hessian_blocks, self.problems, coef))
         return np.sum(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+
+    def hessian_diagonal(self, coef: np.ndarray) -> np.ndarray:
+        diagonal = np.zeros_like(coef)
+        for part in self.backend.gather(self.backend.map(_shard.hessian_diagonal, self.problems, coef)):
+            diagonal += part
+        return diagonal
 
 
 def _check_problem_shape(oracle: Any, k: int, d: int) -> None:
@@ -83,22 +92,24 @@ def fit_distributed(oracle: Linear | Constant, backend: Backend, shards: Sequenc
     if isinstance(oracle, Constant):
         _fit_constant(oracle, params, backend, shards, factor, epsilon, n_classes)
         return
-    exponents = np.zeros(n_features, dtype=np.int64)
-    for part in backend.gather(backend.map(_shard.feature_exponents, shards, factor)):
-        exponents = np.maximum(exponents, part)
-    _fit_linear(oracle, params, backend, shards, factor, epsilon, exponents, constant=False)
+    exponents, sparse = np.zeros(n_features, dtype=np.int64), False
+    for part, part_sparse in backend.gather(backend.map(_shard.feature_summary, shards, factor)):
+        exponents, sparse = np.maximum(exponents, part), sparse or part_sparse
+    # the local learner's rows are sparse where any partition's are
+    _fit_linear(oracle, params, backend, shards, factor, epsilon, exponents, constant=False,
+                solver=_solver(params, sparse, n_features, n_classes))
 
 
-def _fit_linear(solver: Linear, params: dict[str, Any], backend: Backend, shards: Sequence[Any], factor: str,
-                epsilon: float, exponents: np.ndarray, constant: bool) -> None:
+def _fit_linear(oracle: Linear, params: dict[str, Any], backend: Backend, shards: Sequence[Any], factor: str,
+                epsilon: float, exponents: np.ndarray, constant: bool, solver: str) -> None:
     def make_problem() -> SummedLoss:
         return SummedLoss(backend, backend.map(_shard.linear_problem, shards, factor, epsilon, exponents,
-                                               params["fit_intercept"], constant))
+                                               params["fit_intercept"], constant, solver))
 
     def largest_bias() -> float:
         return max(backend.gather(backend.map(_shard.largest_bias, shards, factor, epsilon)))
 
-    solver._fit_problem(make_problem, exponents, solver.n_classes_, largest_bias, params)
+    oracle._fit_problem(make_problem, solver, exponents, oracle.n_classes_, largest_bias, params)
 
 
 def _fit_constant(oracle: Constant, params: dict[str, Any], backend: Backend, shards: Sequence[Any], factor: str,
@@ -120,8 +131,9 @@ def _fit_constant(oracle: Constant, params: dict[str, Any], backend: Backend, sh
     if start is not None:
         solver.coef_ = start[:, None].copy()
     solver.n_classes_, solver.n_features_in_ = k, 1
-    _fit_linear(solver, validate_params(solver), backend, shards, factor, epsilon, np.zeros(1, dtype=np.int64),
-                constant=True)
+    solver_params = validate_params(solver)
+    _fit_linear(solver, solver_params, backend, shards, factor, epsilon, np.zeros(1, dtype=np.int64),
+                constant=True, solver=_solver(solver_params, False, 1, k))
     oracle.table_ = solver.coef_[:, 0].copy()
     oracle.n_iter_ = solver.n_iter_
 

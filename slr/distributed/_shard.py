@@ -14,11 +14,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from slr._features import FeatureMatrix, is_sparse, scale_columns
 from slr.inference.batch import batch_sweeps, resolve_threads
 from slr.learner import _SWEEP_TOL, _SplitObjective, node_message_sums, pairwise_bias
 from slr.models import FlatData, PairwiseModel, check_example_weights, hamming_margin
 from slr.oracles.base import binary_exponents, check_logistic_problem
-from slr.oracles.linear import _loss, _single_threaded_blas
+from slr.oracles.linear import _single_threaded_blas, _solver_loss
 from slr.oracles.pair_bias import PairBias
 from slr.oracles.targets import target_totals
 
@@ -148,10 +149,11 @@ def source_errors(raw: tuple, predictor: PairwiseModel, n_states: int, unary: An
 
 
 # ------------------------------------------------------------------ the oracle's problem
-def _problem_arrays(shard: Shard, factor: str, epsilon: float) -> tuple[np.ndarray, np.ndarray | PairBias,
+def _problem_arrays(shard: Shard, factor: str, epsilon: float) -> tuple[FeatureMatrix, np.ndarray | PairBias,
                                                                         np.ndarray, np.ndarray | None]:
-    """Features, bias, labels and row weights of ``factor``'s logistic problem on the shard, as
-    the single-process learner hands them to its oracle (checked as the oracle checks them)."""
+    """Features (sparse ones kept sparse), bias, labels and row weights of ``factor``'s logistic
+    problem on the shard, as the single-process learner hands them to its oracle (checked as the
+    oracle checks them)."""
     data, weights = shard.data, shard.example_weights
     if factor == "unary":
         bias = (shard.delta - node_message_sums(data.batch, shard.messages)) / epsilon
@@ -161,14 +163,15 @@ def _problem_arrays(shard: Shard, factor: str, epsilon: float) -> tuple[np.ndarr
         bias = pairwise_bias(shard.messages, epsilon, factored=True)
         features, labels = data.edge_features, data.pair_labels
         rows = None if weights is None else weights[data.batch.edge_example]
-    features, bias, labels = check_logistic_problem(features, bias, labels, pair_bias=True)
+    features, bias, labels = check_logistic_problem(features, bias, labels, pair_bias=True, sparse=True)
     return features, bias, labels, None if rows is None else _partition_weights(rows, features.shape[0])
 
 
-def feature_exponents(shard: Shard, factor: str) -> np.ndarray:
-    """Per feature column of ``factor``'s rows, :func:`slr.oracles.base.binary_exponents`."""
-    data = shard.data
-    return binary_exponents(data.node_features if factor == "unary" else data.edge_features)
+def feature_summary(shard: Shard, factor: str) -> tuple[np.ndarray, bool]:
+    """Per feature column of ``factor``'s rows, :func:`slr.oracles.base.binary_exponents`, and
+    whether the rows are sparse."""
+    features = shard.data.node_features if factor == "unary" else shard.data.edge_features
+    return binary_exponents(features), is_sparse(features)
 
 
 def largest_bias(shard: Shard, factor: str, epsilon: float) -> float:
@@ -178,15 +181,15 @@ def largest_bias(shard: Shard, factor: str, epsilon: float) -> float:
 
 
 def linear_problem(shard: Shard, factor: str, epsilon: float, exponents: np.ndarray, fit_intercept: bool,
-                   constant: bool) -> Any:
-    """The shard's part of Linear's loss (``constant``: on one feature 1, as Constant fits it), on
-    features divided by ``2**exponents``."""
+                   constant: bool, solver: str) -> Any:
+    """The shard's part of the loss Linear's ``solver`` minimises (``constant``: on one feature 1,
+    as Constant fits it), on features divided by ``2**exponents``."""
     features, bias, labels, weights = _problem_arrays(shard, factor, epsilon)
     if constant:
         features = np.ones((features.shape[0], 1))
     elif exponents.any():
-        features = np.ldexp(features, -exponents)
-    return _loss(features, bias, labels, fit_intercept, weights)
+        features = scale_columns(features, -exponents)
+    return _solver_loss(solver, features, bias, labels, fit_intercept, weights)
 
 
 def problem_weight(problem: Any) -> float:
@@ -202,6 +205,11 @@ def loss_and_gradient(problem: Any, coef: np.ndarray) -> tuple[float, np.ndarray
 def hessian_blocks(problem: Any, coef: np.ndarray) -> np.ndarray:
     with _single_threaded_blas():
         return problem.hessian_blocks(coef)
+
+
+def hessian_diagonal(problem: Any, coef: np.ndarray) -> np.ndarray:
+    with _single_threaded_blas():
+        return problem.hessian_diagonal(coef)
 
 
 def constant_summary(shard: Shard, factor: str, epsilon: float

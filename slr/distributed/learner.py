@@ -6,8 +6,9 @@ step of :class:`_DistributedAlternation` runs the single-process learner's loop
 (:class:`slr.learner._Alternation`: its half step, its sweep chunks and stopping, the
 over-relaxed step) with the parts that touch the data sent to the shards:
 
-- the oracle fit: Linear's (and Constant's) loss, gradient and Hessian blocks are summed over the
-  shards (:mod:`slr.distributed._oracles`); the coefficients go out, ``K x D`` sums come back;
+- the oracle fit: Linear's (and Constant's) loss, gradient and Hessian blocks (or diagonal, for
+  sparse or many features) are summed over the shards (:mod:`slr.distributed._oracles`); the
+  coefficients go out, ``K x D`` sums come back;
 - the potentials: the fitted oracle (its parameters) goes out, each shard scores its rows;
 - the sweeps: each shard sweeps its examples and reports two numbers;
 - R: each shard returns its node and edge parts, which the client adds.
@@ -232,7 +233,10 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
     whole fit. Only the model's parameters, the oracles' coefficients and gradients and a few
     numbers per partition (R's parts, sweep counts) cross the network. With ``Linear`` and
     ``Constant`` oracles the fit is the single-process fit up to the rounding of sums over
-    partitions (R agrees to about 1e-12 relative). Prediction of a fitted model runs locally
+    partitions (R agrees to about 1e-12 relative). Node and edge features may be ``scipy.sparse``
+    matrices, as for the single-process learner; they stay sparse on the workers, and ``Linear``
+    fits them (and many features, and ``l1 > 0``) with its diagonal solver, in memory linear in the
+    stored entries and ``K D``. Prediction of a fitted model runs locally
     (:meth:`predict`) or on the workers (:meth:`score_sources`).
 
     A worker lost mid-fit costs a recomputation: its partitions are rebuilt by Dask from their

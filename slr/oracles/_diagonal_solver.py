@@ -4,10 +4,9 @@ Memory grows with the data, not with the square of the feature count: the loss h
 matrix as it is given (``ndarray`` or ``csr_array``) and blocks of ``rows x classes`` numbers; the
 minimiser holds a few ``(K, D)`` arrays. It is L-BFGS on variables scaled by the square root of the
 Hessian's diagonal at the start of each cycle of iterations (a Jacobi preconditioner, as the joint
-solver of :mod:`slr._joint` uses), with an optional L1 penalty handled as a bound-constrained
-problem: ``c = c+ - c-`` with ``c+, c- >= 0`` and the penalty ``l1 * sum(c+ + c-)``, linear in the
-split variables, so that L-BFGS-B solves it exactly (at an optimum no coordinate has both parts
-positive).
+solver of :mod:`slr._joint` uses). With an L1 penalty the cycles run OWL-QN instead (Andrew and Gao
+2007, "Scalable training of L1-regularized log-linear models", the method of CRFsuite's ``c1``):
+L-BFGS steps on the pseudo-gradient that stay in one orthant per step, so weights reach zero exactly.
 """
 from __future__ import annotations
 
@@ -20,8 +19,9 @@ from slr._features import FeatureMatrix, squared
 
 __all__ = ["RowLoss", "minimise_diagonal"]
 
-# rows per block: about this many scores in a block's temporaries
-_BLOCK_ELEMENTS = 1 << 18
+# rows per block: about this many scores in a block's temporaries (64 MiB each; fewer blocks, fewer
+# passes over the (K, D) gradient)
+_BLOCK_ELEMENTS = 1 << 23
 
 # smallest diagonal curvature assumed, relative to the largest (a class whose probability has
 # vanished would otherwise get steps without bound)
@@ -123,6 +123,66 @@ def _optimality(coef: np.ndarray, grad: np.ndarray, l1: np.ndarray) -> float:
     return float(np.max(np.where(coef != 0.0, np.abs(signed), at_zero))) if grad.size else 0.0
 
 
+def _pseudo_gradient(x: np.ndarray, g: np.ndarray, l1: np.ndarray) -> np.ndarray:
+    """The minimum-norm subgradient of ``f + sum l1 |x|`` (``g`` the gradient of ``f``)."""
+    pg = g + l1 * np.sign(x)
+    at_zero = x == 0.0
+    pg[at_zero] = np.sign(g[at_zero]) * np.maximum(np.abs(g[at_zero]) - l1[at_zero], 0.0)
+    return pg
+
+
+def _owlqn(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, l1: np.ndarray, max_iter: int,
+           gtol: float, memory: int = 10) -> tuple[np.ndarray, int]:
+    """Minimise ``fun(x)[0] + sum l1 |x|`` by OWL-QN (Andrew and Gao 2007): L-BFGS directions on the
+    pseudo-gradient, kept in the orthant of the current point, with a backtracking line search that
+    projects every trial point onto that orthant. Stops when the largest pseudo-gradient entry is at
+    most ``gtol``, after ``max_iter`` iterations, or when a line search finds no decrease.
+
+    Returns
+    -------
+    x, n_iter
+    """
+    f, g = fun(x)
+    value = f + float(l1 @ np.abs(x))
+    steps: list[tuple[np.ndarray, np.ndarray, float]] = []   # (s, y, 1 / y.s), oldest first
+    for n_iter in range(max_iter):
+        pg = _pseudo_gradient(x, g, l1)
+        if np.max(np.abs(pg), initial=0.0) <= gtol:
+            return x, n_iter
+        direction = -pg
+        alphas = []
+        for s, y, rho in reversed(steps):          # the two-loop recursion
+            alpha = rho * float(s @ direction)
+            direction -= alpha * y
+            alphas.append(alpha)
+        if steps:
+            s, y, _ = steps[-1]
+            direction *= float(s @ y) / float(y @ y)
+        for (s, y, rho), alpha in zip(steps, reversed(alphas)):
+            direction += (alpha - rho * float(y @ direction)) * s
+        direction[direction * pg >= 0.0] = 0.0     # only where it descends along the pseudo-gradient
+        orthant = np.where(x != 0.0, np.sign(x), -np.sign(pg))
+        step = 1.0 if steps else 1.0 / max(float(np.max(np.abs(direction))), 1.0)
+        for _ in range(50):
+            trial = x + step * direction
+            trial[np.sign(trial) != orthant] = 0.0
+            f_trial, g_trial = fun(trial)
+            value_trial = f_trial + float(l1 @ np.abs(trial))
+            if value_trial <= value + 1e-4 * float(pg @ (trial - x)):
+                break
+            step *= 0.5
+        else:
+            return x, n_iter
+        s, y = trial - x, g_trial - g
+        sy = float(s @ y)
+        if sy > 1e-12 * float(y @ y):
+            steps.append((s, y, 1.0 / sy))
+            if len(steps) > memory:
+                steps.pop(0)
+        x, g, value = trial, g_trial, value_trial
+    return x, max_iter
+
+
 def minimise_diagonal(
     coef: np.ndarray, problem: RowLoss, l2: np.ndarray, l1: np.ndarray, tol: float, max_iter: int,
     refresh: int, overflow: Callable[[], None],
@@ -134,6 +194,8 @@ def minimise_diagonal(
     coef : ndarray of shape (K, C)
         The start.
     problem : RowLoss
+        Or any object with its ``__call__``, ``hessian_diagonal`` and ``n`` (:mod:`slr.distributed`
+        sums the partitions' losses).
     l2, l1 : ndarray of shape (C,)
         Per-column penalties (0 for the intercept's column).
     tol : float
@@ -179,18 +241,15 @@ def minimise_diagonal(
                    "maxfun": 20 * refresh}
         if split:
             def scaled(u: np.ndarray) -> tuple[float, np.ndarray]:
-                plus, minus = u.reshape(2, *coef.shape) / root
-                c = plus - minus
+                """The smooth part of the mean objective, and its gradient, in scaled variables."""
+                c = u.reshape(coef.shape) / root
                 f, g = problem(c)
-                f += 0.5 * float(np.sum(l2 * c * c)) + float(np.sum(l1 * (plus + minus)))
+                f += 0.5 * float(np.sum(l2 * c * c))
                 g += l2 * c
-                return f / n, np.concatenate([(g + l1) / root, (l1 - g) / root]).ravel() / n
+                return f / n, (g / root).ravel() / n
 
-            start = np.concatenate([np.maximum(coef, 0.0) * root, np.maximum(-coef, 0.0) * root]).ravel()
-            result = minimize(scaled, start, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * start.size,
-                              options=options)
-            plus, minus = result.x.reshape(2, *coef.shape) / root
-            candidate = plus - minus
+            x, nit = _owlqn(scaled, (coef * root).ravel(), (l1 / n / root).ravel(), options["maxiter"], inner)
+            candidate = x.reshape(coef.shape) / root
         else:
             def scaled(u: np.ndarray) -> tuple[float, np.ndarray]:
                 f, g = objective(u.reshape(coef.shape) / root)
@@ -198,7 +257,8 @@ def minimise_diagonal(
 
             result = minimize(scaled, (coef * root).ravel(), jac=True, method="L-BFGS-B", options=options)
             candidate = result.x.reshape(coef.shape) / root
-        n_iter += int(result.nit)
+            nit = int(result.nit)
+        n_iter += nit
         new_value, new_grad = objective(candidate)
         if not new_value < value:
             # no progress in a whole cycle: numerically converged as far as possible

@@ -250,16 +250,25 @@ def _overflow(largest_bias: float) -> None:
         f"bias is too large in magnitude: the logistic loss overflows float64 (largest |bias| = {largest_bias:.3g})")
 
 
-def _solver(params: dict[str, Any], features: FeatureMatrix, k: int) -> str:
-    """The solver a fit runs: ``"block"`` or ``"diagonal"`` (see :class:`Linear`'s ``solver``)."""
-    solver, sparse, l1 = params.get("solver", "auto"), is_sparse(features), params.get("l1", 0.0)
+def _solver(params: dict[str, Any], sparse: bool, n_features: int, k: int) -> str:
+    """The solver a fit of ``k`` classes on ``n_features`` columns (``sparse`` or dense) runs:
+    ``"block"`` or ``"diagonal"`` (see :class:`Linear`'s ``solver``)."""
+    solver, l1 = params.get("solver", "auto"), params.get("l1", 0.0)
     if solver == "block" and (sparse or l1 > 0):
         raise ValueError("solver='block' needs dense features and l1=0 "
                          f"(got {'sparse features' if sparse else f'l1={l1!r}'}); use 'diagonal' or 'auto'")
     if solver != "auto":
         return solver
-    columns = features.shape[1] + int(params["fit_intercept"])
+    columns = n_features + int(params["fit_intercept"])
     return "block" if not sparse and l1 == 0 and k * columns * columns <= _BLOCK_BUDGET else "diagonal"
+
+
+def _solver_loss(solver: str, features: FeatureMatrix, bias: np.ndarray | PairBias, labels: np.ndarray,
+                fit_intercept: bool, sample_weight: np.ndarray | None) -> RowLoss | _ClassMajorLoss | PairLoss:
+    """The loss ``solver`` (see :func:`_solver`) minimises on a checked problem (features scaled)."""
+    if solver == "diagonal":
+        return RowLoss(features, np.asarray(bias), labels, fit_intercept, sample_weight)
+    return _loss(features, bias, labels, fit_intercept, sample_weight)
 
 
 class Linear(LogisticOracle):
@@ -389,22 +398,18 @@ class Linear(LogisticOracle):
         exponents = np.maximum(binary_exponents(features), 0)
         if exponents.any():
             features = scale_columns(features, -exponents)
-        intercept = params["fit_intercept"]
-        if _solver(params, features, bias.shape[1]) == "diagonal":
-            def make_problem() -> RowLoss:
-                return RowLoss(features, np.asarray(bias), labels, intercept, sample_weight)
-        else:
-            def make_problem() -> _ClassMajorLoss | PairLoss:
-                return _loss(features, bias, labels, intercept, sample_weight)
-        self._fit_problem(make_problem, exponents, bias.shape[1], lambda: float(np.max(np.abs(np.asarray(bias)))),
-                          params)
+        solver = _solver(params, is_sparse(features), features.shape[1], bias.shape[1])
+        self._fit_problem(lambda: _solver_loss(solver, features, bias, labels, params["fit_intercept"], sample_weight),
+                          solver, exponents, bias.shape[1], lambda: float(np.max(np.abs(np.asarray(bias)))), params)
 
-    def _fit_problem(self, make_problem: Callable[[], Any], exponents: np.ndarray, k: int,
+    def _fit_problem(self, make_problem: Callable[[], Any], solver: str, exponents: np.ndarray, k: int,
                      largest_bias: Callable[[], float], params: dict[str, Any]) -> None:
-        """The fit on a loss built by ``make_problem()`` (inside the single-threaded BLAS region):
-        an object with ``__call__(coef) -> (loss, grad)``, ``hessian_blocks(coef)`` and the total row
-        weight ``n``, on features divided column-wise by ``2**exponents``. :mod:`slr.distributed`
-        passes a loss summed over partitions; ``largest_bias()`` is only read for an overflow error."""
+        """The fit by ``solver`` (``"block"`` or ``"diagonal"``, see :func:`_solver`) on a loss built by
+        ``make_problem()`` (inside the single-threaded BLAS region): an object with
+        ``__call__(coef) -> (loss, grad)``, the total row weight ``n`` and ``hessian_blocks(coef)``
+        (block) or ``hessian_diagonal(coef)`` (diagonal), on features divided column-wise by
+        ``2**exponents``. :mod:`slr.distributed` passes a loss summed over partitions;
+        ``largest_bias()`` is only read for an overflow error."""
         l2, tol, fit_intercept, max_iter, refresh = (
             params[name] for name in ("l2", "tol", "fit_intercept", "max_iter", "refresh"))
         d = exponents.shape[0]
@@ -422,7 +427,7 @@ class Linear(LogisticOracle):
         if coef.size:
             with _single_threaded_blas():
                 problem = make_problem()
-                if isinstance(problem, RowLoss):
+                if solver == "diagonal":
                     coef, self.n_iter_, self.converged_ = minimise_diagonal(
                         coef, problem, penalty, lasso, tol, max_iter, refresh, lambda: _overflow(largest_bias()))
                 else:
