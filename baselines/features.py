@@ -123,7 +123,9 @@ class StructuredData(FlatData):
             Naming ``sample_weight`` or ``class_weight``.
         """
         self.sample_weight = check_example_weights(sample_weight, self.n_examples)
-        weights = class_weight_vector(class_weight, self.labels, self.n_states)
+        # "balanced" counts the nodes the loss scores (a latent SSVM's completed nodes are not labels)
+        labels = self.labels if self.scored is None else np.where(self.scored, self.labels, -1)
+        weights = class_weight_vector(class_weight, labels, self.n_states)
         self.class_weight = None if class_weight is None else weights
         return weights
 

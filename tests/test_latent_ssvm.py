@@ -121,6 +121,16 @@ def test_cccp_stops_when_the_completion_settles():
     assert model.n_iter_ == len(changed) <= 10
 
 
+def test_balanced_class_weights_count_the_labelled_nodes():
+    """The base SSVM's "balanced" weights come from the visible labels, not the completed hidden
+    states (which weigh 1 and are never a label)."""
+    X, Y = latent_boxes(n_samples=6)
+    model = LatentSSVM(NSlackSSVM(C=10, class_weight="balanced", symmetric_pairwise=True), latent_iter=2,
+                       n_hidden_states=2, random_state=0).fit(X, Y)
+    counts = np.bincount(np.concatenate(Y), minlength=2)
+    np.testing.assert_allclose(model.base_ssvm_.class_weight_, np.r_[counts.sum() / (2 * counts), 1.0, 1.0])
+
+
 @pytest.mark.parametrize("params, message", [
     (dict(base_ssvm=None), "base_ssvm"),
     (dict(base_ssvm=OneSlackSSVM(), latent_iter=0), "latent_iter"),
