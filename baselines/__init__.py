@@ -9,6 +9,7 @@ from __future__ import annotations
 _EXPORTS = {
     "FrankWolfeSSVM": "baselines.frank_wolfe",
     "GradientAlternation": "baselines.gradient_alternation",
+    "LatentSSVM": "baselines.latent",
     "NSlackSSVM": "baselines.ssvm",
     "OneSlackSSVM": "baselines.ssvm",
     "PiecewiseTraining": "baselines.piecewise",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -43,12 +43,14 @@ class BaseStructuredLearner(StructuredEstimator):
     Attributes
     ----------
     w_ : ndarray of shape (L * d_u + L * L * d_e,)
-        The weights (layout in :mod:`baselines.features`).
+        The weights (layout in :mod:`baselines.features`; ``L (L + 1) / 2 * d_e`` pairwise ones
+        with ``symmetric_pairwise``).
     n_states_ : int
     dims_ : tuple of int
         ``(d_u, d_e)`` of the training data.
     inference_ : dict
-        The prediction inference settings of the fit (keywords of :class:`StructuredData`).
+        The prediction inference settings of the fit, and its pairwise tying (keywords of
+        :class:`StructuredData`).
     class_weight_ : ndarray of shape (n_states,)
         The weight of each label in the fit (ones for ``class_weight=None``; see :mod:`baselines.weights`).
     history_ : pandas.DataFrame
@@ -87,13 +89,21 @@ class BaseStructuredLearner(StructuredEstimator):
         -------
         self
         """
+        return self._fit_on(lambda settings, n_states: StructuredData(X, Y, n_states, **settings),
+                            X_val, Y_val, sample_weight)
+
+    def _fit_on(self, make_data: Callable[[dict[str, Any], int | None], StructuredData],
+                X_val: Sequence | None = None, Y_val: Sequence | None = None,
+                sample_weight: Sequence | None = None) -> "BaseStructuredLearner":
+        """:meth:`fit` on the data ``make_data(inference settings, n_states)`` builds (a latent
+        SSVM's completed labellings, with the nodes its loss counts and the states they may take)."""
         params = validate_params(self)
         for old, new, note in self._renamed_parameters:
             resolve_renamed(params, old, new, note=note)
         self._validate_extra()
         fitting = self._twin(params)
         fitting.inference_ = fitting._inference_settings()
-        data = StructuredData(X, Y, fitting.n_states, **fitting.inference_)
+        data = make_data(fitting.inference_, fitting.n_states)
         fitting.class_weight_ = data.weigh(sample_weight, fitting.class_weight)
         fitting.n_states_ = data.n_states
         fitting.dims_ = (data.d_u, data.d_e)
@@ -122,8 +132,12 @@ class BaseStructuredLearner(StructuredEstimator):
         return twin
 
     def _inference_settings(self) -> dict[str, Any]:
-        return dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol,
-                    n_jobs=self.n_jobs)
+        """The keywords of :class:`StructuredData` the fit sets: inference, and the pairwise tying
+        of the learners that take ``symmetric_pairwise``."""
+        settings = dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol, n_jobs=self.n_jobs)
+        if "symmetric_pairwise" in self._parameter_constraints:
+            settings["symmetric_pairwise"] = self.symmetric_pairwise
+        return settings
 
     def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> StructuredData:
         return StructuredData(X, Y, self.n_states_, dims=self.dims_, name=name, **self.inference_)

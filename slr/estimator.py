@@ -203,13 +203,14 @@ class StructuredEstimator(VersionedPickle, BaseEstimator):
         """
         self._check_fitted()
         data = self._data(X)
-        return Labellings(data.split(self._predict_flat(data).astype(np.int64)))
+        return Labellings(data.split_labels(self._predict_flat(data).astype(np.int64)))
 
     def score(self, X: Sequence, Y: Sequence) -> float:
-        """Per-node accuracy of :meth:`predict` over all nodes of all examples."""
+        """Per-node accuracy of :meth:`predict` over all (visible) nodes of all examples."""
         self._check_fitted()
         data = self._data(X, Y)
-        return float(np.mean(self._predict_flat(data) == data.labels))
+        visible = data.visible
+        return float(np.mean(self._predict_flat(data)[visible] == data.labels[visible]))
 
 
 def _error(decode: Decoder, data: FlatData) -> float:

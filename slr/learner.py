@@ -57,7 +57,8 @@ from slr._joint import joint_minimise, supports
 from slr.certificate import FitCertificate, certify
 from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
                                  batch_sweeps, resolve_threads)
-from slr.latent import LATENT_INIT, LatentTargets, initial_node_targets
+from slr.hidden import flat_data, state_offset
+from slr.latent import LATENT_INIT, LatentTargets, clamp_mask, initial_node_targets
 from slr.models import (CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_example_weights, class_weights,
                         hamming_margin)
 from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, OracleTags, get_oracle_tags
@@ -330,9 +331,13 @@ class _Alternation:
         batch, L = train.batch, train.n_states
         self.energy = PairwiseModel(epsilon)
         self.delta = hamming_margin(train.labels, L, class_weight)
+        # hidden states: the states a node may not take sit far below in every potential and bias
+        self.offset = 0.0 if train.allowed_states is None else state_offset(train.allowed_states, epsilon)
+        self.delta = self.delta + self.offset
         self.node_weights = None if sample_weight is None else sample_weight[batch.node_example]
         self.edge_weights = None if sample_weight is None else sample_weight[batch.edge_example]
-        self.latent = (LatentTargets(train, epsilon, max_sweeps, _SWEEP_TOL, threads, initial=latent_start)
+        self.latent = (LatentTargets(train, epsilon, max_sweeps, _SWEEP_TOL, threads, initial=latent_start,
+                                     allowed=train.allowed_states)
                        if train.unlabelled.any() else None)
         self.latent_iter, self._iterations_on_targets = latent_iter, 0
         self.pair_labels = train.pair_labels if self.latent is None else None
@@ -579,7 +584,7 @@ class _Alternation:
                 pairwise = self.oracles["pairwise"] if self.fitted_pairwise else None
                 return _map_labels(predictor, data, self.oracles["unary"], pairwise, self.timed)
             with self.timed("predict: MAP"):
-                return predictor.decode(self.train, self.unary_potentials, self.theta_edges)
+                return predictor.decode(self.train, self.unary_potentials + self.offset, self.theta_edges)
 
 
 def _power_of_two(iteration: int) -> bool:
@@ -622,8 +627,12 @@ def _prediction_model(epsilon: float, params: dict[str, Any]) -> PairwiseModel:
 
 def _potentials(predictor: PairwiseModel, data: FlatData, unary: Any,
                 pairwise: Any | None) -> tuple[np.ndarray, np.ndarray]:
-    """The potentials of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term)."""
-    return predictor.unary_potentials(data, unary), predictor.pairwise_potentials(data, pairwise)
+    """The potentials of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term),
+    the states a node may not take (hidden states, :mod:`slr.hidden`) far below the others."""
+    theta_nodes = predictor.unary_potentials(data, unary)
+    if data.allowed_states is not None:
+        theta_nodes = theta_nodes + state_offset(data.allowed_states, predictor.scale)
+    return theta_nodes, predictor.pairwise_potentials(data, pairwise)
 
 
 def _map_labels(predictor: PairwiseModel, data: FlatData, unary: Any, pairwise: Any | None,
@@ -666,6 +675,10 @@ def _check_same_model(fitted: Any, params: dict[str, Any]) -> None:
     if params["n_states"] is not None and params["n_states"] != fitted.n_states_:
         raise ValueError(f"warm_start=True continues the fitted model of n_states={fitted.n_states_}, but "
                          f"n_states={params['n_states']} now; set warm_start=False to fit the new model")
+    if params["n_hidden_states"] != getattr(fitted, "n_hidden_states_", 0):
+        raise ValueError(f"warm_start=True continues the fitted model of n_hidden_states="
+                         f"{getattr(fitted, 'n_hidden_states_', 0)}, but n_hidden_states={params['n_hidden_states']} "
+                         f"now; set warm_start=False to fit the new model")
     specs = getattr(fitted, "_oracle_specs", None)   # None: a model saved before they were kept
     for name in _FACTORS:
         if specs is not None and _oracle_spec(getattr(fitted, name)) != specs[name]:
@@ -693,10 +706,12 @@ def _check_resolvable_class_weights(class_weight: np.ndarray | None, epsilon: fl
 
 
 def _checked_data(X: Sequence, Y: Sequence | None, n_states: int, inferred_n_states: bool,
-                  d_node: int, d_edge: int | None, name: str, allow_unlabelled: bool = False) -> FlatData:
-    """``X`` (and ``Y``) as flat data with ``n_states`` states and the given feature widths."""
-    data = FlatData(X, Y, n_states, inferred_n_states=Y is not None and inferred_n_states,
-                    allow_unlabelled=allow_unlabelled)
+                  d_node: int, d_edge: int | None, name: str, allow_unlabelled: bool = False,
+                  n_hidden_states: int = 0) -> FlatData:
+    """``X`` (and ``Y``) as flat data with ``n_states`` labels (and ``n_hidden_states``) and the
+    given feature widths."""
+    data = flat_data(X, Y, n_states, n_hidden_states, inferred_n_states=Y is not None and inferred_n_states,
+                      allow_unlabelled=allow_unlabelled, name=name)
     data.check_widths(d_node, d_edge, name)
     return data
 
@@ -883,6 +898,14 @@ class StructuredLogisticRegression(StructuredEstimator):
         its labelled neighbours' labels, pystruct's k-means clustering of those, a random state
         (both seeded by ``random_state``), or uniform (:func:`slr.latent.initial_node_targets`).
         A continued fit (``warm_start``) starts from the fitted functions instead.
+    n_hidden_states : int, default=0
+        Hidden nodes with states of their own (pystruct's ``LatentNodeCRF``, :mod:`slr.hidden`):
+        with ``n_hidden_states > 0`` every example is ``(node_features, edges, edge_features,
+        n_hidden)``, its last ``n_hidden`` nodes hidden (never labelled, one of ``n_hidden_states``
+        states each), ``Y`` labels its visible nodes and ``predict`` returns their labels. The
+        model has ``n_states + n_hidden_states`` states, visible nodes kept to the first, hidden
+        nodes to the others; the hidden nodes are learnt as latent variables (``latent_init``,
+        ``latent_iter``). :func:`slr.formats.from_latent_node_crf` converts pystruct's examples.
     solver : {"auto", "alternation", "joint"}, default="auto"
         ``"alternation"``: Algorithm 1.1 (block coordinate descent: oracle fits and sweeps in
         turn). ``"joint"``: for ``Linear``, ``Constant`` and ``Zero`` oracles, whose potentials are
@@ -910,6 +933,8 @@ class StructuredLogisticRegression(StructuredEstimator):
     unary_, pairwise_ : LogisticOracle
         The fitted functions.
     n_states_ : int
+        The labels (without the hidden states).
+    n_hidden_states_ : int
     n_node_features_, n_edge_features_ : int
     history_ : pandas.DataFrame
         One row per learning iteration run (plus row 0 for the start, all messages zero and
@@ -1003,6 +1028,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         "class_weight": CLASS_WEIGHT,
         "latent_iter": Integer(1),
         "latent_init": Options(LATENT_INIT),
+        "n_hidden_states": Integer(0),
         "solver": Options(SOLVERS),
         "mp_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "predict_sweeps": Integer(0, _MAX_MP_ITERATIONS),
@@ -1034,6 +1060,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         class_weight: dict | str | None = None,
         latent_iter: int = 1,
         latent_init: str = "neighbours",
+        n_hidden_states: int = 0,
         solver: str = "auto",
         mp_sweeps: Any = DEPRECATED,
         predict_sweeps: Any = DEPRECATED,
@@ -1061,6 +1088,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         self.class_weight = class_weight
         self.latent_iter = latent_iter
         self.latent_init = latent_init
+        self.n_hidden_states = n_hidden_states
         self.solver = solver
         self.mp_sweeps = mp_sweeps
         self.predict_sweeps = predict_sweeps
@@ -1092,7 +1120,9 @@ class StructuredLogisticRegression(StructuredEstimator):
         Parameters
         ----------
         X : list of (node_features (n, d_u), edges (m, 2), edge_features (m, d_e))
+            With ``n_hidden_states``, ``(node_features, edges, edge_features, n_hidden)``.
         Y : list of int arrays (n,)
+            With ``n_hidden_states``, ``(n - n_hidden,)``: the visible nodes' labels.
             Label ``-1``, or a masked entry of a numpy masked array, marks an unlabelled node,
             learnt as a latent variable (:mod:`slr.latent`); an example may have no labelled node.
         X_val, Y_val : optional
@@ -1145,17 +1175,18 @@ class StructuredLogisticRegression(StructuredEstimator):
             inferred = self._n_states_inferred
             unary, pairwise = copy.deepcopy(self.unary_), copy.deepcopy(self.pairwise_)
             data = _checked_data(X, Y, self.n_states_, inferred, self.n_node_features_, self.n_edge_features_,
-                                 "X", allow_unlabelled=True)
+                                 "X", allow_unlabelled=True, n_hidden_states=params["n_hidden_states"])
             rng = None
         else:
             done, inferred = 0, params["n_states"] is None
             rng = check_generator(params["random_state"])
             unary = _clone_oracle(self.unary, "unary", rng)
             pairwise = _clone_oracle(self.pairwise, "pairwise", rng)
-            data = FlatData(X, Y, params["n_states"], allow_unlabelled=True)
+            data = flat_data(X, Y, params["n_states"], params["n_hidden_states"], allow_unlabelled=True)
         weights = check_example_weights(sample_weight, data.n_examples)
         val = validation_data(X_val, Y_val, lambda X, Y: _checked_data(
-            X, Y, data.n_states, inferred, data.d_node, _edge_width(data), "X_val"))
+            X, Y, data.n_labels, inferred, data.d_node, _edge_width(data), "X_val",
+            n_hidden_states=params["n_hidden_states"]))
         early = _early_stopping(params["early_stopping"], val is not None, (unary, pairwise), data.n_examples,
                                 params["validation_fraction"])
         split = None
@@ -1178,9 +1209,12 @@ class StructuredLogisticRegression(StructuredEstimator):
 
         history = FitHistory(train, val)
         timed = self._phase_timer or _untimed
-        cw = class_weights(params["class_weight"], train.labels, train.n_states)
+        cw = class_weights(params["class_weight"], train.labels, train.n_labels)
+        if cw is not None and train.n_states > train.n_labels:   # hidden states are never a label
+            cw = np.r_[cw, np.ones(train.n_states - train.n_labels)]
         _check_resolvable_class_weights(cw, params["epsilon"])
-        latent_start = (initial_node_targets(train, params["latent_init"], rng)
+        allowed = None if train.allowed_states is None else clamp_mask(train.labels, train.n_states) & train.allowed_states
+        latent_start = (initial_node_targets(train, params["latent_init"], rng, allowed)
                         if resume is None and params["latent_init"] != "uniform" and train.unlabelled.any()
                         else None)
         state = _Alternation(train, {"unary": unary, "pairwise": pairwise}, params["epsilon"],
@@ -1194,8 +1228,8 @@ class StructuredLogisticRegression(StructuredEstimator):
             objectives.append(state.penalised)
         rows = _TrainingRows(params["monitor"], predictor, train)
         decode = (lambda data: state.map_labels(predictor, data)) if rows.on or early else None
-        check_data = (lambda X, Y: _checked_data(X, Y, train.n_states, inferred, train.d_node,
-                                                 _edge_width(train), "X"))
+        check_data = (lambda X, Y: _checked_data(X, Y, train.n_labels, inferred, train.d_node,
+                                                 _edge_width(train), "X", n_hidden_states=params["n_hidden_states"]))
         progress = _Progress(history, objectives, decode, rows,
                              _BestIteration(params["n_iter_no_change"]) if early else None, params["tol"],
                              params["verbose"], timed, callback,
@@ -1225,7 +1259,8 @@ class StructuredLogisticRegression(StructuredEstimator):
             history_frame = pd.concat([earlier_history, history_frame], ignore_index=True)
             trace_frame = pd.concat([earlier_trace, trace_frame.iloc[1:]], ignore_index=True)
         self._commit_fit({
-            "n_states_": train.n_states,
+            "n_states_": train.n_labels,
+            "n_hidden_states_": params["n_hidden_states"],
             "n_node_features_": train.d_node,
             # a continuation on graphs without edges keeps the width the pairwise function was fitted on
             "n_edge_features_": self.n_edge_features_ if warm and not train.has_edges else _edge_width(train),
@@ -1324,7 +1359,7 @@ class StructuredLogisticRegression(StructuredEstimator):
     # ------------------------------------------------------------------------------------
     def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> FlatData:
         return _checked_data(X, Y, self.n_states_, self._n_states_inferred, self.n_node_features_,
-                             self.n_edge_features_, name)
+                             self.n_edge_features_, name, n_hidden_states=getattr(self, "n_hidden_states_", 0))
 
     def _predict_flat(self, data: FlatData) -> np.ndarray:
         return _map_labels(self._current_predictor(), data, self.unary_, self._fitted_pairwise_function(),
@@ -1413,13 +1448,13 @@ class Iterate:
         Labellings
         """
         data, labels = self._labels(X, None)
-        return Labellings(data.split(labels.astype(np.int64)))
+        return Labellings(data.split_labels(labels.astype(np.int64)))
 
     def score(self, X: Sequence, Y: Sequence) -> float:
         """Per-node accuracy of :meth:`predict` on ``X``, ``Y`` (fully labelled), as
         :meth:`StructuredLogisticRegression.score` of a model stopped here gives it."""
         data, labels = self._labels(X, Y)
-        return float(np.mean(labels == data.labels))
+        return float(np.mean(labels[data.visible] == data.labels[data.visible]))
 
 
 def _iteration_objectives(history: pd.DataFrame, trace: pd.DataFrame) -> list[float]:
@@ -1557,6 +1592,8 @@ def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_
                   f"unary={type(unary).__name__}, pairwise={type(pairwise).__name__}")
     elif train.unlabelled.any():
         reason = "does not learn latent labels: Y has unlabelled nodes (label -1)"
+    elif train.allowed_states is not None:
+        reason = "does not model hidden states (n_hidden_states > 0)"
     elif max_sweeps == 0:
         reason = "eliminates the messages by sweeps: max_sweeps must be at least 1"
     else:

@@ -209,6 +209,24 @@ class FlatData:
         """Split a flat per-node array into one array per example."""
         return self.batch.split_nodes(flat)
 
+    #: The states each node may take, ``(n_nodes, n_states)``; None: every state (see
+    #: :class:`slr.hidden.HiddenNodeData`, whose hidden nodes have states of their own).
+    allowed_states: np.ndarray | None = None
+
+    @property
+    def n_labels(self) -> int:
+        """The labels a labelled node takes: ``n_states`` here (fewer with hidden states)."""
+        return self.n_states
+
+    @property
+    def visible(self) -> np.ndarray:
+        """Which nodes are predicted and scored, shape ``(n_nodes,)``: all of them here."""
+        return np.ones(self.batch.n_nodes, dtype=bool)
+
+    def split_labels(self, flat: np.ndarray) -> list[np.ndarray]:
+        """A flat labelling as the labellings ``predict`` returns: per example, its visible nodes'."""
+        return self.split(flat)
+
     @property
     def pair_labels(self) -> np.ndarray:
         """Class ``y_i L + y_j`` of every edge ``(i, j)``, shape ``(n_edges,)``."""
@@ -239,11 +257,15 @@ class FlatData:
         edge_part = theta_edges[np.arange(edges.shape[0]), y[edges[:, 0]], y[edges[:, 1]]]
         return self.per_example_sum(node_part, edge_part)
 
-    def hamming(self, node_mu: np.ndarray, class_weight: np.ndarray | None = None) -> np.ndarray:
+    def hamming(self, node_mu: np.ndarray, class_weight: np.ndarray | None = None,
+                scored: np.ndarray | None = None) -> np.ndarray:
         """Per-example Hamming loss ``sum_i (1 - mu_i(y_i))`` of (relaxed) labellings, shape ``(B,)``;
-        with ``class_weight`` (shape ``(L,)``) the weighted one ``sum_i cw[y_i] (1 - mu_i(y_i))``."""
+        with ``class_weight`` (shape ``(L,)``) the weighted one ``sum_i cw[y_i] (1 - mu_i(y_i))``;
+        with ``scored`` (bool, ``(n_nodes,)``) over those nodes only."""
         wrong = 1.0 - node_mu[np.arange(self.labels.shape[0]), self.labels]
-        return self.per_example_sum(wrong if class_weight is None else class_weight[self.labels] * wrong)
+        if class_weight is not None:
+            wrong = class_weight[self.labels] * wrong
+        return self.per_example_sum(wrong if scored is None else np.where(scored, wrong, 0.0))
 
 
 def _all_chains(batch: GraphBatch) -> bool:
@@ -441,7 +463,7 @@ class PairwiseModel:
 
     def loss_augmented(
         self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, messages: np.ndarray,
-        class_weight: np.ndarray | None = None,
+        class_weight: np.ndarray | None = None, scored: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """A labelling maximising ``Hamming(y, y') + theta . y'`` on every example, and its score.
 
@@ -460,6 +482,9 @@ class PairwiseModel:
             Warm start of the LP's star updates, updated in place.
         class_weight : ndarray of shape (L,), optional
             The weighted Hamming loss ``sum_i cw[y_i] [y'_i != y_i]`` (see :func:`hamming_margin`).
+        scored : ndarray of bool, shape (n_nodes,), optional
+            The nodes the loss counts (all when None): a latent SSVM's imputed hidden nodes are
+            part of the labelling, not of the loss.
 
         Returns
         -------
@@ -470,7 +495,8 @@ class PairwiseModel:
         slack : ndarray of shape (B,)
             ``loss_k + theta . y'^k - theta . y^k``, at least 0.
         """
-        aug = theta_nodes + hamming_margin(data.labels, data.n_states, class_weight)
+        margin = hamming_margin(data.labels, data.n_states, class_weight)
+        aug = theta_nodes + (margin if scored is None else np.where(scored[:, None], margin, 0.0))
         method = self.method(data)
         if method == "chain":
             y_hat = batch_viterbi(data.batch, aug, theta_edges)
@@ -479,14 +505,14 @@ class PairwiseModel:
         else:
             y_hat = self.lp_map(data, aug, theta_edges, messages).labels
         node_mu, edge_mu = data.onehot(y_hat)
-        loss = data.hamming(node_mu, class_weight)
+        loss = data.hamming(node_mu, class_weight, scored)
         score_true = data.labelling_scores(data.labels, theta_nodes, theta_edges)
         violation = loss + data.labelling_scores(y_hat, theta_nodes, theta_edges) - score_true
         below = violation < 0
         if below.any():   # the true labelling is a candidate too: its violation is 0
             y_hat = np.where(below[data.batch.node_example], data.labels, y_hat)
             node_mu, edge_mu = data.onehot(y_hat)
-            loss = data.hamming(node_mu, class_weight)
+            loss = data.hamming(node_mu, class_weight, scored)
             violation = np.where(below, 0.0, violation)
         return node_mu, edge_mu, loss, violation
 

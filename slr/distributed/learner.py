@@ -260,8 +260,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         Every parameter of :class:`slr.StructuredLogisticRegression`, with these limits: the
         oracles must be ``Linear``, ``Constant`` or ``LightGBM`` (None is Linear; LightGBM trains
         through ``lightgbm.dask`` on worker processes, :mod:`slr.distributed._lightgbm`); ``warm_start``,
-        ``early_stopping=True``, ``class_weight="balanced"`` and unlabelled nodes are not
-        supported; ``X_val`` is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
+        ``early_stopping=True``, ``class_weight="balanced"``, unlabelled nodes and ``n_hidden_states``
+        are not supported; ``X_val`` is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
         ``"alternation"``) and ``solver="joint"`` is refused.
 
     Attributes
@@ -446,6 +446,9 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
                               ("solver", "joint")):
             if params[name] is refused or (isinstance(refused, str) and params[name] == refused):
                 raise ValueError(f"{name}={params[name]!r} is not supported by DaskStructuredLogisticRegression")
+        if params["n_hidden_states"]:   # hidden nodes are unlabelled nodes, which the shards refuse
+            raise ValueError(f"n_hidden_states={params['n_hidden_states']} is not supported by "
+                             f"DaskStructuredLogisticRegression (hidden nodes are latent, as unlabelled nodes are)")
 
 
 def _transfer_frame(counters: list[tuple[int, int, int, int]]) -> pd.DataFrame:
