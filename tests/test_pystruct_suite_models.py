@@ -47,10 +47,7 @@ pytestmark = pytest.mark.peer
 BOTH = ["baseline", "slr"]
 
 #: (case, column) -> the defect that makes it fail today (strict xfail: a fix turns it into an XPASS)
-_NON_MAP = "predict returns non-MAP labels on a strongly coupled grid (predict_max_sweeps=100)"
 XFAIL = {
-    ("directional_inference", "slr"): _NON_MAP + ", without a warning",
-    ("grid_binary_blocks", "slr"): _NON_MAP,
     ("directional_inference", "baseline"): "the baselines' LP decoding stops at max_sweeps=200 short of "
                                            "the MAP (2,000 sweeps find it)",
 }
