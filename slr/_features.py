@@ -162,6 +162,8 @@ def rows_equal(features: FeatureMatrix) -> bool:
     counts = np.diff(features.indptr)
     if np.any(counts != counts[0]):
         return False
+    if counts[0] == 0:   # every row empty
+        return True
     # canonical rows with the same number of entries: equal where their indices and values are
     indices, data = features.indices.reshape(-1, counts[0]), features.data.reshape(-1, counts[0])
     return bool(np.all(indices == indices[0]) and np.all(data == data[0]))

@@ -56,6 +56,15 @@ def test_the_checker_keeps_sparse_features_sparse_and_refuses_bad_ones():
         check_dataset([(sp.csr_array(X[0][0].astype(complex)), X[0][1], X[0][2])])
 
 
+@pytest.mark.parametrize("rows", [sp.csr_array((6, 0)), sp.csr_array((np.zeros(2), ([0, 1], [0, 1])), shape=(6, 4))],
+                         ids=["no columns", "stored zeros only"])
+def test_empty_sparse_features_fit(rows):
+    X, Y = make_structured(5, "chain", 6, 3, n_features=4, random_state=0)
+    model = StructuredLogisticRegression(Linear(l2=1.0), Linear(l2=1.0), max_iter=3, tol=0)
+    model.fit([(rows, edges, on_edges) for _, edges, on_edges in X], Y)
+    assert np.all(np.isfinite(model.unary_.coef_)) and not model.unary_.coef_.any()
+
+
 @pytest.mark.parametrize("fit_intercept", [False, True])
 def test_diagonal_solver_agrees_with_the_block_solver_and_sparse_with_dense(fit_intercept):
     features, bias, labels = _problem()
