@@ -50,9 +50,11 @@ from numbers import Integral
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import softmax
 
 from slr._optional import import_optional
+from slr._features import is_sparse
 from slr._params import DEPRECATED, Integer, NJobs, RandomState, Real, Satisfies, resolve_renamed, validate_params
 from slr.inference.batch import resolve_threads
 from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest
@@ -338,7 +340,7 @@ class LightGBM(LogisticOracle):
 
     def decision_function(self, features: Any) -> np.ndarray:
         """Raw scores ``f(x, y)`` of shape (N, K), without the bias."""
-        features = self._check_features(features)
+        features = _for_lightgbm(self._check_features(features))
         boosters = self._boosters()
         if not boosters or features.shape[0] == 0:
             return np.tile(self.constant_, (features.shape[0], 1))
@@ -351,6 +353,12 @@ class LightGBM(LogisticOracle):
         return scores + self.constant_ if np.any(self.constant_ != 0) else scores
 
 
+def _for_lightgbm(features: Any) -> Any:
+    """Sparse features as LightGBM takes them, a ``scipy.sparse.csr_matrix`` sharing their arrays
+    (it copies a ``csr_array``, with a warning); dense ones as they are."""
+    return sp.csr_matrix(features) if is_sparse(features) else features
+
+
 class _SafeguardedBoosting:
     """LightGBM's rounds on the adapter's gradients and floored Hessians, each round's leaf
     values halved until the biased loss of the training rows does not rise.
@@ -361,6 +369,7 @@ class _SafeguardedBoosting:
 
     def __init__(self, lightgbm: Any, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
                  sample_weight: np.ndarray | None, params: dict, start: np.ndarray | None = None) -> None:
+        features = _for_lightgbm(features)
         self.features, self.bias, self.labels, self.weights = features, bias, labels, sample_weight
         self.threads = params["num_threads"]
         # the label is never read: the gradients are the adapter's
