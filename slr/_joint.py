@@ -791,6 +791,7 @@ def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Calla
                                    "maxfun": 4 * refresh + 20})
         n_iter += int(result.nit)
         moved = result.x / d
+        del result   # its inverse-Hessian operator holds L-BFGS's history: not alive during the next cycle
         if not np.array_equal(state["last"][0], moved):
             evaluate(moved)
         if not state["last"][2] < penalised:   # no progress in a whole cycle: as far as float64 goes

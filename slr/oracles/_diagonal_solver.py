@@ -258,6 +258,7 @@ def minimise_diagonal(
             result = minimize(scaled, (coef * root).ravel(), jac=True, method="L-BFGS-B", options=options)
             candidate = result.x.reshape(coef.shape) / root
             nit = int(result.nit)
+            del result   # its inverse-Hessian operator holds L-BFGS's history
         n_iter += nit
         new_value, new_grad = objective(candidate)
         if not new_value < value:
