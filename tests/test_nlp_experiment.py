@@ -48,7 +48,7 @@ def test_tiny_run_rows_and_report(tiny_nlp):
     rows = pd.read_csv(tiny_nlp / "nlp_results.csv")
     assert sorted(rows["method"]) == sorted(METHODS)
     ok = rows[rows["status"] == "ok"].set_index("method")
-    assert {"crfsuite:lbfgs", "OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "StructuredPerceptron"} <= set(ok.index)
+    assert {"crfsuite:lbfgs", "OneSlackSSVM", "SubgradientSSVM", "StructuredPerceptron"} <= set(ok.index)
     cut = SPECS["tiny"].corpora[0]
     corpus = load_tagged_corpus(cut.name).head(cut.n_train, cut.n_validation, cut.n_test)
     assert (ok["n_train_tokens"] == corpus.train.n_tokens).all()
