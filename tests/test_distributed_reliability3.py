@@ -50,3 +50,38 @@ def test_a_bad_checkpoint_dir_is_refused_before_any_iteration(client, images, tm
     for bad in (a_file, tmp_path / "missing"):
         with pytest.raises(ValueError, match="checkpoint_dir=.* is not a writable directory"):
             DaskStructuredLogisticRegression(n_partitions=2, max_iter=1, checkpoint_dir=bad).fit(X, Y)
+
+
+def _edge_free(X, Y, width):
+    """The examples without their edges, with empty edge features ``width`` wide."""
+    return [(nodes, np.zeros((0, 2), dtype=np.int64), np.zeros((0, width))) for nodes, _, _ in X], list(Y)
+
+
+def test_edge_free_examples_of_another_edge_width_are_the_single_process_fit(client):
+    X, Y = make_denoising(n_images=3, size=10, sigma=3.0, random_state=0)
+    X_free, Y_free = _edge_free(*make_denoising(n_images=3, size=10, sigma=3.0, random_state=1), width=5)
+    # in three partitions: two grids; two edge-free examples (a partition without edges);
+    # a grid with an edge-free example
+    X_all = [X[0], X[1], X_free[0], X_free[1], X[2], X_free[2]]
+    Y_all = [Y[0], Y[1], Y_free[0], Y_free[1], Y[2], Y_free[2]]
+    assert X_all[0][2].shape[1] == 2
+    settings = {**SETTINGS, "max_iter": 2}
+    single = StructuredLogisticRegression(**settings).fit(X_all, Y_all)
+    dist = DaskStructuredLogisticRegression(n_partitions=3, **settings).fit(X_all, Y_all)
+    a = single.objective_trace_["objective"].to_numpy()
+    b = dist.objective_trace_["objective"].to_numpy()
+    assert a.shape == b.shape
+    np.testing.assert_allclose(b, a, rtol=1e-6, atol=0)
+    for y_single, y_dist in zip(single.predict(X_all), dist.predict(X_all)):
+        np.testing.assert_array_equal(y_dist, y_single)
+    assert dist.n_edge_features_ == single.n_edge_features_ == 2
+    # and the pairwise function learnt something from the grids
+    assert np.abs(dist.pairwise_.coef_).max() > 0
+
+
+def test_partitions_with_edges_must_agree_on_the_edge_width(client):
+    X, Y = make_denoising(n_images=2, size=6, sigma=3.0, random_state=0)
+    nodes, edges, on_edges = X[1]
+    X = [X[0], (nodes, edges, np.c_[on_edges, on_edges])]
+    with pytest.raises(ValueError, match=r"different feature widths \(d_edge: \[2, 4\]\)"):
+        DaskStructuredLogisticRegression(n_partitions=2, max_iter=1).fit(X, Y)

@@ -38,7 +38,7 @@ def _dense(X):
 
 def test_partitions_keep_sparse_features_sparse(chains):
     X, Y = chains
-    shard = _shard.build((X[:5], Y[:5]), 3, None)
+    shard = _shard.build((X[:5], Y[:5]), 3, None, 5)
     assert sp.issparse(shard.data.node_features) and sp.issparse(shard.data.edge_features)
     for factor, solver in (("unary", "diagonal"), ("pairwise", "diagonal")):
         exponents, sparse = _shard.feature_summary(shard, factor)

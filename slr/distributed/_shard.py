@@ -89,9 +89,13 @@ def _partition_weights(sample_weight: Any, n_examples: int) -> np.ndarray:
     return check_example_weights(sample_weight, n_examples)
 
 
-def build(raw: tuple, n_states: int, class_weight: np.ndarray | None) -> Shard:
-    """The partition as a shard with every message zero and both functions zero."""
+def build(raw: tuple, n_states: int, class_weight: np.ndarray | None, d_edge: int) -> Shard:
+    """The partition as a shard with every message zero and both functions zero; a partition
+    without edges gets edge features of the training set's width ``d_edge`` (the width of the
+    partitions with edges)."""
     data = FlatData(raw[0], raw[1], n_states)
+    if not data.has_edges and data.d_edge != d_edge:
+        data = FlatData([(node_f, edges, np.zeros((0, d_edge))) for node_f, edges, _ in data.X], data.Y, n_states)
     weights = _partition_weights(raw[2], data.n_examples) if len(raw) == 3 else None
     L = data.n_states
     delta = hamming_margin(data.labels, L, class_weight)
@@ -234,11 +238,11 @@ def save_messages(shard: Shard, path: str) -> str:
     return path
 
 
-def restore(source: Callable[[], tuple], n_states: int, class_weight: np.ndarray | None, path: str,
+def restore(source: Callable[[], tuple], n_states: int, class_weight: np.ndarray | None, d_edge: int, path: str,
             oracles: tuple[Any, Any | None], epsilon: float) -> Shard:
-    """A shard rebuilt from its source, its messages read from ``path`` and the potentials of
-    ``oracles`` (unary, pairwise or None): the shard as it was when ``path`` was written."""
-    shard = build(load_source(source), n_states, class_weight)
+    """A shard rebuilt from its source (as :func:`build`), its messages read from ``path`` and the
+    potentials of ``oracles`` (unary, pairwise or None): the shard as it was when ``path`` was written."""
+    shard = build(load_source(source), n_states, class_weight, d_edge)
     messages = np.load(path, allow_pickle=False)
     if messages.shape != shard.messages.shape:
         raise ValueError(f"the checkpoint {path} holds messages of shape {messages.shape}, "

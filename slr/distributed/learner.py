@@ -62,9 +62,12 @@ class _Layout:
         self.all_chains = all(d["all_chains"] for d in descriptions)
         self.rows = {"unary": [d["n_nodes"] for d in descriptions], "pairwise": [d["n_edges"] for d in descriptions]}
         self.d_node = descriptions[0]["d_node"]
-        self.d_edge = descriptions[0]["d_edge"]
-        for name in ("d_node", "d_edge"):
-            widths = {d[name] for d in descriptions}
+        # as the single-process learner's check_dataset: the examples with edges settle the edge-feature
+        # width, edge-free examples (here: partitions without edges) take it
+        with_edges = [d for d in descriptions if d["has_edges"]] or descriptions[:1]
+        self.d_edge = with_edges[0]["d_edge"]
+        for name, described in (("d_node", descriptions), ("d_edge", with_edges)):
+            widths = {d[name] for d in described}
             if len(widths) > 1:
                 raise ValueError(f"the partitions of X have different feature widths ({name}: {sorted(widths)})")
 
@@ -124,8 +127,9 @@ class _DistributedAlternation(_Alternation):
             if trees:
                 fit_lightgbm(oracle, self.backend, self.shards, self.train.rows[factor], factor, self.epsilon,
                              n_classes, width)
-            else:
-                fit_distributed(oracle, self.backend, self.shards, factor, self.epsilon, n_classes, width)
+            else:   # a partition without edges has no pairwise problem to add
+                with_rows = [shard for shard, n in zip(self.shards, self.train.rows[factor]) if n]
+                fit_distributed(oracle, self.backend, with_rows, factor, self.epsilon, n_classes, width)
         if factor == "pairwise":
             self.fitted_pairwise = True
         value = _relaxed_step(oracle, names, before, self.relaxation,
@@ -345,7 +349,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         n_states = params["n_states"] or max(d["n_states"] for d in descriptions)
         layout = _Layout(descriptions, n_states)
         class_weight = class_weights(params["class_weight"], np.zeros(0, dtype=np.int64), n_states)
-        shards = backend.map(_shard.build, raw, n_states, class_weight)
+        shards = backend.map(_shard.build, raw, n_states, class_weight, layout.d_edge)
         del raw
         predictor = _prediction_model(params["epsilon"], params)
         timed = self._phase_timer or _untimed
@@ -362,8 +366,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         def rebuild(index: int, path: str) -> Any:
             holders = backend.client.who_has([state.shards[index]]).get(state.shards[index].key, ())
             pairwise = state.oracles["pairwise"] if state.fitted_pairwise else None
-            return backend.client.submit(_shard.restore, sources[index], n_states, class_weight, path,
-                                         (state.oracles["unary"], pairwise), params["epsilon"], pure=False,
+            return backend.client.submit(_shard.restore, sources[index], n_states, class_weight, layout.d_edge,
+                                         path, (state.oracles["unary"], pairwise), params["epsilon"], pure=False,
                                          workers=list(holders) or None, allow_other_workers=True)
 
         history.record(0, state.objective)   # as the single-process fit: no error at the start
