@@ -1,6 +1,8 @@
 """The Dask learner takes what the single-process learner takes, and refuses up front what it cannot."""
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ distributed = pytest.importorskip("distributed")
 from slr import StructuredLogisticRegression  # noqa: E402
 from slr.datasets import make_denoising  # noqa: E402
 from slr.distributed import DaskStructuredLogisticRegression  # noqa: E402
+from slr.oracles.lightgbm_adapter import LightGBM  # noqa: E402
 
 from test_distributed_learner import SETTINGS, _assert_same_fit  # noqa: E402
 
@@ -36,11 +39,36 @@ def test_score_sources_of_nothing_raises(client, images):
         model.score_sources([])
 
 
-def test_partial_labels_are_named_as_such(client, images):
+@pytest.mark.parametrize("latent_init", ["neighbours", "uniform"])
+def test_partial_labels_are_the_single_process_fit(client, images, latent_init):
     X, Y = images
-    partial = [np.ma.masked_array(y, mask=np.arange(y.size) % 3 == 0) for y in Y]
-    with pytest.raises(ValueError, match="unlabelled nodes .*takes full labels only"):
-        DaskStructuredLogisticRegression(n_partitions=2, max_iter=1).fit(X, partial)
+    # masked and -1 labels; the last partition is fully labelled, one example has no label at all
+    partial = [np.ma.masked_array(Y[0], mask=np.arange(Y[0].size) % 3 == 0),
+               np.full_like(Y[1], -1), Y[2], Y[3]]
+    settings = {**SETTINGS, "max_iter": 3, "latent_init": latent_init}
+    single = StructuredLogisticRegression(**settings).fit(X, partial)
+    dist = DaskStructuredLogisticRegression(n_partitions=2, **settings).fit(X, partial)
+    assert (dist.objective_trace_["stage"] == single.objective_trace_["stage"]).all()
+    assert (dist.objective_trace_["stage"] == "targets").sum() == 2   # CCCP updates before iterations 2, 3
+    np.testing.assert_allclose(dist.objective_trace_["objective"], single.objective_trace_["objective"],
+                               rtol=1e-6, atol=0)
+    np.testing.assert_allclose(dist.history_["train_error"], single.history_["train_error"], rtol=1e-12)
+    for y_single, y_dist in zip(single.predict(X), dist.predict(X)):
+        np.testing.assert_array_equal(y_dist, y_single)
+    # the unlabelled nodes changed the fit: it is not the fit of the labelled examples alone
+    full = DaskStructuredLogisticRegression(n_partitions=2, **settings).fit(X, Y)
+    assert not np.allclose(full.history_["objective"], dist.history_["objective"])
+
+
+def test_partial_labels_refuse_what_needs_them_in_one_place(client, images, tmp_path):
+    X, Y = images
+    partial = [np.where(np.arange(y.size) % 3 == 0, -1, y) for y in Y]
+    refused = [({"latent_init": "kmeans"}, "latent_init='kmeans'"), ({"checkpoint_dir": tmp_path}, "checkpoint_dir")]
+    if importlib.util.find_spec("lightgbm") is not None:
+        refused.append(({"unary": LightGBM()}, "a LightGBM oracle"))
+    for extra, what in refused:
+        with pytest.raises(ValueError, match=f"unlabelled nodes .*but not with {what}"):
+            DaskStructuredLogisticRegression(n_partitions=2, max_iter=1, **extra).fit(X, partial)
 
 
 def test_a_bad_checkpoint_dir_is_refused_before_any_iteration(client, images, tmp_path):

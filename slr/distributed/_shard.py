@@ -9,6 +9,7 @@ bit. All the math is the single-process learner's (:mod:`slr.learner`, :mod:`slr
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, Callable
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from slr._features import FeatureMatrix, is_sparse, scale_columns
 from slr.inference.batch import batch_sweeps, resolve_threads
+from slr.latent import LatentTargets, initial_node_targets
 from slr.learner import _SWEEP_TOL, _SplitObjective, node_message_sums, pairwise_bias
 from slr.models import FlatData, PairwiseModel, check_example_weights, hamming_margin
 from slr.oracles.base import binary_exponents, check_logistic_problem
@@ -33,7 +35,7 @@ class Shard:
     Attributes
     ----------
     data : FlatData
-        The partition's examples (with labels).
+        The partition's examples (with labels; ``-1`` marks an unlabelled node).
     delta : ndarray of shape (n_nodes, L)
         The Hamming margin of its nodes.
     example_weights : ndarray of shape (n_examples,) or None
@@ -42,6 +44,9 @@ class Shard:
         Potentials of the current functions (``theta_nodes`` with the margin).
     n_sweeps, converged : ndarray or None
         The last sweeps' counts and convergence per example.
+    latent : LatentTargets or None
+        The partition's soft targets when the training set has unlabelled nodes (in any
+        partition): what the oracles fit and R's truth term, as in the single-process learner.
     """
 
     data: FlatData
@@ -53,10 +58,11 @@ class Shard:
     theta_edges: np.ndarray
     n_sweeps: np.ndarray | None = None
     converged: np.ndarray | None = None
+    latent: LatentTargets | None = None
 
     def split_objective(self, epsilon: float, n_jobs: int | None) -> _SplitObjective:
         return _SplitObjective(self.data.batch, self.data.labels, epsilon, resolve_threads(n_jobs),
-                               check_input=False, sample_weight=self.example_weights)
+                               check_input=False, sample_weight=self.example_weights, targets=self.latent)
 
 
 # ------------------------------------------------------------------ loading
@@ -89,19 +95,32 @@ def _partition_weights(sample_weight: Any, n_examples: int) -> np.ndarray:
     return check_example_weights(sample_weight, n_examples)
 
 
-def build(raw: tuple, n_states: int, class_weight: np.ndarray | None, d_edge: int) -> Shard:
+def build(raw: tuple, n_states: int, class_weight: np.ndarray | None, d_edge: int,
+          latent: tuple[float, int, str] | None = None) -> Shard:
     """The partition as a shard with every message zero and both functions zero; a partition
     without edges gets edge features of the training set's width ``d_edge`` (the width of the
-    partitions with edges)."""
-    data = FlatData(raw[0], raw[1], n_states)
+    partitions with edges). ``latent``: ``(epsilon, max_sweeps, latent_init)`` when the training
+    set has unlabelled nodes; the shard then carries its soft targets, started as the
+    single-process learner starts them (``latent_init`` one that needs no other partition's nodes)."""
+    data = FlatData(raw[0], raw[1], n_states, allow_unlabelled=True)
     if not data.has_edges and data.d_edge != d_edge:
-        data = FlatData([(node_f, edges, np.zeros((0, d_edge))) for node_f, edges, _ in data.X], data.Y, n_states)
+        data = FlatData([(node_f, edges, np.zeros((0, d_edge))) for node_f, edges, _ in data.X], data.Y, n_states,
+                        allow_unlabelled=True)
     weights = _partition_weights(raw[2], data.n_examples) if len(raw) == 3 else None
     L = data.n_states
     delta = hamming_margin(data.labels, L, class_weight)
     unary = np.zeros((data.batch.n_nodes, L))
-    return Shard(data, delta, weights, np.zeros((data.batch.n_edges, 2, L)), unary, unary + delta,
-                 np.zeros((data.batch.n_edges, L, L)))
+    theta_edges = np.zeros((data.batch.n_edges, L, L))
+    targets = None
+    if latent is not None:
+        epsilon, max_sweeps, latent_init = latent
+        # "neighbours" and "uniform" draw nothing: no generator is needed
+        start = None if latent_init == "uniform" else initial_node_targets(data, latent_init, None)
+        targets = LatentTargets(data, epsilon, max_sweeps, _SWEEP_TOL, 1, initial=start)
+        if targets.fresh:   # uniform targets are updated at the starting potentials
+            targets.update(unary + delta, theta_edges)
+    return Shard(data, delta, weights, np.zeros((data.batch.n_edges, 2, L)), unary, unary + delta, theta_edges,
+                 latent=targets)
 
 
 # ------------------------------------------------------------------ the half step's parts
@@ -122,6 +141,15 @@ def swept(shard: Shard, n: int, epsilon: float, n_jobs: int | None) -> Shard:
     return dataclasses.replace(shard, messages=messages, n_sweeps=run.n_sweeps, converged=run.converged)
 
 
+def with_new_targets(shard: Shard, n_jobs: int | None) -> Shard:
+    """The shard with its soft targets updated at its current potentials (a CCCP step,
+    :meth:`slr.latent.LatentTargets.update`), on a copy of them."""
+    latent = copy.copy(shard.latent)
+    latent.messages, latent.threads = latent.messages.copy(), resolve_threads(n_jobs)
+    latent.update(shard.theta_nodes, shard.theta_edges)
+    return dataclasses.replace(shard, latent=latent)
+
+
 def sweep_summary(shard: Shard) -> tuple[int, bool]:
     """The most sweeps an example of the shard ran last, and whether all of them converged."""
     n = int(shard.n_sweeps.max()) if shard.n_sweeps is not None and shard.n_sweeps.size else 0
@@ -138,9 +166,10 @@ def objective_parts(shard: Shard, epsilon: float, n_jobs: int | None, nodes: boo
 
 
 def errors(shard: Shard, predictor: PairwiseModel) -> tuple[int, int]:
-    """Wrong MAP labels under the current potentials, and the number of nodes."""
+    """Wrong MAP labels of the labelled nodes under the current potentials, and their number."""
     labels = predictor.decode(shard.data, shard.unary_potentials, shard.theta_edges)
-    return int(np.count_nonzero(labels != shard.data.labels)), int(labels.shape[0])
+    labelled = shard.data.labels >= 0
+    return int(np.count_nonzero(labels[labelled] != shard.data.labels[labelled])), int(labelled.sum())
 
 
 def source_errors(raw: tuple, predictor: PairwiseModel, n_states: int, unary: Any,
@@ -161,11 +190,12 @@ def _problem_arrays(shard: Shard, factor: str, epsilon: float) -> tuple[FeatureM
     data, weights = shard.data, shard.example_weights
     if factor == "unary":
         bias = (shard.delta - node_message_sums(data.batch, shard.messages)) / epsilon
-        features, labels = data.node_features, data.labels
+        features, labels = data.node_features, data.labels if shard.latent is None else shard.latent.nodes
         rows = None if weights is None else weights[data.batch.node_example]
     else:
         bias = pairwise_bias(shard.messages, epsilon, factored=True)
-        features, labels = data.edge_features, data.pair_labels
+        features = data.edge_features
+        labels = data.pair_labels if shard.latent is None else shard.latent.edges
         rows = None if weights is None else weights[data.batch.edge_example]
     features, bias, labels = check_logistic_problem(features, bias, labels, pair_bias=True, sparse=True)
     return features, bias, labels, None if rows is None else _partition_weights(rows, features.shape[0])

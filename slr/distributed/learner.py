@@ -11,7 +11,9 @@ over-relaxed step) with the parts that touch the data sent to the shards:
   coefficients go out, ``K x D`` sums come back;
 - the potentials: the fitted oracle (its parameters) goes out, each shard scores its rows;
 - the sweeps: each shard sweeps its examples and reports two numbers;
-- R: each shard returns its node and edge parts, which the client adds.
+- R: each shard returns its node and edge parts, which the client adds;
+- with unlabelled nodes, the soft targets (:class:`slr.latent.LatentTargets`): each shard keeps
+  and updates its examples' targets (the CCCP update is per example).
 
 A worker that dies takes its shards with it; Dask recomputes them from their lineage (the
 partition's source and the tasks since, all deterministic), so the fit goes on to the same result.
@@ -48,6 +50,9 @@ from slr.oracles.lightgbm_adapter import LightGBM
 from slr.validation import check_generator
 
 __all__ = ["DaskStructuredLogisticRegression"]
+
+# the first targets of unlabelled nodes each partition can set alone, as the single-process learner would
+_LOCAL_LATENT_INIT = ("neighbours", "uniform")
 
 
 class _Layout:
@@ -91,17 +96,22 @@ class _DistributedAlternation(_Alternation):
     relaxation : float
     timed : callable
     sweep_tol : float
+    latent_iter : int or None
+        Iterations between target updates when the shards carry soft targets (unlabelled
+        nodes); None without them.
     """
 
     def __init__(self, backend: Backend, shards: list[Any], layout: _Layout, oracles: dict[str, Any],
                  epsilon: float, max_sweeps: int, n_jobs: int | None, relaxation: float,
-                 timed: Callable[[str], AbstractContextManager], sweep_tol: float) -> None:
+                 timed: Callable[[str], AbstractContextManager], sweep_tol: float,
+                 latent_iter: int | None = None) -> None:
         # the parent's state, but no arrays: they live in the shards
         self.backend, self.shards, self.train, self.oracles = backend, shards, layout, oracles
         self.tags = {factor: get_oracle_tags(oracles[factor]) for factor in _FACTORS}
         self.epsilon, self.max_sweeps, self.threads, self.sweep_tol = epsilon, max_sweeps, n_jobs, sweep_tol
         self.relaxation, self.timed = relaxation, timed
-        self.latent, self.messages = None, None
+        self.latent, self.messages = None, None   # the targets live in the shards
+        self.latent_iter, self._iterations_on_targets = latent_iter, 0
         self.fitted_pairwise = False
         self.last_sweep: BatchSweepResult | None = None
         self.node_part = self.edge_part = 0.0
@@ -112,6 +122,17 @@ class _DistributedAlternation(_Alternation):
         self.checkpoints: list[str] = []   # the files of the last checkpoint
         self.trace = []
         self._record(0, "start", self._objective())
+
+    def refresh_targets(self, iteration: int) -> None:
+        """The parent's CCCP schedule, each shard updating its own examples' targets."""
+        if self.latent_iter is None:
+            return
+        if self._iterations_on_targets == self.latent_iter:
+            with self.timed("targets"):
+                self.shards = self.backend.map(_shard.with_new_targets, self.shards, self.threads)
+            self._iterations_on_targets = 0
+            self._record(iteration, "targets", self._objective())
+        self._iterations_on_targets += 1
 
     def _fit(self, factor: str) -> float:
         """The oracle fit of one half step on the shards, over-relaxed where that lowers R (Linear,
@@ -180,9 +201,11 @@ class _DistributedAlternation(_Alternation):
         self.checkpoints = saved
 
     def training_error(self, predictor: PairwiseModel) -> float:
-        """Per-node error of MAP labels of the training set under the current functions."""
+        """Per-node error of MAP labels of the training set's labelled nodes under the current
+        functions (NaN without any)."""
         counts = self.backend.gather(self.backend.map(_shard.errors, self.shards, predictor))
-        return sum(c[0] for c in counts) / max(1, sum(c[1] for c in counts))
+        labelled = sum(c[1] for c in counts)
+        return sum(c[0] for c in counts) / labelled if labelled else float("nan")
 
     def certificate(self, stop_reason: str, n_iter: int) -> None:
         """No certificate: its bounds need every example's messages in one place."""
@@ -199,15 +222,24 @@ def _check_checkpoint_dir(directory: Any) -> None:
         raise ValueError(f"checkpoint_dir={path!r} is not a writable directory")
 
 
-def _check_descriptions(descriptions: list[dict]) -> None:
-    """Refuse what the partitions hold together and the fit cannot take: weights that are all 0,
-    unlabelled nodes."""
+def _check_descriptions(descriptions: list[dict], params: dict[str, Any], oracles: dict[str, Any]) -> None:
+    """Refuse what the partitions hold together and the fit cannot take: weights that are all 0;
+    unlabelled nodes with a ``latent_init`` that looks across partitions, a tree oracle (it fits
+    hard labels only) or checkpoints (they keep the messages, not the targets)."""
     if not sum(d["weight_sum"] for d in descriptions) > 0:
         raise ValueError("sample_weight must have a positive sum (every example of every partition weighs 0)")
     unlabelled = sum(d["n_unlabelled"] for d in descriptions)
-    if unlabelled:
-        raise ValueError(f"Y has {unlabelled} unlabelled nodes (-1 or masked): DaskStructuredLogisticRegression "
-                         "takes full labels only; fit partial labels with StructuredLogisticRegression")
+    if not unlabelled:
+        return
+    refusals = [(params["latent_init"] not in _LOCAL_LATENT_INIT,
+                 f"latent_init={params['latent_init']!r} (it needs all the unlabelled nodes in one place; "
+                 f"use one of {_LOCAL_LATENT_INIT})"),
+                (any(isinstance(oracle, LightGBM) for oracle in oracles.values()), "a LightGBM oracle"),
+                (params["checkpoint_dir"] is not None, "checkpoint_dir")]
+    for refused, what in refusals:
+        if refused:
+            raise ValueError(f"Y has {unlabelled} unlabelled nodes (-1 or masked): DaskStructuredLogisticRegression "
+                             f"learns them, but not with {what}")
 
 
 def _in_memory_source(X: Sequence, Y: Sequence, weights: np.ndarray | None) -> tuple:
@@ -264,8 +296,10 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         Every parameter of :class:`slr.StructuredLogisticRegression`, with these limits: the
         oracles must be ``Linear``, ``Constant`` or ``LightGBM`` (None is Linear; LightGBM trains
         through ``lightgbm.dask`` on worker processes, :mod:`slr.distributed._lightgbm`); ``warm_start``,
-        ``early_stopping=True``, ``class_weight="balanced"``, unlabelled nodes and ``n_hidden_states``
-        are not supported; ``X_val`` is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
+        ``early_stopping=True``, ``class_weight="balanced"`` and ``n_hidden_states`` are not
+        supported; unlabelled nodes are learnt as the single-process learner learns them, with
+        ``latent_init`` ``"neighbours"`` or ``"uniform"``, Linear or Constant oracles and no
+        ``checkpoint_dir``; ``X_val`` is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
         ``"alternation"``) and ``solver="joint"`` is refused.
 
     Attributes
@@ -345,17 +379,20 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
                                  f"DaskStructuredLogisticRegression, got {type(oracle).__name__}")
         raw = [backend.submit(_shard.load_source, source) for source in sources]
         descriptions = backend.gather(backend.map(_shard.describe, raw))
-        _check_descriptions(descriptions)
+        _check_descriptions(descriptions, params, oracles)
         n_states = params["n_states"] or max(d["n_states"] for d in descriptions)
         layout = _Layout(descriptions, n_states)
         class_weight = class_weights(params["class_weight"], np.zeros(0, dtype=np.int64), n_states)
-        shards = backend.map(_shard.build, raw, n_states, class_weight, layout.d_edge)
+        partial = any(d["n_unlabelled"] for d in descriptions)
+        latent = (params["epsilon"], params["max_sweeps"], params["latent_init"]) if partial else None
+        shards = backend.map(_shard.build, raw, n_states, class_weight, layout.d_edge, latent)
         del raw
         predictor = _prediction_model(params["epsilon"], params)
         timed = self._phase_timer or _untimed
         history = FitHistory(None)
         state = _DistributedAlternation(backend, shards, layout, oracles, params["epsilon"], params["max_sweeps"],
-                                        params["n_jobs"], params["relaxation"], timed, params["sweep_tol"])
+                                        params["n_jobs"], params["relaxation"], timed, params["sweep_tol"],
+                                        params["latent_iter"] if partial else None)
         transfer = [(0, *backend.counters())]
 
         def record(iteration: int) -> dict:
@@ -374,6 +411,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         objectives = [state.penalised]   # the stopping rule reads J, as the single-process fit's
         stop_reason = "max_iter"
         for iteration in range(1, params["max_iter"] + 1):
+            state.refresh_targets(iteration)
             state.half_step(iteration, "unary")
             state.half_step(iteration, "pairwise")
             row = record(iteration)
@@ -450,9 +488,9 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
                               ("solver", "joint")):
             if params[name] is refused or (isinstance(refused, str) and params[name] == refused):
                 raise ValueError(f"{name}={params[name]!r} is not supported by DaskStructuredLogisticRegression")
-        if params["n_hidden_states"]:   # hidden nodes are unlabelled nodes, which the shards refuse
+        if params["n_hidden_states"]:   # the shards know no states beyond the labels
             raise ValueError(f"n_hidden_states={params['n_hidden_states']} is not supported by "
-                             f"DaskStructuredLogisticRegression (hidden nodes are latent, as unlabelled nodes are)")
+                             f"DaskStructuredLogisticRegression")
 
 
 def _transfer_frame(counters: list[tuple[int, int, int, int]]) -> pd.DataFrame:
