@@ -261,21 +261,43 @@ def constant_summary(shard: Shard, factor: str, epsilon: float
 
 
 # ------------------------------------------------------------------ checkpoints
-def save_messages(shard: Shard, path: str) -> str:
-    """Write the shard's messages to ``path`` (``.npy``) and return it."""
+# a shard's soft targets as a checkpoint stores them: LatentTargets' attribute by file key
+_TARGET_ARRAYS = {"target_nodes": "nodes", "target_edges": "edges", "target_node_entropy": "node_entropy",
+                  "target_edge_entropy": "edge_entropy", "target_messages": "messages"}
+
+
+def save_state(shard: Shard, path: str) -> str:
+    """Write the shard's messages to ``path`` and return it: ``.npy`` of the messages, or with soft
+    targets ``.npz`` of the messages and the targets' arrays."""
     with open(path, "wb") as file:
-        np.save(file, shard.messages, allow_pickle=False)
+        if shard.latent is None:
+            np.save(file, shard.messages, allow_pickle=False)
+        else:
+            np.savez(file, messages=shard.messages,
+                     **{key: getattr(shard.latent, name) for key, name in _TARGET_ARRAYS.items()})
     return path
 
 
-def restore(source: Callable[[], tuple], n_states: int, class_weight: np.ndarray | None, d_edge: int, path: str,
-            oracles: tuple[Any, Any | None], epsilon: float) -> Shard:
-    """A shard rebuilt from its source (as :func:`build`), its messages read from ``path`` and the
-    potentials of ``oracles`` (unary, pairwise or None): the shard as it was when ``path`` was written."""
-    shard = build(load_source(source), n_states, class_weight, d_edge)
-    messages = np.load(path, allow_pickle=False)
+def restore(source: Callable[[], tuple], n_states: int, class_weight: np.ndarray | None, d_edge: int,
+            latent: tuple[float, int, str] | None, path: str, oracles: tuple[Any, Any | None],
+            epsilon: float) -> Shard:
+    """A shard rebuilt from its source (as :func:`build`), its messages (and soft targets) read
+    from ``path`` and the potentials of ``oracles`` (unary, pairwise or None): the shard as it was
+    when ``path`` was written."""
+    shard = build(load_source(source), n_states, class_weight, d_edge, latent)
+    if latent is None:
+        saved = {"messages": np.load(path, allow_pickle=False)}
+    else:
+        with np.load(path, allow_pickle=False) as stored:
+            saved = dict(stored)
+    messages = saved["messages"]
     if messages.shape != shard.messages.shape:
         raise ValueError(f"the checkpoint {path} holds messages of shape {messages.shape}, "
                          f"its partition has {shard.messages.shape}")
+    if latent is not None:
+        targets = copy.copy(shard.latent)
+        for key, name in _TARGET_ARRAYS.items():
+            setattr(targets, name, saved[key])
+        shard = dataclasses.replace(shard, latent=targets)
     shard = with_potentials(dataclasses.replace(shard, messages=messages), "unary", oracles[0], epsilon)
     return shard if oracles[1] is None else with_potentials(shard, "pairwise", oracles[1], epsilon)

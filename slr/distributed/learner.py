@@ -191,9 +191,10 @@ class _DistributedAlternation(_Alternation):
         them from their source and those files (``rebuild(index, path)``, each meant for the worker
         that holds the shard now), so that a lost shard is recomputed from its last checkpoint
         rather than from the start of the fit."""
-        paths = [os.path.join(directory, f"iteration{iteration:05d}-partition{index:05d}.npy")
+        suffix = ".npy" if self.latent_iter is None else ".npz"   # with soft targets, those too
+        paths = [os.path.join(directory, f"iteration{iteration:05d}-partition{index:05d}{suffix}")
                  for index in range(len(self.shards))]
-        saved = self.backend.gather([self.backend.client.submit(_shard.save_messages, shard, path, pure=False)
+        saved = self.backend.gather([self.backend.client.submit(_shard.save_state, shard, path, pure=False)
                                      for shard, path in zip(self.shards, paths)])
         self.shards = [rebuild(index, path) for index, path in enumerate(saved)]
         # no task reads the previous checkpoint any more
@@ -224,8 +225,8 @@ def _check_checkpoint_dir(directory: Any) -> None:
 
 def _check_descriptions(descriptions: list[dict], params: dict[str, Any], oracles: dict[str, Any]) -> None:
     """Refuse what the partitions hold together and the fit cannot take: weights that are all 0;
-    unlabelled nodes with a ``latent_init`` that looks across partitions, a tree oracle (it fits
-    hard labels only) or checkpoints (they keep the messages, not the targets)."""
+    unlabelled nodes with a ``latent_init`` that looks across partitions or a tree oracle (it fits
+    hard labels only)."""
     if not sum(d["weight_sum"] for d in descriptions) > 0:
         raise ValueError("sample_weight must have a positive sum (every example of every partition weighs 0)")
     unlabelled = sum(d["n_unlabelled"] for d in descriptions)
@@ -234,8 +235,7 @@ def _check_descriptions(descriptions: list[dict], params: dict[str, Any], oracle
     refusals = [(params["latent_init"] not in _LOCAL_LATENT_INIT,
                  f"latent_init={params['latent_init']!r} (it needs all the unlabelled nodes in one place; "
                  f"use one of {_LOCAL_LATENT_INIT})"),
-                (any(isinstance(oracle, LightGBM) for oracle in oracles.values()), "a LightGBM oracle"),
-                (params["checkpoint_dir"] is not None, "checkpoint_dir")]
+                (any(isinstance(oracle, LightGBM) for oracle in oracles.values()), "a LightGBM oracle")]
     for refused, what in refusals:
         if refused:
             raise ValueError(f"Y has {unlabelled} unlabelled nodes (-1 or masked): DaskStructuredLogisticRegression "
@@ -286,7 +286,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         when None. :meth:`fit_sources` takes one partition per source.
     checkpoint_dir : str or path, optional
         A directory every worker can write and read (shared storage on a real cluster). Every
-        ``checkpoint_every`` iterations each partition writes its messages there and is then
+        ``checkpoint_every`` iterations each partition writes its messages (and its soft targets,
+        with unlabelled nodes) there and is then
         rebuilt from its source and that file (its potentials from the model), which bounds what
         a lost worker costs (and the scheduler's record of each partition's tasks) to the
         iterations since. Each checkpoint deletes the previous one's files; the last stay.
@@ -298,8 +299,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         through ``lightgbm.dask`` on worker processes, :mod:`slr.distributed._lightgbm`); ``warm_start``,
         ``early_stopping=True``, ``class_weight="balanced"`` and ``n_hidden_states`` are not
         supported; unlabelled nodes are learnt as the single-process learner learns them, with
-        ``latent_init`` ``"neighbours"`` or ``"uniform"``, Linear or Constant oracles and no
-        ``checkpoint_dir``; ``X_val`` is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
+        ``latent_init`` ``"neighbours"`` or ``"uniform"`` and Linear or Constant oracles; ``X_val`` is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
         ``"alternation"``) and ``solver="joint"`` is refused.
 
     Attributes
@@ -404,7 +404,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
             holders = backend.client.who_has([state.shards[index]]).get(state.shards[index].key, ())
             pairwise = state.oracles["pairwise"] if state.fitted_pairwise else None
             return backend.client.submit(_shard.restore, sources[index], n_states, class_weight, layout.d_edge,
-                                         path, (state.oracles["unary"], pairwise), params["epsilon"], pure=False,
+                                         latent, path, (state.oracles["unary"], pairwise), params["epsilon"], pure=False,
                                          workers=list(holders) or None, allow_other_workers=True)
 
         history.record(0, state.objective)   # as the single-process fit: no error at the start
