@@ -233,8 +233,8 @@ def _check_descriptions(descriptions: list[dict], params: dict[str, Any], oracle
     if not unlabelled:
         return
     refusals = [(params["latent_init"] not in _LOCAL_LATENT_INIT,
-                 f"latent_init={params['latent_init']!r} (it needs all the unlabelled nodes in one place; "
-                 f"use one of {_LOCAL_LATENT_INIT})"),
+                 (f"latent_init={params['latent_init']!r} (it needs all the unlabelled nodes in one place; "
+                  f"use one of {_LOCAL_LATENT_INIT})")),
                 (any(isinstance(oracle, LightGBM) for oracle in oracles.values()), "a LightGBM oracle")]
     for refused, what in refusals:
         if refused:
@@ -299,8 +299,9 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         through ``lightgbm.dask`` on worker processes, :mod:`slr.distributed._lightgbm`); ``warm_start``,
         ``early_stopping=True``, ``class_weight="balanced"`` and ``n_hidden_states`` are not
         supported; unlabelled nodes are learnt as the single-process learner learns them, with
-        ``latent_init`` ``"neighbours"`` or ``"uniform"`` and Linear or Constant oracles; ``X_val`` is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
-        ``"alternation"``) and ``solver="joint"`` is refused.
+        ``latent_init`` ``"neighbours"`` or ``"uniform"`` and Linear or Constant oracles; ``X_val``
+        is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is ``"alternation"``) and
+        ``solver="joint"`` is refused.
 
     Attributes
     ----------
@@ -404,8 +405,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
             holders = backend.client.who_has([state.shards[index]]).get(state.shards[index].key, ())
             pairwise = state.oracles["pairwise"] if state.fitted_pairwise else None
             return backend.client.submit(_shard.restore, sources[index], n_states, class_weight, layout.d_edge,
-                                         latent, path, (state.oracles["unary"], pairwise), params["epsilon"], pure=False,
-                                         workers=list(holders) or None, allow_other_workers=True)
+                                         latent, path, (state.oracles["unary"], pairwise), params["epsilon"],
+                                         pure=False, workers=list(holders) or None, allow_other_workers=True)
 
         history.record(0, state.objective)   # as the single-process fit: no error at the start
         objectives = [state.penalised]   # the stopping rule reads J, as the single-process fit's
