@@ -131,7 +131,10 @@ class FrankWolfeSSVM(_SSVMBase):
         self.n_iter_ = epoch
 
     def _log_pass(self, epoch: int, data: StructuredData, w: np.ndarray, loss: float) -> float:
-        """A history row for the weights ``w`` of dual loss term ``loss``; returns the duality gap."""
+        """A history row for the weights ``w`` of dual loss term ``loss``; returns the duality gap.
+
+        The primal is evaluated cold, as :meth:`primal_objective` evaluates the returned weights."""
+        data.forget_messages()
         primal = self._primal(w, data, data.loss_augmented(w)[3], self.C)
         dual = loss - 0.5 * float(w @ w)
         self._log(epoch, primal, w)

