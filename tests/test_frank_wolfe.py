@@ -1,4 +1,4 @@
-"""FrankWolfeSSVM (block-coordinate Frank-Wolfe) against the exact SSVM optimum by cvxpy on every
+"""FrankWolfeSSVM (block-coordinate and batch Frank-Wolfe) against the exact SSVM optimum by cvxpy on every
 labelling, brute-force primals and OneSlackSSVM on a loopy grid."""
 import numpy as np
 import pytest
@@ -43,6 +43,21 @@ def test_reaches_the_exact_optimum_with_a_valid_certificate(tiny_chain, optimum,
     primal = brute_primal(model.w_, X, Y, L, 1.0)
     assert history.objective.iloc[-1] == pytest.approx(primal, rel=1e-9)
     assert primal == pytest.approx(optimum, rel=0.01 if line_search else 0.02)
+
+
+@pytest.mark.parametrize("line_search", [True, False])
+def test_batch_mode_reaches_the_exact_optimum_with_a_valid_certificate(tiny_chain, line_search):
+    """Full-batch Frank-Wolfe, under example weights: weak duality and the optimum of the weighted primal."""
+    X, Y = tiny_chain
+    s = np.array([0.0, 2.0, 1.0, 0.5, 1.0, 3.0, 1.0, 1.0])
+    exact = exact_ssvm_optimum(X, Y, L, 1.0, s=s)
+    model = FrankWolfeSSVM(batch_mode=True, line_search=line_search, max_iter=1000, tol=1e-4,
+                           n_states=L).fit(X, Y, sample_weight=s)
+    history = model.history_
+    assert np.all(history.dual <= exact * (1 + 1e-6))
+    assert np.all(history.objective >= exact * (1 - 1e-6))
+    assert history.objective.iloc[-1] == pytest.approx(model.primal_objective(X, Y, sample_weight=s), rel=1e-9)
+    assert model.primal_objective(X, Y, sample_weight=s) == pytest.approx(exact, rel=0.01 if line_search else 0.02)
 
 
 def test_line_search_never_lowers_the_dual_and_stops_at_tol(tiny_chain, optimum):
