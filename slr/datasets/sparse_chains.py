@@ -75,7 +75,8 @@ def make_sparse_chains(
     per_tag = n_features // n_states + 1
     zipf = 1.0 / np.arange(1, per_tag + 1)
     rank = _zipf_draws(zipf, (n_tokens, active), rng)
-    owner = np.where(rng.random((n_tokens, active)) < signal, tags[:, None], rng.integers(0, n_states, (n_tokens, active)))
+    from_own_tag = rng.random((n_tokens, active)) < signal
+    owner = np.where(from_own_tag, tags[:, None], rng.integers(0, n_states, (n_tokens, active)))
     columns = rank * n_states + owner
     columns = np.where(columns < n_features, columns, owner)   # the tail of the last rank wraps to the top
     features = sp.csr_array((np.ones(columns.size), columns.ravel(), np.arange(0, columns.size + 1, active)),

@@ -298,8 +298,8 @@ class Linear(LogisticOracle):
     sparse features (``scipy.sparse``, kept sparse) and with an L1 penalty the fit instead runs
     L-BFGS on variables scaled by the square root of the Hessian's diagonal, whose memory grows
     with the stored feature entries and ``K D`` (:mod:`slr.oracles._diagonal_solver`); with
-    ``l1 > 0`` on split variables ``W = W+ - W-``, both nonnegative, by L-BFGS-B. Both solvers
-    minimise the same objective.
+    ``l1 > 0`` by OWL-QN, whose steps stay in one orthant so that weights reach zero exactly. Both
+    solvers minimise the same objective.
 
     Parameters
     ----------
