@@ -30,6 +30,14 @@ from slr.validation import check_generator
 __all__ = ["FrankWolfeSSVM"]
 
 
+
+def _line_search_step(w: np.ndarray, direction: np.ndarray, loss_drop: float) -> float:
+    """The exact line search of a Frank-Wolfe step ``w - gamma * direction`` on the SSVM dual,
+    whose loss term falls by ``gamma * loss_drop``: the dual's maximiser over ``gamma``, clipped to
+    ``[0, 1]`` (0 when the step is null)."""
+    squared = float(direction @ direction)
+    return 0.0 if squared == 0.0 else float(np.clip((w @ direction - loss_drop) / squared, 0.0, 1.0))
+
 class FrankWolfeSSVM(_SSVMBase):
     """SSVM by block-coordinate Frank-Wolfe on the dual (BCFW; Lacoste-Julien et al. 2013).
 
@@ -116,9 +124,7 @@ class FrankWolfeSSVM(_SSVMBase):
                 l_s = scale[k] * float(hamming[0])
                 direction = w_blocks[k] - w_s
                 if self.line_search:
-                    squared = float(direction @ direction)
-                    gamma = 0.0 if squared == 0.0 else float(
-                        np.clip((w @ direction - (l_blocks[k] - l_s)) / squared, 0.0, 1.0))
+                    gamma = _line_search_step(w, direction, l_blocks[k] - l_s)
                 else:
                     gamma = 2.0 * n / (t + 2.0 * n)
                 w_new_block = w_blocks[k] - gamma * direction
@@ -153,9 +159,7 @@ class FrankWolfeSSVM(_SSVMBase):
             l_s = self.C * data.weighted_sum(hamming)
             direction = w - w_s
             if self.line_search:
-                squared = float(direction @ direction)
-                gamma = 0.0 if squared == 0.0 else float(
-                    np.clip((w @ direction - (loss - l_s)) / squared, 0.0, 1.0))
+                gamma = _line_search_step(w, direction, loss - l_s)
             else:
                 gamma = 2.0 / (epoch + 1.0)
             w = w - gamma * direction
