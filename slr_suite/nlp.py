@@ -138,8 +138,8 @@ SPECS = {
     "tiny": NlpSpec((CorpusCut("hironsan", 12, 6, 6),), window=1, C=(1.0,), epsilon=(0.1,), crfsuite_c1=(0.1,),
                     crfsuite_c2=(0.1,), crfsuite_max_iter=20, budgets=_BUDGETS_TINY, lightgbm_rounds=5,
                     lightgbm_max_iter=3),
-    # cut for make report: on the whole Japanese entities (12,580 training tokens) the slr:Linear grid
-    # alone took 48 s of a loaded machine, so half of them, and a tenth of the Turkish parts of speech
+    # cut for make report: the grids on the whole corpora would take most of its time, so 200 of the
+    # Japanese training sentences and a tenth of the Turkish parts of speech
     "quick": NlpSpec((CorpusCut("hironsan", 200), CorpusCut("turkish", 400, 100, 485)), window=2, C=(0.1, 1.0),
                      epsilon=(0.1,), crfsuite_c1=(0.0, 0.1), crfsuite_c2=(0.01, 0.1), crfsuite_max_iter=100,
                      budgets=_BUDGETS, lightgbm_rounds=10, lightgbm_max_iter=5),
