@@ -30,13 +30,13 @@ from slr.validation import check_generator
 __all__ = ["FrankWolfeSSVM"]
 
 
-
 def _line_search_step(w: np.ndarray, direction: np.ndarray, loss_drop: float) -> float:
     """The exact line search of a Frank-Wolfe step ``w - gamma * direction`` on the SSVM dual,
     whose loss term falls by ``gamma * loss_drop``: the dual's maximiser over ``gamma``, clipped to
     ``[0, 1]`` (0 when the step is null)."""
     squared = float(direction @ direction)
     return 0.0 if squared == 0.0 else float(np.clip((w @ direction - loss_drop) / squared, 0.0, 1.0))
+
 
 class FrankWolfeSSVM(_SSVMBase):
     """SSVM by block-coordinate Frank-Wolfe on the dual (BCFW; Lacoste-Julien et al. 2013).
