@@ -107,6 +107,19 @@ def test_training_scores_without_boosting_and_after_pickling():
     np.testing.assert_array_equal(restored.decision_function(features), model.training_scores_)
 
 
+def test_lightgbm_training_scores_are_its_decision_function_after_continued_fits():
+    """The adapter keeps the scores its rounds accumulate instead of predicting the ensemble again:
+    they are the decision function's, also when a fit boosts on from the function it replaces."""
+    features, bias, labels = make_problem(n=400, k=4, seed=2)
+    model = LightGBM(n_rounds=20, random_state=0).fit(features, bias, labels)
+    np.testing.assert_allclose(model.training_scores_, model.decision_function(features), rtol=1e-9, atol=1e-9)
+    for _ in range(2):     # one round from f = 0 ends above the replaced function: boosting continues
+        model.set_params(n_rounds=1).fit(features, bias, labels)
+        assert model.continued_
+        np.testing.assert_allclose(model.training_scores_, model.decision_function(features), rtol=1e-9,
+                                   atol=1e-9)
+
+
 # --- renamed parameters ------------------------------------------------------------------------
 RENAMED = [
     (BoostedTrees, "step", "learning_rate", 0.4),
