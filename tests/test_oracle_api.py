@@ -1,4 +1,4 @@
-"""The oracles' public contract (issue 25 items 2-4, issue 26 item 6): declared tags, the training
+"""The oracles' public contract: declared tags, the training
 scores of BoostedTrees, the renamed parameters, ``n_jobs``, one validation mechanism, and bias
 rows too wide for float64 refused by name (or, when only their magnitude is large, handled exactly)."""
 from __future__ import annotations
@@ -182,7 +182,7 @@ def test_bad_n_jobs_is_refused_by_name_in_fit_and_prediction(cls, n_jobs):
         fitted.decision_function(features)
 
 
-# --- bias spans (issue 26 item 6) --------------------------------------------------------------
+# --- bias spans --------------------------------------------------------------
 @pytest.mark.parametrize("span", [1e15, 1e17, 1e100, 1e300])
 @pytest.mark.parametrize("name", list(SHIPPED))
 def test_bias_rows_wider_than_float64_resolves_are_refused(name, span):
