@@ -271,11 +271,12 @@ def _attribute_columns(model: Any, attributes: Any, n_features: int) -> dict[str
     """``{attribute: column}`` from ``attributes`` (see :func:`save_crfsuite`) or the model's vectoriser."""
     if attributes is None:
         vectorizer = getattr(model, "vectorizer_", None)
-        if vectorizer is None and hasattr(model, "steps"):
-            vectorizer = model[-2] if len(model.steps) > 1 else None
-        if vectorizer is None:
+        if vectorizer is None and hasattr(model, "steps") and len(model.steps) > 1:
+            vectorizer = model[-2]
+        if not hasattr(vectorizer, "crfsuite_attributes_"):
             raise ValueError("attributes are unknown: pass attributes= (the fitted SequenceVectorizer, or the "
-                             "attribute of every node-feature column), or a Pipeline that begins with the vectoriser")
+                             "attribute of every node-feature column), or a Pipeline whose SequenceVectorizer comes "
+                             "just before the learner")
         attributes = vectorizer
     if hasattr(attributes, "crfsuite_attributes_"):
         columns = attributes.crfsuite_attributes_
