@@ -225,3 +225,15 @@ def test_crfsuite_tags_every_test_sentence_of_the_corpora_as_slr(tmp_path, corpu
     theirs = [tagger.tag(x) for x in X_test]
     assert len(theirs) == len(corpus.test) and theirs == ours
     assert sum(len(t) for t in theirs) == corpus.test.n_tokens
+
+
+def test_the_vectorizers_attributes_are_python_crfsuites_names_of_the_same_dicts():
+    X, _ = _dicts(8)
+    vectorizer = SequenceVectorizer(sparse=False).fit(X)
+    columns = vectorizer.crfsuite_attributes_
+    for x, (nodes, _, _) in zip(X, vectorizer.transform(X)):
+        for item, row in zip(pycrfsuite.ItemSequence(x).items(), nodes):
+            rebuilt = np.zeros_like(row)
+            for attribute, value in item.items():
+                rebuilt[columns[attribute]] += value
+            np.testing.assert_array_equal(rebuilt, row)
