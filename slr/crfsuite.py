@@ -55,36 +55,34 @@ _CQDB_DATA = _CQDB_HEADER.size + 8 * _CQDB_TABLES    # the first key/value recor
 
 
 # ------------------------------------------------------------------------------- CQDB
+_WORD = 0xFFFFFFFF
+
+
 def _rotate(x: int, k: int) -> int:
-    return ((x << k) | (x >> (32 - k))) & 0xFFFFFFFF
+    return ((x << k) | (x >> (32 - k))) & _WORD
 
 
 def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
-    m = 0xFFFFFFFF
-    a = (a - c) & m; a ^= _rotate(c, 4); c = (c + b) & m          # noqa: E702
-    b = (b - a) & m; b ^= _rotate(a, 6); a = (a + c) & m          # noqa: E702
-    c = (c - b) & m; c ^= _rotate(b, 8); b = (b + a) & m          # noqa: E702
-    a = (a - c) & m; a ^= _rotate(c, 16); c = (c + b) & m         # noqa: E702
-    b = (b - a) & m; b ^= _rotate(a, 19); a = (a + c) & m         # noqa: E702
-    c = (c - b) & m; c ^= _rotate(b, 4); b = (b + a) & m          # noqa: E702
+    """lookup3's ``mix``: six steps ``a -= c; a ^= rot(c, k); c += b``, the roles of a, b, c turning."""
+    for k in (4, 6, 8, 16, 19, 4):
+        a = ((a - c) & _WORD) ^ _rotate(c, k)
+        c = (c + b) & _WORD
+        a, b, c = b, c, a
     return a, b, c
 
 
 def _final(a: int, b: int, c: int) -> int:
-    m = 0xFFFFFFFF
-    c ^= b; c = (c - _rotate(b, 14)) & m          # noqa: E702
-    a ^= c; a = (a - _rotate(c, 11)) & m          # noqa: E702
-    b ^= a; b = (b - _rotate(a, 25)) & m          # noqa: E702
-    c ^= b; c = (c - _rotate(b, 16)) & m          # noqa: E702
-    a ^= c; a = (a - _rotate(c, 4)) & m           # noqa: E702
-    b ^= a; b = (b - _rotate(a, 14)) & m          # noqa: E702
-    c ^= b; c = (c - _rotate(b, 24)) & m          # noqa: E702
-    return c
+    """lookup3's ``final``: seven steps ``c ^= b; c -= rot(b, k)``, the roles turning; returns c."""
+    x, y, z = c, b, a
+    for k in (14, 11, 25, 16, 4, 14, 24):
+        x = ((x ^ y) - _rotate(y, k)) & _WORD
+        x, y, z = z, x, y
+    return y
 
 
 def hashlittle(key: bytes, initval: int = 0) -> int:
     """Bob Jenkins' ``hashlittle`` (lookup3.c) of ``key``: the hash CQDB files are indexed by."""
-    m = 0xFFFFFFFF
+    m = _WORD
     a = b = c = (0xDEADBEEF + len(key) + initval) & m
     rest = len(key)
     offset = 0

@@ -5,8 +5,14 @@ import pytest
 from sklearn.pipeline import make_pipeline
 
 from slr import StructuredLogisticRegression
-from slr.feature_weights import (INTERCEPT, state_features, top_weights, transition_features, transition_table,
-                                 unary_weights)
+from slr.feature_weights import (
+    INTERCEPT,
+    state_features,
+    top_weights,
+    transition_features,
+    transition_table,
+    unary_weights,
+)
 from slr.formats import SequenceVectorizer, from_chain_crf
 from slr.inference import viterbi
 from slr.oracles import MLP, Constant, Linear
@@ -32,7 +38,7 @@ def fitted():
 
 
 def test_the_tables_rebuild_the_scores_and_the_decodes(fitted):
-    X, model = fitted
+    _, model = fitted
     names = ["a", "b", "c", "d"]
     states = state_features(model, names, labels=["x", "y", "z"])
     assert list(states.columns) == ["feature", "label", "weight"] and (states["weight"] != 0).all()
@@ -49,7 +55,7 @@ def test_the_tables_rebuild_the_scores_and_the_decodes(fitted):
                                    model.pairwise_.decision_function(on_edges), rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(viterbi(eps * scores, np.broadcast_to(eps * table, (len(edges), 3, 3))),
                                       predicted)
-    coef, intercept = unary_weights(model)
+    _, intercept = unary_weights(model)
     np.testing.assert_array_equal(intercept, model.unary_.intercept_)
     assert transition_table(model).shape == (3, 3)
 
