@@ -279,21 +279,24 @@ def _from_mask(mask: np.ndarray, n_states: int) -> Transitions:
 
 
 def exclusion_depth(batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarray,
-                    transitions: Transitions, margin: float = 0.0, temperature: float = 0.0) -> float:
+                    transitions: Transitions, temperature: float = 0.0) -> float:
     """How far below its score a forbidden pair or end state is put for inference: more than any
-    labelling of an example can gain over another (its nodes' and allowed edges' potentials span at
-    most ``2 * (n max|theta_i| + m max|theta_e|)``, plus ``margin`` per node in loss-augmented
-    inference), so that every labelling that uses one scores below every labelling that does not;
-    plus ``FORBIDDEN_UNITS * temperature``, so that at a positive temperature its weight
-    ``exp(-depth / temperature)`` is 0 in float64."""
+    labelling of an example can gain over another that is allowed, so that every labelling that uses
+    one scores below every allowed labelling; plus ``FORBIDDEN_UNITS * temperature``, so that at a
+    positive temperature its weight ``exp(-depth / temperature)`` is 0 in float64.
+
+    A labelling gains at most ``n (max theta_i - min' theta_i) + m (max theta_e - min' theta_e)`` over
+    an allowed one, ``n`` and ``m`` an example's nodes and edges, ``max`` over all entries and ``min'``
+    over the allowed ones (a pair or end state already put far below, as in training, adds nothing).
+    """
     nodes_per_example = int(np.diff(batch.node_ptr).max(initial=0))
     edges_per_example = int(np.diff(batch.edge_ptr).max(initial=0))
-    node_mask = transitions.node_mask(batch)   # an end state already excluded does not count either
-    node_size = abs(margin) + max(float(np.max(theta_nodes, where=True if node_mask is None else node_mask, initial=0.0)),
-                                  -float(np.min(theta_nodes, where=True if node_mask is None else node_mask, initial=0.0)))
-    edge_size = 0.0
+    node_mask = transitions.node_mask(batch)
+    depth = 1.0 + FORBIDDEN_UNITS * temperature
+    if theta_nodes.size:
+        lowest = np.min(theta_nodes, where=True if node_mask is None else node_mask, initial=np.inf)
+        depth += nodes_per_example * max(float(theta_nodes.max() - lowest), 0.0)
     if theta_edges.size:
-        allowed = np.broadcast_to(transitions.pairs, theta_edges.shape)
-        edge_size = max(float(np.max(theta_edges, where=allowed, initial=0.0)),
-                        -float(np.min(theta_edges, where=allowed, initial=0.0)))
-    return 2.0 * (nodes_per_example * node_size + edges_per_example * edge_size) + 1.0 + FORBIDDEN_UNITS * temperature
+        lowest = np.min(theta_edges, where=np.broadcast_to(transitions.pairs, theta_edges.shape), initial=np.inf)
+        depth += edges_per_example * max(float(theta_edges.max() - lowest), 0.0)
+    return depth

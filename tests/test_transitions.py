@@ -352,3 +352,21 @@ def test_baselines_never_predict_a_forbidden_pair(learner):
     bad[1][-2:] = [4, 3]   # O -> I-LOC
     with pytest.raises(ValueError, match=r"Y\[1\] has the transition 4 -> 3"):
         learner.fit(X, bad)
+
+
+def test_crfsuite_chain_decodes_its_weights_without_forbidden_pairs():
+    pytest.importorskip("pycrfsuite")
+    from baselines.crfsuite_peer import CRFsuiteChain
+    X, Y, mask = _bio_chains(6)
+    X_test, _, _ = _bio_chains(7, noise=3.0)
+    free = CRFsuiteChain(c2=0.1).fit(X, Y)
+    constrained = CRFsuiteChain(c2=0.1, allowed_transitions=mask).fit(X, Y)
+    assert _forbidden_uses(constrained.predict(X_test), mask) == 0
+    # on each chain the constrained labelling is the best allowed one under CRFsuite's weights
+    transitions = check_transitions(mask, 5)
+    for x, y in zip(X_test[:10], constrained.predict(X_test[:10])):
+        tn, te = free.potentials(x)
+        best = max(_score(tn, te, x[1], z) for z in _allowed_labellings(len(y), 5, x[1], transitions))
+        assert _score(tn, te, x[1], y) == pytest.approx(best)
+    with pytest.raises(ValueError, match=r"Y\[0\] has the transition 4 -> 1"):
+        CRFsuiteChain(allowed_transitions=mask).fit(X, [np.r_[4, 1, y[2:]] if k == 0 else y for k, y in enumerate(Y)])
