@@ -351,7 +351,8 @@ class _Alternation:
         self.node_weights = None if sample_weight is None else sample_weight[batch.node_example]
         self.edge_weights = None if sample_weight is None else sample_weight[batch.edge_example]
         self.latent = (LatentTargets(train, epsilon, max_sweeps, _SWEEP_TOL, threads, initial=latent_start,
-                                     allowed=train.allowed_states)
+                                     allowed=_allowed_states(train, transitions),
+                                     pairs=None if transitions is None else transitions.pairs)
                        if train.unlabelled.any() else None)
         self.latent_iter, self._iterations_on_targets = latent_iter, 0
         self.pair_labels = train.pair_labels if self.latent is None else None
@@ -737,6 +738,15 @@ def _checked_data(X: Sequence, Y: Sequence | None, n_states: int, inferred_n_sta
                       allow_unlabelled=allow_unlabelled, name=name)
     data.check_widths(d_node, d_edge, name)
     return data
+
+
+def _allowed_states(data: FlatData, transitions: Transitions | None) -> np.ndarray | None:
+    """The states each node of ``data`` may take (hidden states, the transitions' end states), shape
+    ``(n_nodes, n_states)``; None: every state."""
+    ends = None if transitions is None else transitions.node_mask(data.batch)
+    if ends is None or data.allowed_states is None:
+        return data.allowed_states if ends is None else ends
+    return data.allowed_states & ends
 
 
 def _checked_transitions(value: Any, data: FlatData) -> Transitions | None:
@@ -1265,7 +1275,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         if cw is not None and train.n_states > train.n_labels:   # hidden states are never a label
             cw = np.r_[cw, np.ones(train.n_states - train.n_labels)]
         _check_resolvable_class_weights(cw, params["epsilon"])
-        allowed = None if train.allowed_states is None else clamp_mask(train.labels, train.n_states) & train.allowed_states
+        allowed = _allowed_states(train, transitions)
+        allowed = None if allowed is None else clamp_mask(train.labels, train.n_states) & allowed
         latent_start = (initial_node_targets(train, params["latent_init"], rng, allowed)
                         if resume is None and params["latent_init"] != "uniform" and train.unlabelled.any()
                         else None)

@@ -35,7 +35,8 @@ import numpy as np
 from slr._params import Options, Satisfies
 from slr.graph import GraphBatch
 
-__all__ = ["FORBIDDEN_UNITS", "SCHEMES", "TRANSITIONS", "Transitions", "allowed_transitions", "check_transitions", "exclusion_depth"]
+__all__ = ["FORBIDDEN_UNITS", "SCHEMES", "TRANSITIONS", "Transitions", "allowed_transitions", "check_transitions",
+           "exclusion_depth"]
 
 #: How far below 0 a forbidden pair, end state or hidden state (:mod:`slr.hidden`) is put in training, in
 #: units of epsilon: 2**26 (exp(-2**26) is 0 in float64, and potentials up to 1e4 are negligible beside
@@ -155,9 +156,9 @@ class Transitions:
         extra = n_states - self.n_states
         if extra == 0:
             return self
-        pairs = np.pad(self.pairs, (0, extra), constant_values=True)
-        pad = (lambda mask: None if mask is None else np.pad(mask, (0, extra), constant_values=True))
-        return Transitions(pairs, pad(self.starts), pad(self.ends))
+        starts, ends = (None if mask is None else np.pad(mask, (0, extra), constant_values=True)
+                        for mask in (self.starts, self.ends))
+        return Transitions(np.pad(self.pairs, (0, extra), constant_values=True), starts, ends)
 
     def node_mask(self, batch: GraphBatch) -> np.ndarray | None:
         """The states each node may take by the end constraints, shape ``(n_nodes, L)``; None when

@@ -308,14 +308,20 @@ def test_learner_unconstrained_decodes_forbidden_pairs_on_the_same_data():
     assert _forbidden_uses(model.predict(X_test), mask) > 0
 
 
-def test_learner_takes_the_square_mask_and_constant_pairwise_with_unlabelled_nodes():
+@pytest.mark.parametrize("square, latent_init", [(True, "neighbours"), (False, "random")])
+def test_learner_with_unlabelled_nodes_fits_no_forbidden_pair(square, latent_init):
+    """The first soft targets of unlabelled nodes (random ones included) put no weight on a forbidden
+    pair or end state: R starts at a node loss's scale, not ``FORBIDDEN_UNITS * eps``, and the
+    pairwise table is not pushed up on the forbidden pairs."""
     X, Y, mask = _bio_chains(2)
     Y = [np.where(np.arange(len(y)) % 3 == 2, -1, y) for y in Y]
-    model = StructuredLogisticRegression(pairwise=Constant(l2=1.0), allowed_transitions=mask[:5, :5], max_iter=5,
-                                         tol=0, random_state=0).fit(X, Y)
-    assert np.all(np.isfinite(model.history_["objective"]))
-    predictions = model.predict(X)
-    assert sum(int((~mask[:5, :5][y[:-1], y[1:]]).sum()) for y in predictions) == 0
+    given = mask[:5, :5] if square else mask   # square: no end constraints
+    model = StructuredLogisticRegression(pairwise=Constant(l2=1.0), allowed_transitions=given, max_iter=5, tol=0,
+                                         latent_init=latent_init, random_state=0).fit(X, Y)
+    trace = model.objective_trace_["objective"]
+    assert np.all(np.isfinite(trace)) and trace.max() < 10 * sum(len(y) for y in Y)
+    assert np.abs(model.pairwise_.table_[~mask[:5, :5].ravel()]).max() < 1e-6
+    assert _forbidden_uses(model.predict(X), np.pad(given, (0, 2), constant_values=True) if square else mask) == 0
 
 
 def test_learner_refuses_labels_that_use_a_forbidden_pair_or_end():
