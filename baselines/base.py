@@ -14,6 +14,7 @@ from baselines.weights import CLASS_WEIGHT
 from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, resolve_renamed, validate_params
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.models import INFERENCE
+from slr.transitions import TRANSITIONS
 
 __all__ = ["BaseStructuredLearner"]
 
@@ -65,6 +66,7 @@ class BaseStructuredLearner(StructuredEstimator):
         "verbose": (Integer(0), Boolean()),
         "random_state": RandomState(),
         "class_weight": CLASS_WEIGHT,
+        "allowed_transitions": TRANSITIONS,
     }
     #: ``(old, new, note)`` of the parameters renamed in this release (values carried over as they are).
     _renamed_parameters: tuple[tuple[str, str, str], ...] = ()
@@ -104,6 +106,8 @@ class BaseStructuredLearner(StructuredEstimator):
         fitting = self._twin(params)
         fitting.inference_ = fitting._inference_settings()
         data = make_data(fitting.inference_, fitting.n_states)
+        if data.energy.transitions is not None:
+            data.energy.transitions.check_labels(data.batch, data.labels)
         fitting.class_weight_ = data.weigh(sample_weight, fitting.class_weight)
         fitting.n_states_ = data.n_states
         fitting.dims_ = (data.d_u, data.d_e)
@@ -134,7 +138,8 @@ class BaseStructuredLearner(StructuredEstimator):
     def _inference_settings(self) -> dict[str, Any]:
         """The keywords of :class:`StructuredData` the fit sets: inference, and the pairwise tying
         of the learners that take ``symmetric_pairwise``."""
-        settings = dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol, n_jobs=self.n_jobs)
+        settings = dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol, n_jobs=self.n_jobs,
+                        allowed_transitions=self.allowed_transitions)
         if "symmetric_pairwise" in self._parameter_constraints:
             settings["symmetric_pairwise"] = self.symmetric_pairwise
         return settings
