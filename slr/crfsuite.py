@@ -23,8 +23,10 @@ attribute every item carries with value 1 (``intercept_attribute``, sklearn-crfs
 ``"bias": 1.0``), edge features of more than one column (one table per edge direction, or
 features that vary per edge: CRFsuite has one transition table), hidden states, feature columns
 without a name (a hashing vectoriser), and, when examples are given to check, graphs that are
-not chains. A model does not remember the graphs it was fitted on: a model fitted on grids with
-a constant edge feature would be written as a chain model, so pass ``X`` to have it checked.
+not chains, and start or end constraints of ``allowed_transitions`` without an attribute that
+marks a sequence's first or last item (``start_attribute``, ``end_attribute``). A model does not
+remember the graphs it was fitted on: a model fitted on grids with a constant edge feature would
+be written as a chain model, so pass ``X`` to have it checked.
 """
 from __future__ import annotations
 
@@ -38,8 +40,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from slr.feature_weights import chain_parts, transition_table, unary_weights
+from slr.transitions import check_transitions
 
-__all__ = ["CRFsuiteModel", "hashlittle", "load_crfsuite", "save_crfsuite"]
+__all__ = ["FORBIDDEN_WEIGHT", "CRFsuiteModel", "hashlittle", "load_crfsuite", "save_crfsuite"]
+
+#: The weight written for a transition (or a start or end label) that ``allowed_transitions``
+#: forbids: far below what any sequence's attributes and allowed transitions can add up to, and
+#: far above where a double loses the allowed labellings' scores (they never include it).
+FORBIDDEN_WEIGHT = -1e9
 
 _MAGIC, _MODEL_TYPE, _VERSION = b"lCRF", b"FOMC", 100
 _HEADER = struct.Struct("<4sI4sIIIIIIIII")            # 48 bytes
@@ -309,11 +317,12 @@ def _check_chains(X: Sequence) -> None:
 
 
 def crfsuite_model(model: Any, *, attributes: Any = None, labels: Sequence | None = None,
-                   intercept_attribute: str | None = None, X: Sequence | None = None) -> CRFsuiteModel:
+                   intercept_attribute: str | None = None, start_attribute: str | None = None,
+                   end_attribute: str | None = None, X: Sequence | None = None) -> CRFsuiteModel:
     """The :class:`CRFsuiteModel` of a fitted slr chain model; parameters as in :func:`save_crfsuite`."""
     learner, _ = chain_parts(model)
     coef, intercept = unary_weights(learner)
-    table = transition_table(learner)
+    table = transition_table(learner).copy()
     L, d = coef.shape
     if labels is None:
         labels = getattr(model, "classes_", getattr(learner, "classes_", None))
@@ -337,6 +346,9 @@ def crfsuite_model(model: Any, *, attributes: Any = None, labels: Sequence | Non
     order = np.array([j for j, _ in items], dtype=np.int64)
     attribute_names = [name for _, name in items]
     weights = coef[:, order].T
+    constraint = check_transitions(learner.get_params().get("allowed_transitions"), L, names)
+    if constraint is not None:
+        table[~constraint.pairs] = FORBIDDEN_WEIGHT
     if intercept.any():
         if intercept_attribute is None:
             raise ValueError("the unary function has an intercept, which CRFsuite's model has no place for: fit with "
@@ -348,11 +360,25 @@ def crfsuite_model(model: Any, *, attributes: Any = None, labels: Sequence | Non
         else:
             attribute_names.append(intercept_attribute)
             weights = np.vstack([weights, intercept])
+    for side, allowed, attribute in (("start", None if constraint is None else constraint.starts, start_attribute),
+                                     ("end", None if constraint is None else constraint.ends, end_attribute)):
+        if allowed is None or allowed.all():
+            continue
+        if attribute is None:
+            raise ValueError(f"allowed_transitions forbids some labels at a sequence's {side}, which CRFsuite's "
+                             f"model has no transition for: pass {side}_attribute= naming an attribute only the "
+                             f"{side} item of every sequence carries, with value 1 (sklearn-crfsuite's "
+                             f"{'BOS' if side == 'start' else 'EOS'!r})")
+        if attribute not in attribute_names:
+            attribute_names.append(attribute)
+            weights = np.vstack([weights, np.zeros(L)])
+        weights[attribute_names.index(attribute), ~allowed] = FORBIDDEN_WEIGHT
     return CRFsuiteModel(names, tuple(attribute_names), sp.csr_array(weights), table)
 
 
 def save_crfsuite(model: Any, path: str | os.PathLike, *, attributes: Any = None, labels: Sequence | None = None,
-                  intercept_attribute: str | None = None, X: Sequence | None = None) -> CRFsuiteModel:
+                  intercept_attribute: str | None = None, start_attribute: str | None = None,
+                  end_attribute: str | None = None, X: Sequence | None = None) -> CRFsuiteModel:
     """Write a fitted slr chain model as a CRFsuite model file.
 
     python-crfsuite's ``Tagger().open(path)`` then tags a sequence of feature dicts (the dicts
@@ -377,6 +403,13 @@ def save_crfsuite(model: Any, path: str | os.PathLike, *, attributes: Any = None
     intercept_attribute : str, optional
         An attribute every item carries with value 1 (sklearn-crfsuite's ``"bias"``), whose weights
         take the unary intercept. Required when the intercept is not zero.
+    start_attribute, end_attribute : str, optional
+        An attribute only the first (last) item of every sequence carries, with value 1
+        (sklearn-crfsuite's ``"BOS"`` and ``"EOS"``), whose weights keep the labels a sequence may
+        not start (end) with out of CRFsuite's tags. Required when the model's
+        ``allowed_transitions`` constrains a sequence's first (last) label (``"BIO"`` does:
+        no sequence starts with ``I-X``). Forbidden pairs need nothing: they are written as
+        transitions of weight :data:`FORBIDDEN_WEIGHT`.
     X : sequence of examples, optional
         Examples to check the model is meant for: refused unless every one is a chain with the
         constant edge feature 1.
@@ -391,6 +424,7 @@ def save_crfsuite(model: Any, path: str | os.PathLike, *, attributes: Any = None
     ValueError
         For a model CRFsuite cannot hold (see the module's docstring).
     """
-    crf = crfsuite_model(model, attributes=attributes, labels=labels, intercept_attribute=intercept_attribute, X=X)
+    crf = crfsuite_model(model, attributes=attributes, labels=labels, intercept_attribute=intercept_attribute,
+                         start_attribute=start_attribute, end_attribute=end_attribute, X=X)
     crf.save(path)
     return crf

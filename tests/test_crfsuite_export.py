@@ -10,7 +10,7 @@ from sklearn.pipeline import make_pipeline
 pycrfsuite = pytest.importorskip("pycrfsuite")
 
 from slr import StructuredLogisticRegression  # noqa: E402
-from slr.crfsuite import CRFsuiteModel, hashlittle, load_crfsuite, save_crfsuite  # noqa: E402
+from slr.crfsuite import FORBIDDEN_WEIGHT, CRFsuiteModel, hashlittle, load_crfsuite, save_crfsuite  # noqa: E402
 from slr.formats import SequenceVectorizer, chain_example  # noqa: E402
 from slr.graph import grid_edges  # noqa: E402
 from slr.inference import viterbi  # noqa: E402
@@ -237,3 +237,39 @@ def test_the_vectorizers_attributes_are_python_crfsuites_names_of_the_same_dicts
             for attribute, value in item.items():
                 rebuilt[columns[attribute]] += value
             np.testing.assert_array_equal(rebuilt, row)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_allowed_transitions_are_exported_as_forbidden_weights(tmp_path):
+    """A model fitted with allowed_transitions tags in CRFsuite as in slr: forbidden pairs become
+    transitions of FORBIDDEN_WEIGHT, forbidden first and last labels weights of the attributes that
+    mark a sentence's first and last items; without those attributes the export is refused."""
+    allowed = np.ones((5, 5), dtype=bool)              # AllenNLP's layout: states 0-2, START 3, END 4
+    allowed[0, 2] = allowed[2, 1] = False              # pairs
+    allowed[3, 1] = False                              # no sentence starts with 1
+    allowed[2, 4] = False                              # none ends with 2
+
+    def admissible(y):
+        return (all(allowed[a, b] for a, b in zip(y[:-1], y[1:])) and allowed[3, y[0]] and allowed[y[-1], 4])
+
+    def marked(x):
+        return [{**item, **({"BOS": True} if t == 0 else {}), **({"EOS": True} if t == len(x) - 1 else {})}
+                for t, item in enumerate(x)]
+
+    X, Y = _dicts(9, n_sentences=400)
+    kept = [k for k, y in enumerate(Y) if admissible(y)]
+    X, Y = [marked(X[k]) for k in kept], [Y[k] for k in kept]
+    learner = StructuredLogisticRegression(Linear(l2=0.5), Linear(l2=0.5), max_iter=15, tol=0, random_state=0,
+                                           allowed_transitions=allowed)
+    model = make_pipeline(SequenceVectorizer(), learner).fit(X, Y)
+    with pytest.raises(ValueError, match="start_attribute"):
+        save_crfsuite(model, tmp_path / "m.crfsuite")
+    crf = save_crfsuite(model, tmp_path / "m.crfsuite", start_attribute="BOS", end_attribute="EOS")
+    assert crf.transitions[0, 2] == crf.transitions[2, 1] == FORBIDDEN_WEIGHT
+    tagger = _tagger(tmp_path / "m.crfsuite")
+    X_test, _ = _dicts(10, n_sentences=60)
+    X_test = [marked(x) for x in X_test]
+    predicted = model.predict(X_test)
+    assert all(admissible(y) for y in predicted)
+    for x, y in zip(X_test, predicted):
+        assert tagger.tag(x) == [str(k) for k in y]
