@@ -32,6 +32,7 @@ from sklearn.base import BaseEstimator
 from slr._optional import import_optional
 from baselines.weights import check_example_weights
 from slr._params import Integer, Real, validate_params
+from slr.labels import decode_labels, encode_labels, fit_labels, integer_classes
 
 __all__ = ["CRFsuiteChain", "crfsuite_missing"]
 
@@ -108,10 +109,14 @@ class CRFsuiteChain(BaseEstimator):
     delta : float, default=1e-5
         CRFsuite's stopping threshold (its default).
     n_states : int, optional
-        Number of states ``L``; ``max(Y) + 1`` when None.
+        Number of states ``L``; ``max(Y) + 1`` when None (for labels that are not integers, the
+        number of classes).
 
     Attributes
     ----------
+    classes_ : ndarray of shape (L,)
+        The labels, sorted (``arange(L)`` for integer labels); CRFsuite's tag ``str(a)`` is label
+        ``classes_[a]``.
     unary_weights_ : ndarray of shape (L, d)
         ``theta_i(a) = unary_weights_[a] . x_i`` as CRFsuite learned it (0 for unseen attributes).
     transition_weights_ : ndarray of shape (L, L)
@@ -156,9 +161,12 @@ class CRFsuiteChain(BaseEstimator):
         pycrfsuite = _pycrfsuite()
         _check_chains(X, Y)
         repeats = self._repeats(sample_weight, len(X))
+        Y, classes = fit_labels(Y, params["n_states"])
+        if any(np.ma.is_masked(y) for y in Y):
+            raise ValueError("Y: CRFsuite takes no unlabelled nodes (masked entries, or None labels)")
         labels = np.concatenate([np.asarray(y) for y in Y])
         if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
-            raise ValueError("Y: labels must be non-negative integers")
+            raise ValueError("Y: labels must be non-negative integers, or labels of another type without -1")
         n_states = int(labels.max()) + 1 if params["n_states"] is None else params["n_states"]
         if labels.max() >= n_states:
             raise ValueError(f"Y: label {labels.max()} is not below n_states = {n_states}")
@@ -183,6 +191,7 @@ class CRFsuiteChain(BaseEstimator):
         unary, transitions = _weights(model_bytes, n_states, n_features)
         # every step above can fail; the fitted state changes only now, all at once
         self.n_states_, self.n_features_in_ = n_states, n_features
+        self.classes_ = integer_classes(n_states) if classes is None else classes
         self.fit_seconds_, self.model_bytes_ = fit_seconds, model_bytes
         self.n_iter_ = int(trainer.logparser.iterations[-1]["num"]) if trainer.logparser.iterations else 0
         self.unary_weights_, self.transition_weights_ = unary, transitions
@@ -205,7 +214,11 @@ class CRFsuiteChain(BaseEstimator):
         return _open_tagger(self.model_bytes_)
 
     def predict(self, X: Sequence) -> list[np.ndarray]:
-        """CRFsuite's own Viterbi labelling of each chain."""
+        """CRFsuite's own Viterbi labelling of each chain (labels of ``classes_``)."""
+        return [decode_labels(codes, self.classes_) for codes in self._tag_codes(X)]
+
+    def _tag_codes(self, X: Sequence) -> list[np.ndarray]:
+        """CRFsuite's tags of each chain as codes (CRFsuite's tag ``str(a)`` is code ``a``)."""
         _check_chains(X, None)
         tagger = self._tagger()
         return [np.array([int(a) for a in tagger.tag(_items(feats))], dtype=np.int64) for feats, _, _ in X]
@@ -220,5 +233,6 @@ class CRFsuiteChain(BaseEstimator):
 
     def score(self, X: Sequence, Y: Sequence) -> float:
         """Per-node accuracy of :meth:`predict`."""
-        pred = np.concatenate(self.predict(X))
-        return float(np.mean(pred == np.concatenate([np.asarray(y) for y in Y])))
+        _check_chains(X, Y)
+        pred = np.concatenate(self._tag_codes(X))
+        return float(np.mean(pred == np.concatenate([np.asarray(y) for y in encode_labels(Y, self.classes_)])))

@@ -1,7 +1,9 @@
 """Scores of labellings over all nodes of all examples, and scorers for scikit-learn's model selection.
 
-Every metric leaves out the unlabelled nodes of the true labellings: a label ``-1``, or a masked
-entry of a numpy masked array (the partial labels ``StructuredLogisticRegression.fit`` takes).
+Every metric leaves out the unlabelled nodes of the true labellings: a label ``-1`` (integer
+labels), ``None`` (labels of other types, such as strings), or a masked entry of a numpy masked
+array (the partial labels ``StructuredLogisticRegression.fit`` takes). Labels may be of any type
+the learners take (:mod:`slr.labels`): what ``predict`` returns is compared with ``Y`` as it is.
 
 scikit-learn's string scorers (``scoring="f1_macro"``) cannot read structured labels (a list of
 per-example arrays is of an "unknown" target type to them). The scorers here flatten the true and
@@ -28,8 +30,9 @@ __all__ = ["CalibrationCurve", "EntityScores", "calibration_curve", "entity_scor
 
 
 def _truth(y: Any) -> tuple[np.ndarray, np.ndarray]:
-    """One example's true labels, flattened, and which of its nodes are labelled: not ``-1`` and
-    not a masked entry of a masked array (whatever value it hides)."""
+    """One example's true labels, flattened, and which of its nodes are labelled: not ``-1`` (integer
+    labels), not ``None`` (labels of other types) and not a masked entry of a masked array
+    (whatever value it hides)."""
     if np.ma.isMaskedArray(y):
         values, labelled = np.ravel(np.ma.getdata(y)), ~np.ravel(np.ma.getmaskarray(y))
     else:
@@ -37,6 +40,8 @@ def _truth(y: Any) -> tuple[np.ndarray, np.ndarray]:
         labelled = np.ones(values.shape, dtype=bool)
     if values.dtype.kind in "iuf":
         labelled &= values != -1
+    elif values.dtype == object:
+        labelled &= np.fromiter((value is not None for value in values), dtype=bool, count=values.size)
     return values, labelled
 
 
