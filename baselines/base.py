@@ -15,6 +15,7 @@ from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, res
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels, integer_classes
 from slr.models import INFERENCE
+from slr.transitions import TRANSITIONS, allowed_transitions
 
 __all__ = ["BaseStructuredLearner"]
 
@@ -68,6 +69,7 @@ class BaseStructuredLearner(StructuredEstimator):
         "verbose": (Integer(0), Boolean()),
         "random_state": RandomState(),
         "class_weight": CLASS_WEIGHT,
+        "allowed_transitions": TRANSITIONS,
     }
     #: ``(old, new, note)`` of the parameters renamed in this release (values carried over as they are).
     _renamed_parameters: tuple[tuple[str, str, str], ...] = ()
@@ -109,10 +111,12 @@ class BaseStructuredLearner(StructuredEstimator):
             resolve_renamed(params, old, new, note=note)
         self._validate_extra()
         fitting = self._twin(params)
-        fitting.inference_ = fitting._inference_settings()
+        fitting.inference_ = fitting._inference_settings(classes)
         data = make_data(fitting.inference_, fitting.n_states)
         check_class_count(classes, fitting.n_states)
         fitting.classes_ = integer_classes(data.n_states) if classes is None else classes
+        if data.energy.transitions is not None:
+            data.energy.transitions.check_labels(data.batch, data.labels)
         fitting.class_weight_ = data.weigh(sample_weight, encode_class_weight(fitting.class_weight, classes))
         fitting.n_states_ = data.n_states
         fitting.dims_ = (data.d_u, data.d_e)
@@ -141,10 +145,15 @@ class BaseStructuredLearner(StructuredEstimator):
         vars(twin).update(params)
         return twin
 
-    def _inference_settings(self) -> dict[str, Any]:
-        """The keywords of :class:`StructuredData` the fit sets: inference, and the pairwise tying
-        of the learners that take ``symmetric_pairwise``."""
-        settings = dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol, n_jobs=self.n_jobs)
+    def _inference_settings(self, classes: np.ndarray | None = None) -> dict[str, Any]:
+        """The keywords of :class:`StructuredData` the fit sets: inference (a tagging scheme of
+        ``allowed_transitions`` resolved to its mask over the tags ``classes``, where they are not
+        integers), and the pairwise tying of the learners that take ``symmetric_pairwise``."""
+        transitions = self.allowed_transitions
+        if isinstance(transitions, str) and classes is not None:
+            transitions = allowed_transitions(transitions, classes.tolist())
+        settings = dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol, n_jobs=self.n_jobs,
+                        allowed_transitions=transitions)
         if "symmetric_pairwise" in self._parameter_constraints:
             settings["symmetric_pairwise"] = self.symmetric_pairwise
         return settings

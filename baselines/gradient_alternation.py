@@ -25,6 +25,7 @@ from slr._features import scale_rows, spectral_norm
 from slr._params import DEPRECATED, Integer, Options, Real
 from slr.inference.batch import batch_dual_values, batch_marginals, batch_sweeps
 from slr.models import hamming_margin
+from slr.transitions import FORBIDDEN_UNITS
 
 __all__ = ["GradientAlternation"]
 
@@ -64,6 +65,9 @@ class GradientAlternation(BaseStructuredLearner):
         Deprecated old name of ``sweeps_per_round`` (the same count: kernel sweeps), removed in 0.3.
     class_weight : None, "balanced" or dict, default=None
         Label weights of the Hamming margin (see above).
+    allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
+        As in :class:`baselines.ssvm.OneSlackSSVM`; in training the forbidden pairs and end states
+        lie ``slr.transitions.FORBIDDEN_UNITS * epsilon`` below the others, as in slr's learner.
 
     Attributes
     ----------
@@ -85,13 +89,15 @@ class GradientAlternation(BaseStructuredLearner):
     def __init__(self, epsilon: float = 0.1, l2: float = 0.0, max_iter: int = 200, sweeps_per_round: int = 25,
                  learning_rate="auto", log_every: int = 1, model: str = "auto", max_sweeps: int = 200,
                  inference_tol: float = 1e-7, n_states: int | None = None, n_jobs: int | None = None,
-                 verbose: int = 0, random_state=None, mp_sweeps=DEPRECATED, class_weight=None) -> None:
+                 verbose: int = 0, random_state=None, mp_sweeps=DEPRECATED, class_weight=None,
+                 allowed_transitions=None) -> None:
         self.epsilon, self.l2, self.max_iter = epsilon, l2, max_iter
         self.sweeps_per_round, self.mp_sweeps = sweeps_per_round, mp_sweeps
         self.learning_rate, self.log_every = learning_rate, log_every
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.allowed_transitions = allowed_transitions
 
     def _safe_step(self, data: StructuredData) -> float:
         node_features, edge_features = data.node_features, data.edge_features
@@ -122,10 +128,14 @@ class GradientAlternation(BaseStructuredLearner):
         true_n, true_e = data.truth_marginals()
         return data.weighted_joint_feature(mu_n - true_n, mu_e - true_e) + self.l2 * w
 
-    @staticmethod
-    def _theta(data: StructuredData, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _theta(self, data: StructuredData, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The training potentials: with the Hamming margin, forbidden pairs and end states excluded."""
         theta_nodes, theta_edges = data.potentials(w)
-        return theta_nodes + hamming_margin(data.labels, data.n_states, data.class_weight), theta_edges
+        theta_nodes = theta_nodes + hamming_margin(data.labels, data.n_states, data.class_weight)
+        transitions = data.energy.transitions
+        if transitions is None:
+            return theta_nodes, theta_edges
+        return transitions.exclude(data.batch, theta_nodes, theta_edges, FORBIDDEN_UNITS * self.epsilon)
 
     def _fit(self, data: StructuredData) -> None:
         eps = self.epsilon

@@ -35,7 +35,7 @@ class StructuredPerceptron(BaseStructuredLearner):
     average : bool, default=True
     shuffle : bool, default=True
         Visit the examples in a random order each epoch.
-    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, symmetric_pairwise
+    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, symmetric_pairwise, allowed_transitions
         As in :class:`baselines.ssvm.OneSlackSSVM`.
     random_state : None, int or Generator
         Seed of the visiting order.
@@ -60,11 +60,12 @@ class StructuredPerceptron(BaseStructuredLearner):
                  model: str = "auto", max_sweeps: int = 200, inference_tol: float = 1e-7,
                  n_states: int | None = None, n_jobs: int | None = None, verbose: int = 0,
                  random_state=None, class_weight=None,
-                 symmetric_pairwise: bool = False) -> None:
+                 symmetric_pairwise: bool = False, allowed_transitions=None) -> None:
         self.max_iter, self.average, self.shuffle = max_iter, average, shuffle
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.allowed_transitions = allowed_transitions
         self.symmetric_pairwise = symmetric_pairwise
 
     def _fit(self, data: StructuredData) -> None:

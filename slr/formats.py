@@ -21,6 +21,7 @@ predictions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from numbers import Number
 from typing import Any
 
 import numpy as np
@@ -283,6 +284,13 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
     ----------
     vectorizer_ : DictVectorizer or FeatureHasher
     n_features_ : int
+    crfsuite_attributes_ : dict or None
+        ``{attribute: column}``: the name python-crfsuite gives each feature seen at ``fit``
+        (``"name:value"`` for a string value where ``DictVectorizer`` writes ``"name=value"``;
+        the name alone for a number or a bool) and the column it lands in, what
+        :func:`slr.crfsuite.save_crfsuite` writes to a model file. An attribute that two columns
+        share (a number under the key ``"a:b"`` and the string ``"b"`` under ``"a"``) maps to -1.
+        None with ``hashing`` (hashed columns have no names).
 
     Examples
     --------
@@ -310,11 +318,14 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
         """Learn the vocabulary (nothing to learn with ``hashing``)."""
         sequences = self._check(X)
         if self.hashing is None:
-            self.vectorizer_ = DictVectorizer().fit([t for s in sequences for t in s])
+            tokens = [t for s in sequences for t in s]
+            self.vectorizer_ = DictVectorizer().fit(tokens)
             self.n_features_ = len(self.vectorizer_.feature_names_)
+            self.crfsuite_attributes_ = _crfsuite_attributes(tokens, self.vectorizer_)
         else:
             self.n_features_ = check_int(self.hashing, "hashing", 1)
             self.vectorizer_ = FeatureHasher(n_features=self.n_features_, alternate_sign=False)
+            self.crfsuite_attributes_ = None
         return self
 
     def transform(self, X: Iterable) -> list[Example]:
@@ -335,3 +346,30 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
         if isinstance(self.vectorizer_, FeatureHasher):
             return np.array([f"hash{i}" for i in range(self.n_features_)], dtype=object)
         return np.asarray(self.vectorizer_.get_feature_names_out(), dtype=object)
+
+
+def _crfsuite_attributes(tokens: list[Mapping], vectorizer: DictVectorizer) -> dict[str, int]:
+    """python-crfsuite's attribute of every feature of ``tokens`` -> the column ``vectorizer`` puts
+    it in (-1 for an attribute fed to two columns). pycrfsuite joins a key and its string value
+    (or each string of a list or set) with ``":"``, where ``DictVectorizer`` uses its separator;
+    keys that are not strings have no attribute."""
+    columns, separator = vectorizer.vocabulary_, vectorizer.separator
+    attributes: dict[str, int] = {}
+
+    def put(attribute: str, feature: str) -> None:
+        column = columns[feature]
+        if attributes.setdefault(attribute, column) != column:
+            attributes[attribute] = -1
+
+    for token in tokens:
+        for key, value in token.items():
+            if not isinstance(key, str):
+                continue
+            if isinstance(value, str):
+                put(f"{key}:{value}", f"{key}{separator}{value}")
+            elif isinstance(value, Number) or value is None:
+                put(key, key)
+            else:   # an iterable of strings (DictVectorizer refuses anything else)
+                for element in value:
+                    put(f"{key}:{element}", f"{key}{separator}{element}")
+    return attributes

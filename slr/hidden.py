@@ -15,15 +15,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from slr.models import FlatData
+from slr.transitions import FORBIDDEN_UNITS
 from slr.validation import check_int
 
 __all__ = ["FORBIDDEN_UNITS", "HiddenNodeData", "flat_data", "state_offset"]
-
-#: How far below 0 a state a node may not take is put, in units of epsilon: 2**26 (exp(-2**26)
-#: is 0 in float64, and potentials up to 1e4 are negligible beside it at epsilon >= 1e-3), while
-#: the oracles' biases, which carry it divided by epsilon, stay well within the span they resolve
-#: (:data:`slr.oracles.base.MAX_BIAS_SPAN`, 2**32).
-FORBIDDEN_UNITS = 2.0 ** 26
 
 
 def state_offset(allowed: np.ndarray, epsilon: float) -> np.ndarray:

@@ -156,6 +156,10 @@ class LatentTargets:
     allowed : ndarray of bool, shape (n_nodes, L), optional
         The states each node may take at all (hidden nodes' own states, :mod:`slr.hidden`); the
         clamped LP further restricts a labelled node to its label. None: every state.
+    pairs : ndarray of bool, shape (L, L), optional
+        The pairs an edge may take (allowed transitions, :mod:`slr.transitions`): the first edge
+        targets, products of ``initial``'s, are restricted to them (uniform over them where
+        ``initial`` puts no weight on any). None: every pair.
 
     Attributes
     ----------
@@ -168,7 +172,8 @@ class LatentTargets:
     """
 
     def __init__(self, train: FlatData, epsilon: float, max_sweeps: int, tol: float, threads: int,
-                 initial: np.ndarray | None = None, allowed: np.ndarray | None = None) -> None:
+                 initial: np.ndarray | None = None, allowed: np.ndarray | None = None,
+                 pairs: np.ndarray | None = None) -> None:
         self.train, self.epsilon = train, epsilon
         self.max_sweeps, self.tol, self.threads = max_sweeps, tol, threads
         batch, L = train.batch, train.n_states
@@ -183,6 +188,11 @@ class LatentTargets:
             src, dst = batch.edges[:, 0], batch.edges[:, 1]
             self.nodes = np.array(initial, dtype=np.float64)
             self.edges = (self.nodes[src][:, :, None] * self.nodes[dst][:, None, :]).reshape(-1, L * L)
+            if pairs is not None:
+                self.edges *= pairs.ravel()
+                total = self.edges.sum(axis=1, keepdims=True)
+                self.edges = np.where(total > 0, self.edges / np.where(total > 0, total, 1.0),
+                                      pairs.ravel() / pairs.sum())
             self.node_entropy = epsilon * entr(self.nodes).sum(axis=1)
             self.edge_entropy = epsilon * entr(self.edges).sum(axis=1)
 

@@ -66,6 +66,7 @@ from slr.models import (CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_
 from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
+from slr.transitions import FORBIDDEN_UNITS, TRANSITIONS, Transitions, check_transitions
 from slr.validation import C_INT_MAX, check_bool, check_generator, check_int, check_option, check_real
 
 __all__ = [
@@ -137,10 +138,14 @@ def unary_bias(batch: GraphBatch, messages: np.ndarray, labels: np.ndarray, epsi
     return (delta - node_message_sums(batch, messages)) / epsilon
 
 
-def pairwise_bias(messages: np.ndarray, epsilon: float, *, factored: bool = False) -> np.ndarray | PairBias:
+def pairwise_bias(messages: np.ndarray, epsilon: float, *, factored: bool = False,
+                  offset: np.ndarray | None = None) -> np.ndarray | PairBias:
     """Bias of the pairwise problem, ``(lambda_e(a) + lambda_e(b)) / eps`` at column ``a L + b``:
-    the dense ``(n_edges, L^2)`` array, or with ``factored`` its two factors as a PairBias."""
-    bias = PairBias(messages[:, 0] / epsilon, messages[:, 1] / epsilon)
+    the dense ``(n_edges, L^2)`` array, or with ``factored`` its two factors as a PairBias.
+    ``offset``: a fixed ``(L, L)`` table of the potentials (forbidden transitions), added as
+    ``offset / eps``."""
+    bias = PairBias(messages[:, 0] / epsilon, messages[:, 1] / epsilon,
+                    None if offset is None else offset / epsilon)
     return bias if factored else np.asarray(bias)
 
 
@@ -318,13 +323,18 @@ class _Alternation:
     latent_start : ndarray of shape (n_nodes, L), optional
         The first node targets with unlabelled nodes (:func:`slr.latent.initial_node_targets`);
         None: uniform, and updated at the starting potentials before the first fit.
+    transitions : Transitions, optional
+        Allowed transitions (:mod:`slr.transitions`): every forbidden pair's edge potential and every
+        forbidden end state's node potential ``FORBIDDEN_UNITS * eps`` below, a fixed part of the
+        potentials and of the oracles' biases (whose softmax then gives them weight 0).
     """
 
     def __init__(self, train: FlatData, oracles: dict[str, Any], epsilon: float, max_sweeps: int,
                  threads: int, relaxation: float, timed: Callable[[str], AbstractContextManager], *,
                  resume: tuple[np.ndarray | None, bool] | None = None, sweep_tol: float = 0.0,
                  sample_weight: np.ndarray | None = None, class_weight: np.ndarray | None = None,
-                 latent_iter: int = 1, latent_start: np.ndarray | None = None) -> None:
+                 latent_iter: int = 1, latent_start: np.ndarray | None = None,
+                 transitions: Transitions | None = None) -> None:
         self.train, self.oracles = train, oracles
         self.tags: dict[str, OracleTags] = {factor: get_oracle_tags(oracles[factor]) for factor in _FACTORS}
         self.epsilon, self.max_sweeps, self.threads = epsilon, max_sweeps, threads
@@ -335,11 +345,16 @@ class _Alternation:
         self.delta = hamming_margin(train.labels, L, class_weight)
         # hidden states: the states a node may not take sit far below in every potential and bias
         self.offset = 0.0 if train.allowed_states is None else state_offset(train.allowed_states, epsilon)
+        self.edge_offset = None
+        if transitions is not None:
+            self.offset = self.offset + transitions.node_offset(batch, FORBIDDEN_UNITS * epsilon)
+            self.edge_offset = transitions.edge_offset(FORBIDDEN_UNITS * epsilon)
         self.delta = self.delta + self.offset
         self.node_weights = None if sample_weight is None else sample_weight[batch.node_example]
         self.edge_weights = None if sample_weight is None else sample_weight[batch.edge_example]
         self.latent = (LatentTargets(train, epsilon, max_sweeps, _SWEEP_TOL, threads, initial=latent_start,
-                                     allowed=train.allowed_states)
+                                     allowed=_allowed_states(train, transitions),
+                                     pairs=None if transitions is None else transitions.pairs)
                        if train.unlabelled.any() else None)
         self.latent_iter, self._iterations_on_targets = latent_iter, 0
         self.pair_labels = train.pair_labels if self.latent is None else None
@@ -355,8 +370,8 @@ class _Alternation:
             self.messages = self.messages if messages is None else messages
             self.unary_potentials = self.energy.unary_potentials(train, oracles["unary"])
         self.theta_nodes = self.unary_potentials + self.delta
-        self.theta_edges = self.energy.pairwise_potentials(
-            train, oracles["pairwise"] if self.fitted_pairwise else None)
+        self.theta_edges = self._excluded(self.energy.pairwise_potentials(
+            train, oracles["pairwise"] if self.fitted_pairwise else None))
         if self.latent is not None and self.latent.fresh:
             self.latent.update(self.theta_nodes, self.theta_edges)
         self._split = _SplitObjective(batch, train.labels, epsilon, threads, check_input=False,
@@ -453,7 +468,8 @@ class _Alternation:
     def _bias(self, factor: str) -> np.ndarray | PairBias:
         if factor == "unary":   # unary_bias with the margin at hand (class weights, unlabelled nodes)
             return (self.delta - node_message_sums(self.train.batch, self.messages)) / self.epsilon
-        return pairwise_bias(self.messages, self.epsilon, factored=self.tags[factor].factored_pair_bias)
+        return pairwise_bias(self.messages, self.epsilon, factored=self.tags[factor].factored_pair_bias,
+                             offset=self.edge_offset)
 
     def _set_potentials(self, factor: str, exact: bool) -> None:
         """Potentials of ``factor``'s current function; ``exact``: the oracle's fitted function,
@@ -465,7 +481,13 @@ class _Alternation:
                 self.unary_potentials = self.energy.unary_potentials(self.train, oracle, scores=scores)
                 self.theta_nodes = self.unary_potentials + self.delta
             else:
-                self.theta_edges = self.energy.pairwise_potentials(self.train, oracle, scores=scores)
+                self.theta_edges = self._excluded(self.energy.pairwise_potentials(self.train, oracle, scores=scores))
+
+    def _excluded(self, theta_edges: np.ndarray) -> np.ndarray:
+        """Edge potentials with the forbidden transitions' offset (in place), if any."""
+        if self.edge_offset is not None:
+            theta_edges += self.edge_offset
+        return theta_edges
 
     def _sweep(self, start: float) -> float:
         """The half step's sweeps (``start``: J before its fit); returns R after them."""
@@ -620,11 +642,13 @@ class _TrainingRows:
             history.measure_train(kept, decode)
 
 
-def _prediction_model(epsilon: float, params: dict[str, Any]) -> PairwiseModel:
-    """The energy of a fit at ``epsilon`` with the checked prediction settings of ``params``."""
+def _prediction_model(epsilon: float, params: dict[str, Any],
+                      transitions: Transitions | None = None) -> PairwiseModel:
+    """The energy of a fit at ``epsilon`` with the checked prediction settings of ``params`` and
+    the allowed ``transitions``."""
     return PairwiseModel(epsilon, inference="auto" if params["predict_epsilon"] == 0 else "lp",
                          epsilon=params["predict_epsilon"], max_sweeps=params["predict_max_sweeps"], tol=_SWEEP_TOL,
-                         n_jobs=params["n_jobs"])
+                         n_jobs=params["n_jobs"], transitions=transitions)
 
 
 def _potentials(predictor: PairwiseModel, data: FlatData, unary: Any,
@@ -716,6 +740,27 @@ def _checked_data(X: Sequence, Y: Sequence | None, n_states: int, inferred_n_sta
                       allow_unlabelled=allow_unlabelled, name=name)
     data.check_widths(d_node, d_edge, name)
     return data
+
+
+def _allowed_states(data: FlatData, transitions: Transitions | None) -> np.ndarray | None:
+    """The states each node of ``data`` may take (hidden states, the transitions' end states), shape
+    ``(n_nodes, n_states)``; None: every state."""
+    ends = None if transitions is None else transitions.node_mask(data.batch)
+    if ends is None or data.allowed_states is None:
+        return data.allowed_states if ends is None else ends
+    return data.allowed_states & ends
+
+
+def _checked_transitions(value: Any, data: FlatData, classes: np.ndarray | None) -> Transitions | None:
+    """An ``allowed_transitions`` parameter over ``data``'s labels (a scheme resolved against the
+    tags ``classes``; None: integer labels), on all its states (hidden states unconstrained), after
+    refusing labels of ``data`` that it forbids."""
+    transitions = check_transitions(value, data.n_labels, None if classes is None else classes.tolist())
+    if transitions is None:
+        return None
+    transitions = transitions.padded(data.n_states)
+    transitions.check_labels(data.batch, data.labels)
+    return transitions
 
 
 def _layout_digest(data: FlatData) -> str:
@@ -923,6 +968,20 @@ class StructuredLogisticRegression(StructuredEstimator):
         fit starts L-BFGS's memory afresh). ``"auto"``: ``"joint"`` where it applies (such
         oracles, no unlabelled nodes, ``max_sweeps >= 1``), else ``"alternation"``;
         ``solver_`` says which ran. ``relaxation`` and ``sweep_tol`` concern the alternation only.
+    allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
+        Which label may follow which along an edge (:mod:`slr.transitions`): an ``(L, L)`` mask,
+        ``allowed[a, b]`` saying that label ``a`` at an edge's first node may be followed by ``b`` at
+        its second (on a chain, node ``i`` and ``i + 1``); or an ``(L + 2, L + 2)`` mask whose row
+        ``L`` and column ``L + 1`` also say which labels a chain may start and end with (on other
+        graphs: the nodes without an incoming, an outgoing edge); or a tagging scheme, resolved
+        against string tags (with integer labels, pass the mask
+        ``slr.transitions.allowed_transitions(scheme, tags)`` instead). Forbidden pairs and end
+        states are excluded from training (their potentials and the pairwise oracle's bias far
+        below the others: weight 0 in every softmax, R and the certificate finite) and from
+        prediction (no forbidden pair is decoded on chains and trees, where inference is exact;
+        on loopy graphs the LP's labelling may use one only where its rounding finds no allowed
+        labelling). Training labels that use a forbidden pair are refused. The joint solver does
+        not take it (``"auto"`` runs the alternation).
     mp_sweeps : int, optional
         Deprecated (removed in 0.3): message-passing iterations of forward + backward passes;
         ``mp_sweeps=v`` is ``max_sweeps=2v``.
@@ -1036,6 +1095,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         "latent_init": Options(LATENT_INIT),
         "n_hidden_states": Integer(0),
         "solver": Options(SOLVERS),
+        "allowed_transitions": TRANSITIONS,
         "mp_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "predict_sweeps": Integer(0, _MAX_MP_ITERATIONS),
         "n_threads": NJobs(),
@@ -1068,6 +1128,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         latent_init: str = "neighbours",
         n_hidden_states: int = 0,
         solver: str = "auto",
+        allowed_transitions: Any = None,
         mp_sweeps: Any = DEPRECATED,
         predict_sweeps: Any = DEPRECATED,
         n_threads: Any = DEPRECATED,
@@ -1096,6 +1157,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         self.latent_init = latent_init
         self.n_hidden_states = n_hidden_states
         self.solver = solver
+        self.allowed_transitions = allowed_transitions
         self.mp_sweeps = mp_sweeps
         self.predict_sweeps = predict_sweeps
         self.n_threads = n_threads
@@ -1195,6 +1257,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             Y, classes = fit_labels(Y, params["n_states"])
             data = flat_data(X, Y, params["n_states"], params["n_hidden_states"], allow_unlabelled=True)
         fitted_classes = integer_classes(data.n_labels) if classes is None else classes
+        transitions = _checked_transitions(params["allowed_transitions"], data, classes)
         weights = check_example_weights(sample_weight, data.n_examples)
         val = validation_data(X_val, Y_val, lambda X, Y: _checked_data(
             X, encode_labels(Y, classes), data.n_labels, inferred, data.d_node, _edge_width(data), "X_val",
@@ -1209,7 +1272,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         else:
             train = data
         threads = resolve_threads(params["n_jobs"])
-        predictor = _prediction_model(params["epsilon"], params)
+        predictor = _prediction_model(params["epsilon"], params, transitions)
         layout = _layout_digest(train)
         resume, earlier_history, earlier_trace = None, None, None
         if warm:
@@ -1225,15 +1288,16 @@ class StructuredLogisticRegression(StructuredEstimator):
         if cw is not None and train.n_states > train.n_labels:   # hidden states are never a label
             cw = np.r_[cw, np.ones(train.n_states - train.n_labels)]
         _check_resolvable_class_weights(cw, params["epsilon"])
-        allowed = None if train.allowed_states is None else clamp_mask(train.labels, train.n_states) & train.allowed_states
+        allowed = _allowed_states(train, transitions)
+        allowed = None if allowed is None else clamp_mask(train.labels, train.n_states) & allowed
         latent_start = (initial_node_targets(train, params["latent_init"], rng, allowed)
                         if resume is None and params["latent_init"] != "uniform" and train.unlabelled.any()
                         else None)
         state = _Alternation(train, {"unary": unary, "pairwise": pairwise}, params["epsilon"],
                              params["max_sweeps"], threads, params["relaxation"], timed, resume=resume,
                              sweep_tol=params["sweep_tol"], sample_weight=weights, latent_iter=params["latent_iter"],
-                             class_weight=cw, latent_start=latent_start)
-        solver = _choose_solver(params["solver"], unary, pairwise, train, params["max_sweeps"])
+                             class_weight=cw, latent_start=latent_start, transitions=transitions)
+        solver = _choose_solver(params["solver"], unary, pairwise, train, params["max_sweeps"], transitions)
         objectives = [] if earlier_history is None else _iteration_objectives(earlier_history, earlier_trace)
         if not warm:
             history.record(0, state.objective)
@@ -1388,7 +1452,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         resolve_renamed(params, "predict_sweeps", "predict_max_sweeps", convert=lambda v: 2 * v, stacklevel=6,
                         note=_SWEEPS_NOTE.format(old="predict_sweeps", new="predict_max_sweeps"))
         resolve_renamed(params, "n_threads", "n_jobs", stacklevel=6)
-        return _prediction_model(self._predictor.scale, params)
+        return _prediction_model(self._predictor.scale, params, self._predictor.transitions)
 
     def _fitted_pairwise_function(self) -> LogisticOracle | None:
         """``pairwise_`` if a fit ever fitted it (graphs without edges leave it unfitted), else None."""
@@ -1597,7 +1661,8 @@ def _capped_fits(oracles: dict[str, Any], max_iter: int | None) -> Iterator[None
             oracles[factor].max_iter = value
 
 
-def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_sweeps: int) -> str:
+def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_sweeps: int,
+                   transitions: Transitions | None = None) -> str:
     """``"alternation"`` or ``"joint"`` for the ``solver`` parameter; ``"joint"`` refused (naming
     ``solver``) where it does not apply, ``"auto"`` taking it wherever it does."""
     if solver == "alternation":
@@ -1609,6 +1674,8 @@ def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_
         reason = "does not learn latent labels: Y has unlabelled nodes (label -1)"
     elif train.allowed_states is not None:
         reason = "does not model hidden states (n_hidden_states > 0)"
+    elif transitions is not None:
+        reason = "does not take allowed_transitions"
     elif max_sweeps == 0:
         reason = "eliminates the messages by sweeps: max_sweeps must be at least 1"
     else:

@@ -35,6 +35,7 @@ from slr.inference.decoding import BatchMap, batch_map
 from slr.inference.max_product import batch_forest_map, forest_examples
 from slr.inference.viterbi import batch_viterbi
 from slr.oracles.targets import check_sample_weight
+from slr.transitions import Transitions, exclusion_depth
 
 __all__ = ["CLASS_WEIGHT", "INFERENCE", "MARGINALS", "FlatData", "PairwiseModel", "check_example_weights",
            "class_weights", "hamming_margin"]
@@ -329,12 +330,20 @@ class PairwiseModel:
         OpenMP threads of the sweeps; all cores when None or -1.
     n_threads : int, optional
         Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
+    transitions : Transitions, optional
+        Allowed transitions (:mod:`slr.transitions`): decoding, loss-augmented inference and marginals
+        put every forbidden pair and end state below every labelling that avoids them
+        (:func:`slr.transitions.exclusion_depth`). Decoding a batch of chains refuses an example that
+        no labelling satisfies.
 
     Raises
     ------
     ValueError
         Naming the argument, for a value outside its constraint.
     """
+
+    #: Allowed transitions, or None (models pickled before they existed have none).
+    transitions: Transitions | None = None
 
     _parameter_constraints = {
         "scale": Real(),
@@ -348,13 +357,14 @@ class PairwiseModel:
 
     def __init__(self, scale: float = 1.0, *, inference: str = "lp", epsilon: float = 0.0,
                  max_sweeps: int = 200, tol: float = 1e-7, n_jobs: int | None = None,
-                 n_threads: Any = DEPRECATED) -> None:
+                 n_threads: Any = DEPRECATED, transitions: Transitions | None = None) -> None:
         checked = validate_params(self, params=dict(scale=scale, inference=inference, epsilon=epsilon,
                                                     max_sweeps=max_sweeps, tol=tol, n_jobs=n_jobs,
                                                     n_threads=n_threads))
         resolve_renamed(checked, "n_threads", "n_jobs")
         self.scale, self.inference, self.epsilon = checked["scale"], checked["inference"], checked["epsilon"]
         self.max_sweeps, self.tol, self.n_jobs = checked["max_sweeps"], checked["tol"], checked["n_jobs"]
+        self.transitions = transitions
 
     @property
     def n_threads(self) -> int | None:
@@ -413,6 +423,17 @@ class PairwiseModel:
             scores = pairwise.decision_function(data.edge_features)
         return self.scores_to_potentials(scores, (M, L * L), "pairwise").reshape(M, L, L)
 
+    def exclude(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, *,
+                temperature: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The potentials with the forbidden pairs and end states of :attr:`transitions` excluded
+        (below every labelling that avoids them, and of weight 0 at ``temperature``); the potentials
+        as they are without transitions."""
+        if self.transitions is None:
+            return theta_nodes, theta_edges
+        transitions = self.transitions.padded(data.n_states)
+        depth = exclusion_depth(data.batch, theta_nodes, theta_edges, transitions, temperature=temperature)
+        return transitions.exclude(data.batch, theta_nodes, theta_edges, depth)
+
     # ------------------------------------------------------------------ inference
     def decode(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, *,
                warn: bool = False, messages: np.ndarray | None = None) -> np.ndarray:
@@ -424,6 +445,9 @@ class PairwiseModel:
         (updated in place), zeros when None.
         """
         method = self.method(data)
+        if self.transitions is not None and method == "chain":
+            self.transitions.check_feasible_chains(data.batch)
+        theta_nodes, theta_edges = self.exclude(data, theta_nodes, theta_edges, temperature=self.epsilon)
         if method == "chain":
             return batch_viterbi(data.batch, theta_nodes, theta_edges)
         if method == "forest":
@@ -497,13 +521,14 @@ class PairwiseModel:
         """
         margin = hamming_margin(data.labels, data.n_states, class_weight)
         aug = theta_nodes + (margin if scored is None else np.where(scored[:, None], margin, 0.0))
+        aug, aug_edges = self.exclude(data, aug, theta_edges)
         method = self.method(data)
         if method == "chain":
-            y_hat = batch_viterbi(data.batch, aug, theta_edges)
+            y_hat = batch_viterbi(data.batch, aug, aug_edges)
         elif method == "forest":
-            y_hat = batch_forest_map(data.batch, aug, theta_edges, n_jobs=self.n_jobs, check_input=False)
+            y_hat = batch_forest_map(data.batch, aug, aug_edges, n_jobs=self.n_jobs, check_input=False)
         else:
-            y_hat = self.lp_map(data, aug, theta_edges, messages).labels
+            y_hat = self.lp_map(data, aug, aug_edges, messages).labels
         node_mu, edge_mu = data.onehot(y_hat)
         loss = data.hamming(node_mu, class_weight, scored)
         score_true = data.labelling_scores(data.labels, theta_nodes, theta_edges)
@@ -533,6 +558,7 @@ class PairwiseModel:
         node_marginals : ndarray of shape (n_nodes, L)
         edge_marginals : ndarray of shape (n_edges, L, L), or None
         """
+        theta_nodes, theta_edges = self.exclude(data, theta_nodes, theta_edges, temperature=epsilon)
         if method == "exact":
             result = batch_exact_marginals(data.batch, theta_nodes, theta_edges, epsilon,
                                            edge_marginals=edge_marginals, n_jobs=self.n_jobs)

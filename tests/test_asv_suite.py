@@ -4,7 +4,7 @@ Every benchmark class derives from ``common.Benchmark``; estimator benchmarks fi
 ``setup_cache`` and no ``track_`` method fits. Each benchmark runs its ``setup`` and body once
 on the first value of every parameter (the smallest problem), as asv would, without timing.
 Classes listed in ``IMPORT_ONLY`` are too expensive for the test suite (hundreds of boosting
-rounds on 300k rows; slr and CRFsuite on all letters words) and are only checked for
+rounds on 300k rows; slr and CRFsuite on all letters words or whole tagged corpora) and are only checked for
 discoverability; estimator benchmarks (a fit per
 parameter combination in ``setup_cache``) are run through one cheap combination below.
 """
@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "asv_benchmarks"
 PREFIXES = ("time_", "peakmem_", "mem_", "track_", "timeraw_")
 IMPORT_ONLY = {("bench_trees", "Ratios"), ("bench_trees", "TrainingLoss"),
-               ("bench_learner", "SnakesDefaultsAgainstOneSlack")}
+               ("bench_learner", "SnakesDefaultsAgainstOneSlack"), ("bench_tagging", "TaggingAgainstCRFsuite")}
 ESTIMATOR_SMOKE = {"bench_learner": ("Learner", ("Linear",)),
                    "bench_baselines": ("Baseline", ("denoising", "PiecewiseTraining")),
                    "bench_oracles": ("OracleFit", ("unary_20k_K2", "Linear")),

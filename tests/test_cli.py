@@ -346,7 +346,7 @@ def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
     assert ("chosen on validation examples" in _slr_solver_text(cfg)) == (name != "tiny")
 
 
-# ------------------------------------------------------------------ unclear failures (issue 26)
+# ------------------------------------------------------------------ unclear failures
 @pytest.mark.parametrize("address", ["foo", "tcp://", "inproc://x", "ucx://10.0.0.1:13337", "tcp://host:port",
                                      "tcp://:8786", "tcp://host:70000"])
 def test_malformed_scheduler_exits_2_naming_it(tmp_path, capsys, address):

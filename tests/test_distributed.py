@@ -97,7 +97,7 @@ def test_missing_dask_says_which_extra_to_install(monkeypatch):
         connect(2, None)
 
 
-# ------------------------------------------------------------------ bounded waits (issue 26)
+# ------------------------------------------------------------------ bounded waits
 def _finishes(fn, timeout: float = 120):
     """``fn()`` in a thread that must end within ``timeout`` s (a regression fails, never hangs)."""
     box = {}
@@ -118,7 +118,7 @@ def _finishes(fn, timeout: float = 120):
 
 
 def test_a_port_that_is_not_a_scheduler_times_out_naming_it():
-    """Issue 26: a listener that accepts and never answers (the dashboard's port, say) hung the run."""
+    """A listener that accepts and never answers (the dashboard's port, say) hung the run."""
     import socket
 
     from slr_suite.engine import connect
@@ -160,7 +160,7 @@ def one_thread_cluster():
 
 
 def test_running_count_leaves_out_queued_tasks(one_thread_cluster):
-    """Issue 26: a one-thread worker runs one task at a time; the scheduler hands it more."""
+    """A one-thread worker runs one task at a time; the scheduler hands it more."""
     import re
 
     from slr_suite.engine import DaskEngine, Task
@@ -175,7 +175,7 @@ def test_running_count_leaves_out_queued_tasks(one_thread_cluster):
 
 
 def test_a_worker_with_other_dependencies_is_refused(one_thread_cluster):
-    """Issue 26: the versions in the key were the client's; a worker reports its own."""
+    """The versions in the key were the client's; a worker reports its own."""
     from slr_suite.engine import DaskEngine, Task
 
     engine = DaskEngine(one_thread_cluster, 1)
@@ -189,7 +189,7 @@ def test_a_worker_with_other_dependencies_is_refused(one_thread_cluster):
 
 
 def test_local_cluster_says_nothing_when_the_dashboard_port_is_taken():
-    """Issue 26: ``--quiet`` still printed Dask's "Port 8787 is already in use" warning."""
+    """``--quiet`` still printed Dask's "Port 8787 is already in use" warning."""
     import socket
     import warnings
 

@@ -1,4 +1,4 @@
-"""Hostile inputs to the public API (issue 13, items 6-10): each gives a clear ValueError
+"""Hostile inputs to the public API: each gives a clear ValueError
 naming the argument, or the right number, checked against an independent computation."""
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def test_inconsistent_hand_built_batches_are_refused():
 
 
 def test_batch_index_arrays_cannot_be_made_writeable_again():
-    """Issue 26: the checked index arrays (and every array beneath them) refuse
+    """The checked index arrays (and every array beneath them) refuse
     ``flags.writeable = True``, and the caller's arrays are not shared, so nothing changes the
     layout the unchecked kernels index with after the check."""
     reference = GraphBatch.from_graphs([(4, chain_edges(4))], 2)

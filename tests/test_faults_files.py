@@ -1,4 +1,4 @@
-"""Damaged and foreign files, locks and writes that fail (issue 26): every one is set aside or
+"""Damaged and foreign files, locks and writes that fail: every one is set aside or
 ignored with a message naming it, no run waits for itself or for another in a cycle, and a write
 that fails names its file or, in the cache, costs nothing but the caching."""
 from __future__ import annotations
@@ -162,7 +162,7 @@ def _mutations(record: CellRecord):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_forged_entries_of_the_right_key_are_set_aside(tmp_path, data):
-    """Issue 26: a valid npz under the right key whose record has missing or unknown fields, or
+    """A valid npz under the right key whose record has missing or unknown fields, or
     arrays of the wrong dtype or shape, is not counted as cached."""
     record = _valid_record()
     row, arrays = data.draw(_mutations(record))
@@ -280,7 +280,7 @@ def _locked(directory: Path) -> bool:
 
 
 def test_out_and_cache_one_directory_take_one_lock(tmp_path):
-    """Issue 26: ``--out D --cache-dir D`` waited forever for itself."""
+    """``--out D --cache-dir D`` waited forever for itself."""
     log = _in_thread(lambda: run_experiments(["denoising"], "tiny", tmp_path, quiet=True, cells="Zero/Zero",
                                              cache_dir=tmp_path))
     assert log.computed == ["denoising:Zero-Zero"]
@@ -292,7 +292,7 @@ def test_out_and_cache_one_directory_take_one_lock(tmp_path):
 
 
 def test_locks_are_taken_in_one_order_whatever_the_arguments(tmp_path):
-    """Issue 26: ``--out A --cache-dir B`` beside ``--out B --cache-dir A`` deadlocked. The run
+    """``--out A --cache-dir B`` beside ``--out B --cache-dir A`` deadlocked. The run
     that names B first waits for the first directory in the global order, holding nothing."""
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()

@@ -1,4 +1,4 @@
-"""Hostile inputs to the logistic oracles (issue 13, item 9): each case gives a clear
+"""Hostile inputs to the logistic oracles: each case gives a clear
 ``ValueError`` naming the argument, or the right function."""
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def _assert_unchanged(model, X, snapshot):
 
 
 # ----------------------------------------------------------------------------------------
-# a failed fit leaves the model as it was (issue 26, item 4)
+# a failed fit leaves the model as it was
 # ----------------------------------------------------------------------------------------
 def test_bad_validation_data_leave_the_fitted_model_as_it_was(data):
     """The issue's first reproducer: the training data have 5 node features, X_val 2."""

@@ -1,5 +1,5 @@
-"""The MLP oracle's fits never raise the biased loss (issue 27 item 6), and ``n_epochs="auto"``
-(issue 24: the per-fit budget from a loss plateau)."""
+"""The MLP oracle's fits never raise the biased loss, and ``n_epochs="auto"``
+(the per-fit budget from a loss plateau)."""
 import copy
 import pickle
 import tracemalloc

@@ -1,4 +1,4 @@
-"""R never rises over a fit with any shipped oracle (issue 27 item 6), and the
+"""R never rises over a fit with any shipped oracle, and the
 LightGBM oracle that used to raise it by orders of magnitude at its first fit."""
 from functools import partial
 
@@ -77,7 +77,7 @@ def test_objective_never_rises(data, oracle, epsilon):
 
 # ------------------------------------------------------------------ the LightGBM regression
 def test_lightgbm_lowers_r_on_its_own_at_the_default_epsilon():
-    """Issue 27: with LightGBM at eps = .1, R went 250 -> 9,434 at the first unary fit of two 10 x 10
+    """With LightGBM at eps = .1, R went 250 -> 9,434 at the first unary fit of two 10 x 10
     images (4,565 -> 3.2e7 over the fit on four 30 x 30 images). Now every fit lowers R, and the
     model beats the unary-only error."""
     X, Y = _denoising()

@@ -1,4 +1,4 @@
-"""The oracles' public contract (issue 25 items 2-4, issue 26 item 6): declared tags, the training
+"""The oracles' public contract: declared tags, the training
 scores of BoostedTrees, the renamed parameters, ``n_jobs``, one validation mechanism, and bias
 rows too wide for float64 refused by name (or, when only their magnitude is large, handled exactly)."""
 from __future__ import annotations
@@ -107,6 +107,19 @@ def test_training_scores_without_boosting_and_after_pickling():
     np.testing.assert_array_equal(restored.decision_function(features), model.training_scores_)
 
 
+def test_lightgbm_training_scores_are_its_decision_function_after_continued_fits():
+    """The adapter keeps the scores its rounds accumulate instead of predicting the ensemble again:
+    they are the decision function's, also when a fit boosts on from the function it replaces."""
+    features, bias, labels = make_problem(n=400, k=4, seed=2)
+    model = LightGBM(n_rounds=20, random_state=0).fit(features, bias, labels)
+    np.testing.assert_allclose(model.training_scores_, model.decision_function(features), rtol=1e-9, atol=1e-9)
+    for _ in range(2):     # one round from f = 0 ends above the replaced function: boosting continues
+        model.set_params(n_rounds=1).fit(features, bias, labels)
+        assert model.continued_
+        np.testing.assert_allclose(model.training_scores_, model.decision_function(features), rtol=1e-9,
+                                   atol=1e-9)
+
+
 # --- renamed parameters ------------------------------------------------------------------------
 RENAMED = [
     (BoostedTrees, "step", "learning_rate", 0.4),
@@ -169,7 +182,7 @@ def test_bad_n_jobs_is_refused_by_name_in_fit_and_prediction(cls, n_jobs):
         fitted.decision_function(features)
 
 
-# --- bias spans (issue 26 item 6) --------------------------------------------------------------
+# --- bias spans --------------------------------------------------------------
 @pytest.mark.parametrize("span", [1e15, 1e17, 1e100, 1e300])
 @pytest.mark.parametrize("name", list(SHIPPED))
 def test_bias_rows_wider_than_float64_resolves_are_refused(name, span):

@@ -1,4 +1,4 @@
-"""Row weights and soft targets in every logistic oracle (issue 27, items 2-3).
+"""Row weights and soft targets in every logistic oracle.
 
 The independent references: a row of integer weight ``w`` is ``w`` copies of the row; a row of
 soft targets ``q`` is its ``K`` one-hot rows weighted by ``q`` (both evaluated on the unweighted

@@ -26,7 +26,7 @@ def _block(marker: str) -> str:
 
 
 def test_every_python_block_is_checked_below():
-    assert len(BLOCKS) == 6
+    assert len(BLOCKS) == 7
 
 
 @pytest.mark.slow
@@ -47,6 +47,15 @@ def test_sparse_features_example():
     assert kind.startswith("csr_array (4, ")
     accuracy, n_iter, solver = fitted.split()
     assert float(accuracy) > 0.9 and int(n_iter) < 200 and solver == "joint"   # stopped by the rule
+
+
+def test_tagging_example_agrees_with_crfsuite():
+    pytest.importorskip("pycrfsuite")
+    f1_and_tags, *table, same = _run(_block("SequenceTagger()"))
+    f1, tags = f1_and_tags.split(" ", 1)
+    assert float(f1) > 0.5 and tags.startswith("['")   # entity F1 on the test sentences; string tags
+    assert table[0].split() == ["feature", "label", "weight"] and len(table) == 4
+    assert same == "True"
 
 
 def test_weights_and_partial_labels_example():

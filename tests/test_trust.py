@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_paper_table_is_the_papers():
-    """Table 1 of the NIPS paper, placed as the comment above the constant argues (issue 11)."""
+    """Table 1 of the NIPS paper, placed as the comment above the constant argues."""
     classes = ["Zero", "Constant", "Linear", "Boost", "MLP"]
     rows = {
         "Zero": [.502, .502, .502, .511, .502],
@@ -129,7 +129,7 @@ def test_fingerprint_is_the_installs_and_ignores_editor_files(installed_copy, tm
     assert _probe(tree) == dict(code=provenance.code_fingerprint(), warnings=[])
     with open(tree / "slr_suite" / "markdown.py", "a") as fh:
         fh.write("\n# a render-only edit\n")
-    # an Emacs lock file: a dangling symlink with a source's suffix (issue 26)
+    # an Emacs lock file: a dangling symlink with a source's suffix
     os.symlink("root@host.1234:1700000000", tree / "slr" / ".#learner.py")
     os.symlink("root@host.1234:1700000000", tree / "slr" / "inference" / ".#_star.pyx")
     probe = _probe(tree)
@@ -139,7 +139,7 @@ def test_fingerprint_is_the_installs_and_ignores_editor_files(installed_copy, tm
 
 @pytest.mark.parametrize("source", ["slr/inference/_star_simd.h", "slr/inference/_star.pyx", "slr/_kernel_utils.pxd"])
 def test_kernel_sources_edited_and_not_rebuilt_are_refused(installed_copy, tmp_path, source):
-    """Issue 26: an edited header, kernel or declaration with the old binary is refused; once
+    """An edited header, kernel or declaration with the old binary is refused; once
     rebuilt (the build records the new sources) the key is a new one."""
     tree = tmp_path / "tree"
     shutil.copytree(installed_copy, tree, symlinks=True)

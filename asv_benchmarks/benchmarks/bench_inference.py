@@ -128,7 +128,7 @@ class SweepRatios(common.Benchmark):
     """``GridSweep``'s sweeps over its numpy exp/log floor, timed in turn in one process on the
     thread's CPU time (``_best_interleaved``): ``make bench-compare`` judges these ratios
     instead of the sweeps' microseconds, which move with the load of a shared machine.
-    Goal (issue 15): the smoothed sweep within 3x of the floor."""
+    Goal: the smoothed sweep within 3x of the floor."""
 
     def setup_cache(self):
         grid = GridSweep()

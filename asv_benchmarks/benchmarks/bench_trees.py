@@ -58,7 +58,7 @@ GRID = [(n, d, k) for n in (20_000, 200_000) for d in (2, 12, 128) for k in (2, 
 
 
 def make_grid_problem(n: int, d: int, k: int, seed: int = 0):
-    """Features, biases and labels of a wide biased problem of the grid (issue 14).
+    """Features, biases and labels of a wide biased problem of the grid.
 
     Labels are uniform over the ``k`` classes; each class has a centre whose coordinates
     are normal on about 30% of the features (always on the first; standard deviation
@@ -240,7 +240,7 @@ class TrainingLoss(Rounds200):
 class Ratios(Rounds200):
     """BoostedTrees / LightGBM, measured back to back in one process.
 
-    Goals (issue 4): time per round <= 1.5, training loss after 200 rounds <= 1.02.
+    Goals: time per round <= 1.5, training loss after 200 rounds <= 1.02.
     """
 
     params = list(PROBLEMS)
@@ -257,7 +257,7 @@ class Ratios(Rounds200):
 
 
 class GridRatios(common.Benchmark):
-    """A few cells of issue 14's grid (``compare_trees.py --grid`` runs all 18).
+    """A few cells of the wide-data grid (``compare_trees.py --grid`` runs all 18).
 
     Each tracks the time ``BoostedTrees`` (one tree per class, at most 31 leaves of at least
     1% of the subsample, one Newton step per leaf: the configuration within 1.5x of
@@ -279,7 +279,7 @@ class GridRatios(common.Benchmark):
     track_time_to_lightgbm_loss_ratio.unit = "ratio"
 
 
-#: The wide problem of issue 24: 20,000 rows, 128 features, 26 classes (a cell of ``GRID``).
+#: The wide problem: 20,000 rows, 128 features, 26 classes (a cell of ``GRID``).
 WIDE = (20_000, 128, 26)
 
 
@@ -338,7 +338,7 @@ def defaults_cell(n: int, d: int, k: int, rounds: int = 30, reference: str = "mu
 class DefaultsRatios(common.Benchmark):
     """``BoostedTrees()`` with its defaults on the wide problem (:data:`WIDE`): its time to reach
     LightGBM's 30-round training loss over LightGBM's time, against LightGBM's own multiclass
-    objective and against the ``LightGBM`` oracle. Goal (issue 24): <= 1.5."""
+    objective and against the ``LightGBM`` oracle. Goal: <= 1.5."""
 
     params = ["multiclass", "adapter"]
     param_names = ["reference"]

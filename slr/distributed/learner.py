@@ -304,8 +304,9 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         Every parameter of :class:`slr.StructuredLogisticRegression`, with these limits: the
         oracles must be ``Linear``, ``Constant`` or ``LightGBM`` (None is Linear; LightGBM trains
         through ``lightgbm.dask`` on worker processes, :mod:`slr.distributed._lightgbm`); ``warm_start``,
-        ``early_stopping=True``, ``class_weight="balanced"`` and ``n_hidden_states`` are not
-        supported; unlabelled nodes are learnt as the single-process learner learns them, with
+        ``early_stopping=True``, ``class_weight="balanced"``, ``n_hidden_states`` and
+        ``allowed_transitions`` are not supported; unlabelled nodes are learnt as the single-process
+        learner learns them, with
         ``latent_init`` ``"neighbours"`` or ``"uniform"`` and Linear or Constant oracles; ``X_val``
         is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is ``"alternation"``) and
         ``solver="joint"`` is refused.
@@ -513,6 +514,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         if params["n_hidden_states"]:   # the shards know no states beyond the labels
             raise ValueError(f"n_hidden_states={params['n_hidden_states']} is not supported by "
                              f"DaskStructuredLogisticRegression")
+        if params["allowed_transitions"] is not None:
+            raise ValueError("allowed_transitions is not supported by DaskStructuredLogisticRegression")
 
 
 def _transfer_frame(counters: list[tuple[int, int, int, int]]) -> pd.DataFrame:

@@ -258,7 +258,7 @@ def _resolvable_bias(bias: np.ndarray | PairBias) -> np.ndarray | PairBias:
     if not large.any():
         return bias
     shifted = [np.where(large, f - top, f) for f, top in zip(factors, tops)]
-    return PairBias(*shifted) if pair else shifted[0]
+    return PairBias(*shifted, offset=bias.offset) if pair else shifted[0]
 
 
 def biased_logistic_loss(

@@ -287,9 +287,8 @@ class LightGBM(LogisticOracle):
             if not boosting.no_split:
                 if boosting.n_rounds > 0:
                     self.booster_ = boosting.booster
-                scores = self.decision_function(features)
-                if biased_logistic_loss(scores, bias, labels, sample_weight)[0] <= reference:
-                    return scores
+                if boosting.loss <= reference:
+                    return boosting.scores
                 self.continued_ = True
                 boosting = _SafeguardedBoosting(lightgbm, features, bias, labels, sample_weight, params,
                                                 start=replaced.scores)
@@ -297,7 +296,7 @@ class LightGBM(LogisticOracle):
                 self.n_halvings_ += boosting.n_halvings
                 self.booster_ = boosting.booster if boosting.n_rounds > 0 else None
                 self.base_boosters_, self.constant_ = replaced.boosters, replaced.constant
-                return None
+                return boosting.scores
         single_leaves = BoostedTrees(
             n_rounds=n_rounds,
             tree="vector",

@@ -13,7 +13,9 @@ feature), the partition function factors:
     S = exp(s), U = exp(left), V = exp(right)
 
 (each with its maximum taken out), so the loss and its gradient cost two ``(N, L) x (L, L)``
-matrix products and ``2 N L`` exponentials instead of ``N L^2`` exponentials.
+matrix products and ``2 N L`` exponentials instead of ``N L^2`` exponentials. A fixed table
+``offset(a, b)`` common to every row (the allowed transitions' exclusion of forbidden pairs,
+:mod:`slr.transitions`) joins the scores: ``S = exp(s + offset)``.
 :class:`PairLoss` does this where :func:`factorable` holds (the factors of no row spread so
 widely that ``Z_e`` could underflow); elsewhere the dense loss is used.
 """
@@ -35,12 +37,16 @@ _FACTOR_RANGE = 300.0
 
 
 class PairBias:
-    """Bias of shape ``(N, L * L)`` whose column ``a * L + b`` is ``left[:, a] + right[:, b]``.
+    """Bias of shape ``(N, L * L)`` whose column ``a * L + b`` is ``left[:, a] + right[:, b]``
+    (``+ offset[a, b]`` with an offset).
 
     Parameters
     ----------
     left, right : array-like of shape (N, L)
         Finite factors.
+    offset : array-like of shape (L, L), optional
+        A finite table added to every row (its spread is not counted in :meth:`row_spans`: the
+        factored loss takes it with the scores).
 
     Raises
     ------
@@ -48,7 +54,7 @@ class PairBias:
         If the factors are not 2-D of one shape, or hold NaN or infinite values.
     """
 
-    def __init__(self, left: Any, right: Any) -> None:
+    def __init__(self, left: Any, right: Any, offset: Any = None) -> None:
         left = np.ascontiguousarray(left, dtype=np.float64)
         right = np.ascontiguousarray(right, dtype=np.float64)
         if left.ndim != 2 or left.shape != right.shape:
@@ -60,7 +66,12 @@ class PairBias:
                 extremes = (left.max(axis=1) + right.max(axis=1), left.min(axis=1) + right.min(axis=1))
             if not all(np.all(np.isfinite(e)) for e in extremes):
                 raise ValueError("bias contains NaN or infinite values (left + right overflows float64)")
-        self.left, self.right = left, right
+        if offset is not None:
+            offset = np.ascontiguousarray(offset, dtype=np.float64)
+            if offset.shape != (left.shape[1],) * 2 or not np.all(np.isfinite(offset)):
+                raise ValueError(f"offset must be a finite ({left.shape[1]}, {left.shape[1]}) table, got shape "
+                                 f"{offset.shape}")
+        self.left, self.right, self.offset = left, right, offset
 
     @property
     def n_states(self) -> int:
@@ -85,16 +96,21 @@ class PairBias:
 
     def row(self, n: int) -> np.ndarray:
         """Row ``n`` of the dense bias, shape (L * L,)."""
-        return (self.left[n][:, None] + self.right[n][None, :]).ravel()
+        row = self.left[n][:, None] + self.right[n][None, :]
+        return (row if self.offset is None else row + self.offset).ravel()
 
     def at(self, labels: np.ndarray) -> np.ndarray:
         """The dense bias at column ``labels[n]`` of each row ``n``, shape (N,)."""
         rows = np.arange(labels.shape[0])
         L = self.n_states
-        return self.left[rows, labels // L] + self.right[rows, labels % L]
+        values = self.left[rows, labels // L] + self.right[rows, labels % L]
+        return values if self.offset is None else values + self.offset.ravel()[labels]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        dense = (self.left[:, :, None] + self.right[:, None, :]).reshape(self.shape)
+        dense = self.left[:, :, None] + self.right[:, None, :]
+        if self.offset is not None:
+            dense += self.offset
+        dense = dense.reshape(self.shape)
         return dense if dtype is None else dense.astype(dtype, copy=False)
 
 
@@ -127,12 +143,15 @@ class PairLoss:
             pairs = labels.reshape(-1, self.L, self.L)
             truth = (np.einsum("nab,na->n", pairs, bias.left)
                      + np.einsum("nab,nb->n", pairs, bias.right))
+            if bias.offset is not None:
+                truth += labels @ bias.offset.ravel()
         else:
             truth = bias.at(labels)
         left_top = bias.left.max(axis=1)
         right_top = bias.right.max(axis=1)
         self.U = np.exp(bias.left - left_top[:, None])
         self.V = np.exp(bias.right - right_top[:, None])
+        self.table = None if bias.offset is None else bias.offset.ravel()
         if sample_weight is None:
             self.truth_bias = float(truth.sum())
             self.offset = float(np.sum(left_top + right_top))   # log Z_e = log(sum ...) + tops + max(s)
@@ -149,8 +168,9 @@ class PairLoss:
     def _factors(self, coef: np.ndarray):
         """The scores, ``S = exp(s - max s)`` as (L, L), ``max s`` and ``Z_e`` without its offsets."""
         scores = coef @ self.row
-        top = float(scores.max())
-        S = np.exp(scores - top).reshape(self.L, self.L)
+        shifted = scores if self.table is None else scores + self.table
+        top = float(shifted.max())
+        S = np.exp(shifted - top).reshape(self.L, self.L)
         Z = np.einsum("na,na->n", self.U, self.V @ S.T)
         return scores, S, top, Z
 
