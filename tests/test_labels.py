@@ -253,3 +253,29 @@ def test_the_distributed_learner_takes_string_labels(client, data):
 
 def _source(X, Y):
     return X, Y
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: StructuredLogisticRegression(max_iter=4, n_jobs=1, random_state=0, **kw),
+    lambda **kw: OneSlackSSVM(max_iter=10, **kw)], ids=["slr", "OneSlackSSVM"])
+def test_a_tagging_scheme_is_resolved_against_the_classes(make):
+    """``allowed_transitions="BIO"`` on string tags is the fit on their codes with the scheme's mask
+    over the sorted tags, and no prediction uses a pair BIO forbids."""
+    from slr.transitions import allowed_transitions
+    from tests.test_transitions import TAGS, _bio_chains
+
+    X, Y, _ = _bio_chains(0, n_examples=20)
+    names = [np.asarray(TAGS)[y] for y in Y]
+    classes = np.array(sorted(TAGS))
+    codes = [np.searchsorted(classes, n) for n in names]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_name = make(allowed_transitions="BIO").fit(X, names)
+        by_code = make(allowed_transitions=allowed_transitions("BIO", classes.tolist())).fit(X, codes)
+    np.testing.assert_array_equal(by_name.classes_, classes)
+    np.testing.assert_array_equal(by_name.history_["objective"], by_code.history_["objective"])
+    X_test, _, _ = _bio_chains(5, noise=3.0)
+    for tags, ints in zip(by_name.predict(X_test), by_code.predict(X_test)):
+        np.testing.assert_array_equal(tags, classes[ints])
+        assert not tags[0].startswith("I-")
+        assert all(b[2:] == a[2:] for a, b in zip(tags[:-1], tags[1:]) if b.startswith("I-"))
