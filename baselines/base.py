@@ -13,8 +13,9 @@ from baselines.features import StructuredData
 from baselines.weights import CLASS_WEIGHT
 from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, resolve_renamed, validate_params
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
+from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels, integer_classes
 from slr.models import INFERENCE
-from slr.transitions import TRANSITIONS
+from slr.transitions import TRANSITIONS, allowed_transitions
 
 __all__ = ["BaseStructuredLearner"]
 
@@ -47,6 +48,8 @@ class BaseStructuredLearner(StructuredEstimator):
         The weights (layout in :mod:`baselines.features`; ``L (L + 1) / 2 * d_e`` pairwise ones
         with ``symmetric_pairwise``).
     n_states_ : int
+    classes_ : ndarray of shape (n_states_,)
+        The labels, sorted (``arange(n_states_)`` for integer labels).
     dims_ : tuple of int
         ``(d_u, d_e)`` of the training data.
     inference_ : dict
@@ -80,7 +83,9 @@ class BaseStructuredLearner(StructuredEstimator):
         X : sequence of (node_features (n, d_u), edges (m, 2), edge_features (m, d_e))
             Feature matrices dense or ``scipy.sparse`` (kept sparse: the joint feature map and the
             potentials are sparse-dense products).
-        Y : sequence of int arrays (n,)
+        Y : sequence of label arrays (n,)
+            Integer labels, or labels of any hashable type that sort (``classes_``; see
+            :mod:`slr.labels`).
         X_val, Y_val : optional
             Validation data in the same format, for ``history_["val_error"]``.
         sample_weight : array-like of shape (len(X),), optional
@@ -91,28 +96,33 @@ class BaseStructuredLearner(StructuredEstimator):
         -------
         self
         """
-        return self._fit_on(lambda settings, n_states: StructuredData(X, Y, n_states, **settings),
-                            X_val, Y_val, sample_weight)
+        codes, classes = fit_labels(Y, None)
+        return self._fit_on(lambda settings, n_states: StructuredData(X, codes, n_states, **settings),
+                            X_val, Y_val, sample_weight, classes)
 
     def _fit_on(self, make_data: Callable[[dict[str, Any], int | None], StructuredData],
                 X_val: Sequence | None = None, Y_val: Sequence | None = None,
-                sample_weight: Sequence | None = None) -> "BaseStructuredLearner":
+                sample_weight: Sequence | None = None, classes: np.ndarray | None = None) -> "BaseStructuredLearner":
         """:meth:`fit` on the data ``make_data(inference settings, n_states)`` builds (a latent
-        SSVM's completed labellings, with the nodes its loss counts and the states they may take)."""
+        SSVM's completed labellings, with the nodes its loss counts and the states they may take),
+        its codes those of ``classes`` (None: integer labels, :func:`slr.labels.fit_labels`)."""
         params = validate_params(self)
         for old, new, note in self._renamed_parameters:
             resolve_renamed(params, old, new, note=note)
         self._validate_extra()
         fitting = self._twin(params)
-        fitting.inference_ = fitting._inference_settings()
+        fitting.inference_ = fitting._inference_settings(classes)
         data = make_data(fitting.inference_, fitting.n_states)
+        check_class_count(classes, fitting.n_states)
+        fitting.classes_ = integer_classes(data.n_states) if classes is None else classes
         if data.energy.transitions is not None:
             data.energy.transitions.check_labels(data.batch, data.labels)
-        fitting.class_weight_ = data.weigh(sample_weight, fitting.class_weight)
+        fitting.class_weight_ = data.weigh(sample_weight, encode_class_weight(fitting.class_weight, classes))
         fitting.n_states_ = data.n_states
         fitting.dims_ = (data.d_u, data.d_e)
         fitting._history = FitHistory(data, validation_data(X_val, Y_val,
-                                                            lambda X, Y: fitting._data(X, Y, "X_val")))
+                                                            lambda X, Y: fitting._data(X, encode_labels(Y, classes),
+                                                                                       "X_val")))
         # the products here are small; BLAS threads only contend with the OpenMP kernels
         # and other jobs on a shared machine (as in slr.oracles.linear)
         with threadpool_limits(limits=1, user_api="blas"):
@@ -135,11 +145,15 @@ class BaseStructuredLearner(StructuredEstimator):
         vars(twin).update(params)
         return twin
 
-    def _inference_settings(self) -> dict[str, Any]:
-        """The keywords of :class:`StructuredData` the fit sets: inference, and the pairwise tying
-        of the learners that take ``symmetric_pairwise``."""
+    def _inference_settings(self, classes: np.ndarray | None = None) -> dict[str, Any]:
+        """The keywords of :class:`StructuredData` the fit sets: inference (a tagging scheme of
+        ``allowed_transitions`` resolved to its mask over the tags ``classes``, where they are not
+        integers), and the pairwise tying of the learners that take ``symmetric_pairwise``."""
+        transitions = self.allowed_transitions
+        if isinstance(transitions, str) and classes is not None:
+            transitions = allowed_transitions(transitions, classes.tolist())
         settings = dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol, n_jobs=self.n_jobs,
-                        allowed_transitions=self.allowed_transitions)
+                        allowed_transitions=transitions)
         if "symmetric_pairwise" in self._parameter_constraints:
             settings["symmetric_pairwise"] = self.symmetric_pairwise
         return settings
@@ -196,7 +210,7 @@ class BaseStructuredLearner(StructuredEstimator):
         learner's), the slacks under the fit's weighted Hamming loss (``class_weight_``)."""
         self._check_fitted()
         C = getattr(self, "C", 1.0) if C is None else C
-        data = self._data(X, Y)
+        data = self._data(X, self._fitted_labels(Y))
         data.weigh(sample_weight)
         if self.class_weight is not None:
             data.class_weight = self.class_weight_

@@ -37,6 +37,7 @@ from slr._optional import import_optional
 from baselines.weights import check_example_weights
 from slr._params import Integer, Real, validate_params
 from slr.graph import GraphBatch
+from slr.labels import decode_labels, encode_labels, fit_labels, integer_classes
 from slr.models import FlatData, PairwiseModel
 from slr.transitions import TRANSITIONS, check_transitions
 
@@ -115,13 +116,17 @@ class CRFsuiteChain(BaseEstimator):
     delta : float, default=1e-5
         CRFsuite's stopping threshold (its default).
     n_states : int, optional
-        Number of states ``L``; ``max(Y) + 1`` when None.
+        Number of states ``L``; ``max(Y) + 1`` when None (for labels that are not integers, the
+        number of classes).
     allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
-        As in slr's learner (:mod:`slr.transitions`), for decoding only (see the module's notes);
-        training labels that use a forbidden pair are refused.
+        As in slr's learner (:mod:`slr.transitions`; a scheme is resolved against ``classes_``), for
+        decoding only (see the module's notes); training labels that use a forbidden pair are refused.
 
     Attributes
     ----------
+    classes_ : ndarray of shape (L,)
+        The labels, sorted (``arange(L)`` for integer labels); CRFsuite's tag ``str(a)`` is label
+        ``classes_[a]``.
     unary_weights_ : ndarray of shape (L, d)
         ``theta_i(a) = unary_weights_[a] . x_i`` as CRFsuite learned it (0 for unseen attributes).
     transition_weights_ : ndarray of shape (L, L)
@@ -167,13 +172,17 @@ class CRFsuiteChain(BaseEstimator):
         pycrfsuite = _pycrfsuite()
         _check_chains(X, Y)
         repeats = self._repeats(sample_weight, len(X))
+        Y, classes = fit_labels(Y, params["n_states"])
+        if any(np.ma.is_masked(y) for y in Y):
+            raise ValueError("Y: CRFsuite takes no unlabelled nodes (masked entries, or None labels)")
         labels = np.concatenate([np.asarray(y) for y in Y])
         if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
-            raise ValueError("Y: labels must be non-negative integers")
+            raise ValueError("Y: labels must be non-negative integers, or labels of another type without -1")
         n_states = int(labels.max()) + 1 if params["n_states"] is None else params["n_states"]
         if labels.max() >= n_states:
             raise ValueError(f"Y: label {labels.max()} is not below n_states = {n_states}")
-        transitions = check_transitions(params["allowed_transitions"], n_states)
+        transitions = check_transitions(params["allowed_transitions"], n_states,
+                                        None if classes is None else classes.tolist())
         if transitions is not None:
             transitions.check_labels(GraphBatch.from_graphs([(len(y), x[1]) for x, y in zip(X, Y)], n_states), labels)
         n_features = int(np.shape(X[0][0])[1])
@@ -197,11 +206,17 @@ class CRFsuiteChain(BaseEstimator):
         unary, transition_weights = _weights(model_bytes, n_states, n_features)
         # every step above can fail; the fitted state changes only now, all at once
         self.n_states_, self.n_features_in_ = n_states, n_features
+        self.classes_ = integer_classes(n_states) if classes is None else classes
         self.fit_seconds_, self.model_bytes_ = fit_seconds, model_bytes
         self.n_iter_ = int(trainer.logparser.iterations[-1]["num"]) if trainer.logparser.iterations else 0
         self.unary_weights_, self.transition_weights_ = unary, transition_weights
         self._transitions = transitions
         return self
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if "n_states_" in state and "classes_" not in state:   # pickled before classes_: integer labels
+            self.classes_ = integer_classes(self.n_states_)
 
     @staticmethod
     def _repeats(sample_weight: Sequence | None, n_examples: int) -> np.ndarray:
@@ -220,8 +235,13 @@ class CRFsuiteChain(BaseEstimator):
         return _open_tagger(self.model_bytes_)
 
     def predict(self, X: Sequence) -> list[np.ndarray]:
-        """CRFsuite's own Viterbi labelling of each chain; with ``allowed_transitions``, slr's Viterbi
-        on CRFsuite's weights with the forbidden pairs and end states excluded."""
+        """CRFsuite's own Viterbi labelling of each chain (labels of ``classes_``); with
+        ``allowed_transitions``, slr's Viterbi on CRFsuite's weights with the forbidden pairs and end
+        states excluded."""
+        return [decode_labels(codes, self.classes_) for codes in self._tag_codes(X)]
+
+    def _tag_codes(self, X: Sequence) -> list[np.ndarray]:
+        """:meth:`predict`'s labellings as codes (CRFsuite's tag ``str(a)`` is code ``a``)."""
         _check_chains(X, None)
         tagger = self._tagger()
         if getattr(self, "_transitions", None) is not None:
@@ -244,5 +264,6 @@ class CRFsuiteChain(BaseEstimator):
 
     def score(self, X: Sequence, Y: Sequence) -> float:
         """Per-node accuracy of :meth:`predict`."""
-        pred = np.concatenate(self.predict(X))
-        return float(np.mean(pred == np.concatenate([np.asarray(y) for y in Y])))
+        _check_chains(X, Y)
+        pred = np.concatenate(self._tag_codes(X))
+        return float(np.mean(pred == np.concatenate([np.asarray(y) for y in encode_labels(Y, self.classes_)])))

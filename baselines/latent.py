@@ -29,6 +29,7 @@ from baselines.features import StructuredData
 from slr._params import Boolean, Integer, Options, RandomState, Satisfies, validate_params
 from slr.estimator import HISTORY_COLUMNS, StructuredEstimator
 from slr.hidden import flat_data
+from slr.labels import fit_labels, integer_classes
 from slr.latent import LATENT_INIT, clamp_mask, initial_node_targets
 from slr.models import FlatData
 from slr.validation import check_generator
@@ -70,10 +71,13 @@ class LatentSSVM(StructuredEstimator):
     base_ssvm_ : the last fitted base SSVM
     n_states_ : int
         The labels.
+    classes_ : ndarray of shape (n_states_,)
+        The labels, sorted (``arange(n_states_)`` for integer labels).
     n_iter_ : int
         Base fits run.
     latent_ : list of int arrays
-        The last completion of the training examples (all nodes, hidden states numbered after the labels).
+        The last completion of the training examples (all nodes), in codes: label ``classes_[a]`` is
+        ``a``, hidden states numbered after the labels.
     history_ : pandas.DataFrame
         One row per base fit: ``objective`` its primal objective on the completed labels,
         ``n_changed`` the latent nodes the completion before it changed (all of them for the first),
@@ -106,9 +110,10 @@ class LatentSSVM(StructuredEstimator):
         ----------
         X : list of (node_features, edges, edge_features), or with ``n_hidden_states`` of
             (node_features, edges, edge_features, n_hidden)
-        Y : list of int arrays
-            ``-1`` (or a masked entry) marks a latent node; with ``n_hidden_states`` the visible
-            nodes' labels only.
+        Y : list of label arrays
+            Integer labels or labels of any hashable type that sort (``classes_``). ``-1`` for
+            integer labels, ``None`` for others, or a masked entry marks a latent node; with
+            ``n_hidden_states`` the visible nodes' labels only.
 
         Returns
         -------
@@ -118,6 +123,7 @@ class LatentSSVM(StructuredEstimator):
         start = time.perf_counter()
         base = params["base_ssvm"]
         rng = check_generator(params["random_state"])
+        Y, classes = fit_labels(Y, base.n_states)
         data = flat_data(X, Y, base.n_states, params["n_hidden_states"], allow_unlabelled=True)
         L = data.n_states
         labelled = data.labels >= 0
@@ -142,6 +148,7 @@ class LatentSSVM(StructuredEstimator):
             completed = update
         self._commit_fit({
             "w_": inner.w_, "base_ssvm_": inner, "n_states_": data.n_labels, "n_iter_": iteration + 1,
+            "classes_": integer_classes(data.n_labels) if classes is None else classes,
             "n_hidden_states_": params["n_hidden_states"], "latent_": data.split(completed),
             "dims_": (data.d_node, data.d_edge), "inference_": inner.inference_,
             "history_": pd.DataFrame(rows, columns=HISTORY_COLUMNS + ["n_changed"]),
@@ -178,6 +185,6 @@ class LatentSSVM(StructuredEstimator):
     def score(self, X: Sequence, Y: Sequence) -> float:
         """Per-node accuracy of :meth:`predict` on the labelled (visible) nodes."""
         self._check_fitted()
-        data = self._data(X, Y)
+        data = self._data(X, self._fitted_labels(Y))
         scored = data.visible & (data.labels >= 0)
         return float(np.mean(self._predict_flat(data)[scored] == data.labels[scored]))

@@ -29,8 +29,12 @@ as it was::
         val = validation_data(X_val, Y_val, lambda X, Y: ...)      # checked against train
         history = FitHistory(train, val)
         ...                                                        # iterate, history.record(...)
-        self._commit_fit({"n_states_": ..., "w_": ..., "history_": history.frame()})
+        self._commit_fit({"n_states_": ..., "classes_": ..., "w_": ..., "history_": history.frame()})
         return self
+
+Labels may be of any hashable type: ``fit`` codes them once with :func:`slr.labels.fit_labels`,
+the kernels see ints ``0 .. L-1``, ``classes_`` names the codes, and ``predict`` and ``score``
+speak the caller's labels (:meth:`StructuredEstimator._fitted_labels` codes them on the way in).
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from slr._versions import VersionedPickle
 from slr.formats import Labellings
+from slr.labels import decode_labels, encode_labels, integer_classes
 from slr.models import FlatData
 
 __all__ = ["HISTORY_COLUMNS", "FitHistory", "StructuredEstimator", "validation_data"]
@@ -162,6 +167,9 @@ class StructuredEstimator(VersionedPickle, BaseEstimator):
     Attributes
     ----------
     n_states_ : int
+    classes_ : ndarray of shape (n_states_,)
+        The labels, sorted (``arange(n_states_)`` for integer labels); code ``a`` in the kernels
+        is label ``classes_[a]``.
     history_ : pandas.DataFrame
     """
 
@@ -184,6 +192,15 @@ class StructuredEstimator(VersionedPickle, BaseEstimator):
         self.__dict__.update(fitted)
         self._fitted_names = tuple(fitted)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if "n_states_" in state and "classes_" not in state:   # pickled before classes_: integer labels
+            self.classes_ = integer_classes(self.n_states_)
+
+    def _fitted_labels(self, Y: Sequence, name: str = "Y") -> Sequence:
+        """``Y`` in the fitted model's codes (:func:`slr.labels.encode_labels`)."""
+        return encode_labels(Y, self.classes_, name)
+
     # ------------------------------------------------------------------ public
     def _check_fitted(self) -> None:
         check_is_fitted(self, "history_")
@@ -198,17 +215,25 @@ class StructuredEstimator(VersionedPickle, BaseEstimator):
         Returns
         -------
         Labellings
-            A list of int64 arrays ``(n,)``, one per example (to NumPy a 1-D object array, so that
-            ``cross_val_predict`` works; :class:`slr.formats.Labellings`).
+            A list of arrays ``(n,)`` of labels of ``classes_``'s dtype (int64 for integer labels),
+            one per example (to NumPy a 1-D object array, so that ``cross_val_predict`` works;
+            :class:`slr.formats.Labellings`).
         """
         self._check_fitted()
         data = self._data(X)
-        return Labellings(data.split_labels(self._predict_flat(data).astype(np.int64)))
+        labellings = data.split_labels(self._predict_flat(data))
+        return Labellings([decode_labels(labels, self.classes_) for labels in labellings])
 
     def score(self, X: Sequence, Y: Sequence) -> float:
-        """Per-node accuracy of :meth:`predict` over all (visible) nodes of all examples."""
+        """Per-node accuracy of :meth:`predict` over all (visible) nodes of all examples.
+
+        Raises
+        ------
+        ValueError
+            For a label of ``Y`` that is not one of ``classes_``.
+        """
         self._check_fitted()
-        data = self._data(X, Y)
+        data = self._data(X, self._fitted_labels(Y))
         visible = data.visible
         return float(np.mean(self._predict_flat(data)[visible] == data.labels[visible]))
 

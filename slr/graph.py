@@ -286,7 +286,8 @@ def check_labels(y: Any, n_nodes: int, n_states: int | None, name: str = "y", *,
         raise ValueError(f"{name} must have shape ({n_nodes},), got {arr.shape}")
     if mask is not None and mask.any():
         if not allow_unlabelled:
-            raise ValueError(f"{name} is a masked array with {int(mask.sum())} masked (unlabelled) nodes; "
+            raise ValueError(f"{name} is a masked array with {int(mask.sum())} masked (unlabelled) nodes (or holds "
+                             f"None labels, which mark them too); "
                              "only StructuredLogisticRegression.fit takes partial labels")
         if arr.dtype.kind in "iuf":   # the hidden values are never read
             arr = np.where(mask, -1, arr.astype(np.float64 if arr.dtype.kind == "f" else np.int64))

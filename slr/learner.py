@@ -58,6 +58,8 @@ from slr.certificate import FitCertificate, certify
 from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
                                  batch_sweeps, resolve_threads)
 from slr.hidden import flat_data, state_offset
+from slr.labels import (decode_labels, encode_class_weight, encode_labels, fit_labels, integer_classes,
+                        is_integer_classes)
 from slr.latent import LATENT_INIT, LatentTargets, clamp_mask, initial_node_targets
 from slr.models import (CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_example_weights, class_weights,
                         hamming_margin)
@@ -749,10 +751,11 @@ def _allowed_states(data: FlatData, transitions: Transitions | None) -> np.ndarr
     return data.allowed_states & ends
 
 
-def _checked_transitions(value: Any, data: FlatData) -> Transitions | None:
-    """An ``allowed_transitions`` parameter over ``data``'s labels, on all its states (hidden states
-    unconstrained), after refusing labels of ``data`` that it forbids."""
-    transitions = check_transitions(value, data.n_labels)
+def _checked_transitions(value: Any, data: FlatData, classes: np.ndarray | None) -> Transitions | None:
+    """An ``allowed_transitions`` parameter over ``data``'s labels (a scheme resolved against the
+    tags ``classes``; None: integer labels), on all its states (hidden states unconstrained), after
+    refusing labels of ``data`` that it forbids."""
+    transitions = check_transitions(value, data.n_labels, None if classes is None else classes.tolist())
     if transitions is None:
         return None
     transitions = transitions.padded(data.n_states)
@@ -843,7 +846,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         value, nodes are labelled by their smoothed marginals' mode (the sweeps then run
         on chains too).
     n_states : int, optional
-        Number of states ``L``; inferred as ``max(Y) + 1`` when None.
+        Number of states ``L``; inferred as ``max(Y) + 1`` for integer labels when None. For
+        labels of other types, the number of distinct labels, which is what it must be if given.
     n_jobs : int, optional
         OpenMP threads for message passing (parallel over examples); all cores when None or -1.
     monitor : "auto" or bool, default="auto"
@@ -992,6 +996,9 @@ class StructuredLogisticRegression(StructuredEstimator):
         The fitted functions.
     n_states_ : int
         The labels (without the hidden states).
+    classes_ : ndarray of shape (n_states_,)
+        The labels, sorted (``arange(n_states_)`` for integer labels): ``predict`` returns them,
+        and column ``a`` of ``predict_marginals`` is label ``classes_[a]``.
     n_hidden_states_ : int
     n_node_features_, n_edge_features_ : int
     history_ : pandas.DataFrame
@@ -1182,9 +1189,11 @@ class StructuredLogisticRegression(StructuredEstimator):
         ----------
         X : list of (node_features (n, d_u), edges (m, 2), edge_features (m, d_e))
             With ``n_hidden_states``, ``(node_features, edges, edge_features, n_hidden)``.
-        Y : list of int arrays (n,)
-            With ``n_hidden_states``, ``(n - n_hidden,)``: the visible nodes' labels.
-            Label ``-1``, or a masked entry of a numpy masked array, marks an unlabelled node,
+        Y : list of label arrays (n,)
+            With ``n_hidden_states``, ``(n - n_hidden,)``: the visible nodes' labels. Integer
+            labels, or labels of any hashable type that sort (strings: ``"B-PER"``), which
+            ``classes_`` then lists (:mod:`slr.labels`). Label ``-1`` for integer labels, ``None``
+            for others, or a masked entry of a numpy masked array, marks an unlabelled node,
             learnt as a latent variable (:mod:`slr.latent`); an example may have no labelled node.
         X_val, Y_val : optional
             Validation data in the same format (fully labelled), for ``history_["val_error"]`` and
@@ -1235,19 +1244,23 @@ class StructuredLogisticRegression(StructuredEstimator):
             _check_same_model(self, params)
             inferred = self._n_states_inferred
             unary, pairwise = copy.deepcopy(self.unary_), copy.deepcopy(self.pairwise_)
-            data = _checked_data(X, Y, self.n_states_, inferred, self.n_node_features_, self.n_edge_features_,
-                                 "X", allow_unlabelled=True, n_hidden_states=params["n_hidden_states"])
+            classes = None if is_integer_classes(self.classes_) else self.classes_
+            data = _checked_data(X, encode_labels(Y, classes), self.n_states_, inferred, self.n_node_features_,
+                                 self.n_edge_features_, "X", allow_unlabelled=True,
+                                 n_hidden_states=params["n_hidden_states"])
             rng = None
         else:
             done, inferred = 0, params["n_states"] is None
             rng = check_generator(params["random_state"])
             unary = _clone_oracle(self.unary, "unary", rng)
             pairwise = _clone_oracle(self.pairwise, "pairwise", rng)
+            Y, classes = fit_labels(Y, params["n_states"])
             data = flat_data(X, Y, params["n_states"], params["n_hidden_states"], allow_unlabelled=True)
-        transitions = _checked_transitions(params["allowed_transitions"], data)
+        fitted_classes = integer_classes(data.n_labels) if classes is None else classes
+        transitions = _checked_transitions(params["allowed_transitions"], data, classes)
         weights = check_example_weights(sample_weight, data.n_examples)
         val = validation_data(X_val, Y_val, lambda X, Y: _checked_data(
-            X, Y, data.n_labels, inferred, data.d_node, _edge_width(data), "X_val",
+            X, encode_labels(Y, classes), data.n_labels, inferred, data.d_node, _edge_width(data), "X_val",
             n_hidden_states=params["n_hidden_states"]))
         early = _early_stopping(params["early_stopping"], val is not None, (unary, pairwise), data.n_examples,
                                 params["validation_fraction"])
@@ -1271,7 +1284,7 @@ class StructuredLogisticRegression(StructuredEstimator):
 
         history = FitHistory(train, val)
         timed = self._phase_timer or _untimed
-        cw = class_weights(params["class_weight"], train.labels, train.n_labels)
+        cw = class_weights(encode_class_weight(params["class_weight"], classes), train.labels, train.n_labels)
         if cw is not None and train.n_states > train.n_labels:   # hidden states are never a label
             cw = np.r_[cw, np.ones(train.n_states - train.n_labels)]
         _check_resolvable_class_weights(cw, params["epsilon"])
@@ -1291,12 +1304,13 @@ class StructuredLogisticRegression(StructuredEstimator):
             objectives.append(state.penalised)
         rows = _TrainingRows(params["monitor"], predictor, train)
         decode = (lambda data: state.map_labels(predictor, data)) if rows.on or early else None
-        check_data = (lambda X, Y: _checked_data(X, Y, train.n_labels, inferred, train.d_node,
-                                                 _edge_width(train), "X", n_hidden_states=params["n_hidden_states"]))
+        check_data = (lambda X, Y: _checked_data(X, None if Y is None else encode_labels(Y, classes), train.n_labels,
+                                                 inferred, train.d_node, _edge_width(train), "X",
+                                                 n_hidden_states=params["n_hidden_states"]))
         progress = _Progress(history, objectives, decode, rows,
                              _BestIteration(params["n_iter_no_change"]) if early else None, params["tol"],
                              params["verbose"], timed, callback,
-                             lambda row, state: Iterate(row, state, predictor, check_data))
+                             lambda row, state: Iterate(row, state, predictor, check_data, fitted_classes))
         if solver == "joint":
             stop_reason, n_iter = _run_joint(state, progress, done, params["max_iter"], weights, cw)
         else:
@@ -1323,6 +1337,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             trace_frame = pd.concat([earlier_trace, trace_frame.iloc[1:]], ignore_index=True)
         self._commit_fit({
             "n_states_": train.n_labels,
+            "classes_": fitted_classes,
             "n_hidden_states_": params["n_hidden_states"],
             "n_node_features_": train.d_node,
             # a continuation on graphs without edges keeps the width the pairwise function was fitted on
@@ -1480,11 +1495,12 @@ class Iterate:
     """
 
     def __init__(self, row: dict, state: _Alternation, predictor: PairwiseModel,
-                 check_data: Callable[[Sequence, Sequence | None], FlatData]) -> None:
+                 check_data: Callable[[Sequence, Sequence | None], FlatData], classes: np.ndarray) -> None:
         self.iteration, self.objective, self.seconds = int(row["iteration"]), float(row["objective"]), row["seconds"]
         self.train_error, self.val_error = row["train_error"], row["val_error"]
         self.penalised = float(state.penalised)
         self._live: tuple | None = (state, predictor, check_data)
+        self._classes = classes
 
     def _expire(self) -> None:
         self._live = None
@@ -1511,7 +1527,7 @@ class Iterate:
         Labellings
         """
         data, labels = self._labels(X, None)
-        return Labellings(data.split_labels(labels.astype(np.int64)))
+        return Labellings([decode_labels(part, self._classes) for part in data.split_labels(labels)])
 
     def score(self, X: Sequence, Y: Sequence) -> float:
         """Per-node accuracy of :meth:`predict` on ``X``, ``Y`` (fully labelled), as

@@ -1,13 +1,22 @@
 """Scores of labellings over all nodes of all examples, and scorers for scikit-learn's model selection.
 
-Every metric leaves out the unlabelled nodes of the true labellings: a label ``-1``, or a masked
-entry of a numpy masked array (the partial labels ``StructuredLogisticRegression.fit`` takes).
+Node metrics (:func:`node_accuracy`, :func:`node_f1`, the per-label :func:`classification_report`),
+whole-example :func:`sequence_accuracy`, entity metrics of IOB1 / IOB2 / IOBES tags with
+conlleval's reading of them (:func:`entity_spans`, :func:`entity_scores`, per type
+:func:`entity_scores_by_type`, :func:`entity_f1` micro or macro, :func:`entity_report`; they agree
+with seqeval's default mode), and calibration of node marginals.
+
+Every metric leaves out the unlabelled nodes of the true labellings: a label ``-1`` (integer
+labels), ``None`` (labels of other types, such as strings), or a masked entry of a numpy masked
+array (the partial labels ``StructuredLogisticRegression.fit`` takes). Labels may be of any type
+the learners take (:mod:`slr.labels`): what ``predict`` returns is compared with ``Y`` as it is.
 
 scikit-learn's string scorers (``scoring="f1_macro"``) cannot read structured labels (a list of
 per-example arrays is of an "unknown" target type to them). The scorers here flatten the true and
 predicted labellings over all nodes and then apply scikit-learn's metric, so
 ``GridSearchCV(model, grid, scoring=node_f1_scorer)`` and ``cross_val_score(..., scoring=...)``
-work with every slr learner.
+work with every slr learner; :data:`entity_f1_scorer` and :data:`sequence_accuracy_scorer` score
+whole examples (a learner fitted on string tags predicts them).
 
 >>> import numpy as np
 >>> node_accuracy([np.array([0, 1]), np.array([2])], [np.array([0, 0]), np.array([2])])
@@ -20,16 +29,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import accuracy_score, f1_score
+import pandas as pd
+from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
-__all__ = ["CalibrationCurve", "EntityScores", "calibration_curve", "entity_scores", "entity_spans",
+from slr.validation import check_option
+
+__all__ = ["CalibrationCurve", "EntityScores", "calibration_curve", "classification_report", "entity_f1",
+           "entity_f1_scorer", "entity_report", "entity_scores", "entity_scores_by_type", "entity_spans",
            "expected_calibration_error", "make_node_scorer", "node_accuracy", "node_accuracy_scorer",
-           "node_brier_score", "node_f1", "node_f1_scorer", "node_log_loss"]
+           "node_brier_score", "node_f1", "node_f1_scorer", "node_log_loss", "sequence_accuracy",
+           "sequence_accuracy_scorer"]
 
 
 def _truth(y: Any) -> tuple[np.ndarray, np.ndarray]:
-    """One example's true labels, flattened, and which of its nodes are labelled: not ``-1`` and
-    not a masked entry of a masked array (whatever value it hides)."""
+    """One example's true labels, flattened, and which of its nodes are labelled: not ``-1`` (integer
+    labels), not ``None`` (labels of other types) and not a masked entry of a masked array
+    (whatever value it hides)."""
     if np.ma.isMaskedArray(y):
         values, labelled = np.ravel(np.ma.getdata(y)), ~np.ravel(np.ma.getmaskarray(y))
     else:
@@ -37,25 +52,33 @@ def _truth(y: Any) -> tuple[np.ndarray, np.ndarray]:
         labelled = np.ones(values.shape, dtype=bool)
     if values.dtype.kind in "iuf":
         labelled &= values != -1
+    elif values.dtype == object:
+        labelled &= np.fromiter((value is not None for value in values), dtype=bool, count=values.size)
     return values, labelled
 
 
-def _flatten(Y_true: Sequence, Y_pred: Sequence) -> tuple[np.ndarray, np.ndarray]:
-    """The true and predicted labels of every labelled node of every example."""
+def _check_pairs(Y_true: Sequence, Y_pred: Sequence) -> None:
+    """Refuse labellings that do not pair up: as many examples, each of one shape."""
     if len(Y_true) != len(Y_pred):
         raise ValueError(f"Y_true and Y_pred must hold as many examples, got {len(Y_true)} and {len(Y_pred)}")
     if len(Y_true) == 0:
         raise ValueError("Y_true must hold at least one example")
-    truths, guesses = [], []
     for k, (truth, guess) in enumerate(zip(Y_true, Y_pred)):
         if np.shape(truth) != np.shape(guess):
             raise ValueError(f"example {k}: Y_true has shape {np.shape(truth)}, Y_pred {np.shape(guess)}")
+
+
+def _flatten(Y_true: Sequence, Y_pred: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """The true and predicted labels of every labelled node of every example."""
+    _check_pairs(Y_true, Y_pred)
+    truths, guesses = [], []
+    for truth, guess in zip(Y_true, Y_pred):
         values, labelled = _truth(truth)
         truths.append(values[labelled])
         guesses.append(np.ravel(np.asarray(guess))[labelled])
     truth, guess = np.concatenate(truths), np.concatenate(guesses)
     if truth.size == 0:
-        raise ValueError("Y_true has no labelled node (every node is -1 or masked): nothing to score")
+        raise ValueError("Y_true has no labelled node (every node is -1, None or masked): nothing to score")
     return truth, guess
 
 
@@ -78,29 +101,122 @@ def node_f1(Y_true: Sequence, Y_pred: Sequence, average: str | None = "macro",
     return np.asarray(score) if average is None else float(score)
 
 
-def _split_tag(tag: str) -> tuple[str, str]:
-    """``"B-PER"`` -> ``("B", "PER")``; a tag without a type (``"O"``) -> ``(tag, "")``."""
+def sequence_accuracy(Y_true: Sequence, Y_pred: Sequence) -> float:
+    """The fraction of the examples whose labelled nodes are all labelled correctly (whole-sequence
+    accuracy); examples without a labelled node are left out.
+
+    Raises
+    ------
+    ValueError
+        For mismatched examples, or no example with a labelled node.
+    """
+    _check_pairs(Y_true, Y_pred)
+    right = []
+    for truth, guess in zip(Y_true, Y_pred):
+        values, labelled = _truth(truth)
+        if labelled.any():
+            right.append(bool(np.all(values[labelled] == np.ravel(np.asarray(guess))[labelled])))
+    if not right:
+        raise ValueError("Y_true has no labelled node (every node is -1, None or masked): nothing to score")
+    return float(np.mean(right))
+
+
+def classification_report(Y_true: Sequence, Y_pred: Sequence, *, labels: Sequence | None = None,
+                          zero_division: float = 0.0) -> pd.DataFrame:
+    """Per label precision, recall, F1 and support over the labelled nodes (scikit-learn's
+    ``classification_report`` as a table), then the rows ``"micro avg"`` (node accuracy, for
+    every label counted), ``"macro avg"`` and ``"weighted avg"`` (weighted by support).
+
+    Parameters
+    ----------
+    Y_true, Y_pred : sequences of label arrays
+    labels : sequence, optional
+        The labels to report, in order; those of ``Y_true`` and ``Y_pred`` (sorted) when None.
+    zero_division : float, default=0.0
+        The value of a precision or recall without any prediction or true node of its label.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by label (then the averages), columns ``precision``, ``recall``, ``f1``, ``support``.
+    """
+    truth, guess = _flatten(Y_true, Y_pred)
+    labels = np.unique(np.concatenate([truth, guess])) if labels is None else np.asarray(labels)
+    precision, recall, f1, support = precision_recall_fscore_support(truth, guess, labels=labels,
+                                                                     zero_division=zero_division)
+    rows = pd.DataFrame({"precision": precision, "recall": recall, "f1": f1, "support": support},
+                        index=pd.Index(labels.tolist(), dtype=object))
+    return _with_averages(rows, micro=precision_recall_fscore_support(
+        truth, guess, labels=labels, average="micro", zero_division=zero_division)[:3])
+
+
+def _with_averages(rows: pd.DataFrame, micro: tuple[float, float, float]) -> pd.DataFrame:
+    """``rows`` (per label or type) followed by its micro, macro and support-weighted averages."""
+    columns = ["precision", "recall", "f1"]
+    support = rows["support"].to_numpy()
+    total = int(support.sum())
+    weighted = (rows[columns].to_numpy().T @ support / total) if total else np.zeros(3)
+    averages = pd.DataFrame([[*micro, total], [*rows[columns].mean().to_numpy(), total], [*weighted, total]],
+                            columns=[*columns, "support"], index=["micro avg", "macro avg", "weighted avg"])
+    table = pd.concat([rows, averages]) if len(rows) else averages
+    return table.astype({"support": np.int64})
+
+
+# ----------------------------------------------------------------------------------------
+# entities of IOB / IOBES tags (conlleval)
+# ----------------------------------------------------------------------------------------
+_PREFIXES = ("B", "I", "E", "S", "O")
+
+
+def _split_tag(tag: Any) -> tuple[str, str]:
+    """``"B-PER"`` -> ``("B", "PER")``; ``"O"`` -> ``("O", "")``; refuses a tag whose prefix is
+    not one of B, I, E, S, O."""
     prefix, _, kind = str(tag).partition("-")
+    if prefix not in _PREFIXES:
+        raise ValueError(f"tags must be O or B-, I-, E-, S- and a type (IOB1, IOB2 or IOBES), got {tag!r}")
     return prefix, kind
 
 
-def entity_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
-    """The entities of one sentence's IOB tags, as conlleval reads them: ``{(type, first, last)}``.
+def _entity_ends(prefix: str, kind: str, prev_prefix: str, prev_kind: str) -> bool:
+    """conlleval's ``endOfChunk``: an entity open at the previous token ends before this one."""
+    if prev_prefix in ("E", "S"):
+        return True
+    if prev_prefix in ("B", "I") and prefix in ("B", "S", "O"):
+        return True
+    return prev_prefix != "O" and prev_kind != kind
 
-    IOB1 and IOB2 alike: an entity starts at a ``B``, at an ``I`` after ``O`` and wherever the
-    type changes, and ends before a ``B`` or ``O`` or a change of type (conlleval's
-    ``startOfChunk`` and ``endOfChunk``).
+
+def _entity_starts(prefix: str, kind: str, prev_prefix: str, prev_kind: str) -> bool:
+    """conlleval's ``startOfChunk``: an entity starts at this token."""
+    if prefix in ("B", "S"):
+        return True
+    if prefix in ("I", "E") and prev_prefix in ("E", "S", "O"):
+        return True
+    return prefix != "O" and prev_kind != kind
+
+
+def entity_spans(tags: Sequence[Any]) -> set[tuple[str, int, int]]:
+    """The entities of one sentence's tags, as conlleval reads them: ``{(type, first, last)}``.
+
+    IOB1, IOB2 and IOBES alike: an entity starts at a ``B`` or ``S``, at an ``I`` or ``E`` after
+    ``O``, ``E`` or ``S`` (a stray ``I-`` opens one), and wherever the type changes; it ends after
+    an ``E`` or ``S``, before a ``B``, ``S`` or ``O``, and before a change of type (conlleval's
+    ``startOfChunk`` and ``endOfChunk``, with IOBES as seqeval's default mode reads it). ``B-X B-X``
+    are two entities.
+
+    Raises
+    ------
+    ValueError
+        For a tag that is not ``O`` or a prefix ``B``, ``I``, ``E``, ``S`` with a type.
     """
     spans = set()
     start, prev_prefix, prev_kind = None, "O", ""
-    for i, tag in enumerate(list(tags) + ["O"]):
+    for i, tag in enumerate([*tags, "O"]):
         prefix, kind = _split_tag(tag)
-        ends = (prev_prefix in ("B", "I") and (prefix in ("B", "O") or kind != prev_kind))
-        starts = prefix == "B" or (prefix == "I" and (prev_prefix == "O" or kind != prev_kind))
-        if ends and start is not None:
+        if start is not None and _entity_ends(prefix, kind, prev_prefix, prev_kind):
             spans.add((prev_kind, start, i - 1))
             start = None
-        if starts:
+        if _entity_starts(prefix, kind, prev_prefix, prev_kind):
             start = i
         prev_prefix, prev_kind = prefix, kind
     return spans
@@ -108,7 +224,8 @@ def entity_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
 
 @dataclass(frozen=True)
 class EntityScores:
-    """Entity-level precision, recall and F1 over a corpus (conlleval's overall figures)."""
+    """Entity-level precision, recall and F1 over a corpus (conlleval's overall figures, or one
+    type's)."""
 
     precision: float
     recall: float
@@ -117,18 +234,63 @@ class EntityScores:
     n_predicted: int
     n_correct: int
 
+    @classmethod
+    def from_counts(cls, n_true: int, n_predicted: int, n_correct: int) -> "EntityScores":
+        """The scores of the counts: precision and recall 0 without predicted or true entities, F1
+        their harmonic mean (0 when no entity is correct)."""
+        precision = n_correct / n_predicted if n_predicted else 0.0
+        recall = n_correct / n_true if n_true else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if n_correct else 0.0
+        return cls(precision, recall, f1, n_true, n_predicted, n_correct)
 
-def entity_scores(tags_true: Sequence[Sequence[str]], tags_pred: Sequence[Sequence[str]]) -> EntityScores:
-    """Entity precision, recall and F1 of predicted IOB tags, with conlleval's semantics.
+
+def _sentence_tags(tags: Any) -> tuple[list, np.ndarray]:
+    """One sentence's true tags as a list, and which are labelled (not None, not masked)."""
+    values, labelled = _truth(tags)
+    return values.tolist(), labelled
+
+
+def _entity_counts(tags_true: Sequence[Sequence[Any]],
+                   tags_pred: Sequence[Sequence[Any]]) -> dict[str, tuple[int, int, int]]:
+    """Per entity type ``(n_true, n_predicted, n_correct)`` over all sentences.
+
+    An unlabelled token of ``tags_true`` (None or masked) is read as ``O`` there, and every entity,
+    true or predicted, that covers it or ends or starts beside it is left out: its extent is unknown.
+    """
+    if len(tags_true) != len(tags_pred):
+        raise ValueError(f"tags_pred must hold one sentence per sentence of tags_true ({len(tags_true)}), "
+                         f"got {len(tags_pred)}")
+    counts: dict[str, list[int]] = {}
+    for k, (truth, guess) in enumerate(zip(tags_true, tags_pred)):
+        truth, labelled = _sentence_tags(truth)
+        guess = np.ravel(np.asarray(guess, dtype=object)).tolist()
+        if len(truth) != len(guess):
+            raise ValueError(f"tags_pred[{k}] has {len(guess)} tags, tags_true[{k}] {len(truth)}")
+        true_spans = entity_spans([tag if known else "O" for tag, known in zip(truth, labelled)])
+        pred_spans = entity_spans(guess)
+        if not labelled.all():
+            unknown = np.flatnonzero(~labelled)
+            near = lambda span: np.any((unknown >= span[1] - 1) & (unknown <= span[2] + 1))  # noqa: E731
+            true_spans = {span for span in true_spans if not near(span)}
+            pred_spans = {span for span in pred_spans if not near(span)}
+        for index, spans in enumerate((true_spans, pred_spans, true_spans & pred_spans)):
+            for kind, _, _ in spans:
+                counts.setdefault(kind, [0, 0, 0])[index] += 1
+    return {kind: tuple(counts[kind]) for kind in sorted(counts)}
+
+
+def entity_scores(tags_true: Sequence[Sequence[Any]], tags_pred: Sequence[Sequence[Any]]) -> EntityScores:
+    """Entity precision, recall and F1 of predicted tags, with conlleval's semantics.
 
     An entity is correct when a predicted one has the same type, first and last token as a true
     one (:func:`entity_spans`, per sentence); precision and recall are over all entities of all
-    sentences, and F1 their harmonic mean (0 when no entity is correct).
+    sentences (micro), and F1 their harmonic mean (0 when no entity is correct). Unlabelled tokens
+    (None or masked in ``tags_true``) leave out the entities they touch (:func:`entity_report`).
 
     Parameters
     ----------
     tags_true, tags_pred : sequence of sequences of str
-        Per sentence its tags (``"B-PER"``, ``"I-PER"``, ``"O"``, ...).
+        Per sentence its tags (``"B-PER"``, ``"I-PER"``, ``"O"``, ...), IOB1, IOB2 or IOBES.
 
     Returns
     -------
@@ -137,23 +299,65 @@ def entity_scores(tags_true: Sequence[Sequence[str]], tags_pred: Sequence[Sequen
     Raises
     ------
     ValueError
-        When the two do not hold as many sentences, or a sentence's tag counts differ.
+        When the two do not hold as many sentences, a sentence's tag counts differ, or a tag is
+        not one of the scheme's.
     """
-    if len(tags_true) != len(tags_pred):
-        raise ValueError(f"tags_pred must hold one sentence per sentence of tags_true ({len(tags_true)}), "
-                         f"got {len(tags_pred)}")
-    n_true = n_pred = n_correct = 0
-    for k, (truth, guess) in enumerate(zip(tags_true, tags_pred)):
-        if len(truth) != len(guess):
-            raise ValueError(f"tags_pred[{k}] has {len(guess)} tags, tags_true[{k}] {len(truth)}")
-        true_spans, pred_spans = entity_spans(truth), entity_spans(guess)
-        n_true += len(true_spans)
-        n_pred += len(pred_spans)
-        n_correct += len(true_spans & pred_spans)
-    precision = n_correct / n_pred if n_pred else 0.0
-    recall = n_correct / n_true if n_true else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if n_correct else 0.0
-    return EntityScores(precision, recall, f1, n_true, n_pred, n_correct)
+    counts = _entity_counts(tags_true, tags_pred)
+    return EntityScores.from_counts(*(int(sum(c[i] for c in counts.values())) for i in range(3)))
+
+
+def entity_scores_by_type(tags_true: Sequence[Sequence[Any]],
+                          tags_pred: Sequence[Sequence[Any]]) -> dict[str, EntityScores]:
+    """:func:`entity_scores` of every entity type that occurs in ``tags_true`` or ``tags_pred``
+    (sorted by type): conlleval's per-type lines."""
+    return {kind: EntityScores.from_counts(*count) for kind, count in _entity_counts(tags_true, tags_pred).items()}
+
+
+def entity_f1(tags_true: Sequence[Sequence[Any]], tags_pred: Sequence[Sequence[Any]],
+              average: str | None = "micro") -> float | np.ndarray:
+    """Entity F1 (conlleval's, :func:`entity_scores`).
+
+    Parameters
+    ----------
+    tags_true, tags_pred : sequence of sequences of str
+    average : {"micro", "macro", "weighted"} or None, default="micro"
+        ``"micro"``: over all entities (conlleval's overall F1); ``"macro"``: the mean of the types'
+        F1, over the types of ``tags_true`` and ``tags_pred``; ``"weighted"``: that mean weighted by
+        each type's true entities; None: the types' F1 in sorted type order (as seqeval's ``f1_score``).
+    """
+    average = check_option(average, "average", ("micro", "macro", "weighted", None))
+    if average == "micro":
+        return entity_scores(tags_true, tags_pred).f1
+    report = entity_report(tags_true, tags_pred)
+    if average is None:
+        return report["f1"].iloc[:-3].to_numpy()
+    return float(report.loc[f"{average} avg", "f1"])
+
+
+def entity_report(tags_true: Sequence[Sequence[Any]], tags_pred: Sequence[Sequence[Any]]) -> pd.DataFrame:
+    """conlleval's figures per entity type, then micro, macro and support-weighted averages
+    (seqeval's ``classification_report`` as a table).
+
+    Unlabelled tokens of ``tags_true`` (None, or masked entries of masked arrays) are not scored:
+    they are ``O`` to the true entities, and every entity, true or predicted, that covers one or
+    ends or starts beside one is left out (whether it is right depends on labels nobody gave).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by type (sorted), then ``"micro avg"``, ``"macro avg"``, ``"weighted avg"``;
+        columns ``precision``, ``recall``, ``f1``, ``support`` (true entities), ``n_predicted``
+        and ``n_correct``.
+    """
+    counts = _entity_counts(tags_true, tags_pred)
+    by_type = {kind: EntityScores.from_counts(*count) for kind, count in counts.items()}
+    rows = pd.DataFrame([[s.precision, s.recall, s.f1, s.n_true] for s in by_type.values()],
+                        columns=["precision", "recall", "f1", "support"], index=pd.Index(list(by_type), dtype=object))
+    overall = EntityScores.from_counts(*(int(sum(c[i] for c in counts.values())) for i in range(3)))
+    table = _with_averages(rows, micro=(overall.precision, overall.recall, overall.f1))
+    predicted = [s.n_predicted for s in by_type.values()] + [overall.n_predicted] * 3
+    correct = [s.n_correct for s in by_type.values()] + [overall.n_correct] * 3
+    return table.assign(n_predicted=np.array(predicted, dtype=np.int64), n_correct=np.array(correct, dtype=np.int64))
 
 
 def make_node_scorer(metric: Callable[..., float], **kwargs: Any) -> Callable[[Any, Sequence, Sequence], float]:
@@ -177,6 +381,10 @@ def make_node_scorer(metric: Callable[..., float], **kwargs: Any) -> Callable[[A
 node_accuracy_scorer = make_node_scorer(node_accuracy)
 #: Macro F1 over the states of all nodes, as a scorer.
 node_f1_scorer = make_node_scorer(node_f1, average="macro")
+#: Whole-example accuracy, as a scorer.
+sequence_accuracy_scorer = make_node_scorer(sequence_accuracy)
+#: conlleval's overall entity F1 of IOB / IOBES tags (string labels), as a scorer.
+entity_f1_scorer = make_node_scorer(entity_f1, average="micro")
 
 
 # ----------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ class SequenceTagger(BaseEstimator):
     Attributes
     ----------
     classes_ : ndarray
-        The tags seen at ``fit``, sorted: the learner's label ``k`` is ``classes_[k]``.
+        The tags seen at ``fit``, sorted: the learner's ``classes_`` (it is fitted on the tags).
     vectorizer_ : SequenceVectorizer
     learner_ : fitted learner
     state_features_ : pandas.DataFrame
@@ -69,18 +69,17 @@ class SequenceTagger(BaseEstimator):
         sentences = list(X)
         vectorizer = clone(self.vectorizer) if self.vectorizer is not None else SequenceVectorizer()
         examples = vectorizer.fit_transform(sentences)
-        classes, labels = _encode(y, [len(s) for s in sentences])
+        tags = _checked_tags(y, [len(s) for s in sentences])
         learner = (clone(self.learner) if self.learner is not None
                    else StructuredLogisticRegression(Linear(l2=1.0), Linear(l2=1.0)))
-        learner.fit(examples, labels)
-        self.vectorizer_, self.learner_, self.classes_ = vectorizer, learner, classes
+        learner.fit(examples, tags)
+        self.vectorizer_, self.learner_, self.classes_ = vectorizer, learner, learner.classes_
         return self
 
     def predict(self, X: Sequence) -> list[list]:
         """The tags of every sentence, a list per sentence."""
         check_is_fitted(self, "learner_")
-        labels = self.learner_.predict(self.vectorizer_.transform(X))
-        return [self.classes_[np.asarray(y, dtype=np.int64)].tolist() for y in labels]
+        return [np.asarray(tags).tolist() for tags in self.learner_.predict(self.vectorizer_.transform(X))]
 
     def score(self, X: Sequence, y: Sequence) -> float:
         """Token accuracy of ``predict(X)`` against the tags ``y``."""
@@ -107,19 +106,15 @@ class SequenceTagger(BaseEstimator):
         return save_crfsuite(self, path, **kwargs)
 
 
-def _encode(y: Sequence, lengths: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The sorted tags and every sentence's tags as their indices, checked against the sentences' lengths.
-
-    The one place the tagger turns tags into the learner's integer labels.
-    """
+def _checked_tags(y: Sequence, lengths: list[int]) -> list[np.ndarray]:
+    """Every sentence's tags as an array (the learner codes them, :mod:`slr.labels`), checked against
+    the sentences' lengths."""
     tags = [list(t) for t in y]
     if len(tags) != len(lengths):
         raise ValueError(f"y must have one tag sequence per sentence ({len(lengths)}), got {len(tags)}")
     for k, (t, n) in enumerate(zip(tags, lengths)):
         if len(t) != n:
             raise ValueError(f"y[{k}] must have one tag per token ({n}), got {len(t)}")
-    flat = np.array([tag for t in tags for tag in t] + [None], dtype=object)[:-1]   # an object array of tags
-    if any(tag is None for tag in flat):
+    if any(tag is None for t in tags for tag in t):
         raise ValueError("y must not contain None: every token needs a tag")
-    classes, codes = np.unique(flat, return_inverse=True)
-    return classes, np.split(codes.astype(np.int64), np.cumsum(lengths)[:-1])
+    return [np.array(t) for t in tags]

@@ -8,7 +8,10 @@ on the training sentences at each point of its grid and the point with the best 
 (entity F1 for IOB-tagged corpora, token accuracy otherwise; the first point wins ties) is
 reported on the test sentences, with its fit time and memory (the fit's peak resident set above
 the process's at its start, :mod:`slr_suite.memory`: the same measure for every method, C
-libraries included).
+libraries included), and on IOB-tagged corpora its test entity F1 per entity type.
+
+Every learner is fitted on the corpora's tags as they are, strings (``classes_``: the tags of
+the training sentences), and predicts them; the metrics compare them with the true tags.
 
 Methods: ``slr:Linear`` (Linear oracles, ridge ``l2 = eps / C``, C and eps on the grid),
 ``slr:LightGBM`` (a LightGBM unary with its defaults, the Linear pairwise of the grid's C),
@@ -40,7 +43,8 @@ from slr_suite.memory import peak_memory
 from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
 from slr_suite.store import CellRecord, RecordSpec
 
-__all__ = ["COLUMNS", "CorpusCut", "METHODS", "NAME", "Nlp", "NlpSpec", "SPECS", "TABLES", "featurize", "score"]
+__all__ = ["COLUMNS", "CorpusCut", "METHODS", "NAME", "Nlp", "NlpSpec", "SPECS", "TABLES", "entity_f1_by_type",
+           "featurize", "score"]
 
 NAME = "nlp"
 SEED = 0
@@ -53,9 +57,10 @@ PYSTRUCT_METHOD = "pystruct:OneSlackSSVM"
 METHODS = (*SLR_METHODS, CRFSUITE_METHOD, *OUR_BASELINES, PYSTRUCT_METHOD)
 
 COLUMNS = ["config", "corpus", "method", "status", "params", "validation_score", "test_score", "test_accuracy",
-           "seconds", "fit_mb", "peak_mb", "n_fits", "grid_seconds", "n_features", "n_train_tokens",
+           "test_entity_f1", "seconds", "fit_mb", "peak_mb", "n_fits", "grid_seconds", "n_features", "n_train_tokens",
            *PROVENANCE_COLUMNS]
-_TEXT = ("config", "corpus", "method", "status", "params", "commit", "code", "command", "machine", "computed_at")
+_TEXT = ("config", "corpus", "method", "status", "params", "test_entity_f1", "commit", "code", "command", "machine",
+         "computed_at")
 _NUMBER = (int, float, str)   # a failed row's numbers are ""
 RECORD = RecordSpec(row={c: (str,) if c in _TEXT else (bool,) if c == "dirty" else _NUMBER for c in COLUMNS})
 
@@ -151,7 +156,7 @@ SPECS = {
 
 @dataclass
 class Featurized:
-    """A corpus's chains and labels per split, and what scores them."""
+    """A corpus's chains and tags (string arrays) per split, and what scores them."""
 
     corpus: Any
     X: dict[str, list]
@@ -171,34 +176,45 @@ def featurize(cut: CorpusCut, window: int) -> Featurized:
              for split, s in (("train", corpus.train), ("validation", corpus.validation), ("test", corpus.test))}
     vectorizer = SequenceVectorizer().fit(dicts["train"])
     X = {split: vectorizer.transform(d) for split, d in dicts.items()}
-    Y = {split: corpus.labels(corpus.split(split)) for split in X}
+    Y = {split: [np.array(tags) for tags in corpus.split(split).tags] for split in X}
     return Featurized(corpus, X, Y, vectorizer.n_features_)
 
 
 def score(corpus, Y_true: Sequence[np.ndarray], Y_pred: Sequence[np.ndarray]) -> tuple[float, float]:
-    """``(score, token accuracy)``: the score is entity F1 for IOB tags, token accuracy otherwise."""
-    from slr.metrics import entity_scores, node_accuracy
+    """``(score, token accuracy)`` of predicted tags: the score is entity F1 (conlleval's) for IOB
+    tags, token accuracy otherwise."""
+    from slr.metrics import entity_f1, node_accuracy
 
     accuracy = node_accuracy(Y_true, [np.asarray(y) for y in Y_pred])
     if corpus.scheme != "iob2":
         return accuracy, accuracy
-    return entity_scores(corpus.tags_of(Y_true), corpus.tags_of(Y_pred)).f1, accuracy
+    return entity_f1(Y_true, Y_pred), accuracy
+
+
+def entity_f1_by_type(corpus, Y_true: Sequence[np.ndarray], Y_pred: Sequence[np.ndarray]) -> str:
+    """The test entity F1 of every entity type (of the true and predicted tags) as JSON
+    ``{type: f1}``; ``""`` for a corpus that is not IOB-tagged."""
+    from slr.metrics import entity_scores_by_type
+
+    if corpus.scheme != "iob2":
+        return ""
+    return json.dumps({kind: scores.f1 for kind, scores in entity_scores_by_type(Y_true, Y_pred).items()})
 
 
 # -- the methods ------------------------------------------------------------------------------
 
-def _slr(method: str, point: Mapping[str, float], spec: NlpSpec, n_states: int, n_threads: int | None):
+def _slr(method: str, point: Mapping[str, float], spec: NlpSpec, n_threads: int | None):
     from slr.learner import StructuredLogisticRegression
     from slr.oracles import LightGBM, Linear
 
     eps, l2 = point["epsilon"], point["epsilon"] / point["C"]
     if method == "slr:Linear":
-        return StructuredLogisticRegression(Linear(l2=l2), Linear(l2=l2), epsilon=eps, n_states=n_states,
-                                            monitor=False, n_jobs=n_threads, random_state=SEED)
+        return StructuredLogisticRegression(Linear(l2=l2), Linear(l2=l2), epsilon=eps, monitor=False,
+                                            n_jobs=n_threads, random_state=SEED)
     # LightGBM's own default of one thread unless the run sets a count: on a shared machine its
     # OpenMP threads spin against slr's
     unary = LightGBM(n_rounds=spec.lightgbm_rounds, n_jobs=n_threads or 1, random_state=SEED)
-    return StructuredLogisticRegression(unary, Linear(l2=l2), epsilon=eps, n_states=n_states, monitor=False,
+    return StructuredLogisticRegression(unary, Linear(l2=l2), epsilon=eps, monitor=False,
                                         max_iter=spec.lightgbm_max_iter, n_jobs=n_threads, random_state=SEED)
 
 
@@ -226,7 +242,7 @@ class _CRFsuite:
         trainer = pycrfsuite.Trainer(algorithm="lbfgs", verbose=False)
         trainer.set_params(self.params)
         for (nodes, _, _), y in zip(X, Y):
-            trainer.append(_crfsuite_items(nodes), [str(int(a)) for a in y])
+            trainer.append(_crfsuite_items(nodes), [str(tag) for tag in y])
         with tempfile.TemporaryDirectory(prefix="slr-crfsuite-") as tmp:
             path = str(Path(tmp) / "model.crfsuite")
             trainer.train(path)
@@ -238,13 +254,12 @@ class _CRFsuite:
 
         tagger = pycrfsuite.Tagger()
         tagger.open_inmemory(self.model_bytes_)
-        return [np.array([int(a) for a in tagger.tag(_crfsuite_items(nodes))], dtype=np.int64)
-                for nodes, _, _ in X]
+        return [np.array(tagger.tag(_crfsuite_items(nodes))) for nodes, _, _ in X]
 
 
-def _learner(method: str, point: Mapping[str, float], spec: NlpSpec, n_states: int, n_threads: int | None):
+def _learner(method: str, point: Mapping[str, float], spec: NlpSpec, n_threads: int | None):
     if method in SLR_METHODS:
-        return _slr(method, point, spec, n_states, n_threads)
+        return _slr(method, point, spec, n_threads)
     if method == CRFSUITE_METHOD:
         return _CRFsuite(point["c1"], point["c2"], spec.crfsuite_max_iter)
     import baselines
@@ -252,8 +267,7 @@ def _learner(method: str, point: Mapping[str, float], spec: NlpSpec, n_states: i
     own = {} if method == "StructuredPerceptron" else dict(C=point["C"])
     if method == "SubgradientSSVM":
         own["batch_size"] = 1
-    return getattr(baselines, method)(max_iter=spec.budgets[method], n_states=n_states, random_state=SEED,
-                                      n_jobs=n_threads, **own)
+    return getattr(baselines, method)(max_iter=spec.budgets[method], random_state=SEED, n_jobs=n_threads, **own)
 
 
 @dataclass
@@ -270,8 +284,7 @@ class _Fit:
 def _fit_point(method: str, point: Mapping[str, float], spec: NlpSpec, data: Featurized,
                n_threads: int | None) -> _Fit:
     """One fit on the training split, timed and measured; scored on the validation split."""
-    L = len(data.corpus.tag_names)
-    model = _learner(method, point, spec, L, n_threads)
+    model = _learner(method, point, spec, n_threads)
     seconds, scores = [], []
     kwargs = {}
     if method in SLR_METHODS:
@@ -308,10 +321,11 @@ print(json.dumps(out))
 """
 
 
-def pystruct_on_sparse(X: Sequence, Y: Sequence, n_states: int, timeout: float) -> str:
+def pystruct_on_sparse(X: Sequence, Y: Sequence, timeout: float) -> str:
     """What pystruct 0.3.2's ``OneSlackSSVM(ChainCRF)`` does with the chains' node features as
     scipy.sparse CSR matrices (one per chain), run in its environment: ``"ok"``, or its error as
-    ``Type: message``.
+    ``Type: message``. The tags go to pystruct as the codes slr's learners use (pystruct takes
+    integer labels only).
 
     Raises
     ------
@@ -321,15 +335,18 @@ def pystruct_on_sparse(X: Sequence, Y: Sequence, n_states: int, timeout: float) 
     import scipy.sparse as sp
 
     from baselines.peer import peer_python
+    from slr.labels import fit_labels
 
     python = peer_python()
     if python is None:
         raise RuntimeError("the pystruct 0.3.2 environment is not built here")
     rows = sp.csr_matrix(sp.vstack([sp.csr_matrix(nodes) for nodes, _, _ in X]))
+    codes, classes = fit_labels(Y, None)
+    n_states = len(classes) if classes is not None else int(max(np.max(y) for y in codes)) + 1
     with tempfile.TemporaryDirectory(prefix="slr-pystruct-sparse-") as tmp:
         path = Path(tmp) / "problem.npz"
         np.savez(path, data=rows.data, indices=rows.indices, indptr=rows.indptr, shape=np.array(rows.shape),
-                 lengths=np.array([len(y) for y in Y]), labels=np.concatenate(Y), L=n_states)
+                 lengths=np.array([len(y) for y in Y]), labels=np.concatenate(codes), L=n_states)
         proc = subprocess.run([str(python), "-c", _PYSTRUCT_PROBE, str(path)], capture_output=True, text=True,
                               timeout=timeout)
     lines = proc.stdout.strip().splitlines()
@@ -359,8 +376,7 @@ def compute_cell(spec: NlpSpec, cut: CorpusCut, method: str, info: RunInfo, n_th
             status = "skipped: the pystruct 0.3.2 environment is not built here"
         else:
             try:
-                outcome = pystruct_on_sparse(data.X["train"], data.Y["train"], len(data.corpus.tag_names),
-                                             spec.pystruct_timeout)
+                outcome = pystruct_on_sparse(data.X["train"], data.Y["train"], spec.pystruct_timeout)
             except Exception as exc:
                 outcome = failure_status(exc)
             status = "ok" if outcome == "ok" else f"failed on sparse input: {outcome}"[:300]
@@ -371,10 +387,13 @@ def compute_cell(spec: NlpSpec, cut: CorpusCut, method: str, info: RunInfo, n_th
     except Exception as exc:
         return CellRecord(row=_failed_row(spec, cut, method, failure_status(exc), info))
     best = max(fits, key=lambda f: f.validation_score)   # the first of equal scores
-    test_score, test_accuracy = score(data.corpus, data.Y["test"], best.model.predict(data.X["test"]))
+    test_pred = best.model.predict(data.X["test"])
+    test_score, test_accuracy = score(data.corpus, data.Y["test"], test_pred)
     row = dict(config=config_hash(spec.config()), corpus=cut.name, method=method, status="ok",
                params=json.dumps(best.point, sort_keys=True), validation_score=best.validation_score,
-               test_score=test_score, test_accuracy=test_accuracy, seconds=best.seconds, fit_mb=best.fit_mb,
+               test_score=test_score, test_accuracy=test_accuracy,
+               test_entity_f1=entity_f1_by_type(data.corpus, data.Y["test"], test_pred),
+               seconds=best.seconds, fit_mb=best.fit_mb,
                peak_mb=best.peak_mb, n_fits=len(fits), grid_seconds=time.perf_counter() - grid_start,
                n_features=int(data.n_features), n_train_tokens=int(sum(len(y) for y in data.Y["train"])),
                **info.row_fields())

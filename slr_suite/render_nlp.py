@@ -1,9 +1,11 @@
 """``nlp.md``, drawn from ``nlp_results.csv`` and ``nlp_curves.csv``."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from slr_suite.experiment import Profile
 from slr_suite.markdown import provenance_block, table
@@ -11,7 +13,7 @@ from slr_suite.nlp import NAME, SLR_METHODS, TABLES
 from slr_suite.provenance import RunInfo, config_hash
 from slr_suite.store import write_output
 
-__all__ = ["time_to_score", "write_report"]
+__all__ = ["entity_f1_table", "time_to_score", "write_report"]
 
 #: How close to the best peer's test score counts as reaching it, as in the other reports.
 TOLERANCE = 0.005
@@ -21,6 +23,18 @@ def time_to_score(seconds: np.ndarray, scores: np.ndarray, target: float) -> flo
     """The fit time of the first point of a curve whose score reaches ``target``; None if none does."""
     reached = np.flatnonzero(np.asarray(scores) >= target)
     return float(np.asarray(seconds)[reached[0]]) if len(reached) else None
+
+
+def entity_f1_table(ok: pd.DataFrame) -> str:
+    """Per method (the rows of ``ok``) its test entity F1 of every type, then micro (conlleval's
+    overall figure) and macro (the types' mean); a type a method neither predicts nor meets in the
+    truth is blank."""
+    by_method = {r["method"]: json.loads(r["test_entity_f1"]) for _, r in ok.iterrows()}
+    types = sorted({kind for scores in by_method.values() for kind in scores})
+    rows = [[method, *(scores.get(kind, "") for kind in types), float(micro),
+             float(np.mean(list(scores.values()))) if scores else ""]
+            for (method, scores), micro in zip(by_method.items(), ok["test_score"])]
+    return table(["method", *types, "micro", "macro"], rows, digits=3)
 
 
 def _seconds(value: float | None) -> str:
@@ -80,6 +94,9 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
             if best_peer is not None:
                 text.append(f" Best peer's test {metric}: {best_peer:.4f}.")
             text.append("\n")
+        if source.scheme == "iob2" and len(ok):
+            text.append("\nTest entity F1 per type (conlleval), of the same fits; macro: the mean over the types.\n\n")
+            text.append(entity_f1_table(ok))
         slr_row = ok[ok["method"] == "slr:Linear"]
         headline[cut.name] = dict(best_peer=best_peer,
                                   slr_linear=float(slr_row["test_score"].iloc[0]) if len(slr_row) else None)

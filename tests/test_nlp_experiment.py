@@ -57,22 +57,32 @@ def test_tiny_run_rows_and_report(tiny_nlp):
     pystruct = rows[rows["method"] == "pystruct:OneSlackSSVM"]["status"].iloc[0]
     assert pystruct.startswith(("failed on sparse input: ", "skipped: "))
     text = (tiny_nlp / "nlp.md").read_text()
-    assert all(f"| {method} |" in text for method in METHODS)
+    assert all(text.count(f"| {method} |") == (1 if method == "pystruct:OneSlackSSVM" else 2) for method in METHODS)
+    assert "Test entity F1 per type (conlleval)" in text
     assert "hironsancorpus==0.1.2" in text and "licence: MIT" in text
 
 
-def test_tiny_crfsuite_row_is_its_refit_scored_by_conlleval_rules(tiny_nlp):
-    """The row's test entity F1 is that of CRFsuite refitted here at the row's parameters and scored
-    with slr.metrics.entity_scores on the test sentences' tags (L-BFGS is deterministic)."""
-    from slr.metrics import entity_scores
-    from slr_suite.nlp import SPECS, _CRFsuite, featurize
+@pytest.mark.parametrize("method", ["crfsuite:lbfgs", "StructuredPerceptron"])
+def test_tiny_rows_are_their_refits_scored_by_conlleval_rules(tiny_nlp, method):
+    """A row's test entity F1, overall and per type, is that of the method refitted here on the
+    corpus's string tags at the row's parameters (both fits are deterministic) and scored with
+    seqeval on the test sentences' tags."""
+    seqeval_metrics = pytest.importorskip("seqeval.metrics")
+    from slr_suite.nlp import SPECS, _CRFsuite, _learner, featurize
 
     spec = SPECS["tiny"]
-    row = pd.read_csv(tiny_nlp / "nlp_results.csv").set_index("method").loc["crfsuite:lbfgs"]
+    row = pd.read_csv(tiny_nlp / "nlp_results.csv").set_index("method").loc[method]
     params = json.loads(row["params"])
     data = featurize(spec.corpora[0], spec.window)
-    model = _CRFsuite(params["c1"], params["c2"], spec.crfsuite_max_iter).fit(data.X["train"], data.Y["train"])
-    pred = data.corpus.tags_of(model.predict(data.X["test"]))
-    assert row["test_score"] == pytest.approx(entity_scores(data.corpus.test.tags, pred).f1)
+    assert all(y.dtype.kind == "U" for y in data.Y["train"])   # the tags as they are, no codes
+    model = (_CRFsuite(params["c1"], params["c2"], spec.crfsuite_max_iter) if method == "crfsuite:lbfgs"
+             else _learner(method, params, spec, 1)).fit(data.X["train"], data.Y["train"])
+    pred = [list(p) for p in model.predict(data.X["test"])]
+    assert all(isinstance(tag, str) for tags in pred for tag in tags)
+    true = data.corpus.test.tags
+    assert row["test_score"] == pytest.approx(seqeval_metrics.f1_score(true, pred, zero_division=0))
+    expected = seqeval_metrics.classification_report(true, pred, output_dict=True, zero_division=0)
+    by_type = json.loads(row["test_entity_f1"])
+    assert by_type == pytest.approx({kind: v["f1-score"] for kind, v in expected.items() if not kind.endswith("avg")})
     assert row["test_accuracy"] == pytest.approx(np.mean(np.concatenate(
         [np.array(p) == np.array(t) for p, t in zip(pred, data.corpus.test.tags)])))

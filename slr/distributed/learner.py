@@ -42,6 +42,7 @@ from slr.distributed._lightgbm import fit_lightgbm
 from slr.distributed._oracles import fit_distributed, supported
 from slr.estimator import FitHistory
 from slr.inference.batch import BatchSweepResult
+from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels, integer_classes
 from slr.learner import (_FACTORS, StructuredLogisticRegression, _Alternation, _clone_oracle,
                          _linear_parameters, _prediction_model, _print_progress, _relaxed_step, _tol_reached, _untimed)
 from slr.models import PairwiseModel, check_example_weights, class_weights
@@ -246,6 +247,12 @@ def _in_memory_source(X: Sequence, Y: Sequence, weights: np.ndarray | None) -> t
     return (list(X), list(Y)) if weights is None else (list(X), list(Y), weights)
 
 
+def _coded_source(source: Callable[[], tuple], classes: np.ndarray) -> tuple:
+    """A source's ``(X, Y, ...)`` with ``Y`` in the codes of ``classes``."""
+    X, Y, *rest = _shard.load_source(source)
+    return (X, encode_labels(Y, classes), *rest)
+
+
 def _partition_bounds(n_examples: int, n_partitions: int) -> list[tuple[int, int]]:
     """Contiguous blocks of examples, as equal in count as can be."""
     edges = np.linspace(0, n_examples, n_partitions + 1).round().astype(int)
@@ -339,6 +346,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         Parameters
         ----------
         X, Y : as for :meth:`slr.StructuredLogisticRegression.fit`
+            Labels of any hashable type that sort (``classes_``), coded here before they are
+            partitioned.
         sample_weight : array-like of shape (n_examples,), optional
 
         Returns
@@ -347,11 +356,12 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         """
         if len(X) != len(Y):
             raise ValueError(f"X and Y must have the same number of examples, got {len(X)} and {len(Y)}")
+        Y, classes = fit_labels(Y, None)
         weights = check_example_weights(sample_weight, len(X))
         n_partitions = self.n_partitions or len(_client().scheduler_info()["workers"])
         sources = [functools.partial(_in_memory_source, X[a:b], Y[a:b], None if weights is None else weights[a:b])
                    for a, b in _partition_bounds(len(X), n_partitions)]
-        return self.fit_sources(sources)
+        return self._fit_sources(sources, classes)
 
     def fit_sources(self, sources: Sequence[Callable[[], tuple]]) -> "DaskStructuredLogisticRegression":
         """Learn from partitions that each worker loads itself.
@@ -360,13 +370,19 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         ----------
         sources : list of callables
             One per partition: ``source()``, run on a worker, returns the partition's ``(X, Y)`` or
-            ``(X, Y, sample_weight)`` (e.g. reading its files). Sources must be picklable and
-            deterministic: a partition lost with its worker is loaded again.
+            ``(X, Y, sample_weight)`` (e.g. reading its files), with integer labels (``classes_``
+            is then ``arange(n_states_)``). Sources must be picklable and deterministic: a
+            partition lost with its worker is loaded again.
 
         Returns
         -------
         self
         """
+        return self._fit_sources(sources, None)
+
+    def _fit_sources(self, sources: Sequence[Callable[[], tuple]],
+                     classes: np.ndarray | None) -> "DaskStructuredLogisticRegression":
+        """:meth:`fit_sources` on sources whose labels code ``classes`` (None: integer labels)."""
         params = self._check_params()
         self._check_supported(params)
         if not sources:
@@ -383,8 +399,10 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         descriptions = backend.gather(backend.map(_shard.describe, raw))
         _check_descriptions(descriptions, params, oracles)
         n_states = params["n_states"] or max(d["n_states"] for d in descriptions)
+        check_class_count(classes, n_states)
         layout = _Layout(descriptions, n_states)
-        class_weight = class_weights(params["class_weight"], np.zeros(0, dtype=np.int64), n_states)
+        class_weight = class_weights(encode_class_weight(params["class_weight"], classes), np.zeros(0, dtype=np.int64),
+                                     n_states)
         partial = any(d["n_unlabelled"] for d in descriptions)
         latent = (params["epsilon"], params["max_sweeps"], params["latent_init"]) if partial else None
         shards = backend.map(_shard.build, raw, n_states, class_weight, layout.d_edge, latent)
@@ -436,6 +454,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
                           ConvergenceWarning, stacklevel=2)
         self._commit_fit({
             "n_states_": n_states,
+            "classes_": integer_classes(n_states) if classes is None else classes,
             "n_node_features_": layout.d_node,
             "n_edge_features_": layout.d_edge if layout.has_edges else None,
             "unary_": state.oracles["unary"],
@@ -466,6 +485,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         Parameters
         ----------
         sources : list of callables returning ``(X, Y)``
+            Labels of ``classes_`` (coded on the workers).
 
         Returns
         -------
@@ -480,7 +500,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         if not sources:
             raise ValueError("sources must hold at least one partition to score")
         backend = Backend(_client())
-        raw = [backend.submit(_shard.load_source, source) for source in sources]
+        raw = [backend.submit(_shard.load_source, functools.partial(_coded_source, source, self.classes_))
+               for source in sources]
         counts = backend.gather(backend.map(_shard.source_errors, raw, self._predictor, self.n_states_,
                                             self.unary_, self._fitted_pairwise_function()))
         return 1.0 - sum(c[0] for c in counts) / max(1, sum(c[1] for c in counts))
