@@ -31,7 +31,7 @@ def _tagger():
     return SequenceTagger(StructuredLogisticRegression(Linear(l2=1.0), Linear(l2=1.0), max_iter=5, random_state=0))
 
 
-def test_string_tags_in_and_out_with_the_learners_integer_labels_underneath():
+def test_string_tags_in_and_out():
     tokens, tags = _sentences(0)
     X = [sentence_features(t) for t in tokens]
     tagger = _tagger().fit(X, tags)
@@ -40,8 +40,8 @@ def test_string_tags_in_and_out_with_the_learners_integer_labels_underneath():
     X_test = [sentence_features(t) for t in test_tokens]
     predicted = tagger.predict(X_test)
     assert predicted == test_tags   # the word decides its tag
-    codes = tagger.learner_.predict(tagger.vectorizer_.transform(X_test))
-    assert predicted == [[tagger.classes_[k] for k in y] for y in codes]
+    assert predicted == [y.tolist() for y in tagger.learner_.predict(tagger.vectorizer_.transform(X_test))]
+    assert tagger.learner_.classes_.tolist() == tagger.classes_.tolist()
     assert tagger.score(X_test, test_tags) == 1.0
     states = tagger.state_features_
     assert set(states["label"]) <= {"B-LOC", "B-PER", "O"} and "word.lower()=oslo" in set(states["feature"])
