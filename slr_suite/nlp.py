@@ -11,7 +11,10 @@ the process's at its start, :mod:`slr_suite.memory`: the same measure for every 
 libraries included), and on IOB-tagged corpora its test entity F1 per entity type.
 
 Every learner is fitted on the corpora's tags as they are, strings (``classes_``: the tags of
-the training sentences), and predicts them; the metrics compare them with the true tags.
+the training sentences), and predicts them; the metrics compare them with the true tags. On
+IOB2-tagged corpora ours (slr's and :mod:`baselines`') take ``allowed_transitions="BIO"``: they
+never decode an ``I-X`` that does not continue an ``X`` entity. CRFsuite decodes all transitions,
+as sklearn-crfsuite's users run it.
 
 Methods: ``slr:Linear`` (Linear oracles, ridge ``l2 = eps / C``, C and eps on the grid),
 ``slr:LightGBM`` (a LightGBM unary with its defaults, the Linear pairwise of the grid's C),
@@ -203,19 +206,26 @@ def entity_f1_by_type(corpus, Y_true: Sequence[np.ndarray], Y_pred: Sequence[np.
 
 # -- the methods ------------------------------------------------------------------------------
 
-def _slr(method: str, point: Mapping[str, float], spec: NlpSpec, n_threads: int | None):
+def _transitions(corpus) -> str | None:
+    """The ``allowed_transitions`` of our learners on ``corpus``: IOB2's rules on an IOB2 corpus
+    (no ``I-X`` after anything but ``B-X`` or ``I-X``, nor first), none on plain tags."""
+    return "BIO" if corpus.scheme == "iob2" else None
+
+
+def _slr(method: str, point: Mapping[str, float], spec: NlpSpec, n_threads: int | None, transitions: str | None):
     from slr.learner import StructuredLogisticRegression
     from slr.oracles import LightGBM, Linear
 
     eps, l2 = point["epsilon"], point["epsilon"] / point["C"]
     if method == "slr:Linear":
         return StructuredLogisticRegression(Linear(l2=l2), Linear(l2=l2), epsilon=eps, monitor=False,
-                                            n_jobs=n_threads, random_state=SEED)
+                                            n_jobs=n_threads, random_state=SEED, allowed_transitions=transitions)
     # LightGBM's own default of one thread unless the run sets a count: on a shared machine its
     # OpenMP threads spin against slr's
     unary = LightGBM(n_rounds=spec.lightgbm_rounds, n_jobs=n_threads or 1, random_state=SEED)
     return StructuredLogisticRegression(unary, Linear(l2=l2), epsilon=eps, monitor=False,
-                                        max_iter=spec.lightgbm_max_iter, n_jobs=n_threads, random_state=SEED)
+                                        max_iter=spec.lightgbm_max_iter, n_jobs=n_threads, random_state=SEED,
+                                        allowed_transitions=transitions)
 
 
 def _crfsuite_items(nodes):
@@ -257,9 +267,10 @@ class _CRFsuite:
         return [np.array(tagger.tag(_crfsuite_items(nodes))) for nodes, _, _ in X]
 
 
-def _learner(method: str, point: Mapping[str, float], spec: NlpSpec, n_threads: int | None):
+def _learner(method: str, point: Mapping[str, float], spec: NlpSpec, n_threads: int | None,
+             transitions: str | None):
     if method in SLR_METHODS:
-        return _slr(method, point, spec, n_threads)
+        return _slr(method, point, spec, n_threads, transitions)
     if method == CRFSUITE_METHOD:
         return _CRFsuite(point["c1"], point["c2"], spec.crfsuite_max_iter)
     import baselines
@@ -267,7 +278,8 @@ def _learner(method: str, point: Mapping[str, float], spec: NlpSpec, n_threads: 
     own = {} if method == "StructuredPerceptron" else dict(C=point["C"])
     if method == "SubgradientSSVM":
         own["batch_size"] = 1
-    return getattr(baselines, method)(max_iter=spec.budgets[method], random_state=SEED, n_jobs=n_threads, **own)
+    return getattr(baselines, method)(max_iter=spec.budgets[method], random_state=SEED, n_jobs=n_threads,
+                                      allowed_transitions=transitions, **own)
 
 
 @dataclass
@@ -284,7 +296,7 @@ class _Fit:
 def _fit_point(method: str, point: Mapping[str, float], spec: NlpSpec, data: Featurized,
                n_threads: int | None) -> _Fit:
     """One fit on the training split, timed and measured; scored on the validation split."""
-    model = _learner(method, point, spec, n_threads)
+    model = _learner(method, point, spec, n_threads, _transitions(data.corpus))
     seconds, scores = [], []
     kwargs = {}
     if method in SLR_METHODS:

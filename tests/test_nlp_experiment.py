@@ -68,7 +68,7 @@ def test_tiny_rows_are_their_refits_scored_by_conlleval_rules(tiny_nlp, method):
     corpus's string tags at the row's parameters (both fits are deterministic) and scored with
     seqeval on the test sentences' tags."""
     seqeval_metrics = pytest.importorskip("seqeval.metrics")
-    from slr_suite.nlp import SPECS, _CRFsuite, _learner, featurize
+    from slr_suite.nlp import SPECS, _CRFsuite, _learner, _transitions, featurize
 
     spec = SPECS["tiny"]
     row = pd.read_csv(tiny_nlp / "nlp_results.csv").set_index("method").loc[method]
@@ -76,9 +76,13 @@ def test_tiny_rows_are_their_refits_scored_by_conlleval_rules(tiny_nlp, method):
     data = featurize(spec.corpora[0], spec.window)
     assert all(y.dtype.kind == "U" for y in data.Y["train"])   # the tags as they are, no codes
     model = (_CRFsuite(params["c1"], params["c2"], spec.crfsuite_max_iter) if method == "crfsuite:lbfgs"
-             else _learner(method, params, spec, 1)).fit(data.X["train"], data.Y["train"])
+             else _learner(method, params, spec, 1, _transitions(data.corpus))).fit(data.X["train"], data.Y["train"])
     pred = [list(p) for p in model.predict(data.X["test"])]
     assert all(isinstance(tag, str) for tags in pred for tag in tags)
+    if method != "crfsuite:lbfgs":   # ours decode no I-X that does not continue an X entity
+        assert model.allowed_transitions == "BIO"
+        assert not any(tag.startswith("I-") and (k == 0 or tags[k - 1][2:] != tag[2:])
+                       for tags in pred for k, tag in enumerate(tags))
     true = data.corpus.test.tags
     assert row["test_score"] == pytest.approx(seqeval_metrics.f1_score(true, pred, zero_division=0))
     expected = seqeval_metrics.classification_report(true, pred, output_dict=True, zero_division=0)
