@@ -13,8 +13,9 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS))               # apigen
 sys.path.insert(0, str(DOCS.parent))        # the checkout's slr and baselines win
 
-import slr  # noqa: E402
 from apigen import write_api  # noqa: E402
+
+import slr  # noqa: E402
 
 project = "slr"
 author = "the slr developers"
@@ -26,7 +27,6 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
-    "sphinx.ext.viewcode",
     "numpydoc",
     "myst_parser",
     "sphinx_gallery.gen_gallery",
@@ -66,8 +66,10 @@ if not os.environ.get("SLR_DOCS_INTERSPHINX"):
 sphinx_gallery_conf = {
     "examples_dirs": str(DOCS.parent / "examples"),
     "gallery_dirs": "auto_examples",
-    "filename_pattern": r"/plot_",
-    "within_subsection_order": "FileNameSortKey",
+    # SLR_DOCS_GALLERY_RUN (a regular expression) runs only the matching examples; the others
+    # are rendered with their code and without output (tests/test_docs.py runs a fast subset)
+    "filename_pattern": os.environ.get("SLR_DOCS_GALLERY_RUN", r"/plot_"),
+    "within_subsection_order": "gallery_hooks.ExampleOrder",
     "download_all_examples": False,
     "reset_modules": ("matplotlib", "gallery_hooks.warnings_are_errors"),
     "reset_modules_order": "both",
@@ -86,6 +88,8 @@ html_theme_options = {
     "secondary_sidebar_items": ["page-toc"],
 }
 html_static_path: list[str] = []
+# light unless the reader's browser or choice says otherwise (an unset mode logs an error)
+html_context = {"default_mode": "light"}
 html_show_sourcelink = False
 
 

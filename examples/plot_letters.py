@@ -19,8 +19,8 @@ import numpy as np
 
 from baselines import OneSlackSSVM
 from slr import StructuredLogisticRegression
-from slr.oracles import Linear
 from slr.datasets import load_letters
+from slr.oracles import Linear
 
 X, Y, folds = load_letters()
 train = np.flatnonzero(folds == 1)[:150]
