@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # worker processes of `make report` (a local Dask cluster; each cell runs on one of them)
 WORKERS ?= 2
 
-.PHONY: test report peer-env-background bench bench-history bench-compare clean venv
+.PHONY: test report docs peer-env-background bench bench-history bench-compare clean venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+# the documentation site into docs/_build/html, warnings as errors, the gallery's examples run
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -b html -W --keep-going docs docs/_build/html
 
 # pystruct's Python 3.6 environment (a standard-library script) builds in the background while
 # the virtual environment installs, mostly on the core pip leaves idle; the report's own check
@@ -64,6 +68,6 @@ bench-compare: $(STAMP)
 	cd asv_benchmarks && ../$(BIN)/asv machine --yes >/dev/null && ../$(BIN)/python regressions.py --factor $(FACTOR)
 
 clean:
-	rm -rf $(VENV) build
+	rm -rf $(VENV) build docs/_build docs/api docs/auto_examples
 	find slr baselines -name '*.so' -delete
 	find slr baselines -name '*.c' -delete

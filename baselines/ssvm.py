@@ -38,7 +38,7 @@ _SOLVED = ("Solved", "AlmostSolved", "MaxIterations", "MaxTime")
 
 
 def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: float | np.ndarray) -> np.ndarray:
-    """Solve ``max_a a . delta - 0.5 ||D^T a||^2`` s.t. ``a >= 0``, ``sum_{c in group g} a_c <= C_g``.
+    """Solve ``max_a a @ delta - 0.5 ||D^T a||^2`` s.t. ``a >= 0``, ``sum_{c in group g} a_c <= C_g``.
 
     The dual of the working-set QP ``min 0.5 ||w||^2 + sum_g C_g xi_g`` subject to
     ``xi_g >= delta_c - D_c . w`` for the constraints ``c`` of group ``g``; ``w = D^T a``.

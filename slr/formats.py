@@ -67,7 +67,7 @@ def _features(values: Any, name: str, ndim: int) -> FeatureMatrix:
 
 
 def chain_example(node_features: Any, edge_features: Any = None) -> Example:
-    """A chain example: nodes ``0 .. n-1`` joined by edges ``(i, i + 1)``.
+    """A chain example: nodes ``0, ..., n-1`` joined by edges ``(i, i + 1)``.
 
     Parameters
     ----------

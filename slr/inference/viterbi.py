@@ -18,7 +18,7 @@ def is_chain(edges: np.ndarray, n_nodes: int) -> bool:
 
 
 def viterbi(theta_nodes: np.ndarray, theta_edges: np.ndarray) -> np.ndarray:
-    """Exact MAP of one chain ``0 - 1 - ... - n-1``.
+    """Exact MAP of one chain ``0 - 1 - (...) - n-1``.
 
     Parameters
     ----------

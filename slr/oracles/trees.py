@@ -266,7 +266,7 @@ class BoostedTrees(LogisticOracle):
         Scores of the rows of the last fit, accumulated tree by tree while boosting in the
         order :meth:`decision_function` adds them, so bitwise equal to it (the oracle's tags
         declare ``training_scores``). Not pickled: large, and recomputable.
-    feature_importances_ : ndarray of shape (n_features_in_,)
+    feature_importances_ : ndarray of shape (n_features,)
         The share of all splits that split on each feature (LightGBM's ``importance_type=
         "split"``); zeros when no tree splits.
     n_classes_, n_features_in_ : int
