@@ -48,7 +48,7 @@ class BaseStructuredLearner(StructuredEstimator):
         The weights (layout in :mod:`baselines.features`; ``L (L + 1) / 2 * d_e`` pairwise ones
         with ``symmetric_pairwise``).
     n_states_ : int
-    classes_ : ndarray of shape (n_states_,)
+    classes_ : ndarray of shape (n_classes,)
         The labels, sorted (``arange(n_states_)`` for integer labels).
     dims_ : tuple of int
         ``(d_u, d_e)`` of the training data.

@@ -71,7 +71,7 @@ class LatentSSVM(StructuredEstimator):
     base_ssvm_ : the last fitted base SSVM
     n_states_ : int
         The labels.
-    classes_ : ndarray of shape (n_states_,)
+    classes_ : ndarray of shape (n_classes,)
         The labels, sorted (``arange(n_states_)`` for integer labels).
     n_iter_ : int
         Base fits run.

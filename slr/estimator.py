@@ -167,7 +167,7 @@ class StructuredEstimator(VersionedPickle, BaseEstimator):
     Attributes
     ----------
     n_states_ : int
-    classes_ : ndarray of shape (n_states_,)
+    classes_ : ndarray of shape (n_classes,)
         The labels, sorted (``arange(n_states_)`` for integer labels); code ``a`` in the kernels
         is label ``classes_[a]``.
     history_ : pandas.DataFrame

@@ -996,7 +996,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         The fitted functions.
     n_states_ : int
         The labels (without the hidden states).
-    classes_ : ndarray of shape (n_states_,)
+    classes_ : ndarray of shape (n_classes,)
         The labels, sorted (``arange(n_states_)`` for integer labels): ``predict`` returns them,
         and column ``a`` of ``predict_marginals`` is label ``classes_[a]``.
     n_hidden_states_ : int
