@@ -48,7 +48,9 @@ diagonal at the cycle's start (a Jacobi preconditioner): the weights' curvature 
 count, the messages' is at most 1/2, and unscaled L-BFGS took about 6 times longer on a small grid.
 Where every edge has the same features the diagonal's pairwise part, like the edge terms, is
 computed in factored form (``L x L`` products over the edges), and the sweeps' edge potentials are
-one table written to every edge.
+one table the kernels read for every edge (:func:`slr.graph.shared_table`): the fit then holds no
+array of ``n_edges x L^2`` numbers. In ``"sweeps"`` mode L-BFGS's vectors have the parameters' size
+only (the messages are the kernels' one array).
 
 The learner (``solver="joint"``) starts the solver from the model of the nodes alone: the unary
 oracle's own fit at zero messages (capped at 20 L-BFGS iterations; its block-Jacobi preconditioner
@@ -298,41 +300,44 @@ class _Objective:
         self._potentials: tuple | None = None   # (coef_u, coef_p, theta_nodes, theta_edges) of the last call
 
     # ------------------------------------------------------------------ layout
-    def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Views of ``(W_u, W_p, nu)`` in ``x``; ``nu`` None where ``x`` holds the parameters only."""
         a, b, _ = self.sizes
-        return (x[:a].reshape(self.unary.n_classes, -1), x[a:a + b].reshape(self.pairwise.n_classes, -1),
-                x[a + b:].reshape(self.n_edges, 2, self.L))
+        nu = x[a + b:].reshape(self.n_edges, 2, self.L) if x.size > a + b else None
+        return x[:a].reshape(self.unary.n_classes, -1), x[a:a + b].reshape(self.pairwise.n_classes, -1), nu
 
-    def join(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray) -> np.ndarray:
-        return np.concatenate([coef_u.ravel(), coef_p.ravel(), nu.ravel()])
+    def join(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray | None = None) -> np.ndarray:
+        """``(W_u, W_p[, nu])`` as one vector."""
+        return np.concatenate([coef_u.ravel(), coef_p.ravel()] + ([] if nu is None else [nu.ravel()]))
 
     # ------------------------------------------------------------------ potentials
     def potentials(self, coef_u: np.ndarray, coef_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The learner's ``theta_nodes = eps g_u + Delta`` and ``theta_edges = eps g_p`` (not to be
         modified: those of the last call are kept for the same parameters' next call). Where every
-        edge has the same features, ``theta_edges`` is one table written to every edge (the sweeps
-        read dense potentials) rather than a product per edge."""
+        edge has the same features, ``theta_edges`` is one table repeated along the edges (a
+        read-only view, :func:`slr.graph.shared_table`) rather than a product per edge."""
+        scores = self.unary.scores(coef_u)   # the same array while coef_u is the same
         last = self._potentials
-        if last is not None and np.array_equal(last[0], coef_u) and np.array_equal(last[1], coef_p):
+        if last is not None and last[0] is scores and np.array_equal(last[1], coef_p):
             return last[2], last[3]
         # released before the new ones are made (unless a caller holds them): on long chains with
         # many states the edge potentials are the largest arrays of a fit
         self._potentials = last = None
         eps, L = self.epsilon, self.L
-        theta_nodes = eps * (self.unary.scores(coef_u) + self.margin)
+        theta_nodes = eps * (scores + self.margin)
         row = self.pairwise.shared_row
         if row is None:
             theta_edges = eps * self.pairwise.scores(coef_p).reshape(self.n_edges, L, L)
         else:
-            theta_edges = np.empty((self.n_edges, L, L))
-            theta_edges[...] = (eps * (coef_p @ row)).reshape(L, L)
-        self._potentials = (coef_u.copy(), coef_p.copy(), theta_nodes, theta_edges)
+            theta_edges = np.broadcast_to((eps * (coef_p @ row)).reshape(L, L), (self.n_edges, L, L))
+        self._potentials = (scores, coef_p.copy(), theta_nodes, theta_edges)
         return theta_nodes, theta_edges
 
     # ------------------------------------------------------------------ value and gradient
     def __call__(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray,
-                 messages_gradient: bool = True) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
-        """``R / eps``, ``J / eps`` and the gradients of ``J / eps`` in ``W_u``, ``W_p`` and ``nu``."""
+                 messages_gradient: bool = True) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray | None]:
+        """``R / eps``, ``J / eps`` and the gradients of ``J / eps`` in ``W_u``, ``W_p`` and ``nu`` (None
+        without ``messages_gradient``)."""
         batch = self.train.batch
         sums = np.empty((self.n_nodes, self.L))
         _star.node_message_sums(np.ascontiguousarray(nu), batch.inc_ptr, batch.inc_edge, batch.inc_side, sums)
@@ -349,7 +354,7 @@ class _Objective:
             residual *= weights[:, None]
         grad_u = rows_times(residual, self.unary.features)
         grad_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
-        grad_nu = np.zeros_like(nu)
+        grad_nu = np.zeros_like(nu) if messages_gradient else None
         if self.n_edges:
             edge_value, expected, rows, cols = self._edges(coef_p, nu)
             value += edge_value
@@ -665,44 +670,43 @@ def joint_minimise(
     if warm_sweeps and train.has_edges:
         objective.sweep(coef_u, coef_p, lam, warm_sweeps)
     scale = 1.0 / max(1, train.batch.n_nodes)
-    n_params = objective.sizes[0] + objective.sizes[1]
     adaptive = sweep_tol > 0 and train.has_edges
     state = {"lam": lam, "evaluations": 0, "last": None, "sweeps": min(_START_SWEEPS, max_sweeps),
              "decrease": None}
 
-    def unpack(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        if mode == "joint":
-            return objective.split(x)
-        cu, cp, _ = objective.split(np.concatenate([x, np.zeros(objective.sizes[2])]))
-        return cu, cp, None
+    unpack = objective.split   # x holds the messages too in "joint" mode, the parameters only in "sweeps"
 
     def evaluate(x: np.ndarray) -> tuple[float, np.ndarray]:
-        """``J / (eps N)`` and its gradient at ``x`` (the parameters, and the messages if joint)."""
+        """``J / (eps N)`` and its gradient at ``x`` (the parameters, and the messages if joint).
+        ``x`` is kept, not copied: every caller passes an array that no one modifies afterwards."""
         state["evaluations"] += 1
         cu, cp, nu = unpack(x)
         if nu is None:
-            value, penalised, gu, gp, gnu = sweep_and_evaluate(cu, cp)
-            nu = state["lam"] / eps
+            (value, penalised, gu, gp, _), nu = sweep_and_evaluate(cu, cp)
+            grad = objective.join(gu, gp)
         else:
             value, penalised, gu, gp, gnu = objective(cu, cp, nu)
-        grad = objective.join(gu, gp, gnu)
-        state["last"] = (x.copy(), value, penalised, nu, grad * scale)
-        return penalised * scale, grad[:x.size] * scale
+            grad = objective.join(gu, gp, gnu)
+        grad *= scale
+        state["last"] = (x, value, penalised, nu, grad)
+        return penalised * scale, grad
 
-    def sweep_and_evaluate(cu: np.ndarray, cp: np.ndarray) -> tuple:
+    def sweep_and_evaluate(cu: np.ndarray, cp: np.ndarray) -> tuple[tuple, np.ndarray]:
         """The messages moved towards their minimum at ``(cu, cp)`` by sweeps (see ``sweep_tol``),
-        then :class:`_Objective` there."""
+        then :class:`_Objective` there, and the messages ``nu`` it ran at."""
         if not adaptive:
             if train.has_edges:
                 objective.sweep(cu, cp, state["lam"], max_sweeps)
-            return objective(cu, cp, state["lam"] / eps, messages_gradient=False)
+            nu = state["lam"] / eps
+            return objective(cu, cp, nu, messages_gradient=False), nu
         count, done, decrease = state["sweeps"], 0, state["decrease"]
         while True:
             objective.sweep(cu, cp, state["lam"], min(count, max_sweeps - done))
             done += min(count, max_sweeps - done)
-            result = objective(cu, cp, state["lam"] / eps)
+            nu = state["lam"] / eps
+            result = objective(cu, cp, nu)
             if decrease is None or done >= max_sweeps:
-                return result
+                return result, nu
             gap = float(np.sum(result[4] ** 2))
             if gap <= sweep_tol * decrease:
                 break
@@ -710,7 +714,7 @@ def joint_minimise(
             state["sweeps"] = min(done, max_sweeps)
         elif gap <= 0.25 * sweep_tol * decrease:
             state["sweeps"] = max(1, count // 2)
-        return result
+        return result, nu
 
     trace: list[tuple[float, float, float]] = []
     paused = [0.0]
@@ -742,7 +746,7 @@ def joint_minimise(
                 raise _Stopped(x.copy(), len(trace) - 1)
 
     # the products are tall and skinny: BLAS threads only slow them down (see slr.oracles.linear)
-    x0 = objective.join(coef_u, coef_p, lam / eps)[:n_params if mode == "sweeps" else None]
+    x0 = objective.join(coef_u, coef_p, lam / eps if mode == "joint" else None)
     memory = min(memory, max(5, _HISTORY_BUDGET // (16 * max(x0.size, 1))))
     with _single_threaded_blas():
         x, n_iter, converged = _cycles(objective, evaluate, record, unpack, state, tol, max_iter, refresh, memory,
