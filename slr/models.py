@@ -34,6 +34,7 @@ from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweep
 from slr.inference.decoding import BatchMap, batch_map
 from slr.inference.max_product import batch_forest_map, forest_examples
 from slr.inference.viterbi import batch_viterbi
+from slr.oracles.base import get_oracle_tags
 from slr.oracles.targets import check_sample_weight
 
 __all__ = ["CLASS_WEIGHT", "INFERENCE", "MARGINALS", "FlatData", "PairwiseModel", "check_example_weights",
@@ -414,11 +415,17 @@ class PairwiseModel:
         L, M = data.n_states, data.batch.n_edges
         if pairwise is None or not M:
             return np.broadcast_to(np.zeros((L, L)), (M, L, L))
+        shared = rows_equal(data.edge_features)
         if scores is None:
-            scores = pairwise.decision_function(data.edge_features)
+            # the first row's scores alone, except for a function that keeps its training scores: a
+            # row scored in another batch may round differently from those (float32 networks)
+            one = shared and not get_oracle_tags(pairwise).training_scores
+            scores = pairwise.decision_function(data.edge_features[:1] if one else data.edge_features)
+            if one:
+                table = self.scores_to_potentials(scores, (1, L * L), "pairwise").reshape(L, L)
+                return np.broadcast_to(table, (M, L, L))
         potentials = self.scores_to_potentials(scores, (M, L * L), "pairwise")
-        # the scores of all edges, not of one: a function may round a row differently in another batch
-        if rows_equal(data.edge_features) and rows_equal(potentials):
+        if shared and rows_equal(potentials):
             return np.broadcast_to(potentials[0].reshape(L, L).copy(), (M, L, L))
         return potentials.reshape(M, L, L)
 
