@@ -48,7 +48,9 @@ diagonal at the cycle's start (a Jacobi preconditioner): the weights' curvature 
 count, the messages' is at most 1/2, and unscaled L-BFGS took about 6 times longer on a small grid.
 Where every edge has the same features the diagonal's pairwise part, like the edge terms, is
 computed in factored form (``L x L`` products over the edges), and the sweeps' edge potentials are
-one table written to every edge.
+one table the kernels read for every edge (:func:`slr.graph.shared_table`): the fit then holds no
+array of ``n_edges x L^2`` numbers. In ``"sweeps"`` mode L-BFGS's vectors have the parameters' size
+only (the messages are the kernels' one array).
 
 The learner (``solver="joint"``) starts the solver from the model of the nodes alone: the unary
 oracle's own fit at zero messages (capped at 20 L-BFGS iterations; its block-Jacobi preconditioner
@@ -85,6 +87,7 @@ from slr.graph import check_epsilon
 from slr.inference import _star
 from slr.inference.batch import _run_sweeps, resolve_threads
 from slr.models import FlatData, hamming_margin
+from slr.oracles._diagonal_solver import history_size
 from slr.oracles.base import binary_exponents
 from slr.oracles.linear import Linear, _single_threaded_blas
 from slr.oracles.pair_bias import _FACTOR_RANGE
@@ -101,9 +104,6 @@ _SWEEP_TOL = 1e-9
 
 # sweeps per evaluation at the start with sweep_tol > 0 (then as many as progress asks for)
 _START_SWEEPS = 2
-
-# bytes of L-BFGS's correction pairs (two float64 vectors per stored correction) that ``memory`` may take
-_HISTORY_BUDGET = 1 << 26
 
 # smallest diagonal curvature the preconditioner assumes (of J / eps per variable): saturated
 # marginals would otherwise give steps without bound
@@ -298,41 +298,44 @@ class _Objective:
         self._potentials: tuple | None = None   # (coef_u, coef_p, theta_nodes, theta_edges) of the last call
 
     # ------------------------------------------------------------------ layout
-    def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Views of ``(W_u, W_p, nu)`` in ``x``; ``nu`` None where ``x`` holds the parameters only."""
         a, b, _ = self.sizes
-        return (x[:a].reshape(self.unary.n_classes, -1), x[a:a + b].reshape(self.pairwise.n_classes, -1),
-                x[a + b:].reshape(self.n_edges, 2, self.L))
+        nu = x[a + b:].reshape(self.n_edges, 2, self.L) if x.size > a + b else None
+        return x[:a].reshape(self.unary.n_classes, -1), x[a:a + b].reshape(self.pairwise.n_classes, -1), nu
 
-    def join(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray) -> np.ndarray:
-        return np.concatenate([coef_u.ravel(), coef_p.ravel(), nu.ravel()])
+    def join(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray | None = None) -> np.ndarray:
+        """``(W_u, W_p[, nu])`` as one vector."""
+        return np.concatenate([coef_u.ravel(), coef_p.ravel()] + ([] if nu is None else [nu.ravel()]))
 
     # ------------------------------------------------------------------ potentials
     def potentials(self, coef_u: np.ndarray, coef_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The learner's ``theta_nodes = eps g_u + Delta`` and ``theta_edges = eps g_p`` (not to be
         modified: those of the last call are kept for the same parameters' next call). Where every
-        edge has the same features, ``theta_edges`` is one table written to every edge (the sweeps
-        read dense potentials) rather than a product per edge."""
+        edge has the same features, ``theta_edges`` is one table repeated along the edges (a
+        read-only view, :func:`slr.graph.shared_table`) rather than a product per edge."""
+        scores = self.unary.scores(coef_u)   # the same array while coef_u is the same
         last = self._potentials
-        if last is not None and np.array_equal(last[0], coef_u) and np.array_equal(last[1], coef_p):
+        if last is not None and last[0] is scores and np.array_equal(last[1], coef_p):
             return last[2], last[3]
         # released before the new ones are made (unless a caller holds them): on long chains with
         # many states the edge potentials are the largest arrays of a fit
         self._potentials = last = None
         eps, L = self.epsilon, self.L
-        theta_nodes = eps * (self.unary.scores(coef_u) + self.margin)
+        theta_nodes = eps * (scores + self.margin)
         row = self.pairwise.shared_row
         if row is None:
             theta_edges = eps * self.pairwise.scores(coef_p).reshape(self.n_edges, L, L)
         else:
-            theta_edges = np.empty((self.n_edges, L, L))
-            theta_edges[...] = (eps * (coef_p @ row)).reshape(L, L)
-        self._potentials = (coef_u.copy(), coef_p.copy(), theta_nodes, theta_edges)
+            theta_edges = np.broadcast_to((eps * (coef_p @ row)).reshape(L, L), (self.n_edges, L, L))
+        self._potentials = (scores, coef_p.copy(), theta_nodes, theta_edges)
         return theta_nodes, theta_edges
 
     # ------------------------------------------------------------------ value and gradient
     def __call__(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray,
-                 messages_gradient: bool = True) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
-        """``R / eps``, ``J / eps`` and the gradients of ``J / eps`` in ``W_u``, ``W_p`` and ``nu``."""
+                 messages_gradient: bool = True) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray | None]:
+        """``R / eps``, ``J / eps`` and the gradients of ``J / eps`` in ``W_u``, ``W_p`` and ``nu`` (None
+        without ``messages_gradient``)."""
         batch = self.train.batch
         sums = np.empty((self.n_nodes, self.L))
         _star.node_message_sums(np.ascontiguousarray(nu), batch.inc_ptr, batch.inc_edge, batch.inc_side, sums)
@@ -349,7 +352,7 @@ class _Objective:
             residual *= weights[:, None]
         grad_u = rows_times(residual, self.unary.features)
         grad_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
-        grad_nu = np.zeros_like(nu)
+        grad_nu = np.zeros_like(nu) if messages_gradient else None
         if self.n_edges:
             edge_value, expected, rows, cols = self._edges(coef_p, nu)
             value += edge_value
@@ -375,8 +378,11 @@ class _Objective:
         truth = float(truths.sum() if weights is None else weights @ truths)
         factors = self._factors(coef_p, nu)
         if factors is not None:
-            scores, s_top, S, U, V, VS, Z, l_top, r_top = factors
+            scores, s_top, S, U, V, VS, Z, l_top, r_top, wide = factors
             logs = np.log(Z) + l_top + r_top
+            if wide.size:   # the wide edges' terms in dense form
+                wide_logs, wide_mu = self._dense_edges(scores, nu, wide)
+                logs[wide] = wide_logs - s_top
             if weights is None:
                 value = float(logs.sum()) + self.n_edges * s_top
                 weighted = V / Z[:, None]
@@ -386,7 +392,13 @@ class _Objective:
             value -= float(self.pair_counts @ scores) + truth
             rows = U * VS / Z[:, None]
             cols = V * (U @ S) / Z[:, None]
+            if wide.size:
+                weighted[wide] = 0.0
             expected = (S * (U.T @ weighted)).ravel()
+            if wide.size:
+                rows[wide], cols[wide] = wide_mu.sum(axis=2), wide_mu.sum(axis=1)
+                wide_mu = wide_mu.reshape(wide.size, L * L)
+                expected += wide_mu.sum(axis=0) if weights is None else weights[wide] @ wide_mu
             return value, expected, rows, cols
         beta = self.pairwise.scores(coef_p).reshape(self.n_edges, L, L) + left[:, :, None]
         beta += right[:, None, :]
@@ -403,21 +415,27 @@ class _Objective:
 
     def _factors(self, coef_p: np.ndarray, nu: np.ndarray) -> tuple | None:
         """The factored form of the edge terms (:mod:`slr.oracles.pair_bias`), or None where it does
-        not apply (edges with different features, or messages spanning more than ``_FACTOR_RANGE``).
+        not apply (edges with different features).
 
         With ``s = g_p(x)`` (one table for every edge), ``S = exp(s - max s)`` as ``L x L``,
         ``U = exp(nu_e(y_i) - max)`` and ``V = exp(nu_e(y_j) - max)``, an edge's marginal is
         ``mu_e(a, b) = U_ea S_ab V_eb / Z_e`` with ``Z_e = sum_a U_ea (V S^T)_ea``. Returns
-        ``(s, max s, S, U, V, V S^T, Z, the messages' maxima at both ends)``.
+        ``(s, max s, S, U, V, V S^T, Z, the messages' maxima at both ends, wide)``: ``wide`` the
+        edges whose messages span more than ``_FACTOR_RANGE`` nats (where ``Z_e`` could underflow),
+        whose factors are those of zero messages, to be replaced by :meth:`_dense_edges`.
         """
         row = self.pairwise.shared_row
         if row is None:
             return None
-        L, left, right = self.L, nu[:, 0], nu[:, 1]
+        L = self.L
         tops, bottoms = _last_axis_max(nu), _last_axis_min(nu)
         spans = (tops[:, 0] - bottoms[:, 0]) + (tops[:, 1] - bottoms[:, 1])
-        if float(spans.max()) > _FACTOR_RANGE:
-            return None
+        wide = np.flatnonzero(spans > _FACTOR_RANGE)
+        if wide.size:
+            nu = nu.copy()
+            nu[wide] = 0.0
+            tops[wide] = 0.0
+        left, right = nu[:, 0], nu[:, 1]
         scores = coef_p @ row
         s_top = float(scores.max())
         S = np.exp(scores - s_top).reshape(L, L)
@@ -425,7 +443,21 @@ class _Objective:
         U, V = np.exp(left - l_top[:, None]), np.exp(right - r_top[:, None])
         VS = V @ S.T                      # (V S^T)_ea = sum_b S_ab V_eb
         Z = np.einsum("na,na->n", U, VS)
-        return scores, s_top, S, U, V, VS, Z, l_top, r_top
+        return scores, s_top, S, U, V, VS, Z, l_top, r_top, wide
+
+    def _dense_edges(self, scores: np.ndarray, nu: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The log-partition ``lse(beta_e)`` and the marginals ``mu_e``, shape ``(n, L, L)``, of the
+        ``edges`` (indices) of a table of pairwise scores ``scores`` shared by every edge."""
+        L = self.L
+        beta = scores.reshape(L, L) + nu[edges, 0][:, :, None]
+        beta += nu[edges, 1][:, None, :]
+        flat = beta.reshape(edges.size, L * L)
+        top = _last_axis_max(flat)
+        flat -= top[:, None]
+        np.exp(flat, out=flat)
+        Z = flat.sum(axis=1)
+        flat /= Z[:, None]
+        return np.log(Z) + top, flat.reshape(edges.size, L, L)
 
     def _pairwise_gradient(self, expected: np.ndarray) -> np.ndarray:
         """``sum_e (mu_e - 1_{y_e}) x_e^T`` from :meth:`_edges`'s marginals."""
@@ -456,7 +488,7 @@ class _Objective:
             if factors is None:
                 pair_curvature, rows, cols = self._dense_pair_curvature(coef_p, nu)
             else:
-                pair_curvature, rows, cols = self._factored_pair_curvature(factors)
+                pair_curvature, rows, cols = self._factored_pair_curvature(factors, nu)
             row_curvature, col_curvature = rows * (1.0 - rows), cols * (1.0 - cols)
             if self.edge_weights is not None:
                 for curvature in (row_curvature, col_curvature):
@@ -484,23 +516,33 @@ class _Objective:
             curvature *= self.edge_weights[:, None]
         return curvature, pair.sum(axis=2), pair.sum(axis=1)
 
-    def _factored_pair_curvature(self, factors: tuple) -> tuple[np.ndarray, ...]:
+    def _factored_pair_curvature(self, factors: tuple, nu: np.ndarray) -> tuple[np.ndarray, ...]:
         """As :meth:`_dense_pair_curvature` from :meth:`_factors`, the curvature summed over edges:
         ``sum_e w_e mu_e (1 - mu_e) = S * (U^T (w V / Z)) - S^2 * ((U / Z)^2)^T (w V^2)``, two
-        ``L x L`` products over the edges instead of ``N L^2`` exponentials. The difference loses
-        digits where marginals near 1 cancel; it is a preconditioner's diagonal (floored)."""
-        _, _, S, U, V, VS, Z, _, _ = factors
+        ``L x L`` products over the edges instead of ``N L^2`` exponentials (the wide edges' terms
+        of :meth:`_factors` in dense form). The difference loses digits where marginals near 1
+        cancel; it is a preconditioner's diagonal (floored)."""
+        scores, _, S, U, V, VS, Z, _, _, wide = factors
         inverse = 1.0 / Z
         weighted = V * inverse[:, None]
         squared = V * V
         if self.edge_weights is not None:
             weighted *= self.edge_weights[:, None]
             squared *= self.edge_weights[:, None]
+        if wide.size:   # the wide edges' terms in dense form
+            weighted[wide] = squared[wide] = 0.0
         scaled = U * inverse[:, None]
         curvature = S * (U.T @ weighted) - S * S * ((scaled * scaled).T @ squared)
         rows = U * VS * inverse[:, None]
         cols = V * (U @ S) * inverse[:, None]
-        return np.maximum(curvature, 0.0).ravel(), rows, cols
+        curvature = np.maximum(curvature, 0.0).ravel()
+        if wide.size:
+            _, mu = self._dense_edges(scores, nu, wide)
+            rows[wide], cols[wide] = mu.sum(axis=2), mu.sum(axis=1)
+            mu = mu.reshape(wide.size, -1)
+            mu *= 1.0 - mu
+            curvature += mu.sum(axis=0) if self.edge_weights is None else self.edge_weights[wide] @ mu
+        return curvature, rows, cols
 
     # ------------------------------------------------------------------ sweeps
     def sweep(self, coef_u: np.ndarray, coef_p: np.ndarray, messages: np.ndarray, max_sweeps: int) -> None:
@@ -613,7 +655,8 @@ def joint_minimise(
         the next evaluation's, halved when the gain left after the first round was under a quarter of
         that bound. 0: ``max_sweeps`` per evaluation.
     memory : int, default=20
-        L-BFGS's number of stored corrections, at most as many as fit in 64 MiB (but at least 5):
+        L-BFGS's number of stored corrections, at most as many as fit in 64 MiB (but at least 3,
+        :func:`slr.oracles._diagonal_solver.history_size`):
         with hundreds of thousands of weights (sparse text features) the history is most of the
         solver's memory, and the cost of each L-BFGS-B step grows with it.
     refresh : int, default=100
@@ -665,44 +708,52 @@ def joint_minimise(
     if warm_sweeps and train.has_edges:
         objective.sweep(coef_u, coef_p, lam, warm_sweeps)
     scale = 1.0 / max(1, train.batch.n_nodes)
-    n_params = objective.sizes[0] + objective.sizes[1]
     adaptive = sweep_tol > 0 and train.has_edges
     state = {"lam": lam, "evaluations": 0, "last": None, "sweeps": min(_START_SWEEPS, max_sweeps),
              "decrease": None}
 
-    def unpack(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        if mode == "joint":
-            return objective.split(x)
-        cu, cp, _ = objective.split(np.concatenate([x, np.zeros(objective.sizes[2])]))
-        return cu, cp, None
+    unpack = objective.split   # x holds the messages too in "joint" mode, the parameters only in "sweeps"
 
     def evaluate(x: np.ndarray) -> tuple[float, np.ndarray]:
-        """``J / (eps N)`` and its gradient at ``x`` (the parameters, and the messages if joint)."""
+        """``J / (eps N)`` and its gradient at ``x`` (the parameters, and the messages if joint).
+        ``x`` is kept, not copied: every caller passes an array that no one modifies afterwards."""
         state["evaluations"] += 1
         cu, cp, nu = unpack(x)
         if nu is None:
-            value, penalised, gu, gp, gnu = sweep_and_evaluate(cu, cp)
-            nu = state["lam"] / eps
+            (value, penalised, gu, gp, _), nu = sweep_and_evaluate(cu, cp)
+            grad = objective.join(gu, gp)
         else:
             value, penalised, gu, gp, gnu = objective(cu, cp, nu)
-        grad = objective.join(gu, gp, gnu)
-        state["last"] = (x.copy(), value, penalised, nu, grad * scale)
-        return penalised * scale, grad[:x.size] * scale
+            grad = objective.join(gu, gp, gnu)
+        grad *= scale
+        state["last"] = (x, value, penalised, nu if mode == "joint" else None, grad)
+        return penalised * scale, grad
 
-    def sweep_and_evaluate(cu: np.ndarray, cp: np.ndarray) -> tuple:
+    def last_messages() -> np.ndarray:
+        """``nu`` of the last evaluation: in ``x`` in "joint" mode; in "sweeps" mode ``lam / eps`` made
+        anew (not kept beside ``lam``: only evaluations change ``lam``)."""
+        nu = state["last"][3]
+        return state["lam"] / eps if nu is None else nu
+
+    state["messages"] = last_messages
+
+    def sweep_and_evaluate(cu: np.ndarray, cp: np.ndarray) -> tuple[tuple, np.ndarray]:
         """The messages moved towards their minimum at ``(cu, cp)`` by sweeps (see ``sweep_tol``),
-        then :class:`_Objective` there."""
+        then :class:`_Objective` there, and the messages ``nu`` it ran at."""
         if not adaptive:
             if train.has_edges:
                 objective.sweep(cu, cp, state["lam"], max_sweeps)
-            return objective(cu, cp, state["lam"] / eps, messages_gradient=False)
+            nu = state["lam"] / eps
+            return objective(cu, cp, nu, messages_gradient=False), nu
         count, done, decrease = state["sweeps"], 0, state["decrease"]
         while True:
+            result = nu = None   # the last round's, released before the next round's are made
             objective.sweep(cu, cp, state["lam"], min(count, max_sweeps - done))
             done += min(count, max_sweeps - done)
-            result = objective(cu, cp, state["lam"] / eps)
+            nu = state["lam"] / eps
+            result = objective(cu, cp, nu)
             if decrease is None or done >= max_sweeps:
-                return result
+                return result, nu
             gap = float(np.sum(result[4] ** 2))
             if gap <= sweep_tol * decrease:
                 break
@@ -710,7 +761,7 @@ def joint_minimise(
             state["sweeps"] = min(done, max_sweeps)
         elif gap <= 0.25 * sweep_tol * decrease:
             state["sweeps"] = max(1, count // 2)
-        return result
+        return result, nu
 
     trace: list[tuple[float, float, float]] = []
     paused = [0.0]
@@ -721,13 +772,14 @@ def joint_minimise(
         if last is None or not np.array_equal(last[0], x):
             evaluate(x)
             state["evaluations"] -= 1
-        _, value, penalised, nu, _ = state["last"]
+        _, value, penalised, _, _ = state["last"]
         trace.append((time.perf_counter() - clock - paused[0], eps * value, eps * penalised))
         if len(trace) > 1:
             state["decrease"] = (trace[-2][2] - trace[-1][2]) / eps
         if callback is not None and len(trace) > 1:
             start = time.perf_counter()
             cu, cp, _ = unpack(x)
+            nu = last_messages()
             objective.unary.commit(cu, len(trace) - 1, False)
             objective.pairwise.commit(cp, len(trace) - 1, False)
             if callback_potentials:
@@ -742,12 +794,14 @@ def joint_minimise(
                 raise _Stopped(x.copy(), len(trace) - 1)
 
     # the products are tall and skinny: BLAS threads only slow them down (see slr.oracles.linear)
-    x0 = objective.join(coef_u, coef_p, lam / eps)[:n_params if mode == "sweeps" else None]
-    memory = min(memory, max(5, _HISTORY_BUDGET // (16 * max(x0.size, 1))))
+    x0 = objective.join(coef_u, coef_p, lam / eps if mode == "joint" else None)
+    del coef_u, coef_p   # the start lives on in x0
+    memory = history_size(x0.size, memory)
     with _single_threaded_blas():
         x, n_iter, converged = _cycles(objective, evaluate, record, unpack, state, tol, max_iter, refresh, memory,
                                        x0, scale)
-    _, value, penalised, nu, _ = state["last"]
+    _, value, penalised, _, _ = state["last"]
+    nu = last_messages()
     coef_u, coef_p, _ = unpack(x)
     objective.unary.commit(coef_u, n_iter, converged)
     objective.pairwise.commit(coef_p, n_iter, converged)
@@ -777,13 +831,14 @@ def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Calla
     """:func:`_cycles` after the first trace row (the callback may raise :class:`_Stopped`)."""
     n_iter, converged = 0, False
     while True:
-        _, _, penalised, nu, grad = state["last"]
+        _, _, penalised, _, grad = state["last"]
         converged = bool(np.max(np.abs(grad[:x.size]), initial=0.0) <= tol)
         if converged or n_iter >= max_iter:
             break
         # L-BFGS on u = d x, d the square root of the Hessian's diagonal at the cycle's start
         cu, cp, _ = unpack(x)
-        d = np.sqrt(np.maximum(objective.diagonal(cu, cp, nu)[:x.size] * scale, _CURVATURE_FLOOR * scale))
+        d = np.sqrt(np.maximum(objective.diagonal(cu, cp, state["messages"]())[:x.size] * scale,
+                               _CURVATURE_FLOOR * scale))
         result = minimize(lambda u: (lambda f, g: (f, g / d))(*evaluate(u / d)), x * d, jac=True,
                           method="L-BFGS-B", callback=lambda u: record(u / d),
                           options={"maxiter": min(refresh, max_iter - n_iter), "maxcor": memory,

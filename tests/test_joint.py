@@ -8,6 +8,7 @@ from scipy.optimize import minimize
 from slr import StructuredLogisticRegression
 from slr._joint import joint_minimise, joint_objective
 from slr.datasets import make_denoising
+from slr.graph import shared_table
 from slr.learner import pairwise_bias, structured_objective, unary_bias
 from slr.models import FlatData, PairwiseModel, hamming_margin
 from slr.oracles import MLP, Constant, Linear, Zero
@@ -137,7 +138,9 @@ def test_solver_potentials_are_the_learners(constant_edges):
     expected_nodes = model.unary_potentials(train, unary) + hamming_margin(train.labels, train.n_states)
     np.testing.assert_allclose(theta_nodes, expected_nodes, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(theta_edges, model.pairwise_potentials(train, pairwise), rtol=1e-12, atol=1e-12)
-    assert theta_edges.flags.c_contiguous and theta_edges.shape == (train.batch.n_edges, 3, 3)
+    assert theta_edges.shape == (train.batch.n_edges, 3, 3)
+    # one table for every edge is one table in memory (the kernels read it for each edge)
+    assert (shared_table(theta_edges) is not None) if constant_edges else theta_edges.flags.c_contiguous
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -179,6 +182,34 @@ def test_preconditioner_diagonal_matches_finite_differences_of_the_gradient(cons
         pairwise.coef_[index] = saved
         assert diag_p[index] == pytest.approx((g_up - g_down) / (2 * h) / eps * scale[index[1]], rel=1e-5,
                                               abs=1e-9)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_edges_with_wide_messages_are_computed_densely_beside_the_factored_ones(weighted):
+    """Edges whose messages span more nats than the factored form allows (its normaliser could
+    underflow) are computed densely, the others factored: value, gradients and Hessian diagonal are
+    those of the dense computation over every edge."""
+    from slr._joint import _Objective
+    from slr.oracles.pair_bias import _FACTOR_RANGE
+
+    train = _random_problem([_chain(5), [(0, 1), (1, 2), (2, 0), (2, 3)]], [5, 4], 3, 2, 2, seed=5,
+                            constant_edges=True)
+    eps = 0.25
+    weights = np.array([1.5, 0.5]) if weighted else None
+    unary, pairwise, lam = _fitted(train, eps, lambda: Linear(l2=0.5), lambda: Linear(l2=0.7), seed=6)
+    nu = lam / eps
+    nu[[1, 4], 0, 0] += 2 * _FACTOR_RANGE
+    factored, dense = (_Objective(train, eps, unary, pairwise, 1, sample_weight=weights) for _ in range(2))
+    dense.pairwise.shared_row = None   # every edge by its own row of features
+    coef_u, coef_p = factored.unary.start(), factored.pairwise.start()
+    np.testing.assert_array_equal(factored._factors(coef_p, nu)[-1], [1, 4])
+    ours, theirs = factored(coef_u, coef_p, nu), dense(coef_u, coef_p, nu)
+    assert ours[0] == pytest.approx(theirs[0], rel=1e-12)
+    for mine, reference in zip(ours[2:], theirs[2:]):
+        np.testing.assert_allclose(mine, reference, rtol=1e-10, atol=1e-12)
+    # the factored curvature is a difference of sums (digits lost where marginals near 1 cancel)
+    np.testing.assert_allclose(factored.diagonal(coef_u, coef_p, nu), dense.diagonal(coef_u, coef_p, nu),
+                               rtol=1e-7, atol=1e-10)
 
 
 # ----------------------------------------------------------------------------------------
@@ -429,3 +460,60 @@ def test_a_callback_that_returns_true_stops_the_solver_at_its_iterate():
     np.testing.assert_array_equal(result.messages, messages)
     # the oracles hold that iterate
     assert joint_objective(train, 0.2, unary, pairwise, messages)[1] == pytest.approx(J, rel=1e-12)
+
+
+def _text_like_chains(n_chains, length, L, d, seed):
+    """Chains with sparse-ish node features and the one constant edge feature of SequenceVectorizer."""
+    rng = np.random.default_rng(seed)
+    X = [(rng.normal(size=(length, d)), np.array(_chain(length)), np.ones((length - 1, 1))) for _ in range(n_chains)]
+    Y = [rng.integers(L, size=length) for _ in range(n_chains)]
+    return X, Y
+
+
+def test_a_fit_on_one_shared_table_is_the_fit_on_a_table_per_edge(monkeypatch):
+    """The learner's fit where every edge's potentials are one table read by the kernels equals,
+    bit for bit, the fit where that table is written out for every edge."""
+    import importlib
+
+    batch_module = importlib.import_module("slr.inference.batch")
+    viterbi_module = importlib.import_module("slr.inference.viterbi")   # slr.inference.viterbi is also a function
+
+    X, Y = _text_like_chains(12, 9, 4, 3, seed=8)
+
+    def fit():
+        return StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), max_iter=6, tol=0, monitor=True,
+                                            n_jobs=1).fit(X, Y)
+
+    shared = fit()
+    for module in (batch_module, viterbi_module):   # the kernels get (n_edges, L, L) arrays
+        monkeypatch.setattr(module, "kernel_edges", np.ascontiguousarray)
+    monkeypatch.setattr(batch_module, "shared_table", lambda theta_edges: None)
+    written = fit()
+    for name in ("coef_", "intercept_"):
+        for ours, theirs in ((shared.unary_, written.unary_), (shared.pairwise_, written.pairwise_)):
+            np.testing.assert_array_equal(getattr(ours, name), getattr(theirs, name))
+    np.testing.assert_array_equal(shared._train_messages, written._train_messages)
+    np.testing.assert_array_equal(shared.objective_trace_["objective"], written.objective_trace_["objective"])
+    for ours, theirs in zip(shared.predict(X), written.predict(X)):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_chain_fit_holds_no_array_of_edges_by_pairs_of_states():
+    """With one edge feature for every edge (text chains) no (n_edges, L, L) array is made: the
+    traced peak of a fit and a prediction stays below 60 % of one such array (the data, messages and
+    L-BFGS's vectors are far smaller)."""
+    import tracemalloc
+
+    n_chains, length, L, d = 20, 31, 100, 3   # an (n_edges, L, L) array is L / 2 arrays of messages
+    X, Y = _text_like_chains(n_chains, length, L, d, seed=9)
+    edge_table_bytes = n_chains * (length - 1) * L * L * 8            # 48 MB
+    model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), max_iter=3, tol=0, n_jobs=1)
+    tracemalloc.start()
+    try:
+        model.fit(X, Y)
+        model.predict(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert model.solver_ == "joint"
+    assert peak < 0.6 * edge_table_bytes

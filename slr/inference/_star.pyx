@@ -48,11 +48,11 @@ cdef extern from *:
 cdef extern from "_star_simd.h" nogil:
     int slr_simd_supported()
     double slr_binary_star_avx2(
-        int64_t v, const double* theta_nodes, const double* theta_edges, double* lam,
+        int64_t v, const double* theta_nodes, const double* theta_edges, int64_t edge_stride, double* lam,
         const int64_t* inc_ptr, const int64_t* inc_edge, const int64_t* inc_side, double eps,
         double inv_eps, double* mt, double* size)
     void slr_general_marginals_avx2(
-        const double* theta_edges, const double* lam, const int64_t* edge, const int64_t* side,
+        const double* theta_edges, int64_t edge_stride, const double* lam, const int64_t* edge, const int64_t* side,
         int64_t deg, int64_t L, double eps, double inv_eps, double* mt, double* scratch)
 
 cdef bint SIMD_SUPPORTED = slr_simd_supported()
@@ -73,6 +73,7 @@ cdef double _update_binary_node(
     Py_ssize_t v,
     const double[:, ::1] theta_nodes,
     const double[:, :, ::1] theta_edges,
+    Py_ssize_t es,
     double[:, :, ::1] lam,
     const int64_t[::1] inc_ptr,
     const int64_t[::1] inc_edge,
@@ -85,7 +86,7 @@ cdef double _update_binary_node(
     """``_update_node`` for two states, with the rows in registers instead of scratch loops."""
     cdef Py_ssize_t start = inc_ptr[v], stop = inc_ptr[v + 1]
     cdef Py_ssize_t deg = stop - start
-    cdef Py_ssize_t k, e, s
+    cdef Py_ssize_t k, e, s, t
     cdef double t0 = theta_nodes[v, 0], t1 = theta_nodes[v, 1]
     cdef double l0, l1, m0, m1, d0, d1, diff, scale, change = 0.0, big = size[0]
     if deg == 0:
@@ -95,12 +96,13 @@ cdef double _update_binary_node(
         s = inc_side[start + k]
         l0 = lam[e, 1 - s, 0]
         l1 = lam[e, 1 - s, 1]
+        t = e * es
         if s == 0:
-            m0 = smoothed_max2(theta_edges[e, 0, 0] + l0, theta_edges[e, 0, 1] + l1, eps, inv_eps)
-            m1 = smoothed_max2(theta_edges[e, 1, 0] + l0, theta_edges[e, 1, 1] + l1, eps, inv_eps)
+            m0 = smoothed_max2(theta_edges[t, 0, 0] + l0, theta_edges[t, 0, 1] + l1, eps, inv_eps)
+            m1 = smoothed_max2(theta_edges[t, 1, 0] + l0, theta_edges[t, 1, 1] + l1, eps, inv_eps)
         else:
-            m0 = smoothed_max2(theta_edges[e, 0, 0] + l0, theta_edges[e, 1, 0] + l1, eps, inv_eps)
-            m1 = smoothed_max2(theta_edges[e, 0, 1] + l0, theta_edges[e, 1, 1] + l1, eps, inv_eps)
+            m0 = smoothed_max2(theta_edges[t, 0, 0] + l0, theta_edges[t, 1, 0] + l1, eps, inv_eps)
+            m1 = smoothed_max2(theta_edges[t, 0, 1] + l0, theta_edges[t, 1, 1] + l1, eps, inv_eps)
         mt[2 * k] = m0
         mt[2 * k + 1] = m1
         t0 += m0
@@ -130,6 +132,7 @@ cdef double _update_node(
     Py_ssize_t v,
     const double[:, ::1] theta_nodes,
     const double[:, :, ::1] theta_edges,
+    Py_ssize_t es,
     double[:, :, ::1] lam,
     const int64_t[::1] inc_ptr,
     const int64_t[::1] inc_edge,
@@ -148,7 +151,8 @@ cdef double _update_node(
 
     ``size[0]`` is raised to the largest magnitude among the values computed (``mt``, ``t``),
     which sets the rounding noise of the change. With ``simd`` (only for ``eps > 0``) the
-    vector code computes ``mt``, using ``extra`` as scratch.
+    vector code computes ``mt``, using ``extra`` as scratch. Edge ``e``'s table is
+    ``theta_edges[e * es]`` (``es`` 0: one table for every edge).
     """
     cdef Py_ssize_t start = inc_ptr[v], stop = inc_ptr[v + 1]
     cdef Py_ssize_t deg = stop - start
@@ -160,7 +164,7 @@ cdef double _update_node(
     for a in range(L):
         t[a] = theta_nodes[v, a]
     if simd:
-        slr_general_marginals_avx2(&theta_edges[0, 0, 0], &lam[0, 0, 0], &inc_edge[start],
+        slr_general_marginals_avx2(&theta_edges[0, 0, 0], es, &lam[0, 0, 0], &inc_edge[start],
                                    &inc_side[start], deg, L, eps, inv_eps, mt, extra)
     for k in range(deg):
         e = inc_edge[start + k]
@@ -171,10 +175,10 @@ cdef double _update_node(
             if not simd:
                 if s == 0:
                     for b in range(L):
-                        row[b] = theta_edges[e, a, b] + lam[e, o, b]
+                        row[b] = theta_edges[e * es, a, b] + lam[e, o, b]
                 else:
                     for b in range(L):
-                        row[b] = theta_edges[e, b, a] + lam[e, o, b]
+                        row[b] = theta_edges[e * es, b, a] + lam[e, o, b]
                 m[a] = smoothed_max(row, L, eps, inv_eps)
             t[a] += m[a]
             if fabs(m[a]) > size[0]:
@@ -233,8 +237,8 @@ def star_sweeps(
 
     Parameters
     ----------
-    theta_nodes : (N, L) float64, theta_edges : (M, L, L) float64
-        Flat potentials of the batch.
+    theta_nodes : (N, L) float64, theta_edges : (M, L, L) or (1, L, L) float64
+        Flat potentials of the batch; ``(1, L, L)``: one table for every edge.
     lam : (M, 2, L) float64
         Messages, updated in place.
     node_ptr, inc_ptr, inc_edge, inc_side : int64
@@ -249,6 +253,7 @@ def star_sweeps(
     """
     cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1
     cdef Py_ssize_t L = theta_nodes.shape[1]
+    cdef Py_ssize_t es = 1 if theta_edges.shape[0] > 1 else 0   # 0: one table for every edge
     cdef double inv_eps = 1.0 / eps if eps > 0 else 0.0
     # mt and the vector code's scratch: deg * L values padded to whole vectors of 4 (8 at least)
     cdef Py_ssize_t padded = max_degree * L + 8
@@ -278,16 +283,16 @@ def star_sweeps(
                     v = lo + i if sweep % 2 == 0 else hi - 1 - i
                     if L == 2 and simd:
                         node_change = slr_binary_star_avx2(
-                            v, &theta_nodes[0, 0], &theta_edges[0, 0, 0], &lam[0, 0, 0],
+                            v, &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],
                             &inc_ptr[0], &inc_edge[0], &inc_side[0], eps, inv_eps, scratch,
                             &size)
                     elif L == 2:
                         node_change = _update_binary_node(
-                            v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
+                            v, theta_nodes, theta_edges, es, lam, inc_ptr, inc_edge, inc_side,
                             eps, inv_eps, scratch, &size)
                     else:
                         node_change = _update_node(
-                            v, theta_nodes, theta_edges, lam, inc_ptr, inc_edge, inc_side,
+                            v, theta_nodes, theta_edges, es, lam, inc_ptr, inc_edge, inc_side,
                             L, eps, inv_eps, simd, scratch, scratch + padded,
                             scratch + 2 * padded, scratch + 2 * padded + L, &size)
                     if node_change > change:
@@ -326,9 +331,11 @@ def dual_values(
     reparametrised beliefs ``b`` of docs/design.md section 1; with ``eps = 0`` each term is a max.
     ``node_terms`` / ``edge_terms`` False skip one part (its output is left as it is): the node
     terms do not depend on ``theta_edges``, the edge terms not on ``theta_nodes``.
+    ``theta_edges`` of shape ``(1, L, L)`` is one table for every edge.
     """
     cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1
     cdef Py_ssize_t L = theta_nodes.shape[1]
+    cdef Py_ssize_t es = 1 if theta_edges.shape[0] > 1 else 0
     cdef double inv_eps = 1.0 / eps if eps > 0 else 0.0
     cdef Py_ssize_t ex, v, e, k, a, b
     cdef double total
@@ -358,7 +365,7 @@ def dual_values(
                 for e in range(edge_ptr[ex], edge_ptr[ex + 1]):
                     for a in range(L):
                         for b in range(L):
-                            row[a * L + b] = theta_edges[e, a, b] + lam[e, 0, a] + lam[e, 1, b]
+                            row[a * L + b] = theta_edges[e * es, a, b] + lam[e, 0, a] + lam[e, 1, b]
                     total = total + smoothed_max(row, L * L, eps, inv_eps)
                 out_edges[ex] = total
         free(row)

@@ -153,12 +153,14 @@ SLR_AVX2 __m256i slr_first_lanes(int64_t n)
 
 /* The operands of edge e's two-state max-marginals at its side `side`: lanes (a = 0, a = 1) of
  * first and second are x(a, 0) and x(a, 1), x(a, b) = theta[a, b] + other[b] at side 0 and
- * theta[b, a] + other[b] at side 1, other the message on the edge's far side. */
-SLR_AVX2 void slr_binary_operands(const double *theta_edges, const double *lam, int64_t e,
-                                  int64_t side, __m128d *first, __m128d *second)
+ * theta[b, a] + other[b] at side 1, other the message on the edge's far side. The edge's table
+ * is theta_edges + 4 e edge_stride (edge_stride 0: one table for every edge). */
+SLR_AVX2 void slr_binary_operands(const double *theta_edges, int64_t edge_stride, const double *lam,
+                                  int64_t e, int64_t side, __m128d *first, __m128d *second)
 {
-    const __m128d row0 = _mm_loadu_pd(theta_edges + 4 * e);       /* theta[0, 0], theta[0, 1] */
-    const __m128d row1 = _mm_loadu_pd(theta_edges + 4 * e + 2);   /* theta[1, 0], theta[1, 1] */
+    const double *theta = theta_edges + 4 * edge_stride * e;
+    const __m128d row0 = _mm_loadu_pd(theta);       /* theta[0, 0], theta[0, 1] */
+    const __m128d row1 = _mm_loadu_pd(theta + 2);   /* theta[1, 0], theta[1, 1] */
     const double *other = lam + 4 * e + 2 * (1 - side);
     /* a branch, not a blend: each call site sees the same side at nearly every node */
     if (side == 0) {
@@ -200,15 +202,15 @@ SLR_AVX2 void slr_binary_store(double *lam, int64_t e, int64_t side, __m128d t, 
 /* The two-state star update at node v (see _update_binary_node in _star.pyx, which it replaces
  * for eps > 0), two edges per vector. Returns the largest message change beyond a constant
  * shift and raises *size to the largest magnitude computed. mt holds max(2 deg + 2, 8)
- * doubles.
+ * doubles. Edge e's table starts at theta_edges + 4 e edge_stride (0: one shared table).
  *
  * Up to four edges (grids, chains) take a path with one copy of the code per edge: the message
  * the previous star update wrote is then always read by the same load instruction, which the
  * CPU learns to make wait for that store while the loads of the other edges go ahead. */
 __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
-    int64_t v, const double *theta_nodes, const double *theta_edges, double *lam,
-    const int64_t *inc_ptr, const int64_t *inc_edge, const int64_t *inc_side, double eps,
-    double inv_eps, double *mt, double *size)
+    int64_t v, const double *theta_nodes, const double *theta_edges, int64_t edge_stride,
+    double *lam, const int64_t *inc_ptr, const int64_t *inc_edge, const int64_t *inc_side,
+    double eps, double inv_eps, double *mt, double *size)
 {
     const int64_t start = inc_ptr[v], deg = inc_ptr[v + 1] - start;
     const int64_t *edge = inc_edge + start, *side = inc_side + start;
@@ -222,13 +224,13 @@ __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
         return 0.0;
     if (deg <= 4) {
         __m128d f0, s0, f1 = zero, s1 = zero, f2 = zero, s2 = zero, f3 = zero, s3 = zero;
-        slr_binary_operands(theta_edges, lam, edge[0], side[0], &f0, &s0);
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[0], side[0], &f0, &s0);
         if (deg > 1)
-            slr_binary_operands(theta_edges, lam, edge[1], side[1], &f1, &s1);
+            slr_binary_operands(theta_edges, edge_stride, lam, edge[1], side[1], &f1, &s1);
         if (deg > 2)
-            slr_binary_operands(theta_edges, lam, edge[2], side[2], &f2, &s2);
+            slr_binary_operands(theta_edges, edge_stride, lam, edge[2], side[2], &f2, &s2);
         if (deg > 3)
-            slr_binary_operands(theta_edges, lam, edge[3], side[3], &f3, &s3);
+            slr_binary_operands(theta_edges, edge_stride, lam, edge[3], side[3], &f3, &s3);
         /* absent edges: eps 0 in their lanes (off the critical path, unlike masking m) */
         low = slr_binary_pair(f0, s0, f1, s1,
                               _mm256_and_pd(veps, _mm256_castsi256_pd(slr_first_lanes(2 * deg))),
@@ -243,10 +245,10 @@ __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
     } else {
         for (int64_t k = 0; k < deg; k += 2) {
             __m128d first0, second0, first1 = zero, second1 = zero;
-            slr_binary_operands(theta_edges, lam, edge[k], side[k], &first0, &second0);
+            slr_binary_operands(theta_edges, edge_stride, lam, edge[k], side[k], &first0, &second0);
             if (k + 1 < deg)
-                slr_binary_operands(theta_edges, lam, edge[k + 1], side[k + 1], &first1,
-                                    &second1);
+                slr_binary_operands(theta_edges, edge_stride, lam, edge[k + 1], side[k + 1],
+                                    &first1, &second1);
             const __m256d m = slr_binary_pair(
                 first0, second0, first1, second1,
                 _mm256_and_pd(veps, _mm256_castsi256_pd(slr_first_lanes(2 * (deg - k)))), vinv);
@@ -333,16 +335,18 @@ SLR_AVX2 void slr_column_reduce(const double *theta, const double *other, int64_
 }
 
 /* L states: mt[k L + a] for the deg edges edge[k] at a node on side side[k]. mt and scratch
- * hold deg L rounded up to a multiple of 4 doubles. */
+ * hold deg L rounded up to a multiple of 4 doubles. Edge e's table starts at theta_edges +
+ * L L e edge_stride (0: one shared table). */
 __attribute__((target("avx2,fma"))) static void slr_general_marginals_avx2(
-    const double *theta_edges, const double *lam, const int64_t *edge, const int64_t *side,
-    int64_t deg, int64_t L, double eps, double inv_eps, double *mt, double *scratch)
+    const double *theta_edges, int64_t edge_stride, const double *lam, const int64_t *edge,
+    const int64_t *side, int64_t deg, int64_t L, double eps, double inv_eps, double *mt,
+    double *scratch)
 {
     const int64_t n = deg * L, padded = (n + 3) & ~INT64_C(3);
     const __m256d vinv = _mm256_set1_pd(inv_eps);
     double *total = scratch;
     for (int64_t k = 0; k < deg; k++) {
-        const double *theta = theta_edges + L * L * edge[k];
+        const double *theta = theta_edges + L * L * edge_stride * edge[k];
         const double *other = lam + L * (2 * edge[k] + 1 - side[k]);
         if (side[k] == 0) {
             for (int64_t a = 0; a < L; a++)
@@ -367,7 +371,7 @@ static int slr_simd_supported(void) { return 0; }
 
 /* never called: slr_simd_supported() is 0 */
 static double slr_binary_star_avx2(int64_t v, const double *theta_nodes,
-                                   const double *theta_edges, double *lam,
+                                   const double *theta_edges, int64_t edge_stride, double *lam,
                                    const int64_t *inc_ptr, const int64_t *inc_edge,
                                    const int64_t *inc_side, double eps, double inv_eps,
                                    double *mt, double *size)
@@ -375,10 +379,10 @@ static double slr_binary_star_avx2(int64_t v, const double *theta_nodes,
     return 0.0;
 }
 
-static void slr_general_marginals_avx2(const double *theta_edges, const double *lam,
-                                       const int64_t *edge, const int64_t *side, int64_t deg,
-                                       int64_t L, double eps, double inv_eps, double *mt,
-                                       double *scratch)
+static void slr_general_marginals_avx2(const double *theta_edges, int64_t edge_stride,
+                                       const double *lam, const int64_t *edge,
+                                       const int64_t *side, int64_t deg, int64_t L, double eps,
+                                       double inv_eps, double *mt, double *scratch)
 {
 }
 

@@ -11,8 +11,9 @@ each maximum taken at its first maximiser (a NaN counting as the largest value, 
 ``numpy.argmax`` does), and the labels are read back from the last node's first maximiser. Only
 additions and comparisons: the labels are those of the same recursion in NumPy, bit for bit.
 
-The kernel checks that the arrays fit the pointers (one edge fewer than nodes per example),
-so that it never reads outside them; the values are trusted.
+``theta_edges`` of shape ``(1, L, L)`` is one table for every edge. The kernel checks that the
+arrays fit the pointers (one edge fewer than nodes per example), so that it never reads outside
+them; the values are trusted.
 """
 import numpy as np
 
@@ -43,19 +44,22 @@ def viterbi_batch(
 ):
     """``out[v]``: the MAP label of node ``v`` of every chain of the batch (see the module docstring)."""
     cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1, L = theta_nodes.shape[1]
-    cdef Py_ssize_t k, i, a, b, n, v0, e0
+    cdef Py_ssize_t k, i, a, b, n, v0, e0, es = 1
     if n_examples < 0 or node_ptr[0] != 0 or edge_ptr.shape[0] != n_examples + 1 or edge_ptr[0] != 0:
         raise ValueError("Viterbi: the pointers must start at 0, one more of each than examples")
     if not (L >= 1 and theta_nodes.shape[0] == out.shape[0] == node_ptr[n_examples]
-            and theta_edges.shape[0] == edge_ptr[n_examples] and theta_edges.shape[1] == theta_edges.shape[2] == L):
+            and theta_edges.shape[0] in (edge_ptr[n_examples], 1)
+            and theta_edges.shape[1] == theta_edges.shape[2] == L):
         raise ValueError("Viterbi: the potentials do not match the batch's nodes, edges and states")
+    if theta_edges.shape[0] == 1:
+        es = 0   # one table for every edge
     for k in range(n_examples):
         if node_ptr[k + 1] < node_ptr[k] or edge_ptr[k + 1] - edge_ptr[k] != max(node_ptr[k + 1] - node_ptr[k] - 1, 0):
             raise ValueError(f"Viterbi: example {k} is not a chain (it needs one edge fewer than its nodes)")
     cdef double[::1] score = np.empty(L)
     cdef double[::1] moved = np.empty(L)
     cdef double[::1] cands = np.empty(L)
-    cdef int64_t[:, ::1] back = np.empty((max(theta_edges.shape[0], 1), L), dtype=np.int64)
+    cdef int64_t[:, ::1] back = np.empty((max(edge_ptr[n_examples], 1), L), dtype=np.int64)
     with nogil:
         for k in range(n_examples):
             v0, e0, n = node_ptr[k], edge_ptr[k], node_ptr[k + 1] - node_ptr[k]
@@ -66,7 +70,7 @@ def viterbi_batch(
             for i in range(n - 1):
                 for b in range(L):
                     for a in range(L):
-                        cands[a] = score[a] + theta_edges[e0 + i, a, b]
+                        cands[a] = score[a] + theta_edges[(e0 + i) * es, a, b]
                     a = _first_max(&cands[0], L)
                     back[e0 + i, b] = a
                     moved[b] = cands[a] + theta_nodes[v0 + i + 1, b]

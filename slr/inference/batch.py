@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from slr._params import DEPRECATED, resolve_renamed
-from slr.graph import GraphBatch, _finite_float_array, _float_array, check_epsilon
+from slr.graph import GraphBatch, _finite_float_array, _float_array, check_epsilon, kernel_edges, shared_table
 from slr.inference import _star
 from slr.validation import check_int, check_n_jobs, check_real
 
@@ -111,10 +111,19 @@ def _potentials(
     batch: GraphBatch, theta_nodes: Any, theta_edges: Any, check_input: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     L = batch.n_states
-    return (
-        _array(theta_nodes, "theta_nodes", (batch.n_nodes, L), check_input),
-        _array(theta_edges, "theta_edges", (batch.n_edges, L, L), check_input),
-    )
+    return _array(theta_nodes, "theta_nodes", (batch.n_nodes, L), check_input), _edges(batch, theta_edges, check_input)
+
+
+def _edges(batch: GraphBatch, theta_edges: Any, check_input: bool) -> np.ndarray:
+    """``theta_edges`` checked as by :func:`_array`; a view repeating one table (:func:`slr.graph.shared_table`)
+    stays one, its table checked."""
+    shape = (batch.n_edges, batch.n_states, batch.n_states)
+    table = shared_table(theta_edges)
+    if table is None:
+        return _array(theta_edges, "theta_edges", shape, check_input)
+    if theta_edges.shape != shape:
+        raise ValueError(f"theta_edges must have shape {shape}, got {theta_edges.shape}")
+    return np.broadcast_to(_array(table, "theta_edges", shape[1:], check_input), shape)
 
 
 def _messages(batch: GraphBatch, messages: Any, check_input: bool) -> np.ndarray:
@@ -160,7 +169,7 @@ def _max_abs(array: np.ndarray) -> float:
 
 def _check_sweep_scale(eps: float, theta_nodes: np.ndarray, theta_edges: np.ndarray, messages: np.ndarray) -> None:
     """Refuse sweeps that float64 cannot carry out faithfully (see the module docstring)."""
-    theta_scale = max(_max_abs(theta_nodes), _max_abs(theta_edges))
+    theta_scale = max(_max_abs(theta_nodes), _max_abs(kernel_edges(theta_edges)))
     if 0 < eps < MIN_RELATIVE_EPSILON * theta_scale:
         raise ValueError(
             f"epsilon={eps:.3g} is too small for potentials of magnitude {theta_scale:.3g}: the entropy "
@@ -194,7 +203,7 @@ def _run_sweeps(
     n_sweeps = np.zeros(batch.n_examples, dtype=np.int32)
     converged = np.zeros(batch.n_examples, dtype=np.uint8)
     _star.star_sweeps(
-        theta_nodes, theta_edges, lam, batch.node_ptr, batch.inc_ptr, batch.inc_edge,
+        theta_nodes, kernel_edges(theta_edges), lam, batch.node_ptr, batch.inc_ptr, batch.inc_edge,
         batch.inc_side, batch.max_degree, eps, max_sweeps, tol, _kernel_threads(threads, batch),
         n_sweeps, converged,
     )
@@ -215,7 +224,7 @@ def _dual_parts(
     """The node and the edge terms of ``A`` per example (a part not asked for is zeros)."""
     nodes, edges = np.zeros(batch.n_examples), np.zeros(batch.n_examples)
     _star.dual_values(
-        theta_nodes, theta_edges, lam, batch.edges, batch.node_ptr, batch.edge_ptr,
+        theta_nodes, kernel_edges(theta_edges), lam, batch.edges, batch.node_ptr, batch.edge_ptr,
         batch.inc_ptr, batch.inc_edge, batch.inc_side, eps, _kernel_threads(threads, batch), nodes, edges,
         node_terms, edge_terms,
     )
@@ -448,7 +457,7 @@ def _dual_inputs(batch, theta_nodes, theta_edges, messages, epsilon, check_input
     L = batch.n_states
     theta_nodes = (_array(theta_nodes, "theta_nodes", (batch.n_nodes, L), check_input) if node_terms
                    else np.zeros((0, L)))
-    theta_edges = (_array(theta_edges, "theta_edges", (batch.n_edges, L, L), check_input) if edge_terms
+    theta_edges = (_edges(batch, theta_edges, check_input) if edge_terms
                    else np.zeros((0, L, L)))
     return batch, eps, theta_nodes, theta_edges, _messages(batch, messages, check_input)
 

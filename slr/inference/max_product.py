@@ -64,8 +64,10 @@ def batch_forest_map(batch: GraphBatch, theta_nodes: Any, theta_edges: Any, *, n
     theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input)
     labels = np.zeros(batch.n_nodes, dtype=np.int64)
     is_forest = np.zeros(batch.n_examples, dtype=np.uint8)
-    _sum_product.forest_map(theta_nodes, theta_edges, batch.edges, batch.node_ptr, batch.inc_ptr, batch.inc_edge,
-                            batch.inc_side, _kernel_threads(resolve_threads(n_jobs), batch), labels, is_forest)
+    threads = _kernel_threads(resolve_threads(n_jobs), batch)
+    # this kernel reads a table per edge: a view repeating one table is written out
+    _sum_product.forest_map(theta_nodes, np.ascontiguousarray(theta_edges), batch.edges, batch.node_ptr,
+                            batch.inc_ptr, batch.inc_edge, batch.inc_side, threads, labels, is_forest)
     cyclic = np.flatnonzero(~is_forest.astype(bool))
     if cyclic.size:
         shown = ", ".join(map(str, cyclic[:5])) + (", ..." if cyclic.size > 5 else "")

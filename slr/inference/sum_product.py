@@ -96,9 +96,10 @@ def _forest_pass(batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.nda
     edges = np.empty((batch.n_edges if with_edges else 0, L, L))
     log_z = np.empty(batch.n_examples)
     is_forest = np.zeros(batch.n_examples, dtype=np.uint8)
-    _sum_product.forest_marginals(theta_nodes, theta_edges, batch.edges, batch.node_ptr, batch.edge_ptr,
-                                  batch.inc_ptr, batch.inc_edge, batch.inc_side, temperature, with_edges, threads,
-                                  nodes, edges, log_z, is_forest)
+    # this kernel reads a table per edge: a view repeating one table is written out
+    _sum_product.forest_marginals(theta_nodes, np.ascontiguousarray(theta_edges), batch.edges, batch.node_ptr,
+                                  batch.edge_ptr, batch.inc_ptr, batch.inc_edge, batch.inc_side, temperature,
+                                  with_edges, threads, nodes, edges, log_z, is_forest)
     return ExactMarginals(nodes, edges if with_edges else None, log_z), is_forest.astype(bool)
 
 

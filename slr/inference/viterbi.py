@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from slr.graph import GraphBatch, _finite_float_array
+from slr.graph import GraphBatch, _finite_float_array, kernel_edges
 from slr.inference import _viterbi
 
 __all__ = ["batch_viterbi", "is_chain", "viterbi", "viterbi_chains"]
@@ -96,7 +96,7 @@ def batch_viterbi(batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.nd
     y : ndarray of shape (n_nodes,), int64
     """
     y = np.empty(batch.n_nodes, dtype=np.int64)
-    _viterbi.viterbi_batch(_float64(theta_nodes), _float64(theta_edges), batch.node_ptr, batch.edge_ptr, y)
+    _viterbi.viterbi_batch(_float64(theta_nodes), kernel_edges(theta_edges), batch.node_ptr, batch.edge_ptr, y)
     return y
 
 

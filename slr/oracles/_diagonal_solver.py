@@ -17,7 +17,7 @@ from scipy.optimize import minimize
 
 from slr._features import FeatureMatrix, squared
 
-__all__ = ["RowLoss", "minimise_diagonal"]
+__all__ = ["RowLoss", "history_size", "minimise_diagonal"]
 
 # rows per block: about this many scores in a block's temporaries (64 MiB each; fewer blocks, fewer
 # passes over the (K, D) gradient)
@@ -26,6 +26,18 @@ _BLOCK_ELEMENTS = 1 << 23
 # smallest diagonal curvature assumed, relative to the largest (a class whose probability has
 # vanished would otherwise get steps without bound)
 _CURVATURE_FLOOR = 1e-10
+
+# bytes of L-BFGS's correction pairs (two float64 vectors per stored correction) that a fit's history may
+# take, and the fewest corrections it keeps: with hundreds of thousands of weights (sparse text features)
+# the history is most of a fit's memory
+HISTORY_BUDGET = 1 << 26
+MIN_HISTORY = 3
+
+
+def history_size(n_variables: int, wanted: int) -> int:
+    """L-BFGS's number of stored corrections for ``n_variables``: ``wanted``, or fewer where their
+    vectors would take more than :data:`HISTORY_BUDGET` bytes (but at least :data:`MIN_HISTORY`)."""
+    return min(wanted, max(MIN_HISTORY, HISTORY_BUDGET // (16 * max(n_variables, 1))))
 
 
 class RowLoss:
@@ -238,7 +250,7 @@ def minimise_diagonal(
         root = np.sqrt(curvature)
         inner = tol / float(np.sqrt(curvature.max()))
         options = {"maxiter": min(refresh, max_iter - n_iter), "gtol": inner, "ftol": 1e-15,
-                   "maxfun": 20 * refresh}
+                   "maxfun": 20 * refresh, "maxcor": history_size(coef.size, 10)}
         if split:
             def scaled(u: np.ndarray) -> tuple[float, np.ndarray]:
                 """The smooth part of the mean objective, and its gradient, in scaled variables."""
@@ -248,7 +260,8 @@ def minimise_diagonal(
                 g += l2 * c
                 return f / n, (g / root).ravel() / n
 
-            x, nit = _owlqn(scaled, (coef * root).ravel(), (l1 / n / root).ravel(), options["maxiter"], inner)
+            x, nit = _owlqn(scaled, (coef * root).ravel(), (l1 / n / root).ravel(), options["maxiter"], inner,
+                            history_size(coef.size, 10))
             candidate = x.reshape(coef.shape) / root
         else:
             def scaled(u: np.ndarray) -> tuple[float, np.ndarray]:
