@@ -52,7 +52,7 @@ from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, Options, 
                          resolve_renamed, validate_params)
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.formats import Labellings
-from slr.graph import GraphBatch, check_epsilon
+from slr.graph import GraphBatch, check_epsilon, shared_table
 from slr._joint import joint_minimise, supports
 from slr.certificate import FitCertificate, certify
 from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
@@ -484,9 +484,16 @@ class _Alternation:
                 self.theta_edges = self._excluded(self.energy.pairwise_potentials(self.train, oracle, scores=scores))
 
     def _excluded(self, theta_edges: np.ndarray) -> np.ndarray:
-        """Edge potentials with the forbidden transitions' offset (in place), if any."""
-        if self.edge_offset is not None:
-            theta_edges += self.edge_offset
+        """Edge potentials with the forbidden transitions' offset, if any (in place where they are
+        writeable; one shared table stays one table)."""
+        if self.edge_offset is None:
+            return theta_edges
+        table = shared_table(theta_edges)
+        if table is not None:
+            return np.broadcast_to(table + self.edge_offset, theta_edges.shape)
+        if not theta_edges.flags.writeable:
+            return theta_edges + self.edge_offset
+        theta_edges += self.edge_offset
         return theta_edges
 
     def _sweep(self, start: float) -> float:

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from slr._params import Options, Satisfies
-from slr.graph import GraphBatch
+from slr.graph import GraphBatch, shared_table
 
 __all__ = ["FORBIDDEN_UNITS", "SCHEMES", "TRANSITIONS", "Transitions", "allowed_transitions", "check_transitions",
            "exclusion_depth"]
@@ -185,9 +185,12 @@ class Transitions:
 
     def exclude(self, batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarray,
                 depth: float) -> tuple[np.ndarray, np.ndarray]:
-        """The potentials with every forbidden pair and end state ``depth`` below its score (new arrays)."""
-        return (np.ascontiguousarray(theta_nodes + self.node_offset(batch, depth)),
-                np.ascontiguousarray(theta_edges + self.edge_offset(depth)))
+        """The potentials with every forbidden pair and end state ``depth`` below its score (new arrays;
+        edge potentials that repeat one table, :func:`slr.graph.shared_table`, repeat the new one)."""
+        table = shared_table(theta_edges)
+        edges = (np.ascontiguousarray(theta_edges + self.edge_offset(depth)) if table is None
+                 else np.broadcast_to(table + self.edge_offset(depth), theta_edges.shape))
+        return np.ascontiguousarray(theta_nodes + self.node_offset(batch, depth)), edges
 
     def check_labels(self, batch: GraphBatch, labels: np.ndarray, names: Sequence | None = None,
                      name: str = "Y") -> None:
