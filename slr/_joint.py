@@ -92,6 +92,7 @@ from slr.oracles.base import binary_exponents
 from slr.oracles.linear import Linear, _single_threaded_blas
 from slr.oracles.pair_bias import _FACTOR_RANGE
 from slr.oracles.simple import Constant, Zero
+from slr.transitions import FORBIDDEN_UNITS, Transitions
 from slr.validation import check_int, check_option, check_real
 
 __all__ = ["JointResult", "joint_minimise", "joint_objective", "supports"]
@@ -185,7 +186,8 @@ class _Factor:
     magnitude are rescaled by powers of two, as ``Linear`` does (the same optimum).
     """
 
-    def __init__(self, oracle: Any, features: np.ndarray, n_classes: int, name: str) -> None:
+    def __init__(self, oracle: Any, features: np.ndarray, n_classes: int, name: str,
+                 offset: np.ndarray | None = None) -> None:
         if isinstance(oracle, Linear):
             params = validate_params(oracle)
             l2, intercept = params["l2"], params["fit_intercept"]
@@ -215,6 +217,7 @@ class _Factor:
         self.features: FeatureMatrix = scaled if is_sparse(scaled) else np.ascontiguousarray(scaled)
         self.penalty = penalty
         self.shared_row = first_row(self.features) if rows_equal(self.features) else None
+        self.offset = offset   # a fixed part of every row's scores, shape (K,) (forbidden transitions)
         self._last: tuple[np.ndarray, np.ndarray] | None = None   # (coef, scores) of the last scores call
         self._squares: FeatureMatrix | None = None
 
@@ -250,8 +253,15 @@ class _Factor:
         if last is not None and last[0].shape == coef.shape and np.array_equal(last[0], coef):
             return last[1]
         scores = np.asarray(self.features @ coef.T)
+        if self.offset is not None:
+            scores += self.offset
         self._last = (coef.copy(), scores)
         return scores
+
+    def shared_scores(self, coef: np.ndarray) -> np.ndarray:
+        """``g(x)`` of the one row every row repeats (``shared_row``), shape ``(K,)``."""
+        scores = coef @ self.shared_row
+        return scores if self.offset is None else scores + self.offset
 
     def commit(self, coef: np.ndarray, n_iter: int, converged: bool) -> None:
         """Set the oracle's fitted parameters to ``coef``, as its own ``fit`` would leave them."""
@@ -275,14 +285,20 @@ class _Objective:
     """
 
     def __init__(self, train: FlatData, epsilon: float, unary: Any, pairwise: Any, threads: int,
-                 sample_weight: np.ndarray | None = None, class_weight: np.ndarray | None = None) -> None:
+                 sample_weight: np.ndarray | None = None, class_weight: np.ndarray | None = None,
+                 transitions: Transitions | None = None) -> None:
         batch, L = train.batch, train.n_states
         self.train, self.epsilon, self.threads = train, epsilon, threads
         self.L, self.n_nodes, self.n_edges = L, batch.n_nodes, batch.n_edges
         self.unary = _Factor(unary, train.node_features, L, "unary")
-        self.pairwise = _Factor(pairwise, train.edge_features, L * L, "pairwise")
+        # forbidden transitions: a fixed part of the pairwise scores and of the margin (the learner's
+        # offsets, FORBIDDEN_UNITS * eps in potentials), whose softmax weight is then exactly 0
+        pair_offset = None if transitions is None else transitions.edge_offset(FORBIDDEN_UNITS).ravel()
+        self.pairwise = _Factor(pairwise, train.edge_features, L * L, "pairwise", offset=pair_offset)
         self.labels = train.labels
         self.margin = hamming_margin(train.labels, L, class_weight) / epsilon
+        if transitions is not None:
+            self.margin = self.margin + transitions.node_offset(batch, FORBIDDEN_UNITS)
         self.sources, self.targets = batch.edges[:, 0], batch.edges[:, 1]
         self.pair_labels = train.pair_labels
         # the truth's entries, read at every evaluation
@@ -327,7 +343,8 @@ class _Objective:
         if row is None:
             theta_edges = eps * self.pairwise.scores(coef_p).reshape(self.n_edges, L, L)
         else:
-            theta_edges = np.broadcast_to((eps * (coef_p @ row)).reshape(L, L), (self.n_edges, L, L))
+            theta_edges = np.broadcast_to((eps * self.pairwise.shared_scores(coef_p)).reshape(L, L),
+                                          (self.n_edges, L, L))
         self._potentials = (scores, coef_p.copy(), theta_nodes, theta_edges)
         return theta_nodes, theta_edges
 
@@ -436,7 +453,7 @@ class _Objective:
             nu[wide] = 0.0
             tops[wide] = 0.0
         left, right = nu[:, 0], nu[:, 1]
-        scores = coef_p @ row
+        scores = self.pairwise.shared_scores(coef_p)
         s_top = float(scores.max())
         S = np.exp(scores - s_top).reshape(L, L)
         l_top, r_top = tops[:, 0], tops[:, 1]
@@ -555,7 +572,8 @@ class _Objective:
 
 def joint_objective(train: FlatData, epsilon: float, unary: Any, pairwise: Any, messages: np.ndarray, *,
                     n_jobs: int | None = None, sample_weight: np.ndarray | None = None,
-                    class_weight: np.ndarray | None = None) -> tuple[float, float, dict[str, np.ndarray]]:
+                    class_weight: np.ndarray | None = None,
+                    transitions: Transitions | None = None) -> tuple[float, float, dict[str, np.ndarray]]:
     """``R``, ``J`` and the gradient of ``J`` at the oracles' current parameters and ``messages``.
 
     Parameters
@@ -572,6 +590,9 @@ def joint_objective(train: FlatData, epsilon: float, unary: Any, pairwise: Any, 
         Per-example weights of R (the learner's ``sample_weight``, checked).
     class_weight : ndarray of shape (L,), optional
         Per-label weights of the Hamming margin (:func:`slr.models.class_weights`).
+    transitions : Transitions, optional
+        Allowed transitions (:mod:`slr.transitions`), as the learner models them: every forbidden
+        pair's edge potential and forbidden end state's node potential ``FORBIDDEN_UNITS * eps`` below.
 
     Returns
     -------
@@ -582,7 +603,8 @@ def joint_objective(train: FlatData, epsilon: float, unary: Any, pairwise: Any, 
         ``dJ / dlambda``, shape ``(n_edges, 2, L)``.
     """
     eps = check_epsilon(epsilon, allow_zero=False)
-    objective = _Objective(train, eps, unary, pairwise, resolve_threads(n_jobs), sample_weight, class_weight)
+    objective = _Objective(train, eps, unary, pairwise, resolve_threads(n_jobs), sample_weight, class_weight,
+                           transitions)
     coef_u, coef_p = objective.unary.start(), objective.pairwise.start()
     value, penalised, grad_u, grad_p, grad_nu = objective(coef_u, coef_p, np.asarray(messages) / eps)
     grads = {}
@@ -615,6 +637,7 @@ def joint_minimise(
     callback_potentials: bool = False,
     sample_weight: np.ndarray | None = None,
     class_weight: np.ndarray | None = None,
+    transitions: Transitions | None = None,
 ) -> JointResult:
     """Minimise ``J = R + eps * sum_f l2_f / 2 ||W_f||^2`` over both oracles' parameters and the
     messages by L-BFGS (see the module docstring).
@@ -679,6 +702,8 @@ def joint_minimise(
         Per-example weights of R (``R_w``, as the learner's ``sample_weight``; checked by the caller).
     class_weight : ndarray of shape (L,), optional
         Per-label weights of the Hamming margin, as :func:`slr.models.class_weights` returns them.
+    transitions : Transitions, optional
+        Allowed transitions, as in :func:`joint_objective`.
 
     Returns
     -------
@@ -699,7 +724,8 @@ def joint_minimise(
     if train.labels is None:
         raise ValueError("train must have labels")
     clock = time.perf_counter()
-    objective = _Objective(train, eps, unary, pairwise, resolve_threads(n_jobs), sample_weight, class_weight)
+    objective = _Objective(train, eps, unary, pairwise, resolve_threads(n_jobs), sample_weight, class_weight,
+                           transitions)
     coef_u, coef_p = objective.unary.start(), objective.pairwise.start()
     shape = (train.batch.n_edges, 2, train.n_states)
     lam = np.zeros(shape) if messages is None else np.array(messages, dtype=np.float64, order="C")

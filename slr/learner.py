@@ -345,7 +345,7 @@ class _Alternation:
         self.delta = hamming_margin(train.labels, L, class_weight)
         # hidden states: the states a node may not take sit far below in every potential and bias
         self.offset = 0.0 if train.allowed_states is None else state_offset(train.allowed_states, epsilon)
-        self.edge_offset = None
+        self.edge_offset, self.transitions = None, transitions
         if transitions is not None:
             self.offset = self.offset + transitions.node_offset(batch, FORBIDDEN_UNITS * epsilon)
             self.edge_offset = transitions.edge_offset(FORBIDDEN_UNITS * epsilon)
@@ -987,8 +987,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         below the others: weight 0 in every softmax, R and the certificate finite) and from
         prediction (no forbidden pair is decoded on chains and trees, where inference is exact;
         on loopy graphs the LP's labelling may use one only where its rounding finds no allowed
-        labelling). Training labels that use a forbidden pair are refused. The joint solver does
-        not take it (``"auto"`` runs the alternation).
+        labelling). Training labels that use a forbidden pair are refused.
     mp_sweeps : int, optional
         Deprecated (removed in 0.3): message-passing iterations of forward + backward passes;
         ``mp_sweeps=v`` is ``max_sweeps=2v``.
@@ -1304,7 +1303,7 @@ class StructuredLogisticRegression(StructuredEstimator):
                              params["max_sweeps"], threads, params["relaxation"], timed, resume=resume,
                              sweep_tol=params["sweep_tol"], sample_weight=weights, latent_iter=params["latent_iter"],
                              class_weight=cw, latent_start=latent_start, transitions=transitions)
-        solver = _choose_solver(params["solver"], unary, pairwise, train, params["max_sweeps"], transitions)
+        solver = _choose_solver(params["solver"], unary, pairwise, train, params["max_sweeps"])
         objectives = [] if earlier_history is None else _iteration_objectives(earlier_history, earlier_trace)
         if not warm:
             history.record(0, state.objective)
@@ -1639,7 +1638,8 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
                                 state.messages, max_iter=max_iter - start, tol=_JOINT_GRADIENT_TOL, warm_sweeps=0,
                                 max_sweeps=state.max_sweeps, sweep_tol=_JOINT_SWEEP_TOL, n_jobs=state.threads,
                                 callback=callback, callback_potentials=progress.decode is not None,
-                                sample_weight=sample_weight, class_weight=class_weight)
+                                sample_weight=sample_weight, class_weight=class_weight,
+                                transitions=state.transitions)
     if not (state.settled and np.array_equal(result.messages, settled_from[-1])):   # not the settled iterate
         state.messages[...] = result.messages
         state.settled = False
@@ -1668,8 +1668,7 @@ def _capped_fits(oracles: dict[str, Any], max_iter: int | None) -> Iterator[None
             oracles[factor].max_iter = value
 
 
-def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_sweeps: int,
-                   transitions: Transitions | None = None) -> str:
+def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_sweeps: int) -> str:
     """``"alternation"`` or ``"joint"`` for the ``solver`` parameter; ``"joint"`` refused (naming
     ``solver``) where it does not apply, ``"auto"`` taking it wherever it does."""
     if solver == "alternation":
@@ -1681,8 +1680,6 @@ def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_
         reason = "does not learn latent labels: Y has unlabelled nodes (label -1)"
     elif train.allowed_states is not None:
         reason = "does not model hidden states (n_hidden_states > 0)"
-    elif transitions is not None:
-        reason = "does not take allowed_transitions"
     elif max_sweeps == 0:
         reason = "eliminates the messages by sweeps: max_sweeps must be at least 1"
     else:
