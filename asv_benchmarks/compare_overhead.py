@@ -12,10 +12,10 @@ and on letters' quick comparison data (100 training and 300 test words, ``Linear
 factors, eps = .1, as ``slr_suite.methods`` runs the row), one thread.
 
 ``identical`` fits every case (and the full grid's edge-input problem at the quick size) once in
-each build (a subprocess per build, its own ``slr``) and compares, bit for bit: both oracles' parameters, ``history_`` (but its clocks), ``objective_trace_``,
-``n_iter_``, ``stop_reason_``, the certificate, the messages kept for ``warm_start``, the test error
-after every iteration (``fit``'s callback) and ``predict`` on the test examples. It exits 1 on the
-first difference.
+each build (a subprocess per build, its own ``slr``) and compares, bit for bit: both oracles'
+parameters, ``history_`` (but its clocks), ``objective_trace_``, ``n_iter_``, ``stop_reason_``,
+the certificate, the messages kept for ``warm_start``, the test error after every iteration
+(``fit``'s callback) and ``predict`` on the test examples. It exits 1 on the first difference.
 
 ``time`` alternates the builds, ``--rounds`` subprocesses each, every subprocess fitting each case
 ``--fits`` times (the grid; letters a tenth as often): the CPU seconds of a whole ``fit`` with the

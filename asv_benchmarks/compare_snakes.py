@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{first['seconds']:.1f} s: {first['seconds'] / ssvm_seconds:.2f}x the SSVM's fit time")
         if args.l2 is None:
             seconds = cv_seconds + first["seconds"]
-            print(f"with the cross-validation's fits: {seconds:.1f} s, {seconds / ssvm_seconds:.2f}x the SSVM's fit time")
+            print(f"with the cross-validation's fits: {seconds:.1f} s, "
+                  f"{seconds / ssvm_seconds:.2f}x the SSVM's fit time")
     else:
         print(f"slr never reaches the SSVM's {target:.4f} (best {history['val_error'].min():.4f})")
 

@@ -1,5 +1,6 @@
-"""Baselines for slr: structural SVMs (cutting-plane, subgradient, block-coordinate Frank-Wolfe), structured perceptron, piecewise training, gradient
-alternation, and pystruct 0.3.2 as the outside peer (:mod:`baselines.peer`).
+"""Baselines for slr: structural SVMs (cutting-plane, subgradient, block-coordinate Frank-Wolfe),
+structured perceptron, piecewise training, gradient alternation, and pystruct 0.3.2 as the outside
+peer (:mod:`baselines.peer`).
 
 Names are imported lazily, so that ``python -m baselines.peer.setup_env`` still runs on a
 bare interpreter without numpy.

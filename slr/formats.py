@@ -164,9 +164,9 @@ def from_graph_crf(X: Sequence, Y: Sequence | None = None) -> tuple[list[Example
     ``GraphCRF``. Examples that already carry edge features (``EdgeFeatureGraphCRF``'s 3-tuples)
     are kept as they are. Edges are checked as the learner checks them
     (:func:`slr.graph.check_edges`): an ``(m, 2)`` array of whole numbers, each pair of nodes
-    joined once (in one direction); a ``(2, m)`` edge index is refused, not transposed. Labels are checked as the learner checks them too: a masked
-    entry of a masked array, or ``-1``, becomes ``-1`` (unlabelled), and a label that is not a
-    whole number ``>= 0`` is refused.
+    joined once (in one direction); a ``(2, m)`` edge index is refused, not transposed. Labels
+    are checked as the learner checks them too: a masked entry of a masked array, or ``-1``,
+    becomes ``-1`` (unlabelled), and a label that is not a whole number ``>= 0`` is refused.
 
     Returns
     -------

@@ -314,7 +314,8 @@ def check_labels(y: Any, n_nodes: int, n_states: int | None, name: str = "y", *,
         whole = np.isfinite(arr) & (arr == np.round(arr))
         if not whole.all():
             bad = int(np.flatnonzero(~whole)[0])
-            raise ValueError(f"{name} must contain integer labels (whole numbers), got {float(arr[bad])!r} at node {bad}")
+            raise ValueError(f"{name} must contain integer labels (whole numbers), "
+                             f"got {float(arr[bad])!r} at node {bad}")
         if arr.size and np.abs(arr).max() >= 2.0**63:
             raise ValueError(f"{name} contains labels too large for int64 (up to {np.abs(arr).max():.3g})")
         arr = arr.astype(np.int64)

@@ -28,11 +28,12 @@ R's node and edge parts and the trace of R and J (R plus the oracles' ridge term
 per half step (bias, oracle fit with the safeguarded over-relaxed step, potentials, sweeps, R). For
 oracles linear in their parameters ``solver="joint"`` (or ``"auto"``) runs the first unary fit of such
 an iteration (the model of the nodes alone) and then :func:`slr._joint.joint_minimise`, L-BFGS over
-both functions' parameters, whose iterates the same state object takes in (:meth:`_Alternation.adopt`). What happens after each iteration (``history_``,
-the caller's ``callback`` with an :class:`Iterate`, early stopping, the stopping rule) is one object for
-both solvers, :class:`_Progress`. The estimator
-around it validates everything first and replaces its fitted attributes only when the loop has
-finished (:meth:`slr.estimator.StructuredEstimator._commit_fit`), so a fit that fails changes nothing.
+both functions' parameters, whose iterates the same state object takes in
+(:meth:`_Alternation.adopt`). What happens after each iteration (``history_``, the caller's
+``callback`` with an :class:`Iterate`, early stopping, the stopping rule) is one object for both
+solvers, :class:`_Progress`. The estimator around it validates everything first and replaces its
+fitted attributes only when the loop has finished
+(:meth:`slr.estimator.StructuredEstimator._commit_fit`), so a fit that fails changes nothing.
 """
 from __future__ import annotations
 
@@ -1310,9 +1311,12 @@ class StructuredLogisticRegression(StructuredEstimator):
             objectives.append(state.penalised)
         rows = _TrainingRows(params["monitor"], predictor, train)
         decode = (lambda data: state.map_labels(predictor, data)) if rows.on or early else None
-        check_data = (lambda X, Y: _checked_data(X, None if Y is None else encode_labels(Y, classes), train.n_labels,
-                                                 inferred, train.d_node, _edge_width(train), "X",
-                                                 n_hidden_states=params["n_hidden_states"]))
+
+        def check_data(X: Sequence, Y: Sequence | None) -> FlatData:
+            return _checked_data(X, None if Y is None else encode_labels(Y, classes), train.n_labels,
+                                 inferred, train.d_node, _edge_width(train), "X",
+                                 n_hidden_states=params["n_hidden_states"])
+
         progress = _Progress(history, objectives, decode, rows,
                              _BestIteration(params["n_iter_no_change"]) if early else None, params["tol"],
                              params["verbose"], timed, callback,

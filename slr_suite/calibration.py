@@ -99,7 +99,8 @@ DATASETS = ("letters", "denoising")
 def cell(spec: CalibrationSpec, dataset: str, epsilon: float) -> Cell:
     """The (data set, eps) cell."""
     return Cell(label=f"{dataset}:eps={epsilon}", identity=dict(dataset=dataset, epsilon=epsilon),
-                config=dict(data=asdict(spec.data(dataset)), max_iter=spec.max_iter, n_bins=spec.n_bins, C=C_VALUE[dataset]),
+                config=dict(data=asdict(spec.data(dataset)), max_iter=spec.max_iter, n_bins=spec.n_bins,
+                            C=C_VALUE[dataset]),
                 seed=SEED, args=(dataset, epsilon), cost=1.0 if dataset == "letters" else 0.5)
 
 
@@ -184,6 +185,8 @@ class Calibration(ExperimentBase):
 
     def describe(self, record: CellRecord) -> str:
         row, arrays = record.row, record.arrays
-        scores = "  ".join(f"{method}: nll {arrays[f'{method}_metrics'][0]:.3f} ece {arrays[f'{method}_metrics'][1]:.3f}"
+        scores = "  ".join(f"{method}: nll {arrays[f'{method}_metrics'][0]:.3f} "
+                           f"ece {arrays[f'{method}_metrics'][1]:.3f}"
                            for method in METHODS)
-        return f"{row['dataset']} eps={row['epsilon']}: map error {row['map_error']:.3f}  {scores} ({row['fit_seconds']:.1f}s)"
+        return (f"{row['dataset']} eps={row['epsilon']}: map error {row['map_error']:.3f}  "
+                f"{scores} ({row['fit_seconds']:.1f}s)")

@@ -71,7 +71,8 @@ def write_index(out: Path, info: RunInfo, summaries: dict[str, dict], wall_secon
         if d.get("structured") and d.get("paper_size"):
             lines.append(f"- Denoising: {d['structured'] - len(far)} of the {d['structured']} structured cells "
                          "(unary Linear, Boost or MLP with a pairwise term) within .01 of the paper"
-                         + (f"; {', '.join(far)} {'is' if len(far) == 1 else 'are'} not (see denoising.md)" if far else "")
+                         + (f"; {', '.join(far)} {'is' if len(far) == 1 else 'are'} not (see denoising.md)"
+                            if far else "")
                          + "; the unary-only and no-unary cells follow the label balance of the test images.\n")
         elif d.get("structured"):
             lines.append("- Denoising: a profile smaller than the paper's, so its errors are not the paper's; "

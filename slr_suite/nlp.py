@@ -411,7 +411,8 @@ def compute_cell(spec: NlpSpec, cut: CorpusCut, method: str, info: RunInfo, n_th
                **info.row_fields())
     arrays = {}
     if best.curve[0]:
-        arrays = {"seconds": np.asarray(best.curve[0], dtype=float), "test_score": np.asarray(best.curve[1], dtype=float)}
+        arrays = {"seconds": np.asarray(best.curve[0], dtype=float),
+                  "test_score": np.asarray(best.curve[1], dtype=float)}
     return CellRecord(row=row, arrays=arrays)
 
 

@@ -4,9 +4,9 @@ read tolerantly.
 The CSVs are outputs (the cache of computed cells lives elsewhere, see
 :mod:`slr_suite.store`), so a damaged CSV never costs a result: its intact rows are read (a read
 never moves the file), and the next write sets the original aside under a fresh ``.damaged-*``
-name with a message naming both paths and writes a clean file with those rows. Every row ends with a ``check`` column (CRC-32 of its
-other fields), so a row altered in place is recognised as damaged rather than read as a wrong
-number.
+name with a message naming both paths and writes a clean file with those rows. Every row ends
+with a ``check`` column (CRC-32 of its other fields), so a row altered in place is recognised as
+damaged rather than read as a wrong number.
 """
 from __future__ import annotations
 

@@ -29,15 +29,15 @@ def test_loopy_certificate_brackets_the_exact_losses():
     model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), epsilon=0.5, max_iter=4, n_jobs=1,
                                          random_state=0).fit(X, Y)
     cert = model.certificate_
-    l0 = l1 = l = entropy = 0.0
+    l0 = l1 = l_smoothed = entropy = 0.0
     for theta_nodes, theta_edges, edges, truth in _training_potentials(model, X, Y):
         l0 += brute_force_map(theta_nodes, theta_edges, edges)[0] - truth
         l1 += exact_lp(theta_nodes, theta_edges, edges).value - truth
-        l += exact_smoothed(theta_nodes, theta_edges, edges, 0.5).value - truth
+        l_smoothed += exact_smoothed(theta_nodes, theta_edges, edges, 0.5).value - truth
         entropy += 0.5 * hmax(len(theta_nodes), len(edges), 2)
     assert cert.objective == pytest.approx(model.history_["objective"].iloc[-1])
     assert cert.lp_loss_lower <= l0 + 1e-9 and l1 <= cert.lp_loss_upper + 1e-6
-    assert cert.objective >= l - 1e-6                     # R bounds the smoothed loss from above
+    assert cert.objective >= l_smoothed - 1e-6            # R bounds the smoothed loss from above
     assert cert.entropy_bound == pytest.approx(entropy)
     assert cert.bounds_hold
     assert cert.last_sweeps >= 1 and cert.message_residual >= 0.0

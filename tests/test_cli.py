@@ -225,7 +225,8 @@ def test_profile_skip_leaves_methods_out_and_says_so(tmp_path):
     methods = set(pd.read_csv(tmp_path / "baselines_results.csv").method)
     assert "OneSlackSSVM" in methods and not methods & {"NSlackSSVM", "slr:Linear"}
     render_baselines.write_report(profile, tmp_path, info, log)
-    assert "Not run in this profile: NSlackSSVM, slr:Linear on denoising (a test)." in (tmp_path / "baselines.md").read_text()
+    assert ("Not run in this profile: NSlackSSVM, slr:Linear on denoising (a test)."
+            in (tmp_path / "baselines.md").read_text())
 
 
 def test_interrupted_run_resumes(tmp_path, monkeypatch):

@@ -123,7 +123,8 @@ def test_a_model_crfsuite_trained_reads_back_as_its_tagger_sees_it(tmp_path):
         items = pycrfsuite.ItemSequence(x).items()
         unary = np.array([sum(v * dense[index[a]] for a, v in item.items() if a in index) + np.zeros(len(crf.labels))
                           for item in items])
-        ours = [crf.labels[k] for k in viterbi(unary, np.broadcast_to(crf.transitions, (len(x) - 1, *crf.transitions.shape)))]
+        transitions = np.broadcast_to(crf.transitions, (len(x) - 1, *crf.transitions.shape))
+        ours = [crf.labels[k] for k in viterbi(unary, transitions)]
         assert tagger.tag(x) == ours == again.tag(x)
 
 

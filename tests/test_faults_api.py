@@ -382,7 +382,8 @@ def test_counts_beyond_a_c_int_are_refused_with_their_name():
         (lambda: batch_dual_values(batch, tn, te, np.zeros((12, 2, 2)), 0.1, n_jobs=True), "n_jobs"),
         (lambda: map_lp(tn, te, edges, max_sweeps=np.float64(3)), "max_sweeps"),
     ]:
-        with pytest.raises(ValueError, match=name + r" must be (None, -1 \(all cores\) or )?an integer in \[.*2147483647\]"):
+        with pytest.raises(ValueError,
+                           match=name + r" must be (None, -1 \(all cores\) or )?an integer in \[.*2147483647\]"):
             call()
     # the largest C int is a valid budget: a converging problem stops early
     assert map_lp(tn, te, edges, max_sweeps=2**31 - 1).converged

@@ -255,7 +255,8 @@ def test_numeric_strings_are_not_numbers(cls, param):
 )
 def test_integers_beyond_c_int_are_refused_by_name(cls, param):
     features, bias, labels = make_problem(n=30)
-    with pytest.raises(ValueError, match=rf"{param} must be (None, -1 \(all cores\) or )?an integer in \[\d+, 2147483647\]"):
+    with pytest.raises(ValueError,
+                       match=rf"{param} must be (None, -1 \(all cores\) or )?an integer in \[\d+, 2147483647\]"):
         cls(n_rounds=1, **{param: 2**31}).fit(features, bias, labels)
 
 

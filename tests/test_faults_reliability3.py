@@ -181,7 +181,8 @@ def test_a_symmetric_adjacency_is_refused_and_its_upper_triangle_taken():
 
 
 def test_the_same_pair_in_different_examples_is_no_duplicate():
-    X = [(np.zeros((2, 1)), np.array([[0, 1]]), np.ones((1, 1))), (np.zeros((2, 1)), np.array([[1, 0]]), np.ones((1, 1)))]
+    X = [(np.zeros((2, 1)), np.array([[0, 1]]), np.ones((1, 1))),
+         (np.zeros((2, 1)), np.array([[1, 0]]), np.ones((1, 1)))]
     checked, _, _ = check_dataset(X)
     assert [x[1].tolist() for x in checked] == [[[0, 1]], [[1, 0]]]
 
@@ -313,7 +314,8 @@ def test_validation_data_faults_name_x_val_and_y_val():
 
 def test_labels_up_to_a_billion_are_refused_before_any_allocation():
     X, Y = _small_chains()
-    with pytest.raises(ValueError, match=r"n_states = 1000000001 \(the largest label \+ 1\) needs .* GiB.*LabelEncoder"):
+    with pytest.raises(ValueError,
+                       match=r"n_states = 1000000001 \(the largest label \+ 1\) needs .* GiB.*LabelEncoder"):
         StructuredLogisticRegression(max_iter=1).fit(X, [Y[0], np.array([0, 1, 1, 0, 10**9])])
 
 

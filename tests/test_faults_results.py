@@ -286,7 +286,8 @@ def test_missing_peer_environment_is_logged_and_reported(tmp_path, monkeypatch, 
     df = pd.read_csv(tmp_path / "baselines_results.csv")
     row = df[df.method == "pystruct:OneSlackSSVM"].iloc[0]
     assert row.status.startswith("skipped: no CPython 3.6")
-    assert "*Not run on the machine that computed them*: pystruct:OneSlackSSVM" in (tmp_path / "baselines.md").read_text()
+    assert ("*Not run on the machine that computed them*: pystruct:OneSlackSSVM"
+            in (tmp_path / "baselines.md").read_text())
 
 
 def test_threads_option_reaches_every_kernel(tmp_path, monkeypatch):
@@ -340,7 +341,8 @@ def test_an_empty_output_path_is_refused(tmp_path, option, capsys, monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         main(["denoising", "--tiny", "--cells", CELLS, "--out", args["--out"], "--cache-dir", args["--cache-dir"]])
     assert exit_.value.code == 2 and f"{option} must name a directory, got an empty path" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"] and (tmp_path / "README.md").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]
+    assert (tmp_path / "README.md").read_text() == "mine"
     with pytest.raises(UsageError, match="--out must name a directory"):
         run_experiments(["denoising"], "tiny", "", cells=CELLS, cache_dir=tmp_path / "cache")
 
@@ -364,7 +366,8 @@ def test_a_file_slr_did_not_write_is_never_replaced(reference_run, tmp_path, cap
     (out / "denoising_results.csv").unlink()
     # what slr wrote it replaces on the next run
     for _ in range(2):
-        assert main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cache-dir", str(cache), "--cells", CELLS]) == 0
+        assert main(["denoising", "--tiny", "--quiet", "--out", str(out), "--cache-dir", str(cache),
+                     "--cells", CELLS]) == 0
     pd.testing.assert_frame_equal(_results(out), reference)
     written = set((out / MANIFEST).read_text().splitlines())
     assert {"README.md", "denoising.md", "denoising_results.csv"} <= written

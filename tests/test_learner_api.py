@@ -19,7 +19,8 @@ from slr.learner import structured_objective
 from slr.models import FlatData, PairwiseModel
 from slr.oracles import Constant, Linear
 
-# Algorithm 1.1 (the transactions below fail at its second oracle fit); tests/test_learner_solver.py has the joint solver's
+# Algorithm 1.1 (the transactions below fail at its second oracle fit);
+# tests/test_learner_solver.py has the joint solver's
 KW = dict(max_iter=2, max_sweeps=6, n_jobs=1, random_state=0, solver="alternation")
 
 

@@ -106,7 +106,8 @@ def test_checked_and_n_jobs_constraints_use_their_checkers_messages():
     assert good == {"epsilon": 0.5, "n_jobs": -1} and type(good["n_jobs"]) is int
     assert validate_params(None, constraints, params={"epsilon": 1, "n_jobs": None})["n_jobs"] is None
     for params, message in [({"epsilon": 1e-310, "n_jobs": 1}, "epsilon=1e-310 is subnormal"),
-                            ({"epsilon": 0.1, "n_jobs": 0}, "n_jobs must be None, -1 (all cores) or an integer in [1, 2147483647], got 0"),
+                            ({"epsilon": 0.1, "n_jobs": 0},
+                             "n_jobs must be None, -1 (all cores) or an integer in [1, 2147483647], got 0"),
                             ({"epsilon": 0.1, "n_jobs": True}, "n_jobs must be None, -1"),
                             ({"epsilon": 0.1, "n_jobs": -2}, "n_jobs must be None, -1")]:
         with pytest.raises(ValueError) as info:

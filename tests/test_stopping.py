@@ -52,7 +52,8 @@ def test_the_rule_stops_at_the_first_iteration_it_holds_without_a_warning(data):
 def test_the_cap_warns_unless_the_rule_is_off(data):
     X, Y, _, _ = data
     model = StructuredLogisticRegression(Linear(), Constant(), max_iter=2, n_jobs=1)
-    with pytest.warns(ConvergenceWarning, match="max_iter=2 before the objective's relative decrease fell below tol=0.0001"):
+    with pytest.warns(ConvergenceWarning,
+                      match="max_iter=2 before the objective's relative decrease fell below tol=0.0001"):
         model.fit(X, Y)
     assert model.stop_reason_ == "max_iter" and model.n_iter_ == 2 and model.certificate_.stop_reason == "max_iter"
     with warnings.catch_warnings():

@@ -16,7 +16,8 @@ def _brute_force(theta_nodes, theta_edges, edges, temperature):
     labellings = np.array(list(itertools.product(range(L), repeat=n)))
     energy = theta_nodes[np.arange(n), labellings].sum(axis=1)
     if len(edges):
-        energy = energy + theta_edges[np.arange(len(edges)), labellings[:, edges[:, 0]], labellings[:, edges[:, 1]]].sum(axis=1)
+        pairs = theta_edges[np.arange(len(edges)), labellings[:, edges[:, 0]], labellings[:, edges[:, 1]]]
+        energy = energy + pairs.sum(axis=1)
     log_z = logsumexp(energy / temperature)
     p = np.exp(energy / temperature - log_z)
     nodes = np.stack([np.bincount(labellings[:, i], weights=p, minlength=L) for i in range(n)])

@@ -638,7 +638,8 @@ def test_per_class_trees_equal_sklearn_and_leaves_minimise_class_loss():
     bias = rng.normal(size=(n, k))
     step = 0.5
     model = BoostedTrees(tree="per_class", splitter="exact", n_rounds=1, subsample=1.0,
-                         learning_rate=step, l2_regularization=0.0, newton_steps=30, random_state=0).fit(features, bias, labels)
+                         learning_rate=step, l2_regularization=0.0, newton_steps=30,
+                         random_state=0).fit(features, bias, labels)
     grad = first_round_gradient(bias, labels)
     for c in range(k):
         tree = class_tree(model, c)

@@ -388,7 +388,8 @@ def load_tagged_corpus(name: str, *, data_home: str | os.PathLike | None = None,
         try:
             _check_member(member, data, source)
         except DatasetDownloadError as exc:
-            raise DatasetDownloadError(f"{directory / _cached_name(member)}: {exc}; delete it to fetch it again") from None
+            raise DatasetDownloadError(
+                f"{directory / _cached_name(member)}: {exc}; delete it to fetch it again") from None
         files[member] = data.decode("utf-8")
     splits = source.parse(files)
     tag_names = tuple(sorted({t for s in splits.values() for tags in s.tags for t in tags}))

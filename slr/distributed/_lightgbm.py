@@ -189,7 +189,8 @@ def _last_round_losses(shard: _shard.Shard, factor: str, epsilon: float, n_class
     last = booster.current_iteration() - 1
     shape = (features.shape[0], n_classes)
     if last:
-        z = z + np.asarray(booster.predict(features, num_iteration=last, raw_score=True), dtype=np.float64).reshape(shape)
+        z = z + np.asarray(booster.predict(features, num_iteration=last, raw_score=True),
+                           dtype=np.float64).reshape(shape)
     step = np.asarray(booster.predict(features, start_iteration=last, num_iteration=1, raw_score=True),
                       dtype=np.float64).reshape(shape)
     return step_losses(z, step, labels.astype(np.int64), weights)

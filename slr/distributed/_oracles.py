@@ -6,8 +6,9 @@ fit, by the solver a local fit on all the rows would choose (block-Jacobi for fe
 the diagonal one for sparse features, many features or an L1 penalty); here its loss is a
 :class:`SummedLoss`, whose value, gradient and Hessian blocks or diagonal are the sums of every
 partition's (the rows never leave their workers, sparse ones stay sparse; only the coefficients
-go out and the sums of size ``K x D`` or ``K x D^2`` (block solver) come back). Constant takes the closed form from the partitions' class
-totals where the local fit would, else Linear's fit on one constant feature.
+go out and the sums of size ``K x D`` or ``K x D^2`` (block solver) come back). Constant takes
+the closed form from the partitions' class totals where the local fit would, else Linear's fit on
+one constant feature.
 """
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ parallel over examples): :func:`batch_sweeps`, :func:`batch_dual_values` (and it
 edge parts, :func:`batch_dual_parts`), :func:`batch_marginals`; MAP labellings of loopy graphs with
 their bounds: :func:`batch_map`. Exact MAP on chains: :func:`viterbi`, :func:`batch_viterbi`; on
 forests by max-product: :func:`forest_map`, :func:`batch_forest_map`; exact marginals on forests by
-sum-product: :func:`forest_marginals`, :func:`batch_forest_marginals`. Exact references with cvxpy live in :mod:`slr.inference.exact`
-(cvxpy itself is imported lazily, as it is slow to import).
+sum-product: :func:`forest_marginals`, :func:`batch_forest_marginals`. Exact references with
+cvxpy live in :mod:`slr.inference.exact` (cvxpy itself is imported lazily, as it is slow to
+import).
 """
 from slr.inference.batch import (
     BatchSweepResult,
