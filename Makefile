@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # worker processes of `make report` (a local Dask cluster; each cell runs on one of them)
 WORKERS ?= 2
 
-.PHONY: test report docs peer-env-background bench bench-history bench-compare clean venv
+.PHONY: test test-fast report docs peer-env-background bench bench-history bench-compare clean venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+# the library's own tests: no end-to-end suite runs (slow) and no pystruct environment (peer)
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow and not peer"
 
 # the documentation site into docs/_build/html, warnings as errors, the gallery's examples run
 docs: $(STAMP)
