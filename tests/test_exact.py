@@ -9,7 +9,7 @@ import pytest
 from scipy.special import logsumexp, softmax
 
 import slr.inference.exact as exact_module
-from slr.inference.exact import ExactSolution, brute_force_map, exact_lp, exact_smoothed, hmax
+from slr.inference.exact import ExactSolution, brute_force_map, exact_lp, exact_smoothed, hmax, ilp_map
 
 EPSILONS = (0.03, 0.1, 0.3, 1.0)
 
@@ -188,6 +188,23 @@ def test_lp_bounds_map_on_loopy_graphs(seed):
     linear = np.sum(tn * sol.node_marginals) + np.sum(te * sol.edge_marginals)
     assert sol.value == pytest.approx(linear, abs=1e-9)
     assert_in_local_polytope(sol, edges)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ilp_map_is_the_brute_force_map_on_loopy_graphs(seed):
+    """Frustrated loopy graphs (the LP loose on most of them): the integer program finds the MAP."""
+    rng = np.random.default_rng(300 + seed)
+    tn, te, edges = random_graph(rng, n=int(rng.integers(4, 8)), L=int(rng.integers(2, 4)), p_edge=0.8, scale=3.0)
+    value, labels = ilp_map(tn, te, edges)
+    assert value == pytest.approx(brute_force_map(tn, te, edges)[0], abs=1e-9)
+    assert labels.dtype == np.int64 and labelling_score(tn, te, edges, labels) == pytest.approx(value, abs=1e-12)
+
+
+def test_ilp_map_where_the_lp_is_loose():
+    edges = np.array([[0, 1], [1, 2], [2, 0]])
+    te = np.tile(np.array([[0.0, 1.0], [1.0, 0.0]]), (3, 1, 1))
+    value, labels = ilp_map(np.zeros((3, 2)), te, edges)
+    assert value == pytest.approx(2.0) and len(set(labels.tolist())) == 2
 
 
 def test_edge_orientation_is_respected():

