@@ -237,7 +237,8 @@ class StructuredData(FlatData):
         the tied rows expanded to one per pair class (a copy)."""
         L = self.n_states
         pairwise = w[L * self.d_u:].reshape(self._n_pair_rows, self.d_e)
-        return w[: L * self.d_u].reshape(L, self.d_u), pairwise[self._pair_rows] if self.symmetric_pairwise else pairwise
+        unary = w[: L * self.d_u].reshape(L, self.d_u)
+        return unary, pairwise[self._pair_rows] if self.symmetric_pairwise else pairwise
 
     def _tied(self, pair: np.ndarray) -> np.ndarray:
         """A pairwise part per pair class ``(L * L, d_e)`` summed onto the rows of ``W_p``."""
@@ -254,7 +255,8 @@ class StructuredData(FlatData):
         theta_nodes = self.node_features @ W_u.T
         theta_edges = (self.edge_features.reshape(-1, self.d_e) @ W_p.T).reshape(-1, L, L)
         if self.allowed_states is not None:
-            theta_nodes = np.where(self.allowed_states, theta_nodes, theta_nodes - self._forbidden(theta_nodes, theta_edges))
+            depth = self._forbidden(theta_nodes, theta_edges)
+            theta_nodes = np.where(self.allowed_states, theta_nodes, theta_nodes - depth)
         return np.ascontiguousarray(theta_nodes), np.ascontiguousarray(theta_edges)
 
     def _forbidden(self, theta_nodes: np.ndarray, theta_edges: np.ndarray) -> float:

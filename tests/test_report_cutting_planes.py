@@ -15,9 +15,6 @@ grids) are not covered here.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
-import numpy as np
 import pytest
 
 from chain_reference import brute_primal, exact_ssvm_optimum
@@ -57,7 +54,7 @@ def _nlp_rows():
     spec = SPECS["quick"]
     for point in spec.grid("OneSlackSSVM"):
         yield (f"nlp OneSlackSSVM C={point['C']:g}", "chain",
-               lambda L, point=point: _learner("OneSlackSSVM", point, spec, L, 1))
+               lambda L, point=point: _learner("OneSlackSSVM", point, spec, 1, None))
 
 
 ROWS = {name: (graph, make) for rows in (_letters_rows, _generalisation_rows, _nlp_rows)
