@@ -17,7 +17,7 @@ from slr.datasets import make_denoising
 from slr.labels import decode_labels, encode_class_weight, encode_labels, fit_labels
 from slr.metrics import make_node_scorer, node_accuracy, node_f1
 from slr.oracles import Constant, Linear
-from tests.test_contract import LEARNERS
+from test_contract import LEARNERS
 
 NAMES = np.array(["dark", "light"])   # sorted: code a is NAMES[a], so the coding keeps the order
 
@@ -262,7 +262,7 @@ def test_a_tagging_scheme_is_resolved_against_the_classes(make):
     """``allowed_transitions="BIO"`` on string tags is the fit on their codes with the scheme's mask
     over the sorted tags, and no prediction uses a pair BIO forbids."""
     from slr.transitions import allowed_transitions
-    from tests.test_transitions import TAGS, _bio_chains
+    from test_transitions import TAGS, _bio_chains
 
     X, Y, _ = _bio_chains(0, n_examples=20)
     names = [np.asarray(TAGS)[y] for y in Y]
