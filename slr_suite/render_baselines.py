@@ -80,6 +80,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         ok["test_error"] = ok["test_error"].astype(float)
         target = 1.1 * float(ok["test_error"].min()) if len(ok) else float("nan")
         rows = []
+        fastest: tuple[float, str] | None = None   # (seconds to target, method)
         for r in sub.itertuples():
             ttt = float("nan")
             curve = curves[(curves["dataset"] == dataset) & (curves["method"] == r.method)].sort_values("point")
@@ -87,6 +88,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
                 ttt = time_to_target(curve["seconds"].to_numpy(), curve["test_error"].to_numpy(), target)
                 ax.plot(curve["seconds"], curve["test_error"], "o-" if len(curve) > 1 else "s",
                         label=r.method, ms=4)
+            if not np.isnan(ttt) and (fastest is None or ttt < fastest[0]):
+                fastest = (float(ttt), r.method)
             reached = "not reached" if r.status == "ok" and np.isnan(ttt) else fmt(ttt, 2)
             reg = used.get((dataset, r.method)) if r.status == "ok" else None
             rows.append([r.group, r.method, _reg_text(r.method, reg), _num(r.train_error),
@@ -104,7 +107,9 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         text += _tuning_section(spec, dataset, tuning_rows, chosen, out)
         if len(ok):
             best = ok.sort_values("test_error").iloc[0]
-            summary[dataset] = dict(best=best["method"], best_test=float(best["test_error"]))
+            summary[dataset] = dict(best=best["method"], best_test=float(best["test_error"]), target=target,
+                                    fastest=None if fastest is None else fastest[1],
+                                    fastest_seconds=None if fastest is None else fastest[0])
     save_fig(fig, out / "baselines_time.png")
     text += ["\n## Test error against wall time\n\n![test error vs time](baselines_time.png)\n",
              "\nRaw results: [baselines_results.csv](baselines_results.csv) (one row per cell, with the run "
