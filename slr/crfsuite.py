@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from slr.feature_weights import chain_parts, transition_table, unary_weights
+from slr.feature_weights import _labels, chain_parts, transition_table, unary_weights
 from slr.transitions import check_transitions
 
-__all__ = ["FORBIDDEN_WEIGHT", "CRFsuiteModel", "hashlittle", "load_crfsuite", "save_crfsuite"]
+__all__ = ["FORBIDDEN_WEIGHT", "CRFsuiteModel", "crfsuite_model", "hashlittle", "load_crfsuite", "save_crfsuite"]
 
 #: The weight written for a transition (or a start or end label) that ``allowed_transitions``
 #: forbids: far below what any sequence's attributes and allowed transitions can add up to, and
@@ -324,11 +324,7 @@ def crfsuite_model(model: Any, *, attributes: Any = None, labels: Sequence | Non
     coef, intercept = unary_weights(learner)
     table = transition_table(learner).copy()
     L, d = coef.shape
-    if labels is None:
-        labels = getattr(model, "classes_", getattr(learner, "classes_", None))
-    names = tuple(str(label) for label in (range(L) if labels is None else labels))
-    if len(names) != L:
-        raise ValueError(f"labels must name the model's {L} states, got {len(names)}")
+    names = tuple(str(label) for label in _labels(learner, labels))
     if X is not None:
         _check_chains(X)
     columns = _attribute_columns(model, attributes, d)
