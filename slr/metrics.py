@@ -244,10 +244,19 @@ class EntityScores:
         return cls(precision, recall, f1, n_true, n_predicted, n_correct)
 
 
-def _sentence_tags(tags: Any) -> tuple[list, np.ndarray]:
-    """One sentence's true tags as a list, and which are labelled (not None, not masked)."""
-    values, labelled = _truth(tags)
-    return values.tolist(), labelled
+def _touches(span: tuple[str, int, int], nodes: np.ndarray) -> bool:
+    """Whether an entity ``(type, first, last)`` covers one of ``nodes`` or ends or starts beside one."""
+    return bool(np.any((nodes >= span[1] - 1) & (nodes <= span[2] + 1)))
+
+
+def _overall(counts: dict[str, tuple[int, int, int]]) -> EntityScores:
+    """The scores of :func:`_entity_counts` summed over the types (conlleval's overall figures)."""
+    return EntityScores.from_counts(*(int(sum(c[i] for c in counts.values())) for i in range(3)))
+
+
+def _by_type(counts: dict[str, tuple[int, int, int]]) -> dict[str, EntityScores]:
+    """The scores of every type of :func:`_entity_counts` (conlleval's per-type lines)."""
+    return {kind: EntityScores.from_counts(*count) for kind, count in counts.items()}
 
 
 def _entity_counts(tags_true: Sequence[Sequence[Any]],
@@ -262,7 +271,8 @@ def _entity_counts(tags_true: Sequence[Sequence[Any]],
                          f"got {len(tags_pred)}")
     counts: dict[str, list[int]] = {}
     for k, (truth, guess) in enumerate(zip(tags_true, tags_pred)):
-        truth, labelled = _sentence_tags(truth)
+        values, labelled = _truth(truth)
+        truth = values.tolist()
         guess = np.ravel(np.asarray(guess, dtype=object)).tolist()
         if len(truth) != len(guess):
             raise ValueError(f"tags_pred[{k}] has {len(guess)} tags, tags_true[{k}] {len(truth)}")
@@ -270,9 +280,8 @@ def _entity_counts(tags_true: Sequence[Sequence[Any]],
         pred_spans = entity_spans(guess)
         if not labelled.all():
             unknown = np.flatnonzero(~labelled)
-            near = lambda span: np.any((unknown >= span[1] - 1) & (unknown <= span[2] + 1))  # noqa: E731
-            true_spans = {span for span in true_spans if not near(span)}
-            pred_spans = {span for span in pred_spans if not near(span)}
+            true_spans = {span for span in true_spans if not _touches(span, unknown)}
+            pred_spans = {span for span in pred_spans if not _touches(span, unknown)}
         for index, spans in enumerate((true_spans, pred_spans, true_spans & pred_spans)):
             for kind, _, _ in spans:
                 counts.setdefault(kind, [0, 0, 0])[index] += 1
@@ -302,15 +311,14 @@ def entity_scores(tags_true: Sequence[Sequence[Any]], tags_pred: Sequence[Sequen
         When the two do not hold as many sentences, a sentence's tag counts differ, or a tag is
         not one of the scheme's.
     """
-    counts = _entity_counts(tags_true, tags_pred)
-    return EntityScores.from_counts(*(int(sum(c[i] for c in counts.values())) for i in range(3)))
+    return _overall(_entity_counts(tags_true, tags_pred))
 
 
 def entity_scores_by_type(tags_true: Sequence[Sequence[Any]],
                           tags_pred: Sequence[Sequence[Any]]) -> dict[str, EntityScores]:
     """:func:`entity_scores` of every entity type that occurs in ``tags_true`` or ``tags_pred``
     (sorted by type): conlleval's per-type lines."""
-    return {kind: EntityScores.from_counts(*count) for kind, count in _entity_counts(tags_true, tags_pred).items()}
+    return _by_type(_entity_counts(tags_true, tags_pred))
 
 
 def entity_f1(tags_true: Sequence[Sequence[Any]], tags_pred: Sequence[Sequence[Any]],
@@ -350,10 +358,10 @@ def entity_report(tags_true: Sequence[Sequence[Any]], tags_pred: Sequence[Sequen
         and ``n_correct``.
     """
     counts = _entity_counts(tags_true, tags_pred)
-    by_type = {kind: EntityScores.from_counts(*count) for kind, count in counts.items()}
+    by_type = _by_type(counts)
     rows = pd.DataFrame([[s.precision, s.recall, s.f1, s.n_true] for s in by_type.values()],
                         columns=["precision", "recall", "f1", "support"], index=pd.Index(list(by_type), dtype=object))
-    overall = EntityScores.from_counts(*(int(sum(c[i] for c in counts.values())) for i in range(3)))
+    overall = _overall(counts)
     table = _with_averages(rows, micro=(overall.precision, overall.recall, overall.f1))
     predicted = [s.n_predicted for s in by_type.values()] + [overall.n_predicted] * 3
     correct = [s.n_correct for s in by_type.values()] + [overall.n_correct] * 3
