@@ -858,7 +858,7 @@ def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Calla
     n_iter, converged = 0, False
     while True:
         _, _, penalised, _, grad = state["last"]
-        converged = bool(np.max(np.abs(grad[:x.size]), initial=0.0) <= tol)
+        converged = bool(np.max(np.abs(grad), initial=0.0) <= tol)
         if converged or n_iter >= max_iter:
             break
         # L-BFGS on u = d x, d the square root of the Hessian's diagonal at the cycle's start
