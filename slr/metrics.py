@@ -332,6 +332,10 @@ def entity_f1(tags_true: Sequence[Sequence[Any]], tags_pred: Sequence[Sequence[A
         ``"micro"``: over all entities (conlleval's overall F1); ``"macro"``: the mean of the types'
         F1, over the types of ``tags_true`` and ``tags_pred``; ``"weighted"``: that mean weighted by
         each type's true entities; None: the types' F1 in sorted type order (as seqeval's ``f1_score``).
+
+    Returns
+    -------
+    float, or ndarray of shape (n_types,) with ``average=None``
     """
     average = check_option(average, "average", ("micro", "macro", "weighted", None))
     if average == "micro":
