@@ -65,7 +65,11 @@ class SequenceTagger(BaseEstimator):
         self.vectorizer = vectorizer
 
     def fit(self, X: Sequence, y: Sequence) -> "SequenceTagger":
-        """Learn the vocabulary and the model from sentences of feature dicts ``X`` and their tags ``y``."""
+        """Learn the vocabulary and the model from sentences of feature dicts ``X`` and their tags ``y``.
+
+        A tag ``None`` marks a token whose tag is unknown: the learner treats it as a latent label
+        (partial labels, :mod:`slr.latent`) and the transitions around it stay unconstrained by data.
+        """
         sentences = list(X)
         vectorizer = clone(self.vectorizer) if self.vectorizer is not None else SequenceVectorizer()
         examples = vectorizer.fit_transform(sentences)
@@ -107,14 +111,12 @@ class SequenceTagger(BaseEstimator):
 
 
 def _checked_tags(y: Sequence, lengths: list[int]) -> list[np.ndarray]:
-    """Every sentence's tags as an array (the learner codes them, :mod:`slr.labels`), checked against
-    the sentences' lengths."""
+    """Every sentence's tags as an array (the learner codes them, :mod:`slr.labels`; ``None``, an
+    unknown tag, makes it an object array), checked against the sentences' lengths."""
     tags = [list(t) for t in y]
     if len(tags) != len(lengths):
         raise ValueError(f"y must have one tag sequence per sentence ({len(lengths)}), got {len(tags)}")
     for k, (t, n) in enumerate(zip(tags, lengths)):
         if len(t) != n:
             raise ValueError(f"y[{k}] must have one tag per token ({n}), got {len(t)}")
-    if any(tag is None for t in tags for tag in t):
-        raise ValueError("y must not contain None: every token needs a tag")
-    return [np.array(t) for t in tags]
+    return [np.array(t, dtype=object) if any(tag is None for tag in t) else np.array(t) for t in tags]

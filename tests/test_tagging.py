@@ -71,3 +71,16 @@ def test_bad_tags_are_refused():
         _tagger().fit(X, tags[:-1])
     with pytest.raises(ValueError, match="None"):
         _tagger().fit(X, [[None] * len(t) for t in tags])
+
+
+def test_unknown_tags_are_latent_labels():
+    """A tag None is an unknown tag (a latent label): the fit uses the others and predicts real tags."""
+    tokens, tags = _sentences(4)
+    partial = [[None if k % 4 == 1 else tag for k, tag in enumerate(t)] for t in tags]
+    X = [sentence_features(t) for t in tokens]
+    tagger = _tagger().fit(X, partial)
+    assert tagger.classes_.tolist() == ["B-LOC", "B-PER", "O"]
+    test_tokens, test_tags = _sentences(5, n=20)
+    predicted = tagger.predict([sentence_features(t) for t in test_tokens])
+    assert all(tag is not None for t in predicted for tag in t)
+    assert tagger.score([sentence_features(t) for t in test_tokens], test_tags) > 0.9
