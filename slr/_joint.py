@@ -55,21 +55,14 @@ only (the messages are the kernels' one array).
 The learner (``solver="joint"``) starts the solver from the model of the nodes alone: the unary
 oracle's own fit at zero messages (capped at 20 L-BFGS iterations; its block-Jacobi preconditioner
 fits correlated features far faster than this solver's diagonal one), the pairwise function and
-the messages at zero. Measured on letters (fold 1, ``Linear(l2=1)``, eps .1, one thread; CPU
-seconds of the fit, monitoring included, until the test error first reaches CRFsuite's .1968;
-2026-11-25): from that start .68-.77 s (9 iterations), from a whole first iteration of Algorithm
-1.1 (both fits capped, then sweeps) 1.02 s (10), from zero 2.87 s (65). The learner also takes each
-iterate's potentials from the solver (``callback_potentials``) for its monitoring instead of
-computing them again.
+the messages at zero. On letters that start reaches CRFsuite's test error several times sooner than
+a start from zero, and sooner than a whole first iteration of Algorithm 1.1 (the research notes,
+``asv_benchmarks/compare_joint.py``). The learner also takes each iterate's potentials from the
+solver (``callback_potentials``) for its monitoring instead of computing them again.
 
-Measured with ``asv_benchmarks/compare_joint.py`` (a shared machine, load 2 to 10 on 2 cores; ratios
-within one process): on letters the ``"sweeps"`` mode reaches ``J`` = 3189.14 in 22.5 s where
-Algorithm 1.1 with ``relaxation=1.9`` needs 25 iterations and 30.7 s for 3189.11, but its test error
-(.1957 at 15 s) comes later than the alternation's (.1956 at 10.2 s); after one iteration of
-Algorithm 1.1 (its unary fit from zero messages is a good start) the joint solver reaches .1950 at
-5.4 s. On the quick denoising data ``J`` falls in 0.9 s below what 40 over-relaxed iterations reach in
-8.2 s. ``"joint"`` needs hundreds of iterations on chains and grids: information travels one edge
-per gradient step, where a sweep carries it along a chain.
+``"sweeps"`` beats ``"joint"`` on chains and grids: there information travels one edge per gradient
+step, where a sweep carries it along a chain. Measurements against Algorithm 1.1 are in the research
+notes (``asv_benchmarks/compare_joint.py`` prints them).
 """
 from __future__ import annotations
 

@@ -263,7 +263,7 @@ def brute_force_map(theta_nodes: Any, theta_edges: Any, edges: Any) -> tuple[flo
 
 
 def ilp_map(theta_nodes: Any, theta_edges: Any, edges: Any, *, check_input: bool = True) -> tuple[float, np.ndarray]:
-    """Exact MAP as the integer program ``max theta . mu`` over the local polytope, ``mu_i`` integral.
+    """Exact MAP as the integer program ``max <theta, mu>`` over the local polytope, ``mu_i`` integral.
 
     With every node indicator 0 or 1 the marginalisation constraints leave each edge one
     feasible indicator, so only the ``n L`` node indicators are declared integral. HiGHS
