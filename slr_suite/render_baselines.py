@@ -19,6 +19,23 @@ from slr_suite.store import write_output
 __all__ = ["write_report", "time_to_target"]
 
 
+#: tab20's colours, the ten dark ones first (tab10's hues), then their light twins; markers cycle
+#: beside them, so that no two of up to 20 series share a colour and neighbours differ in both.
+_COLOURS = [*range(0, 20, 2), *range(1, 20, 2)]
+_MARKERS = "osD^v<>phX*d"
+
+
+def _series_style(k: int) -> dict:
+    """Colour and marker of a figure's ``k``-th series."""
+    return dict(color=plt().get_cmap("tab20")(_COLOURS[k % 20]), marker=_MARKERS[k % len(_MARKERS)])
+
+
+def _legend_beside(ax) -> None:
+    """The legend right of the axes (it covers no curve), where something labelled was drawn."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
 def time_to_target(seconds: np.ndarray, errors: np.ndarray, target: float) -> float:
     """First time at which the test-error curve is at or below ``target`` (NaN if never)."""
     hit = np.flatnonzero(np.asarray(errors) <= target + 1e-12)
@@ -71,7 +88,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
                     f"({reason.split(': ', 1)[-1]}).\n")
     summary: dict = {}
     present = [d for d in spec.datasets() if (df["dataset"] == d).any()] or list(DATASETS[:1])
-    fig, axes = plt().subplots(1, len(present), figsize=(5.5 * len(present), 4), squeeze=False)
+    fig, axes = plt().subplots(1, len(present), figsize=(7.5 * len(present), 4), squeeze=False,
+                              layout="constrained")
     for ax, dataset in zip(axes[0], present):
         sub = _in_method_order(df[df["dataset"] == dataset], spec, dataset)
         if not len(sub):
@@ -81,13 +99,13 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         target = 1.1 * float(ok["test_error"].min()) if len(ok) else float("nan")
         rows = []
         fastest: tuple[float, str] | None = None   # (seconds to target, method)
-        for r in sub.itertuples():
+        for k, r in enumerate(sub.itertuples()):
             ttt = float("nan")
             curve = curves[(curves["dataset"] == dataset) & (curves["method"] == r.method)].sort_values("point")
             if len(curve) and r.status == "ok":
                 ttt = time_to_target(curve["seconds"].to_numpy(), curve["test_error"].to_numpy(), target)
-                ax.plot(curve["seconds"], curve["test_error"], "o-" if len(curve) > 1 else "s",
-                        label=r.method, ms=4)
+                ax.plot(curve["seconds"], curve["test_error"], ls="-" if len(curve) > 1 else "none",
+                        label=r.method, ms=4, **_series_style(k))
             if not np.isnan(ttt) and (fastest is None or ttt < fastest[0]):
                 fastest = (float(ttt), r.method)
             reached = "not reached" if r.status == "ok" and np.isnan(ttt) else fmt(ttt, 2)
@@ -99,8 +117,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         ax.set_xlabel("seconds")
         ax.set_ylabel("test error")
         ax.set_title(dataset)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6)
+        _legend_beside(ax)
         text += [f"\n## {dataset}\n\nTarget test error: {target:.3f}\n\n",
                  table(["group", "method", "regularisation", "train error", "test error", "seconds",
                         "time to target (s)", "iterations", "status"], rows)]
@@ -239,7 +256,8 @@ def _tuning_section(spec: BaselinesSpec, dataset: str, tuning_rows, chosen: dict
     Cs = list(spec.tune[dataset].C)
     header = ["method", "eps"] + [f"C={C:g}" for C in Cs] + ["chosen", "validation fits (s)"]
     body = []
-    fig, ax = plt().subplots(figsize=(6.5, 4))
+    fig, ax = plt().subplots(figsize=(8, 4), layout="constrained")
+    series = 0
     for method, rows in rows_here.groupby("method", sort=False):
         n_grid = len(grid(spec, dataset, method))
         failed = n_grid - int((rows["status"] == "ok").sum())
@@ -256,12 +274,13 @@ def _tuning_section(spec: BaselinesSpec, dataset: str, tuning_rows, chosen: dict
                          *[errors.get(float(C), float("nan")) for C in Cs],
                          verdict, fmt(_num(sub["seconds"].astype(float).sum()), 1)])
             xs = [C for C in Cs if float(C) in errors]
-            ax.plot(xs, [errors[float(C)] for C in xs], "o-", ms=3, label=label)
+            ax.plot(xs, [errors[float(C)] for C in xs], ls="-", ms=3, label=label, **_series_style(series))
+            series += 1
     ax.set_xscale("log")
     ax.set_xlabel("C")
     ax.set_ylabel("validation error")
     ax.set_title(f"{dataset}: validation error against C")
-    ax.legend(fontsize=6)
+    _legend_beside(ax)
     name = f"baselines_tuning_{dataset}.png"
     save_fig(fig, out / name)
     return [f"\n### {dataset}: regularisation chosen on a validation split\n\n"
