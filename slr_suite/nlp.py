@@ -65,7 +65,9 @@ COLUMNS = ["config", "corpus", "method", "status", "params", "validation_score",
 _TEXT = ("config", "corpus", "method", "status", "params", "test_entity_f1", "commit", "code", "command", "machine",
          "computed_at")
 _NUMBER = (int, float, str)   # a failed row's numbers are ""
-RECORD = RecordSpec(row={c: (str,) if c in _TEXT else (bool,) if c == "dirty" else _NUMBER for c in COLUMNS})
+#: The slr rows also keep their test-score curves (seconds, score per iteration).
+RECORD = RecordSpec(row={c: (str,) if c in _TEXT else (bool,) if c == "dirty" else _NUMBER for c in COLUMNS},
+                    optional=dict(seconds=("f", ("n",)), test_score=("f", ("n",))))
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,29 @@ def test_time_to_score():
 
 
 @pytest.fixture(scope="module")
-def tiny_nlp(tmp_path_factory):
+def tiny_nlp_run(tmp_path_factory):
+    """The tiny profile's output and cache directories, after one run."""
     from slr_suite.cli import run_experiments
 
-    out = tmp_path_factory.mktemp("nlp")
-    run_experiments(["nlp"], "tiny", out, quiet=True, threads=1)
-    return out
+    out, cache = tmp_path_factory.mktemp("nlp"), tmp_path_factory.mktemp("nlp-cache")
+    run_experiments(["nlp"], "tiny", out, quiet=True, threads=1, cache_dir=cache)
+    return out, cache
+
+
+@pytest.fixture(scope="module")
+def tiny_nlp(tiny_nlp_run):
+    return tiny_nlp_run[0]
+
+
+def test_a_second_run_takes_every_computed_row_from_the_cache(tiny_nlp_run, tmp_path):
+    """The rows with curves (slr's) are records the cache takes back, not foreign entries set aside;
+    only failed cells (pystruct's refusal) are computed again."""
+    from slr_suite.cli import run_experiments
+
+    cache = tiny_nlp_run[1]
+    log = run_experiments(["nlp"], "tiny", tmp_path, quiet=True, threads=1, cache_dir=cache)
+    assert all(name.endswith("pystruct:OneSlackSSVM") for name in log.computed), log.computed
+    assert not list(cache.rglob("*.damaged-*"))
 
 
 def test_tiny_run_rows_and_report(tiny_nlp):
