@@ -53,7 +53,7 @@ from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, Options, 
                          resolve_renamed, validate_params)
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.formats import Labellings
-from slr.graph import GraphBatch, check_epsilon, shared_table
+from slr.graph import GraphBatch, check_epsilon
 from slr._joint import joint_minimise, supports
 from slr.certificate import FitCertificate, certify
 from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
@@ -67,7 +67,7 @@ from slr.models import (CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_
 from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
-from slr.transitions import FORBIDDEN_UNITS, TRANSITIONS, Transitions, check_transitions
+from slr.transitions import FORBIDDEN_UNITS, TRANSITIONS, Transitions, add_edge_offset, check_transitions
 from slr.validation import C_INT_MAX, check_bool, check_generator, check_int, check_option, check_real
 
 __all__ = [
@@ -489,13 +489,7 @@ class _Alternation:
         writeable; one shared table stays one table)."""
         if self.edge_offset is None:
             return theta_edges
-        table = shared_table(theta_edges)
-        if table is not None:
-            return np.broadcast_to(table + self.edge_offset, theta_edges.shape)
-        if not theta_edges.flags.writeable:
-            return theta_edges + self.edge_offset
-        theta_edges += self.edge_offset
-        return theta_edges
+        return add_edge_offset(theta_edges, self.edge_offset, in_place=True)
 
     def _sweep(self, start: float) -> float:
         """The half step's sweeps (``start``: J before its fit); returns R after them."""

@@ -35,8 +35,8 @@ import numpy as np
 from slr._params import Options, Satisfies
 from slr.graph import GraphBatch, shared_table
 
-__all__ = ["FORBIDDEN_UNITS", "SCHEMES", "TRANSITIONS", "Transitions", "allowed_transitions", "check_transitions",
-           "exclusion_depth"]
+__all__ = ["FORBIDDEN_UNITS", "SCHEMES", "TRANSITIONS", "Transitions", "add_edge_offset", "allowed_transitions",
+           "check_transitions", "exclusion_depth"]
 
 #: How far below 0 a forbidden pair, end state or hidden state (:mod:`slr.hidden`) is put in training, in
 #: units of epsilon: 2**26 (exp(-2**26) is 0 in float64, and potentials up to 1e4 are negligible beside
@@ -187,9 +187,7 @@ class Transitions:
                 depth: float) -> tuple[np.ndarray, np.ndarray]:
         """The potentials with every forbidden pair and end state ``depth`` below its score (new arrays;
         edge potentials that repeat one table, :func:`slr.graph.shared_table`, repeat the new one)."""
-        table = shared_table(theta_edges)
-        edges = (np.ascontiguousarray(theta_edges + self.edge_offset(depth)) if table is None
-                 else np.broadcast_to(table + self.edge_offset(depth), theta_edges.shape))
+        edges = add_edge_offset(theta_edges, self.edge_offset(depth))
         return np.ascontiguousarray(theta_nodes + self.node_offset(batch, depth)), edges
 
     def check_labels(self, batch: GraphBatch, labels: np.ndarray, names: Sequence | None = None,
@@ -242,6 +240,19 @@ class Transitions:
             k = int(np.flatnonzero(np.diff(batch.node_ptr) == sizes[infeasible][0])[0])
             raise ValueError(f"allowed_transitions admits no labelling of a chain of {int(sizes[infeasible][0])} "
                              f"nodes (example {k})")
+
+
+def add_edge_offset(theta_edges: np.ndarray, offset: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+    """``theta_edges`` with the ``(L, L)`` table ``offset`` added on every edge: potentials that repeat
+    one table (:func:`slr.graph.shared_table`) repeat the new one; others are changed in place
+    where ``in_place`` asks and they are writeable, else added into a new array."""
+    table = shared_table(theta_edges)
+    if table is not None:
+        return np.broadcast_to(table + offset, theta_edges.shape)
+    if in_place and theta_edges.flags.writeable:
+        theta_edges += offset
+        return theta_edges
+    return theta_edges + offset
 
 
 def check_transitions(value: Any, n_states: int, classes: Sequence | None = None,
