@@ -20,7 +20,7 @@ from distributed import Client, LocalCluster
 from slr.datasets import make_denoising
 from slr.distributed import DaskStructuredLogisticRegression
 
-cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None)
+cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
 client = Client(cluster)
 sources = [functools.partial(make_denoising, 2, 32, 3.2, random_state=seed) for seed in range(4)]
 test = [functools.partial(make_denoising, 2, 32, 3.2, random_state=99)]

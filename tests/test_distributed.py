@@ -49,7 +49,7 @@ def test_local_cluster_gives_the_serial_rows(serial_run, tmp_path):
 def test_a_worker_killed_mid_run_costs_only_a_retry(serial_run, tmp_path):
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                       silence_logs=50) as cluster, Client(cluster) as client:
         killed = []
 
