@@ -105,6 +105,8 @@ def test_constant_message_shift_is_a_gauge_and_the_stopping_rule_ignores_it():
     np.testing.assert_allclose(ours.edge_marginals, exact.edge_marginals, atol=1e-7)
 
 
+# at eps = .03 a loopy graph's messages may not reach tol = 1e-12 in the budget; the bounds hold regardless
+@pytest.mark.filterwarnings("ignore:smoothed_lp stopped after:sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("kind", sorted(GRAPHS))
 @pytest.mark.parametrize("eps", [0.03, 0.1, 1.0])
 def test_theorem_1_1_sandwich_and_map_bound(kind, eps):
@@ -250,6 +252,8 @@ def graph_problems(draw):
     return theta_nodes, theta_edges, edges
 
 
+# 50 sweeps on purpose: finiteness must hold wherever the sweeps stop
+@pytest.mark.filterwarnings("ignore:.* stopped after max_sweeps=50 :sklearn.exceptions.ConvergenceWarning")
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problem=graph_problems(), eps=st.sampled_from([1e-3, 1e-2, 0.1, 1.0]))
 def test_no_nan_or_inf_for_small_eps_and_large_potentials(problem, eps):

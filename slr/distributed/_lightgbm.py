@@ -30,6 +30,7 @@ does not), so R never rises.
 from __future__ import annotations
 
 import uuid
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -246,7 +247,10 @@ class _Boosting:
         model = lightgbm_dask.DaskLGBMRegressor(client=client, objective=objective, n_estimators=self.n_rounds,
                                                 **self.params)
         try:
-            model.fit(features, labels, sample_weight=weights, init_score=init)
+            with warnings.catch_warnings():
+                # the regressor hands lightgbm.dask its n_jobs=None, which it drops with a warning
+                warnings.filterwarnings("ignore", "Parameter n_jobs will be ignored", UserWarning)
+                model.fit(features, labels, sample_weight=weights, init_score=init)
             state = distributed.Variable(f"{name}/state", client=client).get(timeout=EXCHANGE_TIMEOUT)
         finally:
             self._forget(distributed, name, sorted(holders))
