@@ -42,7 +42,7 @@ import hashlib
 import math
 import sys
 import warnings
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -66,6 +66,7 @@ from slr.models import (CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_
                         hamming_margin)
 from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
+from slr.oracles.linear_protocol import is_linear_in_parameters
 from slr.oracles.pair_bias import PairBias
 from slr.transitions import FORBIDDEN_UNITS, TRANSITIONS, Transitions, add_edge_offset, check_transitions
 from slr.validation import C_INT_MAX, check_bool, check_generator, check_int, check_option, check_real
@@ -1652,18 +1653,14 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
 
 
 @contextmanager
-def _capped_fits(oracles: dict[str, Any], max_iter: int | None) -> Iterator[None]:
-    """Inside the block, ``Linear`` oracles fit with at most ``max_iter`` L-BFGS iterations (their
-    own ``max_iter`` restored after; None: no cap)."""
-    capped = {factor: oracle.max_iter for factor, oracle in oracles.items() if isinstance(oracle, Linear)
-              and max_iter is not None and validate_params(oracle)["max_iter"] > max_iter}
-    try:
-        for factor in capped:
-            oracles[factor].max_iter = max_iter
+def _capped_fits(oracles: dict[str, Any], max_iter: int) -> Iterator[None]:
+    """Inside the block, oracles linear in their parameters fit with at most ``max_iter`` iterations of
+    their solver (:meth:`slr.oracles.linear_protocol.LinearInParameters.capped_fits`)."""
+    with ExitStack() as stack:
+        for oracle in oracles.values():
+            if is_linear_in_parameters(oracle):
+                stack.enter_context(oracle.capped_fits(max_iter))
         yield
-    finally:
-        for factor, value in capped.items():
-            oracles[factor].max_iter = value
 
 
 def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_sweeps: int) -> str:
@@ -1672,7 +1669,8 @@ def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_
     if solver == "alternation":
         return solver
     if not (supports(unary) and supports(pairwise)):
-        reason = (f"needs Linear (without l1), Constant or Zero oracles (smooth, linear in their parameters), got "
+        reason = (f"needs oracles linear in their parameters with a ridge (Linear without l1, Constant, Zero: "
+                  f"slr.oracles.linear_protocol.LinearInParameters), got "
                   f"unary={type(unary).__name__}, pairwise={type(pairwise).__name__}")
     elif train.unlabelled.any():
         reason = "does not learn latent labels: Y has unlabelled nodes (label -1)"

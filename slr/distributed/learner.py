@@ -393,7 +393,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         oracles = {name: _clone_oracle(getattr(self, name), name, rng) for name in _FACTORS}
         for name, oracle in oracles.items():
             if not (supported(oracle) or isinstance(oracle, LightGBM)):
-                raise ValueError(f"{name} must be a Linear, Constant or LightGBM oracle for "
+                raise ValueError(f"{name} must be an oracle linear in its parameters (Linear, Constant, Zero: "
+                                 f"slr.oracles.linear_protocol.LinearInParameters) or LightGBM for "
                                  f"DaskStructuredLogisticRegression, got {type(oracle).__name__}")
         raw = [backend.submit(_shard.load_source, source) for source in sources]
         descriptions = backend.gather(backend.map(_shard.describe, raw))
