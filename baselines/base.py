@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 
 from baselines.features import StructuredData
 from baselines.weights import CLASS_WEIGHT
-from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, resolve_renamed, validate_params
+from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, validate_params
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels, integer_classes
 from slr.models import INFERENCE
@@ -71,8 +71,6 @@ class BaseStructuredLearner(StructuredEstimator):
         "class_weight": CLASS_WEIGHT,
         "allowed_transitions": TRANSITIONS,
     }
-    #: ``(old, new, note)`` of the parameters renamed in this release (values carried over as they are).
-    _renamed_parameters: tuple[tuple[str, str, str], ...] = ()
 
     def fit(self, X: Sequence, Y: Sequence, X_val: Sequence | None = None,
             Y_val: Sequence | None = None, sample_weight: Sequence | None = None) -> "BaseStructuredLearner":
@@ -107,8 +105,6 @@ class BaseStructuredLearner(StructuredEstimator):
         SSVM's completed labellings, with the nodes its loss counts and the states they may take),
         its codes those of ``classes`` (None: integer labels, :func:`slr.labels.fit_labels`)."""
         params = validate_params(self)
-        for old, new, note in self._renamed_parameters:
-            resolve_renamed(params, old, new, note=note)
         self._validate_extra()
         fitting = self._twin(params)
         fitting.inference_ = fitting._inference_settings(classes)
