@@ -321,3 +321,13 @@ def test_the_crfsuite_peer_without_python_crfsuite_names_the_extra(monkeypatch):
     X = [(np.ones((3, 2)), np.array([[0, 1], [1, 2]]), np.ones((2, 1)))]
     with pytest.raises(ImportError, match=r"pip install \"slr\[crfsuite\]\""):
         CRFsuiteChain().fit(X, [np.array([0, 1, 0])])
+
+
+def test_parameters_are_checked_before_the_labels(data):
+    """A bad parameter is named even when the labels are bad too: the parameters are checked first."""
+    X, Y, _, _ = data
+    mixed = [np.array(["a"] + [1] * (len(y) - 1), dtype=object) for y in Y]
+    with pytest.raises(ValueError, match="^Y must hold labels that sort together"):
+        StructuredPerceptron(max_iter=1).fit(X, mixed)
+    with pytest.raises(ValueError, match="^max_iter must be an integer"):
+        StructuredPerceptron(max_iter=0).fit(X, mixed)
