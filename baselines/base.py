@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 
 from baselines.features import StructuredData
 from baselines.weights import CLASS_WEIGHT
-from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, resolve_renamed, validate_params
+from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, validate_params
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels, integer_classes
 from slr.models import INFERENCE
@@ -71,8 +71,6 @@ class BaseStructuredLearner(StructuredEstimator):
         "class_weight": CLASS_WEIGHT,
         "allowed_transitions": TRANSITIONS,
     }
-    #: ``(old, new, note)`` of the parameters renamed in this release (values carried over as they are).
-    _renamed_parameters: tuple[tuple[str, str, str], ...] = ()
 
     def fit(self, X: Sequence, Y: Sequence, X_val: Sequence | None = None,
             Y_val: Sequence | None = None, sample_weight: Sequence | None = None) -> "BaseStructuredLearner":
@@ -96,20 +94,24 @@ class BaseStructuredLearner(StructuredEstimator):
         -------
         self
         """
+        params = self._checked_params()
         codes, classes = fit_labels(Y, None)
-        return self._fit_on(lambda settings, n_states: StructuredData(X, codes, n_states, **settings),
+        return self._fit_on(params, lambda settings, n_states: StructuredData(X, codes, n_states, **settings),
                             X_val, Y_val, sample_weight, classes)
 
-    def _fit_on(self, make_data: Callable[[dict[str, Any], int | None], StructuredData],
+    def _checked_params(self) -> dict[str, Any]:
+        """Every parameter checked (:func:`slr._params.validate_params` and :meth:`_validate_extra`),
+        before any data is read."""
+        params = validate_params(self)
+        self._validate_extra()
+        return params
+
+    def _fit_on(self, params: dict[str, Any], make_data: Callable[[dict[str, Any], int | None], StructuredData],
                 X_val: Sequence | None = None, Y_val: Sequence | None = None,
                 sample_weight: Sequence | None = None, classes: np.ndarray | None = None) -> "BaseStructuredLearner":
-        """:meth:`fit` on the data ``make_data(inference settings, n_states)`` builds (a latent
-        SSVM's completed labellings, with the nodes its loss counts and the states they may take),
-        its codes those of ``classes`` (None: integer labels, :func:`slr.labels.fit_labels`)."""
-        params = validate_params(self)
-        for old, new, note in self._renamed_parameters:
-            resolve_renamed(params, old, new, note=note)
-        self._validate_extra()
+        """:meth:`fit` with the checked ``params`` on the data ``make_data(inference settings, n_states)``
+        builds (a latent SSVM's completed labellings, with the nodes its loss counts and the states they
+        may take), its codes those of ``classes`` (None: integer labels, :func:`slr.labels.fit_labels`)."""
         fitting = self._twin(params)
         fitting.inference_ = fitting._inference_settings(classes)
         data = make_data(fitting.inference_, fitting.n_states)

@@ -22,7 +22,7 @@ import numpy as np
 from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
 from slr._features import scale_rows, spectral_norm
-from slr._params import DEPRECATED, Integer, Options, Real
+from slr._params import Integer, Options, Real
 from slr.inference.batch import batch_dual_values, batch_marginals, batch_sweeps
 from slr.models import hamming_margin
 from slr.transitions import FORBIDDEN_UNITS
@@ -61,8 +61,6 @@ class GradientAlternation(BaseStructuredLearner):
         OpenMP threads of the message passing and inference kernels; None or -1: all cores.
     random_state : None, int, Generator or RandomState
         Unused (deterministic).
-    mp_sweeps : int, optional
-        Deprecated old name of ``sweeps_per_round`` (the same count: kernel sweeps), removed in 0.3.
     class_weight : None, "balanced" or dict, default=None
         Label weights of the Hamming margin (see above).
     allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
@@ -80,19 +78,17 @@ class GradientAlternation(BaseStructuredLearner):
 
     _parameter_constraints = {**BaseStructuredLearner._parameter_constraints,
                               "epsilon": Real(0.0, low_open=True), "l2": Real(0.0), "max_iter": Integer(1),
-                              "sweeps_per_round": Integer(1), "mp_sweeps": Integer(1),
+                              "sweeps_per_round": Integer(1),
                               "learning_rate": (Options(("auto",)), Real(0.0, low_open=True)),
                               "log_every": Integer(1)}
-    _renamed_parameters = (("mp_sweeps", "sweeps_per_round",
-                            "the count is the same (kernel sweeps): mp_sweeps=v is sweeps_per_round=v"),)
 
     def __init__(self, epsilon: float = 0.1, l2: float = 0.0, max_iter: int = 200, sweeps_per_round: int = 25,
                  learning_rate="auto", log_every: int = 1, model: str = "auto", max_sweeps: int = 200,
                  inference_tol: float = 1e-7, n_states: int | None = None, n_jobs: int | None = None,
-                 verbose: int = 0, random_state=None, mp_sweeps=DEPRECATED, class_weight=None,
+                 verbose: int = 0, random_state=None, class_weight=None,
                  allowed_transitions=None) -> None:
         self.epsilon, self.l2, self.max_iter = epsilon, l2, max_iter
-        self.sweeps_per_round, self.mp_sweeps = sweeps_per_round, mp_sweeps
+        self.sweeps_per_round = sweeps_per_round
         self.learning_rate, self.log_every = learning_rate, log_every
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state

@@ -136,7 +136,8 @@ class LatentSSVM(StructuredEstimator):
         rows, n_changed = [], int((~labelled).sum())
         for iteration in range(params["latent_iter"]):
             inner = copy.deepcopy(base)
-            inner._fit_on(lambda settings, _, labels=completed: self._completed_data(data, labels, labelled, settings))
+            inner._fit_on(inner._checked_params(),
+                          lambda settings, _, labels=completed: self._completed_data(data, labels, labelled, settings))
             objective = float(inner.history_["objective"].iloc[-1])   # the primal at inner.w_
             fitted = self._completed_data(data, completed, labelled, inner.inference_)
             error = float(np.mean(fitted.decode(*fitted.potentials(inner.w_))[labelled] != data.labels[labelled]))

@@ -73,18 +73,16 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import minimize
 
-from slr._features import (FeatureMatrix, first_row, is_sparse, rows_equal, rows_times, scale_columns, squared,
-                           with_ones_column)
-from slr._params import validate_params
+from slr._features import FeatureMatrix, first_row, is_sparse, rows_equal, rows_times, scale_columns, squared
 from slr.graph import check_epsilon
 from slr.inference import _star
 from slr.inference.batch import _run_sweeps, resolve_threads
 from slr.models import FlatData, hamming_margin
 from slr.oracles._diagonal_solver import history_size
 from slr.oracles.base import binary_exponents
-from slr.oracles.linear import Linear, _single_threaded_blas
+from slr.oracles.linear import _single_threaded_blas
+from slr.oracles.linear_protocol import LinearInParameters, is_linear_in_parameters
 from slr.oracles.pair_bias import _FACTOR_RANGE
-from slr.oracles.simple import Constant, Zero
 from slr.transitions import FORBIDDEN_UNITS, Transitions
 from slr.validation import check_int, check_option, check_real
 
@@ -122,14 +120,12 @@ def _last_axis_min(a: np.ndarray) -> np.ndarray:
 
 
 def supports(oracle: Any) -> bool:
-    """Whether the joint solver can minimise over ``oracle``'s parameters: a ``Linear`` without an
-    L1 penalty (whose objective is not smooth), ``Constant`` or ``Zero``. It writes their scores as a
-    linear function of features it knows (the intercept's constant column, the table's constant row)
-    with their ridge; the tags' ``linear_parameters`` say only that an oracle's functions are linear
-    in some arrays, not how its scores depend on the features."""
-    if isinstance(oracle, Linear):
-        return validate_params(oracle)["l1"] == 0
-    return isinstance(oracle, (Constant, Zero))
+    """Whether the joint solver can minimise over ``oracle``'s parameters: it implements
+    :class:`slr.oracles.linear_protocol.LinearInParameters` with a ridge (``Linear`` without an L1
+    penalty, whose objective is not smooth, ``Constant``, ``Zero``, or a user's). The tags'
+    ``linear_parameters`` say only that an oracle's functions are linear in some arrays, not how its
+    scores depend on the features."""
+    return is_linear_in_parameters(oracle)
 
 
 class _Stopped(Exception):
@@ -172,43 +168,27 @@ class JointResult:
 
 
 class _Factor:
-    """One factor type's linear function: its oracle's parameters as a ``(K, D)`` block.
+    """One factor type's linear function: its oracle's coefficient block, ``(K, D)``, on the oracle's
+    design matrix (:class:`slr.oracles.linear_protocol.LinearInParameters`).
 
-    The features carry a trailing constant for an intercept (``Linear(fit_intercept=True)``), are
-    a single constant for ``Constant``, and have no column for ``Zero``. Feature columns beyond 1 in
-    magnitude are rescaled by powers of two, as ``Linear`` does (the same optimum).
+    Design columns beyond 1 in magnitude are rescaled by powers of two, as ``Linear`` does (the same
+    optimum): the block here is the oracle's times ``2**exponents`` column by column.
     """
 
     def __init__(self, oracle: Any, features: np.ndarray, n_classes: int, name: str,
                  offset: np.ndarray | None = None) -> None:
-        if isinstance(oracle, Linear):
-            params = validate_params(oracle)
-            l2, intercept = params["l2"], params["fit_intercept"]
-            self.kind = "linear"
-        elif isinstance(oracle, Constant):
-            l2, intercept = validate_params(oracle)["l2"], False
-            self.kind = "constant"
-        elif isinstance(oracle, Zero):
-            l2, intercept = 0.0, False
-            self.kind = "zero"
-        else:
-            raise ValueError(f"{name} must be a Linear, Constant or Zero oracle for the joint solver, "
+        ridge = oracle.ridge_weights(features.shape[1]) if isinstance(oracle, LinearInParameters) else None
+        if ridge is None:
+            raise ValueError(f"{name} must be an oracle linear in its parameters with a ridge penalty (Linear "
+                             f"without l1, Constant, Zero: LinearInParameters) for the joint solver, "
                              f"got {type(oracle).__name__}")
         self.oracle, self.name, self.n_classes = oracle, name, n_classes
-        self.n_features, self.intercept = features.shape[1], intercept
-        if self.kind == "linear":
-            self.exponents = np.maximum(binary_exponents(features), 0)
-            scaled = scale_columns(features, -self.exponents) if self.exponents.any() else features
-            if intercept:
-                scaled = with_ones_column(scaled)
-            penalty = np.zeros(scaled.shape[1])
-            penalty[:self.n_features] = np.ldexp(l2, -2 * self.exponents)
-        elif self.kind == "constant":
-            scaled, penalty = np.ones((features.shape[0], 1)), np.full(1, float(l2))
-        else:
-            scaled, penalty = np.zeros((features.shape[0], 0)), np.zeros(0)
+        self.n_features = features.shape[1]
+        design = oracle.design_matrix(features)
+        self.exponents = np.maximum(binary_exponents(design), 0)
+        scaled = scale_columns(design, -self.exponents) if self.exponents.any() else design
         self.features: FeatureMatrix = scaled if is_sparse(scaled) else np.ascontiguousarray(scaled)
-        self.penalty = penalty
+        self.penalty = np.ldexp(ridge, -2 * self.exponents)
         self.shared_row = first_row(self.features) if rows_equal(self.features) else None
         self.offset = offset   # a fixed part of every row's scores, shape (K,) (forbidden transitions)
         self._last: tuple[np.ndarray, np.ndarray] | None = None   # (coef, scores) of the last scores call
@@ -226,18 +206,9 @@ class _Factor:
         return self._squares
 
     def start(self) -> np.ndarray:
-        """The oracle's current parameters in this block's layout (zeros when it is not fitted or
-        was fitted to a problem of another shape)."""
-        D, K = self.features.shape[1], self.n_classes
-        coef = np.zeros((K, D))
-        oracle = self.oracle
-        if self.kind == "linear" and getattr(oracle, "coef_", np.zeros(0)).shape == (K, self.n_features):
-            coef[:, :self.n_features] = np.ldexp(oracle.coef_, self.exponents)
-            if self.intercept:
-                coef[:, -1] = oracle.intercept_
-        elif self.kind == "constant" and getattr(oracle, "table_", np.zeros(0)).shape == (K,):
-            coef[:, 0] = oracle.table_
-        return coef
+        """The oracle's current block in this layout (zeros when it is not fitted or was fitted to a
+        problem of another shape)."""
+        return np.ldexp(self.oracle.get_coef_block(self.n_classes, self.n_features), self.exponents)
 
     def scores(self, coef: np.ndarray) -> np.ndarray:
         """``g(x)`` of every row, shape ``(N, K)`` (not to be modified: an evaluation's sweeps and its
@@ -257,16 +228,9 @@ class _Factor:
         return scores if self.offset is None else scores + self.offset
 
     def commit(self, coef: np.ndarray, n_iter: int, converged: bool) -> None:
-        """Set the oracle's fitted parameters to ``coef``, as its own ``fit`` would leave them."""
-        oracle = self.oracle
-        oracle.n_classes_, oracle.n_features_in_ = self.n_classes, self.n_features
-        if self.kind == "linear":
-            oracle.coef_ = np.ldexp(coef[:, :self.n_features], -self.exponents)
-            oracle.intercept_ = coef[:, -1].copy() if self.intercept else np.zeros(self.n_classes)
-            oracle.n_iter_, oracle.converged_ = n_iter, converged
-        elif self.kind == "constant":
-            oracle.table_ = coef[:, 0].copy()
-            oracle.n_iter_ = n_iter
+        """Leave the oracle fitted with the block ``coef``, as its own ``fit`` would."""
+        self.oracle.set_coef_block(np.ldexp(coef, -self.exponents), self.n_features, n_iter=n_iter,
+                                   converged=converged)
 
 
 class _Objective:
@@ -574,7 +538,9 @@ def joint_objective(train: FlatData, epsilon: float, unary: Any, pairwise: Any, 
     train : FlatData
         Training data with labels.
     epsilon : float
-    unary, pairwise : Linear, Constant or Zero
+    unary, pairwise : LinearInParameters
+        ``Linear`` (without ``l1``), ``Constant``, ``Zero`` or another oracle implementing
+        :class:`slr.oracles.linear_protocol.LinearInParameters` with a ridge.
         Fitted or fresh (zero parameters).
     messages : ndarray of shape (n_edges, 2, L)
         ``lambda`` in the learner's units.
@@ -603,8 +569,7 @@ def joint_objective(train: FlatData, epsilon: float, unary: Any, pairwise: Any, 
     grads = {}
     for name, factor, grad in (("unary", objective.unary, grad_u), ("pairwise", objective.pairwise, grad_p)):
         grad = eps * grad   # in the scaled columns, coef * 2^e: by the chain rule times 2^e in the oracle's
-        if factor.kind == "linear":
-            grad[:, :factor.n_features] = np.ldexp(grad[:, :factor.n_features], factor.exponents)
+        grad = np.ldexp(grad, factor.exponents)
         grads[name] = grad
     grads["messages"] = grad_nu   # lambda = eps nu: dJ/dlambda = d(J / eps)/dnu
     return eps * value, eps * penalised, grads
@@ -635,8 +600,8 @@ def joint_minimise(
     """Minimise ``J = R + eps * sum_f l2_f / 2 ||W_f||^2`` over both oracles' parameters and the
     messages by L-BFGS (see the module docstring).
 
-    The oracles' parameters are set to the solution (``coef_`` and ``intercept_``, or ``table_``,
-    with ``n_classes_``, ``n_features_in_`` and ``n_iter_``) as their ``fit`` would leave them.
+    The oracles are left fitted at the solution through their ``set_coef_block``, as their ``fit``
+    would leave them.
 
     Parameters
     ----------
@@ -644,7 +609,9 @@ def joint_minimise(
         Training data with labels.
     epsilon : float
         The learner's entropy weight (> 0).
-    unary, pairwise : Linear, Constant or Zero
+    unary, pairwise : LinearInParameters
+        ``Linear`` (without ``l1``), ``Constant``, ``Zero`` or another oracle implementing
+        :class:`slr.oracles.linear_protocol.LinearInParameters` with a ridge.
         Fitted (their parameters are the start) or fresh (zeros); updated in place.
     messages : ndarray of shape (n_edges, 2, L), optional
         Start of the messages (the learner's units); zeros when None. Not modified.
@@ -705,7 +672,7 @@ def joint_minimise(
     Raises
     ------
     ValueError
-        Naming the argument: an oracle that is not Linear, Constant or Zero, or a bad setting.
+        Naming the argument: an oracle that does not implement LinearInParameters with a ridge, or a bad setting.
     """
     eps = check_epsilon(epsilon, allow_zero=False)
     mode = check_option(messages_mode, "messages_mode", MESSAGES)

@@ -1,4 +1,4 @@
-"""Declarative parameter validation and renamed parameters for every estimator of the project.
+"""Declarative parameter validation for every estimator of the project.
 
 An estimator (slr's learner, an oracle, a baseline) states its parameters' admissible values once,
 as a class attribute ``_parameter_constraints``: a mapping from each ``__init__`` parameter to a
@@ -14,15 +14,10 @@ same way.
 ...         return {"max_iter": 10, "tol": 1e-6, "n_states": None}
 >>> validate_params(Example())
 {'max_iter': 10, 'tol': 1e-06, 'n_states': None}
-
-A renamed parameter keeps its old name in ``__init__`` for one release, with the default
-:data:`DEPRECATED`; :func:`resolve_renamed` maps a value given under the old name onto the new one
-with a ``FutureWarning``.
 """
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
@@ -33,30 +28,14 @@ __all__ = [
     "Boolean",
     "Checked",
     "Constraint",
-    "DEPRECATED",
     "Integer",
     "NJobs",
     "Options",
     "RandomState",
     "Real",
     "Satisfies",
-    "resolve_renamed",
     "validate_params",
 ]
-
-
-class _Deprecated:
-    """Default of a parameter kept under its old name for one release."""
-
-    def __repr__(self) -> str:
-        return "'deprecated'"
-
-    def __reduce__(self) -> str:
-        return "DEPRECATED"
-
-
-#: The default of a renamed parameter's old name (``get_params`` shows ``'deprecated'``).
-DEPRECATED = _Deprecated()
 
 
 class Constraint:
@@ -217,8 +196,7 @@ def validate_params(estimator: Any, constraints: Mapping[str, Spec] | None = Non
         With ``get_params`` unless ``params`` is given.
     constraints : mapping, optional
         ``estimator._parameter_constraints`` when None. Parameters left out of it are not checked
-        (e.g. nested oracles, checked by the caller); old names of renamed parameters are skipped
-        while they hold :data:`DEPRECATED`.
+        (e.g. nested oracles, checked by the caller).
     params : mapping, optional
         The values to check, for objects that are not scikit-learn estimators (e.g.
         :class:`slr.models.PairwiseModel`, which checks its constructor's arguments);
@@ -239,37 +217,5 @@ def validate_params(estimator: Any, constraints: Mapping[str, Spec] | None = Non
     checked = {}
     for name, spec in constraints.items():
         value = params[name]
-        checked[name] = value if value is DEPRECATED else _check_one(spec, value, name)
+        checked[name] = _check_one(spec, value, name)
     return checked
-
-
-def resolve_renamed(params: dict[str, Any], old: str, new: str, *, version: str = "0.3",
-                    convert: Callable[[Any], Any] = lambda value: value, note: str = "",
-                    stacklevel: int = 3) -> None:
-    """Move a value given under a parameter's old name onto its new name, with a FutureWarning.
-
-    A value given under the old name wins over the new name's, as the caller asked for it.
-
-    Parameters
-    ----------
-    params : dict
-        The estimator's parameters (``get_params(deep=False)``, or the output of
-        :func:`validate_params`); updated in place: ``params[new]`` takes ``convert(params[old])``
-        when the old name was set, and ``params[old]`` is removed.
-    old, new : str
-    version : str, default="0.3"
-        The release that removes the old name.
-    convert : callable, optional
-        Maps an old value to the new parameter's (e.g. a change of unit).
-    note : str, optional
-        Appended to the warning (e.g. "max_sweeps counts kernel sweeps: mp_sweeps=v is max_sweeps=2v").
-    stacklevel : int, default=3
-        Of the warning: 3 points at the caller of the function that calls this one (the user's
-        ``fit``); one more per function in between.
-    """
-    value = params.pop(old, DEPRECATED)
-    if value is DEPRECATED:
-        return
-    warnings.warn(f"{old} was renamed {new} and will be removed in {version}"
-                  + (f"; {note}" if note else ""), FutureWarning, stacklevel=stacklevel)
-    params[new] = convert(value)

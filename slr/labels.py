@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["check_class_count", "decode_labels", "encode_class_weight", "encode_labels", "fit_labels",
-           "integer_classes", "is_integer_classes"]
+           "integer_classes", "is_integer_classes", "split_tag"]
 
 
 def _values(y: Any) -> tuple[np.ndarray, np.ndarray | None]:
@@ -211,3 +211,10 @@ def decode_labels(codes: np.ndarray, classes: np.ndarray) -> np.ndarray:
     as they are for integer classes."""
     codes = np.asarray(codes, dtype=np.int64)
     return codes if is_integer_classes(classes) else classes[codes]
+
+
+def split_tag(tag: Any) -> tuple[str, str]:
+    """A tag of the IOB and BIOES notations as ``(prefix, entity type)``: ``"B-PER"`` is
+    ``("B", "PER")``, ``"O"`` is ``("O", "")``. The callers check the prefixes their scheme knows."""
+    prefix, _, kind = str(tag).partition("-")
+    return prefix, kind

@@ -42,22 +42,21 @@ import hashlib
 import math
 import sys
 import warnings
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
-from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, Options, RandomState, Real,
-                         resolve_renamed, validate_params)
+from slr._params import Boolean, Checked, Integer, NJobs, Options, RandomState, Real, validate_params
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.formats import Labellings
 from slr.graph import GraphBatch, check_epsilon
 from slr._joint import joint_minimise, supports
 from slr.certificate import FitCertificate, certify
-from slr.inference.batch import (BatchSweepResult, _public_threads, batch_dual_parts, batch_node_beliefs,
-                                 batch_sweeps, resolve_threads)
+from slr.inference.batch import (BatchSweepResult, batch_dual_parts, batch_node_beliefs, batch_sweeps,
+                                 resolve_threads)
 from slr.hidden import flat_data, state_offset
 from slr.labels import (decode_labels, encode_class_weight, encode_labels, fit_labels, integer_classes,
                         is_integer_classes)
@@ -66,9 +65,10 @@ from slr.models import (CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_
                         hamming_margin)
 from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, OracleTags, get_oracle_tags
 from slr.oracles.linear import Linear
+from slr.oracles.linear_protocol import is_linear_in_parameters
 from slr.oracles.pair_bias import PairBias
 from slr.transitions import FORBIDDEN_UNITS, TRANSITIONS, Transitions, add_edge_offset, check_transitions
-from slr.validation import C_INT_MAX, check_bool, check_generator, check_int, check_option, check_real
+from slr.validation import check_bool, check_generator, check_int, check_option, check_real
 
 __all__ = [
     "Iterate",
@@ -90,12 +90,6 @@ _SWEEP_CHUNK = 2
 # fallen-back relaxed step or a noisy oracle fit (SGD, subsampled boosting) can gain little
 # while the fit is far from converged
 _TOL_WINDOW = 3
-
-# the deprecated mp_sweeps and predict_sweeps count forward + backward passes: twice as many
-# kernel sweeps, which the kernel counts in a C int
-_MAX_MP_ITERATIONS = C_INT_MAX // 2
-
-_SWEEPS_NOTE = "{new} counts kernel sweeps (one pass over the nodes): {old}=v is {new}=2v"
 
 _UNTIMED = nullcontext()
 
@@ -159,7 +153,6 @@ def structured_objective(
     epsilon: float,
     *,
     n_jobs: int | None = None,
-    n_threads: Any = DEPRECATED,
 ) -> float:
     """``R = sum_k [ -F(x^k, y^k) + A(lambda^k, theta^k) ]`` for given potentials and messages.
 
@@ -177,14 +170,12 @@ def structured_objective(
     epsilon : float
     n_jobs : int, optional
         OpenMP threads; all cores when None or -1.
-    n_threads : int, optional
-        Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
 
     Returns
     -------
     float
     """
-    threads = _public_threads(n_jobs, n_threads)
+    threads = resolve_threads(n_jobs)
     objective = _SplitObjective(batch, labels, epsilon, threads, check_input=True)
     return objective.nodes(theta_nodes, messages) + objective.edges(theta_edges, messages)
 
@@ -703,13 +694,12 @@ def _check_same_model(fitted: Any, params: dict[str, Any]) -> None:
     if params["n_states"] is not None and params["n_states"] != fitted.n_states_:
         raise ValueError(f"warm_start=True continues the fitted model of n_states={fitted.n_states_}, but "
                          f"n_states={params['n_states']} now; set warm_start=False to fit the new model")
-    if params["n_hidden_states"] != getattr(fitted, "n_hidden_states_", 0):
+    if params["n_hidden_states"] != fitted.n_hidden_states_:
         raise ValueError(f"warm_start=True continues the fitted model of n_hidden_states="
-                         f"{getattr(fitted, 'n_hidden_states_', 0)}, but n_hidden_states={params['n_hidden_states']} "
+                         f"{fitted.n_hidden_states_}, but n_hidden_states={params['n_hidden_states']} "
                          f"now; set warm_start=False to fit the new model")
-    specs = getattr(fitted, "_oracle_specs", None)   # None: a model saved before they were kept
     for name in _FACTORS:
-        if specs is not None and _oracle_spec(getattr(fitted, name)) != specs[name]:
+        if _oracle_spec(getattr(fitted, name)) != fitted._oracle_specs[name]:
             raise ValueError(f"warm_start=True continues the fitted {name} oracle, but {name} was changed since "
                              f"the fit (now {getattr(fitted, name)!r}); set warm_start=False to fit the new oracle")
     if params["epsilon"] != fitted._predictor.scale:
@@ -861,10 +851,9 @@ class StructuredLogisticRegression(StructuredEstimator):
         iteration, or ``best_iteration_``); the other rows' ``train_error`` is NaN. On graphs that
         are not forests ``predict`` runs max-product sweeps from zero messages until its labels
         settle (up to ``predict_max_sweeps``): a decode of the training examples then costs
-        about what an iteration of learning does, or more, so measuring every iteration cost about as
-        much as the fit (denoising, 8 images of 32 x 32, 60 iterations: 1.3 CPU s monitoring, 1.5 s
-        fitting) and on small problems several times more (a loopy held-out problem: 0.24 s against
-        0.06 s); ``"auto"`` decodes ``floor(log2(n_iter)) + 2`` times at most (0.16 s and 0.08 s there).
+        about what an iteration of learning does, or more, so measuring every iteration would cost
+        about as much as the fit; ``"auto"`` decodes ``floor(log2(n_iter)) + 2`` times at most
+        (figures: the research notes, "The figures behind the defaults").
         ``False``: none, and no validation error unless early stopping needs it. Early stopping
         measures the validation error after every iteration in every mode, and monitoring never
         changes the fit.
@@ -882,9 +871,9 @@ class StructuredLogisticRegression(StructuredEstimator):
         so ``J`` still never increases.
         The minimised objective is unchanged; on strongly coupled problems the blocks move
         further per iteration (docs/design.md section 1). Other oracles take exact steps;
-        ``relaxation=1`` is Algorithm 1.1 as the chapter states it. The default 1.9 reached the
-        objective of exact steps in 2.3x (letters, ``Linear(l2=1)``) and 2x (denoising,
-        ``Linear()``) fewer iterations.
+        ``relaxation=1`` is Algorithm 1.1 as the chapter states it. The default 1.9 reaches the
+        objective of exact steps in about half the iterations (the research notes, "The figures
+        behind the defaults").
     warm_start : bool, default=False
         Continue the last fit instead of starting afresh: its fitted oracles and, on the same
         training data, its messages are kept, and ``max_iter`` counts all iterations, so a fit of
@@ -918,7 +907,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         20 examples. Otherwise it holds nothing out: structured data sets often have few
         examples (letters' fold has 704 words, the denoising sets 16 images), and holding a
         tenth of them out costs the fit more than the stopping rule on R, which needs no
-        held-out data, does (boosting on letters: .1045 against .0978 by the rule). A network,
+        held-out data, does (the research notes, "The figures behind the defaults"). A network,
         however, drives R towards 0 by memorising the training examples while the error on
         other examples rises, so the rule ends its fit only at ``max_iter``, far past its best
         model; a tenth of the examples held out stops it there. With fewer than 20 examples that
@@ -983,13 +972,6 @@ class StructuredLogisticRegression(StructuredEstimator):
         prediction (no forbidden pair is decoded on chains and trees, where inference is exact;
         on loopy graphs the LP's labelling may use one only where its rounding finds no allowed
         labelling). Training labels that use a forbidden pair are refused.
-    mp_sweeps : int, optional
-        Deprecated (removed in 0.3): message-passing iterations of forward + backward passes;
-        ``mp_sweeps=v`` is ``max_sweeps=2v``.
-    predict_sweeps : int, optional
-        Deprecated (removed in 0.3): ``predict_sweeps=v`` is ``predict_max_sweeps=2v``.
-    n_threads : int, optional
-        Deprecated (removed in 0.3): the old name of ``n_jobs``.
 
     Attributes
     ----------
@@ -1097,9 +1079,6 @@ class StructuredLogisticRegression(StructuredEstimator):
         "n_hidden_states": Integer(0),
         "solver": Options(SOLVERS),
         "allowed_transitions": TRANSITIONS,
-        "mp_sweeps": Integer(0, _MAX_MP_ITERATIONS),
-        "predict_sweeps": Integer(0, _MAX_MP_ITERATIONS),
-        "n_threads": NJobs(),
     }
 
     def __init__(
@@ -1130,9 +1109,6 @@ class StructuredLogisticRegression(StructuredEstimator):
         n_hidden_states: int = 0,
         solver: str = "auto",
         allowed_transitions: Any = None,
-        mp_sweeps: Any = DEPRECATED,
-        predict_sweeps: Any = DEPRECATED,
-        n_threads: Any = DEPRECATED,
     ) -> None:
         self.unary = unary
         self.pairwise = pairwise
@@ -1159,19 +1135,11 @@ class StructuredLogisticRegression(StructuredEstimator):
         self.n_hidden_states = n_hidden_states
         self.solver = solver
         self.allowed_transitions = allowed_transitions
-        self.mp_sweeps = mp_sweeps
-        self.predict_sweeps = predict_sweeps
-        self.n_threads = n_threads
 
     # ------------------------------------------------------------------------------------
     def _check_params(self) -> dict[str, Any]:
-        """Every hyperparameter checked, under its current name (old names warn)."""
+        """Every hyperparameter checked."""
         params = validate_params(self)
-        resolve_renamed(params, "mp_sweeps", "max_sweeps", convert=lambda v: 2 * v, stacklevel=4,
-                        note=_SWEEPS_NOTE.format(old="mp_sweeps", new="max_sweeps"))
-        resolve_renamed(params, "predict_sweeps", "predict_max_sweeps", convert=lambda v: 2 * v, stacklevel=4,
-                        note=_SWEEPS_NOTE.format(old="predict_sweeps", new="predict_max_sweeps"))
-        resolve_renamed(params, "n_threads", "n_jobs", stacklevel=4)
         params["verbose"] = int(params["verbose"])
         return params
 
@@ -1371,7 +1339,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         """The examples early stopping trains on and holds out: a continued fit's earlier split
         (on as many examples), else ``ceil(fraction * n_examples)`` drawn from ``rng`` (from
         ``random_state`` when None)."""
-        earlier = getattr(self, "_validation_split", None) if warm else None
+        earlier = self._validation_split if warm else None
         if earlier is not None and len(earlier[0]) + len(earlier[1]) == n_examples:
             return earlier
         n_val = math.ceil(fraction * n_examples)
@@ -1441,7 +1409,7 @@ class StructuredLogisticRegression(StructuredEstimator):
     # ------------------------------------------------------------------------------------
     def _data(self, X: Sequence, Y: Sequence | None = None, name: str = "X") -> FlatData:
         return _checked_data(X, Y, self.n_states_, self._n_states_inferred, self.n_node_features_,
-                             self.n_edge_features_, name, n_hidden_states=getattr(self, "n_hidden_states_", 0))
+                             self.n_edge_features_, name, n_hidden_states=self.n_hidden_states_)
 
     def _predict_flat(self, data: FlatData) -> np.ndarray:
         return _map_labels(self._current_predictor(), data, self.unary_, self._fitted_pairwise_function(),
@@ -1450,12 +1418,9 @@ class StructuredLogisticRegression(StructuredEstimator):
     def _current_predictor(self) -> PairwiseModel:
         """The fit's energy (its ``epsilon``) decoded under the prediction settings as they are now:
         ``set_params(predict_max_sweeps=...)`` after ``fit`` applies to the next ``predict``."""
-        names = ("predict_epsilon", "predict_max_sweeps", "predict_sweeps", "n_jobs", "n_threads")
+        names = ("predict_epsilon", "predict_max_sweeps", "n_jobs")
         params = validate_params(self, {name: self._parameter_constraints[name] for name in names},
                                  params={name: getattr(self, name) for name in names})
-        resolve_renamed(params, "predict_sweeps", "predict_max_sweeps", convert=lambda v: 2 * v, stacklevel=6,
-                        note=_SWEEPS_NOTE.format(old="predict_sweeps", new="predict_max_sweeps"))
-        resolve_renamed(params, "n_threads", "n_jobs", stacklevel=6)
         return _prediction_model(self._predictor.scale, params, self._predictor.transitions)
 
     def _fitted_pairwise_function(self) -> LogisticOracle | None:
@@ -1652,18 +1617,14 @@ def _run_joint(state: _Alternation, progress: _Progress, done: int, max_iter: in
 
 
 @contextmanager
-def _capped_fits(oracles: dict[str, Any], max_iter: int | None) -> Iterator[None]:
-    """Inside the block, ``Linear`` oracles fit with at most ``max_iter`` L-BFGS iterations (their
-    own ``max_iter`` restored after; None: no cap)."""
-    capped = {factor: oracle.max_iter for factor, oracle in oracles.items() if isinstance(oracle, Linear)
-              and max_iter is not None and validate_params(oracle)["max_iter"] > max_iter}
-    try:
-        for factor in capped:
-            oracles[factor].max_iter = max_iter
+def _capped_fits(oracles: dict[str, Any], max_iter: int) -> Iterator[None]:
+    """Inside the block, oracles linear in their parameters fit with at most ``max_iter`` iterations of
+    their solver (:meth:`slr.oracles.linear_protocol.LinearInParameters.capped_fits`)."""
+    with ExitStack() as stack:
+        for oracle in oracles.values():
+            if is_linear_in_parameters(oracle):
+                stack.enter_context(oracle.capped_fits(max_iter))
         yield
-    finally:
-        for factor, value in capped.items():
-            oracles[factor].max_iter = value
 
 
 def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_sweeps: int) -> str:
@@ -1672,7 +1633,8 @@ def _choose_solver(solver: str, unary: Any, pairwise: Any, train: FlatData, max_
     if solver == "alternation":
         return solver
     if not (supports(unary) and supports(pairwise)):
-        reason = (f"needs Linear (without l1), Constant or Zero oracles (smooth, linear in their parameters), got "
+        reason = (f"needs oracles linear in their parameters with a ridge (Linear without l1, Constant, Zero: "
+                  f"slr.oracles.linear_protocol.LinearInParameters), got "
                   f"unary={type(unary).__name__}, pairwise={type(pairwise).__name__}")
     elif train.unlabelled.any():
         reason = "does not learn latent labels: Y has unlabelled nodes (label -1)"

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
 
+from slr.labels import split_tag
 from slr.validation import check_option
 
 __all__ = ["CalibrationCurve", "EntityScores", "calibration_curve", "classification_report", "entity_f1",
@@ -171,7 +172,7 @@ _PREFIXES = ("B", "I", "E", "S", "O")
 def _split_tag(tag: Any) -> tuple[str, str]:
     """``"B-PER"`` -> ``("B", "PER")``; ``"O"`` -> ``("O", "")``; refuses a tag whose prefix is
     not one of B, I, E, S, O."""
-    prefix, _, kind = str(tag).partition("-")
+    prefix, kind = split_tag(tag)
     if prefix not in _PREFIXES:
         raise ValueError(f"tags must be O or B-, I-, E-, S- and a type (IOB1, IOB2 or IOBES), got {tag!r}")
     return prefix, kind

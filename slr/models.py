@@ -26,8 +26,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from slr._features import rows_equal, stack_rows
-from slr._params import (DEPRECATED, Checked, Integer, NJobs, Options, Real, Satisfies, resolve_renamed,
-                         validate_params)
+from slr._params import Checked, Integer, NJobs, Options, Real, Satisfies, validate_params
 from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
 from slr.inference.banded import batch_exact_marginals
 from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps, resolve_threads
@@ -329,8 +328,6 @@ class PairwiseModel:
         Star-update stopping tolerance.
     n_jobs : int, optional
         OpenMP threads of the sweeps; all cores when None or -1.
-    n_threads : int, optional
-        Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
     transitions : Transitions, optional
         Allowed transitions (:mod:`slr.transitions`): decoding, loss-augmented inference and marginals
         put every forbidden pair and end state below every labelling that avoids them
@@ -353,26 +350,16 @@ class PairwiseModel:
         "max_sweeps": Integer(0),
         "tol": Real(0.0),
         "n_jobs": NJobs(),
-        "n_threads": NJobs(),
     }
 
     def __init__(self, scale: float = 1.0, *, inference: str = "lp", epsilon: float = 0.0,
                  max_sweeps: int = 200, tol: float = 1e-7, n_jobs: int | None = None,
-                 n_threads: Any = DEPRECATED, transitions: Transitions | None = None) -> None:
+                 transitions: Transitions | None = None) -> None:
         checked = validate_params(self, params=dict(scale=scale, inference=inference, epsilon=epsilon,
-                                                    max_sweeps=max_sweeps, tol=tol, n_jobs=n_jobs,
-                                                    n_threads=n_threads))
-        resolve_renamed(checked, "n_threads", "n_jobs")
+                                                    max_sweeps=max_sweeps, tol=tol, n_jobs=n_jobs))
         self.scale, self.inference, self.epsilon = checked["scale"], checked["inference"], checked["epsilon"]
         self.max_sweeps, self.tol, self.n_jobs = checked["max_sweeps"], checked["tol"], checked["n_jobs"]
         self.transitions = transitions
-
-    @property
-    def n_threads(self) -> int | None:
-        """Deprecated name of ``n_jobs`` (removed in 0.3)."""
-        warnings.warn("PairwiseModel.n_threads was renamed n_jobs and will be removed in 0.3", FutureWarning,
-                      stacklevel=2)
-        return self.n_jobs
 
     def method(self, data: FlatData) -> str:
         """``"chain"``, ``"forest"`` or ``"lp"``: the inference used on ``data``."""

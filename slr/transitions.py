@@ -34,6 +34,7 @@ import numpy as np
 
 from slr._params import Options, Satisfies
 from slr.graph import GraphBatch, shared_table
+from slr.labels import split_tag
 
 __all__ = ["FORBIDDEN_UNITS", "SCHEMES", "TRANSITIONS", "Transitions", "add_edge_offset", "allowed_transitions",
            "check_transitions", "exclusion_depth"]
@@ -64,8 +65,8 @@ def _parse_tag(tag: Any, scheme: str) -> tuple[str, str | None]:
         raise ValueError(f"labels must be tag strings for scheme {scheme!r}, got {tag!r}")
     if tag == "O":
         return "O", None
-    prefix, dash, entity = tag.partition("-")
-    if not dash or prefix not in _PREFIXES[scheme] or not entity:
+    prefix, entity = split_tag(tag)
+    if prefix not in _PREFIXES[scheme] or not entity:
         shown = ", ".join(f"{p}-X" for p in _PREFIXES[scheme])
         raise ValueError(f"labels has the tag {tag!r}, which scheme {scheme!r} does not know: tags are 'O' or {shown}")
     return prefix, entity

@@ -7,14 +7,13 @@ a ``ValueError`` that names the argument. Bools are refused where a number is ex
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral, Real
 from typing import Any, Sequence
 
 import numpy as np
 
 __all__ = ["C_INT_MAX", "check_bool", "check_generator", "check_int", "check_n_jobs", "check_option",
-           "check_random_state", "check_real", "check_seed"]
+           "check_real", "check_seed"]
 
 #: Largest C ``int``: sweep, step and thread counts reach compiled code as one.
 C_INT_MAX = 2**31 - 1
@@ -185,11 +184,3 @@ def check_generator(random_state: Any) -> np.random.Generator:
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(2**31))
     return np.random.default_rng(random_state)
-
-
-def check_random_state(random_state: Any) -> np.random.Generator:
-    """Deprecated name of :func:`check_generator` (it returns a Generator, unlike scikit-learn's
-    function of this name); removed in 0.3."""
-    warnings.warn("slr.validation.check_random_state was renamed check_generator and will be removed in 0.3",
-                  FutureWarning, stacklevel=2)
-    return check_generator(random_state)

@@ -1,7 +1,6 @@
-"""The baselines' parameters (one name for one idea, declarative checks, renamed names), their
+"""The baselines' parameters (one name for one idea, declarative checks), their
 transactional fit and their optional dependencies."""
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -179,15 +178,12 @@ def test_every_baseline_refuses_a_bad_shared_parameter_by_name(name, param, valu
     (lambda: GradientAlternation(epsilon=0.0), "epsilon must be finite and > 0, got 0.0"),
     (lambda: GradientAlternation(l2=-1), "l2 must be finite and >= 0, got -1"),
     (lambda: GradientAlternation(sweeps_per_round=0), "sweeps_per_round must be an integer in [1, 2147483647], got 0"),
-    (lambda: GradientAlternation(mp_sweeps=0), "mp_sweeps must be an integer in [1, 2147483647], got 0"),
     (lambda: GradientAlternation(learning_rate=-1.0), "learning_rate must be one of 'auto' or a real number > 0"),
 ])
 def test_each_baseline_refuses_its_own_bad_parameters_by_name(make_model, message, data):
     X, Y, _, _ = data
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        with pytest.raises(ValueError) as info:
-            make_model().fit(X, Y)
+    with pytest.raises(ValueError) as info:
+        make_model().fit(X, Y)
     assert str(info.value).startswith(message)
 
 
@@ -273,13 +269,11 @@ def test_run_peer_seed_is_the_old_name_of_random_state(monkeypatch, tmp_path):
     X, Y = _chains(0)
     assert client.run_peer("OneSlackSSVM", X, Y, n_states=3, random_state=7)["seed"] == 7
     assert client.run_peer("OneSlackSSVM", X, Y, n_states=3)["seed"] == 0
-    with pytest.warns(FutureWarning, match="seed was renamed random_state and will be removed in 0.3"):
-        assert client.run_peer("OneSlackSSVM", X, Y, n_states=3, seed=7)["seed"] == 7
     with pytest.raises(ValueError, match="random_state must be an integer in"):
         client.run_peer("OneSlackSSVM", X, Y, n_states=3, random_state=-1)
 
 
-# ------------------------------------------------------------------ renamed parameters
+# ------------------------------------------------------------------ sweeps per round
 def test_gradient_alternation_sweeps_per_round_counts_kernel_sweeps(data):
     """One round with zero weights runs exactly ``sweeps_per_round`` sweeps of the kernel."""
     X, Y, _, _ = data
@@ -295,27 +289,7 @@ def test_gradient_alternation_sweeps_per_round_counts_kernel_sweeps(data):
     assert not np.array_equal(model.messages_, lam)  # a fourth sweep changes them
 
 
-def test_mp_sweeps_is_the_old_name_of_sweeps_per_round(data):
-    X, Y, Xv, Yv = data
-    new = GradientAlternation(max_iter=3, sweeps_per_round=4, n_states=2).fit(X, Y, X_val=Xv, Y_val=Yv)
-    old_model = GradientAlternation(max_iter=3, mp_sweeps=4, n_states=2)
-    with pytest.warns(FutureWarning, match="mp_sweeps was renamed sweeps_per_round and will be removed in 0.3"):
-        old_model.fit(X, Y, X_val=Xv, Y_val=Yv)
-    np.testing.assert_array_equal(old_model.history_.drop(columns=["seconds", "eval_seconds"]),
-                                  new.history_.drop(columns=["seconds", "eval_seconds"]))
-    np.testing.assert_array_equal(old_model.w_, new.w_)
-    np.testing.assert_array_equal(old_model.messages_, new.messages_)
-    # the parameters are kept as given: clone and get_params still show the old name
-    assert old_model.get_params()["mp_sweeps"] == 4 and old_model.sweeps_per_round == 25
-    assert clone(old_model).get_params() == old_model.get_params()
-    assert repr(GradientAlternation().get_params()["mp_sweeps"]) == "'deprecated'"
-    # a value under the old name wins over the new name's, as the caller asked for it
-    with pytest.warns(FutureWarning):
-        both = GradientAlternation(max_iter=3, mp_sweeps=4, sweeps_per_round=9, n_states=2).fit(X, Y)
-    np.testing.assert_array_equal(both.w_, new.w_)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        GradientAlternation(max_iter=1, n_states=2).fit(X, Y)  # the new name alone is silent
+
 
 
 # ------------------------------------------------------------------ optional dependencies
@@ -347,3 +321,13 @@ def test_the_crfsuite_peer_without_python_crfsuite_names_the_extra(monkeypatch):
     X = [(np.ones((3, 2)), np.array([[0, 1], [1, 2]]), np.ones((2, 1)))]
     with pytest.raises(ImportError, match=r"pip install \"slr\[crfsuite\]\""):
         CRFsuiteChain().fit(X, [np.array([0, 1, 0])])
+
+
+def test_parameters_are_checked_before_the_labels(data):
+    """A bad parameter is named even when the labels are bad too: the parameters are checked first."""
+    X, Y, _, _ = data
+    mixed = [np.array(["a"] + [1] * (len(y) - 1), dtype=object) for y in Y]
+    with pytest.raises(ValueError, match="^Y must hold labels that sort together"):
+        StructuredPerceptron(max_iter=1).fit(X, mixed)
+    with pytest.raises(ValueError, match="^max_iter must be an integer"):
+        StructuredPerceptron(max_iter=0).fit(X, mixed)

@@ -107,7 +107,7 @@ def test_sources_and_distributed_scoring(client):
 
 def test_refuses_what_it_cannot_distribute(client, images):
     X, Y = images
-    with pytest.raises(ValueError, match="unary must be a Linear, Constant or LightGBM"):
+    with pytest.raises(ValueError, match="unary must be an oracle linear in its parameters"):
         DaskStructuredLogisticRegression(unary=MLP(), max_iter=1).fit(X, Y)
     with pytest.raises(ValueError, match="warm_start"):
         DaskStructuredLogisticRegression(warm_start=True, max_iter=1).fit(X, Y)

@@ -393,10 +393,7 @@ def test_learner_counts_beyond_a_c_int_are_refused_with_their_name():
     X, Y = _mixed_dataset()
     for kw, name in [({"max_sweeps": 2**31}, "max_sweeps"), ({"predict_max_sweeps": 2**31}, "predict_max_sweeps"),
                      ({"max_iter": 2**31}, "max_iter"), ({"n_states": 2**31}, "n_states"),
-                     ({"n_jobs": 2**31}, "n_jobs"),
-                     # the deprecated names, in their own units
-                     ({"mp_sweeps": 2**30}, "mp_sweeps"), ({"predict_sweeps": 2**30}, "predict_sweeps"),
-                     ({"n_threads": 2**31}, "n_threads")]:
+                     ({"n_jobs": 2**31}, "n_jobs")]:
         with pytest.raises(ValueError, match="^" + name):
             StructuredLogisticRegression(**kw).fit(X, Y)
 

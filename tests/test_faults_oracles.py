@@ -213,10 +213,10 @@ BOOL_AS_NUMBER = [
     (BoostedTrees, "n_rounds"), (BoostedTrees, "learning_rate"), (BoostedTrees, "subsample"),
     (BoostedTrees, "min_leaf_fraction"), (BoostedTrees, "min_split_fraction"),
     (BoostedTrees, "max_leaf_nodes"), (BoostedTrees, "l2_regularization"), (BoostedTrees, "newton_steps"),
-    (BoostedTrees, "n_jobs"), (BoostedTrees, "step"), (BoostedTrees, "max_leaves"), (BoostedTrees, "l2_leaf"),
+    (BoostedTrees, "n_jobs"),
     (LightGBM, "n_rounds"), (LightGBM, "learning_rate"), (LightGBM, "max_leaf_nodes"),
     (LightGBM, "subsample"), (LightGBM, "min_leaf_fraction"), (LightGBM, "max_bin"),
-    (LightGBM, "l2_regularization"), (LightGBM, "n_jobs"), (LightGBM, "num_leaves"), (LightGBM, "lambda_l2"),
+    (LightGBM, "l2_regularization"), (LightGBM, "n_jobs"),
 ]
 
 

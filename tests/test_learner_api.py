@@ -2,14 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
 import numpy as np
 import pytest
-from sklearn.base import clone
 
 from slr import StructuredLogisticRegression
-from slr._params import DEPRECATED
 from slr.datasets import make_denoising
 from slr.estimator import FitHistory, StructuredEstimator
 from slr.graph import GraphBatch
@@ -17,7 +14,7 @@ from slr.inference import batch_dual_parts, batch_dual_values, batch_sweeps
 from slr.inference.batch import resolve_threads
 from slr.learner import structured_objective
 from slr.models import FlatData, PairwiseModel
-from slr.oracles import Constant, Linear
+from slr.oracles import Linear
 
 # Algorithm 1.1 (the transactions below fail at its second oracle fit);
 # tests/test_learner_solver.py has the joint solver's
@@ -151,40 +148,9 @@ def test_fit_history_measures_errors_with_the_decoder_it_is_given(data):
 
 
 # ----------------------------------------------------------------------------------------
-# renamed parameters
+# threads
 # ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("old, new", [
-    (dict(mp_sweeps=3), dict(max_sweeps=6)),
-    (dict(predict_sweeps=4), dict(predict_max_sweeps=8)),
-    (dict(n_threads=2), dict(n_jobs=2)),
-])
-def test_an_old_name_warns_and_fits_as_the_new_one(data, old, new):
-    X, Y = data
-    base = dict(max_iter=2, random_state=0, predict_epsilon=0.05)   # predict_epsilon: LP sweeps at predict
-    (name, value), = old.items()
-    model = StructuredLogisticRegression(Linear(), Linear(), **base, **old)
-    assert model.get_params()[name] == value and clone(model).get_params()[name] == value
-    with pytest.warns(FutureWarning, match=f"{name} was renamed {next(iter(new))} and will be removed in 0.3") as w:
-        model.fit(X, Y, X, Y)
-    assert w[0].filename == __file__                           # it points at the caller's line
-    reference = StructuredLogisticRegression(Linear(), Linear(), **base, **new).fit(X, Y, X, Y)
-    np.testing.assert_array_equal(model.objective_trace_["objective"], reference.objective_trace_["objective"])
-    np.testing.assert_array_equal(model.history_["val_error"], reference.history_["val_error"])
-    assert model.get_params()[name] == value                   # fit leaves the parameters alone
-
-
-def test_old_names_are_deprecated_and_silent_by_default(data):
-    X, Y = data
-    model = StructuredLogisticRegression(Constant(), Constant(), max_iter=1, max_sweeps=2, tol=0)
-    params = model.get_params()
-    assert params["mp_sweeps"] is DEPRECATED and params["predict_sweeps"] is DEPRECATED
-    assert params["n_threads"] is DEPRECATED and repr(model) == repr(clone(model))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        model.fit(X, Y)
-
-
-def test_the_inference_functions_take_n_jobs_and_warn_on_n_threads():
+def test_the_inference_functions_take_n_jobs():
     rng = np.random.default_rng(0)
     batch = GraphBatch.from_graphs([(3, [[0, 1], [1, 2]]), (2, [[0, 1]])], 2)
     tn, te = rng.normal(size=(5, 2)), rng.normal(size=(3, 2, 2))
@@ -197,13 +163,10 @@ def test_the_inference_functions_take_n_jobs_and_warn_on_n_threads():
         "structured_objective": lambda **kw: structured_objective(batch, tn, te, new, labels, 0.5, **kw),
     }
     for name, call in calls.items():
-        with pytest.warns(FutureWarning, match="n_threads was renamed n_jobs") as w:
-            old = call(n_threads=1)
-        assert w[0].filename == __file__, name
-        np.testing.assert_array_equal(old, call(n_jobs=1))
+        np.testing.assert_array_equal(call(n_jobs=1), call(n_jobs=2))
         np.testing.assert_array_equal(call(n_jobs=-1), call(n_jobs=None))
-        with pytest.raises(ValueError, match=r"^n_threads must be None, -1 \(all cores\) or an integer"):
-            call(n_threads=0)
+        with pytest.raises(ValueError, match=r"^n_jobs must be None, -1 \(all cores\) or an integer"):
+            call(n_jobs=0)
     assert resolve_threads(-1) == resolve_threads(None) >= 1 and resolve_threads(np.int64(3)) == 3
 
 
@@ -224,16 +187,6 @@ def test_n_jobs_minus_one_is_every_core(data):
 def test_pairwise_model_refuses_bad_settings_by_name(kw, message):
     with pytest.raises(ValueError, match=message):
         PairwiseModel(**kw)
-
-
-def test_pairwise_model_takes_n_threads_as_the_old_name_of_n_jobs():
-    with pytest.warns(FutureWarning, match="n_threads was renamed n_jobs") as w:
-        model = PairwiseModel(n_threads=2)
-    assert w[0].filename == __file__ and model.n_jobs == 2
-    with pytest.warns(FutureWarning, match="PairwiseModel.n_threads was renamed n_jobs"):
-        assert model.n_threads == 2
-    with pytest.raises(ValueError, match=r"^n_threads must be None, -1 \(all cores\) or an integer"):
-        PairwiseModel(n_threads=0)
 
 
 # ----------------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ def test_auto_takes_the_alternation_for_unlabelled_nodes(grid):
 
 @pytest.mark.parametrize("params, message", [
     (dict(solver="newton"), "solver"),
-    (dict(solver="joint", unary=MLP()), "solver='joint' needs Linear \\(without l1\\), Constant or Zero oracles"),
+    (dict(solver="joint", unary=MLP()), "solver='joint' needs oracles linear in their parameters with a ridge"),
     (dict(solver="joint", max_sweeps=0), "solver='joint' eliminates the messages by sweeps"),
 ])
 def test_bad_solver_is_refused_and_changes_nothing(grid, params, message):

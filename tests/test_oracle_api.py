@@ -3,15 +3,11 @@ scores of BoostedTrees, the renamed parameters, ``n_jobs``, one validation mecha
 rows too wide for float64 refused by name (or, when only their magnitude is large, handled exactly)."""
 from __future__ import annotations
 
-import inspect
 import pickle
-import warnings
 
 import numpy as np
 import pytest
-from sklearn.base import clone
 
-from slr._params import DEPRECATED
 from slr.oracles import (MLP, BoostedTrees, Constant, LightGBM, Linear, OracleTags, Zero, biased_logistic_loss,
                          get_oracle_tags)
 from slr.oracles.base import MAX_BIAS_SPAN, check_logistic_problem
@@ -120,39 +116,9 @@ def test_lightgbm_training_scores_are_its_decision_function_after_continued_fits
                                    atol=1e-9)
 
 
-# --- renamed parameters ------------------------------------------------------------------------
-RENAMED = [
-    (BoostedTrees, "step", "learning_rate", 0.4),
-    (BoostedTrees, "l2_leaf", "l2_regularization", 0.05),
-    (BoostedTrees, "max_leaves", "max_leaf_nodes", 3),
-    (LightGBM, "num_leaves", "max_leaf_nodes", 4),
-    (LightGBM, "lambda_l2", "l2_regularization", 0.3),
-]
-
-
-@pytest.mark.parametrize("cls, old, new, value", RENAMED, ids=[f"{c.__name__}.{o}" for c, o, _, _ in RENAMED])
-def test_old_names_warn_and_give_the_new_names_result(cls, old, new, value):
-    features, bias, labels = make_problem(n=400, seed=3)
-    reference = cls(n_rounds=4, random_state=1, **{new: value}).fit(features, bias, labels)
-    old_style = cls(n_rounds=4, random_state=1, **{old: value})
-    assert old_style.get_params()[old] == value and old_style.get_params()[new] != value
-    assert clone(old_style).get_params() == old_style.get_params()
-    with pytest.warns(FutureWarning, match=f"{old} was renamed {new} and will be removed in 0.3") as record:
-        old_style.fit(features, bias, labels)
-    assert record[0].filename == __file__           # the warning points at the caller's line
-    np.testing.assert_array_equal(old_style.decision_function(features), reference.decision_function(features))
-    # the default of an old name is the DEPRECATED marker, and a new name alone never warns
-    assert inspect.signature(cls).parameters[old].default is DEPRECATED
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        cls(n_rounds=1, **{new: value}).fit(features, bias, labels)
-
-
-def test_lightgbm_params_take_the_old_names_too():
-    with pytest.warns(FutureWarning, match="num_leaves was renamed max_leaf_nodes"):
-        params = LightGBM(num_leaves=9).lightgbm_params(100, 3)
-    assert params["num_leaves"] == 9
-    assert LightGBM(max_leaf_nodes=9, l2_regularization=0.5).lightgbm_params(100, 3)["lambda_l2"] == 0.5
+def test_lightgbm_params_map_the_adapters_names_onto_lightgbms():
+    params = LightGBM(max_leaf_nodes=9, l2_regularization=0.5).lightgbm_params(100, 3)
+    assert params["num_leaves"] == 9 and params["lambda_l2"] == 0.5
 
 
 # --- one validation mechanism ------------------------------------------------------------------

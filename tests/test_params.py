@@ -1,13 +1,11 @@
-"""The declarative parameter checks (slr._params) and renamed parameters."""
+"""The declarative parameter checks (slr._params)."""
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pytest
 
-from slr._params import (DEPRECATED, Boolean, Checked, Integer, NJobs, Options, RandomState, Real, Satisfies,
-                         resolve_renamed, validate_params)
+from slr._params import Boolean, Checked, Integer, NJobs, Options, RandomState, Real, Satisfies, validate_params
 
 
 class _Estimator:
@@ -22,7 +20,7 @@ class _Estimator:
 
     def __init__(self, **params):
         self.params = dict(max_iter=5, rate="auto", n_states=None, shuffle=True, random_state=None,
-                           grid=(1,), old_iter=DEPRECATED)
+                           grid=(1,), unchecked=None)
         self.params.update(params)
 
     def get_params(self, deep=False):
@@ -34,7 +32,7 @@ def test_valid_parameters_come_back_converted():
     assert checked["max_iter"] == 7 and type(checked["max_iter"]) is int
     assert checked["rate"] == 1.0 and type(checked["rate"]) is float
     assert checked["n_states"] == 3 and checked["random_state"] == 4 and checked["grid"] == (1,)
-    assert "old_iter" not in checked     # not declared, not checked
+    assert "unchecked" not in checked     # not declared, not checked
 
 
 @pytest.mark.parametrize("params, message", [
@@ -59,29 +57,11 @@ def test_generators_pass_through_unchanged():
     assert validate_params(_Estimator(random_state=rng))["random_state"] is rng
 
 
-def test_an_old_name_moves_onto_the_new_one_with_a_future_warning():
-    params = {"old_iter": 3, "max_iter": 5}
-    with pytest.warns(FutureWarning, match="old_iter was renamed max_iter .* 0.3; counts doubled"):
-        resolve_renamed(params, "old_iter", "max_iter", convert=lambda v: 2 * v, note="counts doubled")
-    assert params == {"max_iter": 6}
-
-
-def test_an_unset_old_name_is_silent():
-    params = {"old_iter": DEPRECATED, "max_iter": 5}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        resolve_renamed(params, "old_iter", "max_iter")
-    assert params == {"max_iter": 5}
-
-
-def test_the_deprecated_marker_survives_pickling_and_cloning():
-    import pickle
-
+def test_a_model_survives_cloning():
     from sklearn.base import clone
 
     from slr import StructuredLogisticRegression
 
-    assert pickle.loads(pickle.dumps(DEPRECATED)) is DEPRECATED
     model = StructuredLogisticRegression()
     assert clone(model).get_params() == model.get_params()
 

@@ -1,5 +1,5 @@
 """The Python examples of the README and the user guide run as written, with warnings as errors
-(a deprecated name, a ConvergenceWarning), and print what the text says they print."""
+(a ConvergenceWarning), and print what the text says they print."""
 from __future__ import annotations
 
 import re

@@ -569,7 +569,6 @@ def test_bad_input_raises_value_error(make_oracle):
                                           ("learning_rate", np.nan), ("min_leaf_fraction", 0.7),
                                           ("max_leaf_nodes", 0), ("l2_regularization", -1.0),
                                           ("n_jobs", 0), ("n_jobs", -2), ("n_jobs", 1.0),
-                                          ("step", 0.0), ("max_leaves", 0), ("l2_leaf", -1.0),
                                           ("random_state", "seed"), ("subsample", 1.5)])
 def test_bad_parameters_raise_value_error(param, value):
     features, bias, labels = make_problem(100, 3)

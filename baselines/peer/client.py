@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from slr._params import DEPRECATED, Integer, resolve_renamed
+from slr._params import Integer
 
 from . import setup_env
 
@@ -142,7 +142,7 @@ def run_peer(learner: str, X_train: Sequence, Y_train: Sequence,
              X_test: Sequence | None = None, Y_test: Sequence | None = None, *,
              model: str = "chain", n_states: int, params: dict[str, Any] | None = None,
              model_params: dict[str, Any] | None = None, random_state: int = 0,
-             timeout: float = 3600.0, seed=DEPRECATED) -> dict[str, Any]:
+             timeout: float = 3600.0) -> dict[str, Any]:
     """Fit one of pystruct's learners in the peer environment and return its results.
 
     Parameters
@@ -169,8 +169,6 @@ def run_peer(learner: str, X_train: Sequence, Y_train: Sequence,
         shuffling).
     timeout : float
         Seconds before the subprocess is killed.
-    seed : int, optional
-        Deprecated old name of ``random_state``, removed in 0.3.
 
     Returns
     -------
@@ -194,9 +192,7 @@ def run_peer(learner: str, X_train: Sequence, Y_train: Sequence,
     PeerRunError
         pystruct raised, the run timed out, or no result was written.
     """
-    names = {"random_state": random_state, "seed": seed}
-    resolve_renamed(names, "seed", "random_state")
-    random_state = Integer(0).check(names["random_state"], "random_state")
+    random_state = Integer(0).check(random_state, "random_state")
     if learner not in LEARNERS:
         raise ValueError(f"learner must be one of {LEARNERS}, got {learner!r}")
     if model not in MODELS:

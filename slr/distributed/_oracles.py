@@ -9,6 +9,11 @@ partition's (the rows never leave their workers, sparse ones stay sparse; only t
 go out and the sums of size ``K x D`` or ``K x D^2`` (block solver) come back). Constant takes
 the closed form from the partitions' class totals where the local fit would, else Linear's fit on
 one constant feature.
+
+Any other oracle linear in its parameters (:class:`slr.oracles.linear_protocol.LinearInParameters`,
+with a ridge) is fitted the same way on its design matrix, which each partition makes from its own
+rows: the penalised loss over its coefficient block, by ``Linear``'s solver at ``Linear``'s default
+tolerance and iteration cap, the solution handed back through ``set_coef_block``.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from slr._params import validate_params
 from slr.distributed import _shard
 from slr.distributed._backend import Backend
 from slr.oracles.linear import Linear, _solver
+from slr.oracles.linear_protocol import is_linear_in_parameters
 from slr.oracles.pair_bias import PairBias
 from slr.oracles.simple import Constant
 
@@ -27,8 +33,9 @@ __all__ = ["SummedLoss", "fit_distributed", "supported"]
 
 
 def supported(oracle: Any) -> bool:
-    """Whether :func:`fit_distributed` fits this oracle (exactly Linear or Constant)."""
-    return type(oracle) in (Linear, Constant)
+    """Whether :func:`fit_distributed` fits this oracle: Linear and Constant by their own fits, any
+    other oracle linear in its parameters (with a ridge) on its design matrix."""
+    return type(oracle) in _OWN_FITS or is_linear_in_parameters(oracle)
 
 
 class SummedLoss:
@@ -88,17 +95,55 @@ def fit_distributed(oracle: Linear | Constant, backend: Backend, shards: Sequenc
     n_classes, n_features : int
         ``K`` and the feature width of the problem.
     """
+    own = _OWN_FITS.get(type(oracle))
+    if own is None:
+        _fit_design(oracle, backend, shards, factor, epsilon, n_classes, n_features)
+        return
     params = validate_params(oracle)
     _check_problem_shape(oracle, n_classes, n_features)
-    if isinstance(oracle, Constant):
-        _fit_constant(oracle, params, backend, shards, factor, epsilon, n_classes)
-        return
-    exponents, sparse = np.zeros(n_features, dtype=np.int64), False
-    for part, part_sparse in backend.gather(backend.map(_shard.feature_summary, shards, factor)):
+    own(oracle, params, backend, shards, factor, epsilon, n_classes, n_features)
+
+
+def _column_summary(backend: Backend, shards: Sequence[Any], factor: str, n_columns: int,
+                    oracle: Any = None) -> tuple[np.ndarray, bool]:
+    """The partitions' largest binary exponent per column of ``factor``'s rows (or of ``oracle``'s
+    design of them), and whether any partition's rows are sparse (the local learner's are then)."""
+    exponents, sparse = np.zeros(n_columns, dtype=np.int64), False
+    for part, part_sparse in backend.gather(backend.map(_shard.feature_summary, shards, factor, oracle)):
         exponents, sparse = np.maximum(exponents, part), sparse or part_sparse
-    # the local learner's rows are sparse where any partition's are
+    return exponents, sparse
+
+
+def _fit_linear_oracle(oracle: Linear, params: dict[str, Any], backend: Backend, shards: Sequence[Any],
+                       factor: str, epsilon: float, n_classes: int, n_features: int) -> None:
+    exponents, sparse = _column_summary(backend, shards, factor, n_features)
     _fit_linear(oracle, params, backend, shards, factor, epsilon, exponents, constant=False,
                 solver=_solver(params, sparse, n_features, n_classes))
+
+
+def _fit_design(oracle: Any, backend: Backend, shards: Sequence[Any], factor: str, epsilon: float,
+                n_classes: int, n_features: int) -> None:
+    """An oracle linear in its parameters fitted on its design matrix: the penalised loss over its
+    block by ``Linear``'s solver (no intercept: the design holds any constant column), from its
+    current block."""
+    ridge = oracle.ridge_weights(n_features)
+    start = oracle.get_coef_block(n_classes, n_features)
+    exponents, sparse = _column_summary(backend, shards, factor, start.shape[1], oracle)
+    solver = Linear(fit_intercept=False)
+    solver.coef_, solver.intercept_ = start, np.zeros(n_classes)
+    solver.n_classes_, solver.n_features_in_ = n_classes, start.shape[1]
+    params = validate_params(solver)
+
+    def make_problem() -> SummedLoss:
+        return SummedLoss(backend, backend.map(_shard.linear_problem, shards, factor, epsilon, exponents, False,
+                                               False, solver_name, oracle))
+
+    def largest_bias() -> float:
+        return max(backend.gather(backend.map(_shard.largest_bias, shards, factor, epsilon)))
+
+    solver_name = _solver(params, sparse, start.shape[1], n_classes)
+    solver._fit_problem(make_problem, solver_name, exponents, n_classes, largest_bias, params, ridge=ridge)
+    oracle.set_coef_block(solver.coef_, n_features, n_iter=solver.n_iter_, converged=solver.converged_)
 
 
 def _fit_linear(oracle: Linear, params: dict[str, Any], backend: Backend, shards: Sequence[Any], factor: str,
@@ -114,7 +159,7 @@ def _fit_linear(oracle: Linear, params: dict[str, Any], backend: Backend, shards
 
 
 def _fit_constant(oracle: Constant, params: dict[str, Any], backend: Backend, shards: Sequence[Any], factor: str,
-                  epsilon: float, k: int) -> None:
+                  epsilon: float, k: int, n_features: int) -> None:
     """Constant's ``_fit`` with the partitions' totals: the closed form when its conditions hold on
     all rows together, else Linear on the constant feature, warm-started from the table."""
     summaries = backend.gather(backend.map(_shard.constant_summary, shards, factor, epsilon))
@@ -143,3 +188,9 @@ def _same_row(a: np.ndarray | PairBias, b: np.ndarray | PairBias) -> bool:
     if isinstance(a, PairBias):
         return bool(np.array_equal(a.left, b.left) and np.array_equal(a.right, b.right))
     return bool(np.array_equal(a, b))
+
+
+# Linear's and Constant's own fits, summed over the partitions: the numbers of their local fits (the
+# intercept inside the loss, Linear's l1, Constant's closed form), which their design matrices alone
+# would give only to rounding
+_OWN_FITS = {Linear: _fit_linear_oracle, Constant: _fit_constant}

@@ -201,10 +201,13 @@ def _problem_arrays(shard: Shard, factor: str, epsilon: float) -> tuple[FeatureM
     return features, bias, labels, None if rows is None else _partition_weights(rows, features.shape[0])
 
 
-def feature_summary(shard: Shard, factor: str) -> tuple[np.ndarray, bool]:
-    """Per feature column of ``factor``'s rows, :func:`slr.oracles.base.binary_exponents`, and
-    whether the rows are sparse."""
+def feature_summary(shard: Shard, factor: str, oracle: Any = None) -> tuple[np.ndarray, bool]:
+    """Per feature column of ``factor``'s rows (of ``oracle``'s design matrix of them, if given:
+    :class:`slr.oracles.linear_protocol.LinearInParameters`), :func:`slr.oracles.base.binary_exponents`,
+    and whether the rows are sparse."""
     features = shard.data.node_features if factor == "unary" else shard.data.edge_features
+    if oracle is not None:
+        features = oracle.design_matrix(features)
     return binary_exponents(features), is_sparse(features)
 
 
@@ -215,13 +218,16 @@ def largest_bias(shard: Shard, factor: str, epsilon: float) -> float:
 
 
 def linear_problem(shard: Shard, factor: str, epsilon: float, exponents: np.ndarray, fit_intercept: bool,
-                   constant: bool, solver: str) -> Any:
+                   constant: bool, solver: str, oracle: Any = None) -> Any:
     """The shard's part of the loss Linear's ``solver`` minimises (``constant``: on one feature 1,
-    as Constant fits it), on features divided by ``2**exponents``."""
+    as Constant fits it; ``oracle``: on its design matrix of the rows), on features divided by
+    ``2**exponents``."""
     features, bias, labels, weights = _problem_arrays(shard, factor, epsilon)
     if constant:
         features = np.ones((features.shape[0], 1))
-    elif exponents.any():
+    elif oracle is not None:
+        features = oracle.design_matrix(features)
+    if not constant and exponents.any():
         features = scale_columns(features, -exponents)
     return _solver_loss(solver, features, bias, labels, fit_intercept, weights)
 

@@ -44,7 +44,8 @@ from slr.estimator import FitHistory
 from slr.inference.batch import BatchSweepResult
 from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels, integer_classes
 from slr.learner import (_FACTORS, StructuredLogisticRegression, _Alternation, _clone_oracle,
-                         _linear_parameters, _prediction_model, _print_progress, _relaxed_step, _tol_reached, _untimed)
+                         _linear_parameters, _oracle_spec, _prediction_model, _print_progress, _relaxed_step,
+                         _tol_reached, _untimed)
 from slr.models import PairwiseModel, check_example_weights, class_weights
 from slr.oracles.base import get_oracle_tags
 from slr.oracles.lightgbm_adapter import LightGBM
@@ -393,7 +394,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         oracles = {name: _clone_oracle(getattr(self, name), name, rng) for name in _FACTORS}
         for name, oracle in oracles.items():
             if not (supported(oracle) or isinstance(oracle, LightGBM)):
-                raise ValueError(f"{name} must be a Linear, Constant or LightGBM oracle for "
+                raise ValueError(f"{name} must be an oracle linear in its parameters (Linear, Constant, Zero: "
+                                 f"slr.oracles.linear_protocol.LinearInParameters) or LightGBM for "
                                  f"DaskStructuredLogisticRegression, got {type(oracle).__name__}")
         raw = [backend.submit(_shard.load_source, source) for source in sources]
         descriptions = backend.gather(backend.map(_shard.describe, raw))
@@ -455,10 +457,12 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         self._commit_fit({
             "n_states_": n_states,
             "classes_": integer_classes(n_states) if classes is None else classes,
+            "n_hidden_states_": 0,
             "n_node_features_": layout.d_node,
             "n_edge_features_": layout.d_edge if layout.has_edges else None,
             "unary_": state.oracles["unary"],
             "pairwise_": state.oracles["pairwise"],
+            "_oracle_specs": {name: _oracle_spec(getattr(self, name)) for name in _FACTORS},
             "history_": history.frame(),
             "objective_trace_": state.trace_frame(),
             "n_iter_": iteration,

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from slr._params import DEPRECATED, resolve_renamed
 from slr.graph import GraphBatch, _finite_float_array, _float_array, check_epsilon, kernel_edges, shared_table
 from slr.inference import _star
 from slr.validation import check_int, check_n_jobs, check_real
@@ -64,16 +63,6 @@ def resolve_threads(n_jobs: Any, name: str = "n_jobs") -> int:
     if n_jobs is None or n_jobs == -1:
         return max(1, min(_star.openmp_max_threads(), _cpu_count()))
     return n_jobs
-
-
-def _public_threads(n_jobs: Any, n_threads: Any) -> int:
-    """The threads of a public function called with ``n_jobs``, or with its old name ``n_threads``
-    (a FutureWarning pointing at the function's caller)."""
-    if n_threads is not DEPRECATED:
-        params = {"n_jobs": n_jobs, "n_threads": check_n_jobs(n_threads, "n_threads")}
-        resolve_renamed(params, "n_threads", "n_jobs", stacklevel=4)
-        n_jobs = params["n_jobs"]
-    return resolve_threads(n_jobs)
 
 
 @functools.cache
@@ -295,7 +284,6 @@ def batch_sweeps(
     n_jobs: int | None = None,
     out: np.ndarray | None = None,
     check_input: bool = True,
-    n_threads: Any = DEPRECATED,
 ) -> BatchSweepResult:
     """Star-update sweeps (block coordinate descent on the dual) on every example.
 
@@ -335,8 +323,6 @@ def batch_sweeps(
         always checked. Unchecked NaN or infinite inputs give meaningless messages, but never
         a false report of convergence: an example whose messages are not all finite after the
         sweeps has ``converged`` False.
-    n_threads : int, optional
-        Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
 
     Returns
     -------
@@ -352,7 +338,7 @@ def batch_sweeps(
     eps = check_epsilon(epsilon)
     max_sweeps = check_int(max_sweeps, "max_sweeps")
     tol = check_real(tol, "tol", 0.0)
-    threads = _public_threads(n_jobs, n_threads)
+    threads = resolve_threads(n_jobs)
     theta_nodes, theta_edges = _potentials(batch, theta_nodes, theta_edges, check_input)
     lam = _sweep_start(batch, messages, out, check_input)
     if check_input:
@@ -374,7 +360,6 @@ def batch_dual_values(
     *,
     n_jobs: int | None = None,
     check_input: bool = True,
-    n_threads: Any = DEPRECATED,
 ) -> np.ndarray:
     """``A(lambda, theta)`` of every example, shape ``(B,)``.
 
@@ -394,14 +379,12 @@ def batch_dual_values(
         OpenMP threads; all cores when None or -1.
     check_input : bool
         ``False`` checks shapes only (see :func:`batch_sweeps`).
-    n_threads : int, optional
-        Deprecated name of ``n_jobs`` (a FutureWarning; removed in 0.3).
 
     Returns
     -------
     ndarray of shape (B,)
     """
-    threads = _public_threads(n_jobs, n_threads)
+    threads = resolve_threads(n_jobs)
     batch, eps, theta_nodes, theta_edges, lam = _dual_inputs(
         batch, theta_nodes, theta_edges, messages, epsilon, check_input)
     if check_input:
@@ -420,7 +403,6 @@ def batch_dual_parts(
     edge_terms: bool = True,
     n_jobs: int | None = None,
     check_input: bool = True,
-    n_threads: Any = DEPRECATED,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The node terms and the edge terms of ``A(lambda, theta)`` per example.
 
@@ -432,7 +414,7 @@ def batch_dual_parts(
 
     Parameters
     ----------
-    batch, theta_nodes, theta_edges, messages, epsilon, n_jobs, check_input, n_threads
+    batch, theta_nodes, theta_edges, messages, epsilon, n_jobs, check_input
         As for :func:`batch_dual_values`.
     node_terms, edge_terms : bool, default=True
         Which parts to compute; a part not computed is returned as zeros, and its potentials
@@ -443,7 +425,7 @@ def batch_dual_parts(
     node_values, edge_values : ndarray of shape (B,)
     """
     node_terms, edge_terms = bool(node_terms), bool(edge_terms)
-    threads = _public_threads(n_jobs, n_threads)
+    threads = resolve_threads(n_jobs)
     batch, eps, theta_nodes, theta_edges, lam = _dual_inputs(
         batch, theta_nodes, theta_edges, messages, epsilon, check_input, node_terms, edge_terms)
     return _dual_parts(batch, theta_nodes, theta_edges, lam, eps, threads, node_terms, edge_terms)

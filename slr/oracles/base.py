@@ -25,7 +25,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from slr._features import FeatureMatrix, check_feature_matrix, column_max_abs, densified, is_sparse
-from slr._params import resolve_renamed, validate_params
+from slr._params import validate_params
 from slr._versions import VersionedPickle
 from slr.oracles.pair_bias import PairBias
 from slr.oracles.targets import check_sample_weight, check_targets, is_soft
@@ -88,11 +88,10 @@ class OracleTags:
         The learner's ``early_stopping="auto"`` holds a share of the examples out to stop fits
         with this oracle (from 20 examples). ``MLP`` declares it: its fits keep lowering the
         objective by memorising the training examples while the error on other examples rises,
-        so the stopping rule on the objective ends them only at ``max_iter`` (letters' fold:
-        200 iterations and test error .1257, against 14 and .1222 with a tenth held out). The
-        boosting oracles (``BoostedTrees``, ``LightGBM``) do not: on letters the rule ends their
-        fits at a lower test error than a held-out tenth does (.0978 against .1045), whose 71
-        words cannot resolve boosting's slow late gains. ``Zero``, ``Constant`` and ``Linear``
+        so the stopping rule on the objective ends them only at ``max_iter``. The boosting
+        oracles (``BoostedTrees``, ``LightGBM``) do not: the rule ends their fits at a lower test
+        error than a held-out tenth does, which cannot resolve boosting's slow late gains (the
+        research notes, "The figures behind the defaults"). ``Zero``, ``Constant`` and ``Linear``
         have bounded capacity (the ridge), and the rule ends their fits.
     """
 
@@ -325,8 +324,6 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
 
     #: Admissible values of every parameter checked by :meth:`fit` (see :mod:`slr._params`).
     _parameter_constraints: ClassVar[dict] = {}
-    #: Old names of renamed parameters, each mapped to its new name (kept for one release).
-    _renamed_parameters: ClassVar[dict[str, str]] = {}
     #: What an oracle without ``sparse_features`` suggests when it refuses sparse features too
     #: large to densify.
     _sparse_alternative: ClassVar[str] = SPARSE_ALTERNATIVE
@@ -364,8 +361,6 @@ class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
             Naming the parameter or argument that is not admissible.
         """
         params = validate_params(self)
-        for old, new in self._renamed_parameters.items():
-            resolve_renamed(params, old, new)   # warns from the caller of fit
         tags = get_oracle_tags(self)
         features, bias, labels = check_logistic_problem(
             features, bias, labels, pair_bias=tags.factored_pair_bias, sparse=tags.sparse_features,

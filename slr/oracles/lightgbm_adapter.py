@@ -55,7 +55,7 @@ from scipy.special import softmax
 
 from slr._optional import import_optional
 from slr._features import is_sparse
-from slr._params import DEPRECATED, Integer, NJobs, RandomState, Real, Satisfies, resolve_renamed, validate_params
+from slr._params import Integer, NJobs, RandomState, Real, Satisfies, validate_params
 from slr.inference.batch import resolve_threads
 from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest
 from slr.oracles.trees import BoostedTrees, Subsample, fraction_to_rows, resolve_subsample
@@ -110,7 +110,7 @@ class LightGBM(LogisticOracle):
     learning_rate : float, default=0.25
         Shrinkage (the chapter's step).
     max_leaf_nodes : int, default=31
-        Maximum leaves per tree (``num_leaves``; formerly this parameter's name too).
+        Maximum leaves per tree (LightGBM's ``num_leaves``).
     subsample : int or float, default=10000
         Rows per round (LightGBM bagging with ``bagging_freq=1``): an int is a count, a
         float in (0, 1] a fraction.
@@ -119,7 +119,7 @@ class LightGBM(LogisticOracle):
     max_bin : int, default=255
         Histogram bins per feature.
     l2_regularization : float, default=0.0
-        L2 penalty on the leaf values (``lambda_l2``; formerly this parameter's name too).
+        L2 penalty on the leaf values (LightGBM's ``lambda_l2``).
     n_jobs : int or None, default=1
         Threads (``num_threads``); ``None`` or ``-1``: all cores.
     random_state : None, int or numpy.random.Generator, default=None
@@ -128,9 +128,6 @@ class LightGBM(LogisticOracle):
     params : dict or None, default=None
         Extra LightGBM parameters, applied last (they override the above, but not
         ``objective``, which is the adapter's own, nor ``num_class``).
-    num_leaves, lambda_l2 : deprecated
-        The former names of ``max_leaf_nodes`` and ``l2_regularization``; a value given
-        under them is used with a FutureWarning. They will be removed in 0.3.
 
     Attributes
     ----------
@@ -181,10 +178,7 @@ class LightGBM(LogisticOracle):
         "n_jobs": NJobs(),
         "random_state": RandomState(),
         "params": (None, Satisfies(lambda value: isinstance(value, dict), "a dict")),
-        "num_leaves": Integer(2),
-        "lambda_l2": Real(0.0),
     }
-    _renamed_parameters = {"num_leaves": "max_leaf_nodes", "lambda_l2": "l2_regularization"}
 
     def __init__(
         self,
@@ -198,8 +192,6 @@ class LightGBM(LogisticOracle):
         n_jobs: int | None = 1,
         random_state: int | None = None,
         params: dict | None = None,
-        num_leaves: Any = DEPRECATED,
-        lambda_l2: Any = DEPRECATED,
     ) -> None:
         self.n_rounds = n_rounds
         self.learning_rate = learning_rate
@@ -211,18 +203,13 @@ class LightGBM(LogisticOracle):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.params = params
-        self.num_leaves = num_leaves
-        self.lambda_l2 = lambda_l2
 
     def __slr_tags__(self) -> OracleTags:
         return OracleTags(training_scores=True, sparse_features=True)
 
     def lightgbm_params(self, n_rows: int, n_classes: int) -> dict:
         """The LightGBM parameter dict used for a problem of ``n_rows`` x ``n_classes``."""
-        checked = validate_params(self)
-        for old, new in self._renamed_parameters.items():
-            resolve_renamed(checked, old, new)
-        return self._lightgbm_params(checked, n_rows, n_classes)
+        return self._lightgbm_params(validate_params(self), n_rows, n_classes)
 
     @staticmethod
     def _lightgbm_params(checked: dict[str, Any], n_rows: int, n_classes: int) -> dict:

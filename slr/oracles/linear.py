@@ -12,8 +12,8 @@ from scipy.linalg.lapack import dtrtri as _trtri
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
-from slr._features import FeatureMatrix, is_sparse, scale_columns
-from slr._params import Boolean, Integer, Options, Real
+from slr._features import FeatureMatrix, is_sparse, scale_columns, with_ones_column
+from slr._params import Boolean, Integer, Options, Real, validate_params
 from slr.oracles._diagonal_solver import RowLoss, minimise_diagonal
 from slr.oracles.base import LogisticOracle, OracleTags, binary_exponents
 from slr.oracles.pair_bias import PairBias, PairLoss, factorable
@@ -365,6 +365,48 @@ class Linear(LogisticOracle):
             return 0.0
         return 0.5 * float(self.l2) * float(np.sum(coef * coef)) + float(self.l1) * float(np.sum(np.abs(coef)))
 
+    # ------------------------------------------------------------------ LinearInParameters
+    def design_matrix(self, features: FeatureMatrix) -> FeatureMatrix:
+        """The features, with a column of ones for the intercept (``fit_intercept``)."""
+        return with_ones_column(features) if validate_params(self)["fit_intercept"] else features
+
+    def ridge_weights(self, n_features: int) -> np.ndarray | None:
+        """``l2`` on every feature column, 0 on the intercept's; None with ``l1 > 0`` (not a ridge)."""
+        params = validate_params(self)
+        if params["l1"] > 0:
+            return None
+        return np.r_[np.full(n_features, float(params["l2"])), np.zeros(int(params["fit_intercept"]))]
+
+    def get_coef_block(self, n_classes: int, n_features: int) -> np.ndarray:
+        """``[coef_, intercept_]`` (the intercept column with ``fit_intercept``), zeros unless fitted
+        to ``n_classes`` classes of ``n_features`` features."""
+        intercept = validate_params(self)["fit_intercept"]
+        block = np.zeros((n_classes, n_features + int(intercept)))
+        if getattr(self, "coef_", np.zeros(0)).shape == (n_classes, n_features):
+            block[:, :n_features] = self.coef_
+            if intercept:
+                block[:, -1] = self.intercept_
+        return block
+
+    def set_coef_block(self, coef: np.ndarray, n_features: int, *, n_iter: int, converged: bool) -> None:
+        """Fitted with ``coef_ = coef[:, :n_features]`` and the intercept in its last column."""
+        self.n_classes_, self.n_features_in_ = coef.shape[0], n_features
+        self.coef_ = coef[:, :n_features].copy()
+        self.intercept_ = coef[:, -1].copy() if validate_params(self)["fit_intercept"] else np.zeros(coef.shape[0])
+        self.n_iter_, self.converged_ = n_iter, converged
+
+    @contextmanager
+    def capped_fits(self, max_iter: int) -> Iterator[None]:
+        """Inside the block, fits run at most ``max_iter`` L-BFGS iterations (``max_iter`` restored after)."""
+        own = self.max_iter
+        capped = validate_params(self)["max_iter"] > max_iter
+        try:
+            if capped:
+                self.max_iter = max_iter
+            yield
+        finally:
+            self.max_iter = own
+
     def __init__(
         self,
         l2: float = 0.0,
@@ -403,13 +445,15 @@ class Linear(LogisticOracle):
                           solver, exponents, bias.shape[1], lambda: float(np.max(np.abs(np.asarray(bias)))), params)
 
     def _fit_problem(self, make_problem: Callable[[], Any], solver: str, exponents: np.ndarray, k: int,
-                     largest_bias: Callable[[], float], params: dict[str, Any]) -> None:
+                     largest_bias: Callable[[], float], params: dict[str, Any],
+                     ridge: np.ndarray | None = None) -> None:
         """The fit by ``solver`` (``"block"`` or ``"diagonal"``, see :func:`_solver`) on a loss built by
         ``make_problem()`` (inside the single-threaded BLAS region): an object with
         ``__call__(coef) -> (loss, grad)``, the total row weight ``n`` and ``hessian_blocks(coef)``
         (block) or ``hessian_diagonal(coef)`` (diagonal), on features divided column-wise by
         ``2**exponents``. :mod:`slr.distributed` passes a loss summed over partitions;
-        ``largest_bias()`` is only read for an overflow error."""
+        ``largest_bias()`` is only read for an overflow error. ``ridge``: the ridge per feature column
+        (in the columns' own units) instead of ``l2`` on every one."""
         l2, tol, fit_intercept, max_iter, refresh = (
             params[name] for name in ("l2", "tol", "fit_intercept", "max_iter", "refresh"))
         d = exponents.shape[0]
@@ -420,7 +464,7 @@ class Linear(LogisticOracle):
             if fit_intercept:
                 coef[:, d] = self.intercept_
         penalty = np.zeros(cols)  # the intercept is not penalised
-        penalty[:d] = np.ldexp(l2, -2 * exponents)
+        penalty[:d] = np.ldexp(l2 if ridge is None else ridge, -2 * exponents)
         lasso = np.zeros(cols)
         lasso[:d] = np.ldexp(params.get("l1", 0.0), -exponents)
         self.n_iter_, self.converged_ = 0, True

@@ -55,9 +55,8 @@ class MLP(LogisticOracle):
     higher, the fit returns the function it started from (``kept_previous_``; a diverged
     network restarts these epochs from it). A fit whose epochs lower the loss is plain SGD,
     bit for bit. The halved steps stay within the fit that needed them: a variant that undid
-    every rising epoch and kept the halved step for later fits learned slower (quick
-    denoising, MLP/MLP after 25 iterations: test error .125 against .092 for plain SGD; with
-    the step restored at each fit .099; the repair above .091). The losses are summed in float64 from the scores that
+    every rising epoch and kept the halved step for later fits learned slower (the research
+    notes, "The figures behind the defaults"). The losses are summed in float64 from the scores that
     :meth:`decision_function` returns, so the comparison is the learner's.
 
     Parameters
@@ -83,13 +82,8 @@ class MLP(LogisticOracle):
         from the last one's network and its first epoch's gain is mostly the refit to the
         new messages, often 10-100 times the second's: the rule ends most fits after 2-4
         epochs, and what they learn is the SGD steps these hold. The rule was chosen on the
-        quick denoising data (8,192 unary rows, 82 steps an epoch) and checked on Table 1 at
-        the paper's size (160,000 unary and 316,800 pairwise rows, 25 iterations): with
-        batches of 100, 2-5 epochs per fit, MLP/MLP ends at test error .0081 (paper .008)
-        and every structured MLP cell within .008 of the paper; with batches of 1000 an
-        epoch is 160 steps and the rule stopped every fit after 2 (MLP/MLP .018). 8 epochs
-        of 1000 per fit (32 pairwise) gave MLP/MLP .0076 in 211 CPU s, against 79 for
-        "auto" with batches of 100. scikit-learn's MLP (``tol`` on an epoch's mean training
+        quick denoising data and checked on Table 1 at the paper's size (the research notes,
+        "The figures behind the defaults"). scikit-learn's MLP (``tol`` on an epoch's mean training
         loss, ``n_iter_no_change`` epochs) and Keras' ``EarlyStopping`` (``min_delta``,
         ``patience``) end one fit from scratch on an absolute threshold; the rule here is
         relative to the fit's own first epoch, so it needs no scale for the loss.

@@ -1,11 +1,13 @@
 """The two trivial function classes of the chapter (Sec. 1.9.1-1.9.2): zero and constant."""
 from __future__ import annotations
 
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, ContextManager
 
 import numpy as np
 
-from slr._params import Integer, Real
+from slr._features import FeatureMatrix
+from slr._params import Integer, Real, validate_params
 from slr.oracles.base import LogisticOracle, OracleTags
 from slr.oracles.linear import Linear
 from slr.oracles.pair_bias import PairBias
@@ -30,6 +32,23 @@ class Zero(LogisticOracle):
 
     def __init__(self) -> None:
         pass
+
+    # ------------------------------------------------------------------ LinearInParameters
+    def design_matrix(self, features: FeatureMatrix) -> np.ndarray:
+        """No column: the block is empty."""
+        return np.zeros((features.shape[0], 0))
+
+    def ridge_weights(self, n_features: int) -> np.ndarray:
+        return np.zeros(0)
+
+    def get_coef_block(self, n_classes: int, n_features: int) -> np.ndarray:
+        return np.zeros((n_classes, 0))
+
+    def set_coef_block(self, coef: np.ndarray, n_features: int, *, n_iter: int, converged: bool) -> None:
+        self.n_classes_, self.n_features_in_ = coef.shape[0], n_features
+
+    def capped_fits(self, max_iter: int) -> ContextManager[None]:
+        return nullcontext()
 
     def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
              sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:
@@ -86,6 +105,30 @@ class Constant(LogisticOracle):
         self.l2 = l2
         self.tol = tol
         self.max_iter = max_iter
+
+    # ------------------------------------------------------------------ LinearInParameters
+    def design_matrix(self, features: FeatureMatrix) -> np.ndarray:
+        """One constant column: the table is the block's only column."""
+        return np.ones((features.shape[0], 1))
+
+    def ridge_weights(self, n_features: int) -> np.ndarray:
+        return np.full(1, float(validate_params(self)["l2"]))
+
+    def get_coef_block(self, n_classes: int, n_features: int) -> np.ndarray:
+        """The table as a column, zeros unless fitted to ``n_classes`` classes."""
+        block = np.zeros((n_classes, 1))
+        if getattr(self, "table_", np.zeros(0)).shape == (n_classes,):
+            block[:, 0] = self.table_
+        return block
+
+    def set_coef_block(self, coef: np.ndarray, n_features: int, *, n_iter: int, converged: bool) -> None:
+        self.n_classes_, self.n_features_in_ = coef.shape[0], n_features
+        self.table_ = coef[:, 0].copy()
+        self.n_iter_ = n_iter
+
+    def capped_fits(self, max_iter: int) -> ContextManager[None]:
+        """No cap: the closed form or a fit on one feature, cheap either way."""
+        return nullcontext()
 
     def _fit(self, features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
              sample_weight: np.ndarray | None, params: dict[str, Any]) -> None:

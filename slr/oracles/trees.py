@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from slr._params import DEPRECATED, Boolean, Constraint, Integer, NJobs, Options, RandomState
+from slr._params import Boolean, Constraint, Integer, NJobs, Options, RandomState
 from slr._params import Real as RealIn
 from slr.oracles._boosting import growth, logistic, predictor
 from slr.oracles._boosting.binning import bin_features
@@ -181,8 +181,7 @@ class BoostedTrees(LogisticOracle):
         Boosting rounds per fit, all of them (no early stopping); with ``warm_start`` the
         rounds each fit adds.
     learning_rate : float, default=0.25
-        Shrinkage ``nu`` applied to every re-fitted tree (scikit-learn's name; formerly
-        ``step``).
+        Shrinkage ``nu`` applied to every re-fitted tree (scikit-learn's name).
     subsample : int or float, default=10000
         Rows per round: an int is a count (capped at N), a float in (0, 1] a fraction.
     tree : {"auto", "vector", "per_class"}, default="auto"
@@ -205,12 +204,11 @@ class BoostedTrees(LogisticOracle):
     max_leaf_nodes : int or None, default=None
         Optional cap on the leaves per tree (nodes are split in order of gain). ``None``:
         only the two fractions above limit the tree, as in the chapter, except for the
-        per-class trees of ``"auto"``: 31 (LightGBM's ``num_leaves``). (Formerly
-        ``max_leaves``.)
+        per-class trees of ``"auto"``: 31 (LightGBM's ``num_leaves``).
     l2_regularization : float, default=1e-3
         Ridge ``l2_regularization/2 |v|^2`` on each leaf vector during the re-fit; it keeps
         the Newton system positive definite (the softmax Hessian is singular along
-        ``(1, ..., 1)``). (Formerly ``l2_leaf``.)
+        ``(1, ..., 1)``).
     newton_steps : int or None, default=None
         Maximum Newton steps per leaf in the re-fit (it stops earlier at convergence).
         ``None``: 8, or 1 for the per-class trees of ``"auto"`` (the second-order leaf
@@ -225,10 +223,6 @@ class BoostedTrees(LogisticOracle):
     random_state : None, int or numpy.random.Generator, default=None
         Seed of the row subsets. A non-negative int makes every fit reproducible; a
         Generator is used (and advanced) in place.
-    step, l2_leaf, max_leaves : deprecated
-        The former names of ``learning_rate``, ``l2_regularization`` and
-        ``max_leaf_nodes``; a value given under them is used with a FutureWarning. They
-        will be removed in 0.3.
 
     Attributes
     ----------
@@ -320,23 +314,12 @@ class BoostedTrees(LogisticOracle):
     the trees a continued fit added.
 
     **The protocol ``tree="auto"`` chooses.** With many classes one vector tree per round
-    fits the loss slower than LightGBM's per-class trees: on the wide problem (20,000 rows,
-    128 features, 26 classes, ``asv_benchmarks/benchmarks/bench_trees.py``) the former
-    default ``tree="vector"`` took 1.74x LightGBM's time to reach the training loss LightGBM's
-    own ``multiclass`` objective reaches in 30 rounds, per-class trees of at most 31 leaves of
-    at least 1% and one Newton step 1.10x. The threshold was chosen on other problems of the
-    same family (``make_grid_problem``: 20,000 rows, 10,000 per round, one thread; the time to
-    LightGBM's 30-round loss over LightGBM's time, vector / per-class, both measured in one
-    process after a warm-up fit, vector first, on a loaded 2-core machine): 12 features, 4
-    classes .59 / .80, 8: .95 / 1.15, 13: .69 / .46, 21: 1.43 / 1.39; 2 features, 8 classes
-    1.16 / 1.19, 13: 3.59 / 2.85, 21: 1.52 / 1.40. Vector trees were faster up to 8 classes,
-    per-class trees from 13 on: ``"auto"`` switches at :data:`AUTO_PER_CLASS_MIN_CLASSES` = 10
-    (9 to 12 classes were not measured). Single ratios vary by 1.5x from run to run there
-    (the same configuration measured first in a process was up to 1.6x slower than second).
-    The structured learner's pairwise problems have ``L^2`` classes and few features (from
-    ``L = 4`` on they get per-class trees): on 2 features and 100 classes, against LightGBM's
-    10-round loss, vector trees had not reached it after 30 rounds (2.39x, loss 3.94 against
-    3.78), per-class trees reached it in 12 (1.75x). The suite's cells name their protocol.
+    fits the loss slower than LightGBM's per-class trees: vector trees reached LightGBM's loss
+    faster up to 8 classes, per-class trees from 13 on, so ``"auto"`` switches at
+    :data:`AUTO_PER_CLASS_MIN_CLASSES` = 10 (the measurements: the research notes, "The figures
+    behind the defaults"). The structured learner's pairwise problems have ``L^2`` classes and
+    few features (from ``L = 4`` on they get per-class trees). The suite's cells name their
+    protocol.
 
     All fitted state is plain NumPy arrays, so the model pickles. ``K == 1`` gives
     the zero function (the loss is identically 0). Where no split is possible (no
@@ -363,11 +346,7 @@ class BoostedTrees(LogisticOracle):
         "warm_start": Boolean(),
         "n_jobs": NJobs(),
         "random_state": RandomState(),
-        "step": RealIn(0.0, low_open=True),
-        "l2_leaf": RealIn(0.0),
-        "max_leaves": (None, Integer(1, None)),
     }
-    _renamed_parameters = {"step": "learning_rate", "l2_leaf": "l2_regularization", "max_leaves": "max_leaf_nodes"}
     _sparse_alternative = ("Use LightGBM: boosted trees that take sparse features as they are (or another oracle "
                            "that does: Linear, MLP, Constant or Zero).")
 
@@ -389,9 +368,6 @@ class BoostedTrees(LogisticOracle):
         warm_start: bool = False,
         n_jobs: int | None = 1,
         random_state: Any = None,
-        step: Any = DEPRECATED,
-        l2_leaf: Any = DEPRECATED,
-        max_leaves: Any = DEPRECATED,
     ) -> None:
         self.n_rounds = n_rounds
         self.learning_rate = learning_rate
@@ -406,9 +382,6 @@ class BoostedTrees(LogisticOracle):
         self.warm_start = warm_start
         self.n_jobs = n_jobs
         self.random_state = random_state
-        self.step = step
-        self.l2_leaf = l2_leaf
-        self.max_leaves = max_leaves
 
     # ------------------------------------------------------------------ fitting
     @staticmethod
