@@ -109,7 +109,8 @@ def load_case(case: str):
 def profile_case(case: str, iterations: int) -> tuple[dict[str, float], dict[str, int], dict]:
     """Per-phase seconds and calls of ``iterations`` learning iterations, and summary figures."""
     import slr.inference.batch as inference
-    import slr.learner as learner_module
+    import slr._fit_data as fit_data
+    import slr.reduction as reduction
     import slr.oracles.base as base
     import slr.oracles.linear as linear
     from threadpoolctl import threadpool_limits
@@ -131,8 +132,8 @@ def profile_case(case: str, iterations: int) -> tuple[dict[str, float], dict[str
         (base, "check_logistic_problem", "check input"),
         (linear, "_ClassMajorLoss", "set-up (transposed copies)"),
         (linear._ClassMajorLoss, "hessian_blocks", "preconditioner (Hessian blocks)"),
-        (learner_module, "node_message_sums", "message sums"),
-        (learner_module, "batch_dual_parts", "dual values A"),
+        (fit_data, "node_message_sums", "message sums"),
+        (reduction, "batch_dual_parts", "dual values A"),
     ]
     with threadpool_limits(1), wrapped(clock, targets):   # the learner times "train" / "validation" itself
         inference._run_sweeps = counted_sweeps

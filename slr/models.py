@@ -199,12 +199,7 @@ class FlatData:
 
     def check_widths(self, d_node: int, d_edge: int | None, name: str) -> None:
         """Raise unless the features have the fitted widths (``d_edge`` None: trained without edges)."""
-        if self.d_node != d_node:
-            raise ValueError(f"{name} has {self.d_node} node features, the model expects {d_node}")
-        if self.has_edges and d_edge is None:
-            raise ValueError(f"{name} has edges, but the model was trained on graphs without edges")
-        if self.has_edges and self.d_edge != d_edge:
-            raise ValueError(f"{name} has {self.d_edge} edge features, the model expects {d_edge}")
+        check_widths(self, d_node, d_edge, name)
 
     def split(self, flat: np.ndarray) -> list[np.ndarray]:
         """Split a flat per-node array into one array per example."""
@@ -267,6 +262,17 @@ class FlatData:
         if class_weight is not None:
             wrong = class_weight[self.labels] * wrong
         return self.per_example_sum(wrong if scored is None else np.where(scored, wrong, 0.0))
+
+
+def check_widths(data: Any, d_node: int, d_edge: int | None, name: str) -> None:
+    """Raise unless ``data`` (anything with ``d_node``, ``has_edges`` and ``d_edge``: flat data, the
+    layout of sharded data) have the fitted widths (``d_edge`` None: trained without edges)."""
+    if data.d_node != d_node:
+        raise ValueError(f"{name} has {data.d_node} node features, the model expects {d_node}")
+    if data.has_edges and d_edge is None:
+        raise ValueError(f"{name} has edges, but the model was trained on graphs without edges")
+    if data.has_edges and data.d_edge != d_edge:
+        raise ValueError(f"{name} has {data.d_edge} edge features, the model expects {d_edge}")
 
 
 def _all_chains(batch: GraphBatch) -> bool:

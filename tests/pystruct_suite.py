@@ -15,7 +15,7 @@ import numpy as np
 from baselines.features import StructuredData
 from slr import StructuredLogisticRegression
 from slr.formats import from_graph_crf, from_grid_crf
-from slr.learner import _SWEEP_TOL
+from slr.reduction import SWEEP_TOL
 from slr.models import PairwiseModel
 
 
@@ -97,7 +97,7 @@ def slr_decode(X, w: np.ndarray, n_states: int) -> list[np.ndarray]:
     defaults = StructuredLogisticRegression().get_params()
     data = StructuredData(X, None, n_states)
     predictor = PairwiseModel(1.0, inference="auto", epsilon=defaults["predict_epsilon"],
-                              max_sweeps=defaults["predict_max_sweeps"], tol=_SWEEP_TOL)
+                              max_sweeps=defaults["predict_max_sweeps"], tol=SWEEP_TOL)
     return data.split(predictor.decode(data, *data.potentials(w), warn=True))
 
 

@@ -109,8 +109,8 @@ def test_refuses_what_it_cannot_distribute(client, images):
     X, Y = images
     with pytest.raises(ValueError, match="unary must be an oracle linear in its parameters"):
         DaskStructuredLogisticRegression(unary=MLP(), max_iter=1).fit(X, Y)
-    with pytest.raises(ValueError, match="warm_start"):
-        DaskStructuredLogisticRegression(warm_start=True, max_iter=1).fit(X, Y)
+    with pytest.raises(ValueError, match="class_weight='balanced' is not supported"):
+        DaskStructuredLogisticRegression(class_weight="balanced", max_iter=1).fit(X, Y)
     with pytest.raises(ValueError, match="n_partitions"):
         DaskStructuredLogisticRegression(n_partitions=0, max_iter=1).fit(X, Y)
     with pytest.raises(ValueError, match="solver='joint'"):

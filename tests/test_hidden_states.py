@@ -10,7 +10,7 @@ import pytest
 from slr import StructuredLogisticRegression
 from slr.formats import from_latent_node_crf
 from slr.hidden import FORBIDDEN_UNITS, HiddenNodeData
-from slr.learner import _potentials
+from slr._prediction import potentials
 from test_latent_init import simple_2x2
 
 
@@ -124,7 +124,7 @@ def test_predict_is_the_map_over_the_allowed_labellings():
     model = StructuredLogisticRegression(n_hidden_states=2, max_iter=5, tol=0, epsilon=0.01,
                                          random_state=0).fit(X, Y)
     data = model._data(X)
-    theta_nodes, theta_edges = _potentials(model._predictor, data, model.unary_, model.pairwise_)
+    theta_nodes, theta_edges = potentials(model._predictor, data, model.unary_, model.pairwise_)
     raw_nodes = theta_nodes - np.where(data.allowed_states, 0.0, -FORBIDDEN_UNITS * model.epsilon)
     assert np.all(np.isfinite(raw_nodes))
     labellings = np.array([v + h for v in itertools.product(range(3), repeat=4)

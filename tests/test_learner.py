@@ -188,7 +188,7 @@ def test_over_relaxed_steps_keep_R_monotone_and_get_further(unary, pairwise):
 def test_relaxed_step_keeps_the_exact_fit_when_R_would_rise(steep, expected_w):
     """R(w) = (w - 1)^2 left of the fitted w = 1 and steep * (w - 1)^2 right of it; from w = 0
     (R = 1) the step to 1.9 gives .81 (kept) or 81 (the exact fit w = 1 is restored)."""
-    from slr.learner import _relaxed_step
+    from slr._relaxation import relaxed_step
     from slr.oracles import OracleTags
 
     class Oracle:
@@ -204,7 +204,7 @@ def test_relaxed_step_keeps_the_exact_fit_when_R_would_rise(steep, expected_w):
         d = float(oracle.w[0]) - 1.0
         return (steep if d > 0 else 1.0) * d * d
 
-    value = _relaxed_step(oracle, ("w",), {"w": np.array([0.0])}, 1.9, calls.append, objective, 1.0)
+    value = relaxed_step(oracle, ("w",), {"w": np.array([0.0])}, 1.9, calls.append, objective, 1.0)
     assert float(oracle.w[0]) == pytest.approx(expected_w)
     assert value == pytest.approx(objective()) and value <= 1.0
     # potentials of the relaxed point (not the fitted function), then again of the exact fit
@@ -213,7 +213,7 @@ def test_relaxed_step_keeps_the_exact_fit_when_R_would_rise(steep, expected_w):
 
 def test_relaxed_step_out_of_range_falls_back_to_the_exact_fit():
     """Potentials that cannot be formed at the relaxed point (ValueError) mean the exact fit."""
-    from slr.learner import _relaxed_step
+    from slr._relaxation import relaxed_step
     from slr.oracles import OracleTags
 
     class Oracle:
@@ -229,7 +229,7 @@ def test_relaxed_step_out_of_range_falls_back_to_the_exact_fit():
         if oracle.w[0] > 1.5:
             raise ValueError("scores too large")
 
-    value = _relaxed_step(oracle, ("w",), {"w": np.array([0.0])}, 1.9, set_potentials,
+    value = relaxed_step(oracle, ("w",), {"w": np.array([0.0])}, 1.9, set_potentials,
                           lambda: float(oracle.w[0] - 1.0) ** 2, 1.0)
     assert float(oracle.w[0]) == 1.0 and value == 0.0
 

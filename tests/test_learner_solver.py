@@ -208,10 +208,10 @@ def test_early_stopping_keeps_the_best_iteration():
 
 @pytest.mark.parametrize("solver, capped", [("auto", True), ("alternation", False)])
 def test_first_iteration_fits_are_capped_only_before_the_joint_solver(grid, monkeypatch, solver, capped):
-    """Under the joint solver the first iteration is one unary Linear fit of at most _FIRST_FIT_ITER
+    """Under the joint solver the first iteration is one unary Linear fit of at most FIRST_FIT_ITER
     L-BFGS iterations (a start the solver refines); the alternation's fits are not capped, and the
     fitted oracles keep the user's max_iter."""
-    import slr.learner as learner_module
+    import slr._solvers as solvers
 
     X, Y = grid
     seen = []
@@ -224,7 +224,7 @@ def test_first_iteration_fits_are_capped_only_before_the_joint_solver(grid, monk
         return result
 
     monkeypatch.setattr(Linear, "fit", recording)
-    monkeypatch.setattr(learner_module, "_FIRST_FIT_ITER", 2)
+    monkeypatch.setattr(solvers, "FIRST_FIT_ITER", 2)
     model = StructuredLogisticRegression(*_oracles(tol=1e-12), epsilon=EPS, max_iter=3, tol=0, solver=solver,
                                          n_jobs=1).fit(X, Y)
     first_fits = seen[:2]   # the first iteration's unary and pairwise fits (the unary fit alone if joint)
@@ -241,7 +241,7 @@ def test_joint_solvers_first_iteration_is_the_model_of_the_nodes_alone(grid):
     regression (bias Delta / eps, zero messages) fitted by Linear with the first fit's cap, the
     pairwise function is absent (zero), R is the smoothed objective there, and prediction labels
     each node by its own best state."""
-    from slr.learner import _FIRST_FIT_ITER
+    from slr._solvers import FIRST_FIT_ITER
 
     X, Y = grid
     model = StructuredLogisticRegression(*_oracles(), epsilon=EPS, max_iter=1, solver="joint", n_jobs=1)
@@ -249,7 +249,7 @@ def test_joint_solvers_first_iteration_is_the_model_of_the_nodes_alone(grid):
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(X, Y)
     data = FlatData(X, Y)
-    alone = _oracles()[0].set_params(max_iter=_FIRST_FIT_ITER)
+    alone = _oracles()[0].set_params(max_iter=FIRST_FIT_ITER)
     alone.fit(data.node_features, hamming_margin(data.labels, data.n_states) / EPS, data.labels)
     np.testing.assert_array_equal(model.unary_.coef_, alone.coef_)
     np.testing.assert_array_equal(model.unary_.intercept_, alone.intercept_)

@@ -11,7 +11,8 @@ from sklearn.exceptions import ConvergenceWarning
 from slr.graph import GraphBatch, grid_edges
 from slr.inference import batch_forest_map, batch_map, forest_examples, forest_map
 from slr.inference.exact import brute_force_map, exact_lp
-from slr.learner import StructuredLogisticRegression, _potentials
+from slr._prediction import potentials
+from slr.learner import StructuredLogisticRegression
 
 from blocks import blocks
 
@@ -112,7 +113,7 @@ def test_predict_decodes_strongly_coupled_grids_to_the_map_without_warning(block
         warnings.simplefilter("error", ConvergenceWarning)
         labels = model.predict(X)
     data = model._data(X)
-    tn, te = _potentials(model._current_predictor(), data, model.unary_, model.pairwise_)
+    tn, te = potentials(model._current_predictor(), data, model.unary_, model.pairwise_)
     for k, (x, y) in enumerate(zip(X, labels)):
         nodes = slice(data.batch.node_ptr[k], data.batch.node_ptr[k + 1])
         links = slice(data.batch.edge_ptr[k], data.batch.edge_ptr[k + 1])

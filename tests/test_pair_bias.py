@@ -117,7 +117,7 @@ def test_bad_factored_bias_raises_value_error():
 def test_learner_on_chains_takes_the_same_steps_as_with_the_dense_bias(monkeypatch):
     """slr on chains with one constant edge feature (the factored pairwise loss) against the same
     fit handed the dense pairwise bias: the same objective after every half step."""
-    import slr.learner as learner
+    import slr._fit_data as fit_data
     from slr import StructuredLogisticRegression
 
     rng = np.random.default_rng(3)
@@ -135,6 +135,6 @@ def test_learner_on_chains_takes_the_same_steps_as_with_the_dense_bias(monkeypat
         return model.fit(X, Y).objective_trace_["objective"].to_numpy()
 
     factored = fit()
-    real = learner.pairwise_bias
-    monkeypatch.setattr(learner, "pairwise_bias", lambda messages, eps, factored=False: real(messages, eps))
+    real = fit_data.pairwise_bias
+    monkeypatch.setattr(fit_data, "pairwise_bias", lambda messages, eps, factored=False: real(messages, eps))
     np.testing.assert_allclose(factored, fit(), rtol=1e-9)

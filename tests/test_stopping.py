@@ -13,7 +13,8 @@ from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
 from slr.graph import GraphBatch
 from slr.inference import batch_sweeps
-from slr.learner import _BestIteration, structured_objective
+from slr._progress import BestIteration
+from slr.learner import structured_objective
 from slr.oracles import Constant, Linear
 
 EPS = 0.1
@@ -94,7 +95,7 @@ def _early_stop(errors, patience, plateau=4):
 
 
 class _State:
-    """What _BestIteration snapshots: here the iteration it was taken at."""
+    """What BestIteration snapshots: here the iteration it was taken at."""
 
     def __init__(self) -> None:
         self.iteration = 0
@@ -121,7 +122,7 @@ def test_early_stopping_ends_a_rise_after_the_patience_and_a_plateau_after_four_
                                                                                         kept):
     expected = _early_stop(errors, patience)
     assert expected == (None if stop is None else (stop, kept))   # the cases, checked against the written-out rule
-    best, state = _BestIteration(patience), _State()
+    best, state = BestIteration(patience), _State()
     for t, error in enumerate(errors, start=1):
         state.iteration = t
         if best.update(t, error, state):

@@ -5,7 +5,7 @@ are the tasks the client submits; each takes a shard (a future resolved on the w
 it) and returns a new shard or a few numbers. Shards are never changed in place: a function that
 moves the messages returns a new shard with new messages, so that Dask can recompute a shard lost
 with its worker by replaying its chain of tasks from the partition's source (lineage), bit for
-bit. All the math is the single-process learner's (:mod:`slr.learner`, :mod:`slr.oracles.linear`).
+bit. All the math is the single-process learner's (:mod:`slr.reduction`, :mod:`slr.oracles.linear`).
 """
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from typing import Any, Callable
 import numpy as np
 
 from slr._features import FeatureMatrix, is_sparse, scale_columns
+from slr._setup import layout_digest
 from slr.inference.batch import batch_sweeps, resolve_threads
 from slr.latent import LatentTargets, initial_node_targets
-from slr.learner import _SWEEP_TOL, _SplitObjective, node_message_sums, pairwise_bias
+from slr.reduction import SWEEP_TOL, SplitObjective, node_message_sums, pairwise_bias
 from slr.models import FlatData, PairwiseModel, check_example_weights, hamming_margin
 from slr.oracles.base import binary_exponents, check_logistic_problem
 from slr.oracles.linear import _single_threaded_blas, _solver_loss
@@ -60,8 +61,8 @@ class Shard:
     converged: np.ndarray | None = None
     latent: LatentTargets | None = None
 
-    def split_objective(self, epsilon: float, n_jobs: int | None) -> _SplitObjective:
-        return _SplitObjective(self.data.batch, self.data.labels, epsilon, resolve_threads(n_jobs),
+    def split_objective(self, epsilon: float, n_jobs: int | None) -> SplitObjective:
+        return SplitObjective(self.data.batch, self.data.labels, epsilon, resolve_threads(n_jobs),
                                check_input=False, sample_weight=self.example_weights, targets=self.latent)
 
 
@@ -76,13 +77,13 @@ def load_source(source: Callable[[], tuple]) -> tuple:
 
 def describe(raw: tuple) -> dict[str, Any]:
     """What the client needs to know of a loaded partition before building it: its largest label,
-    sizes and feature widths."""
+    sizes and feature widths, and what identifies its messages' meaning (:func:`slr._setup.layout_digest`)."""
     data = FlatData(raw[0], raw[1], None, allow_unlabelled=True)
     weights = _partition_weights(raw[2], data.n_examples) if len(raw) == 3 else None
     return {"n_states": data.n_states, "n_examples": data.n_examples, "n_nodes": data.batch.n_nodes,
             "n_edges": data.batch.n_edges, "d_node": data.d_node, "d_edge": data.d_edge,
             "has_edges": data.has_edges, "all_chains": data.all_chains,
-            "n_unlabelled": int(data.unlabelled.sum()),
+            "n_unlabelled": int(data.unlabelled.sum()), "digest": layout_digest(data),
             "weight_sum": float(data.n_examples if weights is None else weights.sum())}
 
 
@@ -116,7 +117,7 @@ def build(raw: tuple, n_states: int, class_weight: np.ndarray | None, d_edge: in
         epsilon, max_sweeps, latent_init = latent
         # "neighbours" and "uniform" draw nothing: no generator is needed
         start = None if latent_init == "uniform" else initial_node_targets(data, latent_init, None)
-        targets = LatentTargets(data, epsilon, max_sweeps, _SWEEP_TOL, 1, initial=start)
+        targets = LatentTargets(data, epsilon, max_sweeps, SWEEP_TOL, 1, initial=start)
         if targets.fresh:   # uniform targets are updated at the starting potentials
             targets.update(unary + delta, theta_edges)
     return Shard(data, delta, weights, np.zeros((data.batch.n_edges, 2, L)), unary, unary + delta, theta_edges,
@@ -133,11 +134,16 @@ def with_potentials(shard: Shard, factor: str, oracle: Any, epsilon: float) -> S
     return dataclasses.replace(shard, theta_edges=energy.pairwise_potentials(shard.data, oracle))
 
 
+def with_messages_of(shard: Shard, earlier: Shard) -> Shard:
+    """The shard with the messages of ``earlier``, a shard of the same examples (a continued fit)."""
+    return dataclasses.replace(shard, messages=earlier.messages)
+
+
 def swept(shard: Shard, n: int, epsilon: float, n_jobs: int | None) -> Shard:
     """The shard after ``n`` kernel sweeps from its messages (a new messages array)."""
     messages = shard.messages.copy()
     run = batch_sweeps(shard.data.batch, shard.theta_nodes, shard.theta_edges, epsilon, max_sweeps=n,
-                       tol=_SWEEP_TOL, n_jobs=resolve_threads(n_jobs), out=messages, check_input=False)
+                       tol=SWEEP_TOL, n_jobs=resolve_threads(n_jobs), out=messages, check_input=False)
     return dataclasses.replace(shard, messages=messages, n_sweeps=run.n_sweeps, converged=run.converged)
 
 

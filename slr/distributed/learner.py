@@ -1,218 +1,42 @@
 """Algorithm 1.1 data-parallel on a Dask cluster.
 
 The training examples are split into partitions once; each partition's examples, messages and
-potentials live on one worker as a :class:`slr.distributed._shard.Shard` and never move. A half
-step of :class:`_DistributedAlternation` runs the single-process learner's loop
-(:class:`slr.learner._Alternation`: its half step, its sweep chunks and stopping, the
-over-relaxed step) with the parts that touch the data sent to the shards:
-
-- the oracle fit: Linear's (and Constant's) loss, gradient and Hessian blocks (or diagonal, for
-  sparse or many features) are summed over the shards (:mod:`slr.distributed._oracles`); the
-  coefficients go out, ``K x D`` sums come back;
-- the potentials: the fitted oracle (its parameters) goes out, each shard scores its rows;
-- the sweeps: each shard sweeps its examples and reports two numbers;
-- R: each shard returns its node and edge parts, which the client adds;
-- with unlabelled nodes, the soft targets (:class:`slr.latent.LatentTargets`): each shard keeps
-  and updates its examples' targets (the CCCP update is per example).
+potentials live on one worker as a :class:`slr.distributed._shard.Shard` and never move. The fit is
+the single-process learner's (:meth:`slr.learner.StructuredLogisticRegression._run`: the half steps,
+the stopping rule, early stopping, callbacks, warm start) on the fit loop's data interface
+implemented by tasks on the shards (:class:`slr.distributed._sharded_data.ShardedData`).
 
 A worker that dies takes its shards with it; Dask recomputes them from their lineage (the
 partition's source and the tasks since, all deterministic), so the fit goes on to the same result.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
-import math
 import os
-import sys
-import warnings
-from contextlib import AbstractContextManager
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import pandas as pd
-from sklearn.exceptions import ConvergenceWarning
 
 from slr._optional import import_optional
 from slr._params import Integer, Satisfies
+from slr._prediction import prediction_model
+from slr._progress import early_stopping
+from slr._setup import checked_data, untimed
 from slr.distributed import _shard
 from slr.distributed._backend import Backend
-from slr.distributed._lightgbm import fit_lightgbm
-from slr.distributed._oracles import fit_distributed, supported
-from slr.estimator import FitHistory
-from slr.inference.batch import BatchSweepResult
-from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels, integer_classes
-from slr.learner import (_FACTORS, StructuredLogisticRegression, _Alternation, _clone_oracle,
-                         _linear_parameters, _oracle_spec, _prediction_model, _print_progress, _relaxed_step,
-                         _tol_reached, _untimed)
-from slr.models import PairwiseModel, check_example_weights, class_weights
-from slr.oracles.base import get_oracle_tags
+from slr.distributed._oracles import supported
+from slr.distributed._sharded_data import Layout, ShardedData
+from slr.estimator import FitHistory, validation_data
+from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels
+from slr.learner import StructuredLogisticRegression, _Start
+from slr.models import FlatData, check_example_weights, check_widths, class_weights
 from slr.oracles.lightgbm_adapter import LightGBM
-from slr.validation import check_generator
 
 __all__ = ["DaskStructuredLogisticRegression"]
 
 # the first targets of unlabelled nodes each partition can set alone, as the single-process learner would
 _LOCAL_LATENT_INIT = ("neighbours", "uniform")
-
-
-class _Layout:
-    """What the client knows of the whole training set: sizes and widths, no rows."""
-
-    def __init__(self, descriptions: Sequence[dict], n_states: int) -> None:
-        self.n_states = n_states
-        self.n_examples = sum(d["n_examples"] for d in descriptions)
-        self.n_nodes = sum(d["n_nodes"] for d in descriptions)
-        self.n_edges = sum(d["n_edges"] for d in descriptions)
-        self.has_edges = any(d["has_edges"] for d in descriptions)
-        self.all_chains = all(d["all_chains"] for d in descriptions)
-        self.rows = {"unary": [d["n_nodes"] for d in descriptions], "pairwise": [d["n_edges"] for d in descriptions]}
-        self.d_node = descriptions[0]["d_node"]
-        # as the single-process learner's check_dataset: the examples with edges settle the edge-feature
-        # width, edge-free examples (here: partitions without edges) take it
-        with_edges = [d for d in descriptions if d["has_edges"]] or descriptions[:1]
-        self.d_edge = with_edges[0]["d_edge"]
-        for name, described in (("d_node", descriptions), ("d_edge", with_edges)):
-            widths = {d[name] for d in described}
-            if len(widths) > 1:
-                raise ValueError(f"the partitions of X have different feature widths ({name}: {sorted(widths)})")
-
-
-class _DistributedAlternation(_Alternation):
-    """:class:`slr.learner._Alternation` with its data on the workers.
-
-    It keeps the parent's half step, sweep chunks and trace, and replaces the methods that read
-    the data (oracle fit, potentials, sweeps, R, training error) by tasks on the shards.
-
-    Parameters
-    ----------
-    backend : Backend
-    shards : list of futures of Shard
-    layout : _Layout
-    oracles : dict
-    epsilon : float
-    max_sweeps : int
-    n_jobs : int or None
-        OpenMP threads of each shard's sweeps and R (resolved on its worker).
-    relaxation : float
-    timed : callable
-    sweep_tol : float
-    latent_iter : int or None
-        Iterations between target updates when the shards carry soft targets (unlabelled
-        nodes); None without them.
-    """
-
-    def __init__(self, backend: Backend, shards: list[Any], layout: _Layout, oracles: dict[str, Any],
-                 epsilon: float, max_sweeps: int, n_jobs: int | None, relaxation: float,
-                 timed: Callable[[str], AbstractContextManager], sweep_tol: float,
-                 latent_iter: int | None = None) -> None:
-        # the parent's state, but no arrays: they live in the shards
-        self.backend, self.shards, self.train, self.oracles = backend, shards, layout, oracles
-        self.tags = {factor: get_oracle_tags(oracles[factor]) for factor in _FACTORS}
-        self.epsilon, self.max_sweeps, self.threads, self.sweep_tol = epsilon, max_sweeps, n_jobs, sweep_tol
-        self.relaxation, self.timed = relaxation, timed
-        self.latent, self.messages = None, None   # the targets live in the shards
-        self.latent_iter, self._iterations_on_targets = latent_iter, 0
-        self.fitted_pairwise = False
-        self.last_sweep: BatchSweepResult | None = None
-        self.node_part = self.edge_part = 0.0
-        self.penalties = dict.fromkeys(_FACTORS, 0.0)
-        self.joint_steps = 0
-        self._restored = None
-        self.rejected = 0   # tree fits that would have raised J
-        self.checkpoints: list[str] = []   # the files of the last checkpoint
-        self.trace = []
-        self._record(0, "start", self._objective())
-
-    def refresh_targets(self, iteration: int) -> None:
-        """The parent's CCCP schedule, each shard updating its own examples' targets."""
-        if self.latent_iter is None:
-            return
-        if self._iterations_on_targets == self.latent_iter:
-            with self.timed("targets"):
-                self.shards = self.backend.map(_shard.with_new_targets, self.shards, self.threads)
-            self._iterations_on_targets = 0
-            self._record(iteration, "targets", self._objective())
-        self._iterations_on_targets += 1
-
-    def _fit(self, factor: str) -> float:
-        """The oracle fit of one half step on the shards, over-relaxed where that lowers R (Linear,
-        Constant); a tree oracle's new function is kept only if it does not raise R."""
-        oracle, names = self.oracles[factor], self.tags[factor].linear_parameters
-        before = _linear_parameters(oracle, names) if self.relaxation != 1.0 else None
-        width = self.train.d_node if factor == "unary" else self.train.d_edge
-        n_classes = self.train.n_states if factor == "unary" else self.train.n_states ** 2
-        trees = isinstance(oracle, LightGBM)
-        previous = (copy.deepcopy(oracle), self.shards, self.fitted_pairwise, self.node_part, self.edge_part) \
-            if trees else None
-        with self.timed(f"{factor} fit"):
-            if trees:
-                fit_lightgbm(oracle, self.backend, self.shards, self.train.rows[factor], factor, self.epsilon,
-                             n_classes, width)
-            else:   # a partition without edges has no pairwise problem to add
-                with_rows = [shard for shard, n in zip(self.shards, self.train.rows[factor]) if n]
-                fit_distributed(oracle, self.backend, with_rows, factor, self.epsilon, n_classes, width)
-        if factor == "pairwise":
-            self.fitted_pairwise = True
-        value = _relaxed_step(oracle, names, before, self.relaxation,
-                              lambda exact: self._set_potentials(factor, exact),
-                              lambda: self._fitted_objective(factor), self.penalised)
-        if trees and not value <= self.penalised:
-            # the boosted function raised J: the previous function (and its potentials) stay
-            self.oracles[factor], self.shards, self.fitted_pairwise, self.node_part, self.edge_part = previous
-            self.rejected += 1
-            value = self.penalised
-        return value
-
-    def _set_potentials(self, factor: str, exact: bool) -> None:
-        with self.timed(f"{factor} potentials"):
-            self.shards = self.backend.map(_shard.with_potentials, self.shards, factor, self.oracles[factor],
-                                           self.epsilon)
-
-    def _sweeps(self, n: int) -> BatchSweepResult:
-        with self.timed("message passing"):
-            self.shards = self.backend.map(_shard.swept, self.shards, n, self.epsilon, self.threads)
-            summaries = self.backend.gather(self.backend.map(_shard.sweep_summary, self.shards))
-        # per shard: the most sweeps of its examples, and whether all of them converged
-        return BatchSweepResult(None, np.array([s[0] for s in summaries], dtype=np.int32),
-                                np.array([s[1] for s in summaries]))
-
-    def _objective(self, nodes: bool = True, edges: bool = True) -> float:
-        with self.timed("objective R"):
-            parts = self.backend.gather(self.backend.map(_shard.objective_parts, self.shards, self.epsilon,
-                                                         self.threads, nodes, edges))
-            if nodes:
-                self.node_part = math.fsum(part[0] for part in parts)
-            if edges:
-                self.edge_part = math.fsum(part[1] for part in parts)
-            return self.node_part + self.edge_part
-
-    def checkpoint(self, directory: str, iteration: int, rebuild: Callable[[int, str], Any]) -> None:
-        """Write every shard's messages to ``directory`` and replace the shards by tasks that rebuild
-        them from their source and those files (``rebuild(index, path)``, each meant for the worker
-        that holds the shard now), so that a lost shard is recomputed from its last checkpoint
-        rather than from the start of the fit."""
-        suffix = ".npy" if self.latent_iter is None else ".npz"   # with soft targets, those too
-        paths = [os.path.join(directory, f"iteration{iteration:05d}-partition{index:05d}{suffix}")
-                 for index in range(len(self.shards))]
-        saved = self.backend.gather([self.backend.client.submit(_shard.save_state, shard, path, pure=False)
-                                     for shard, path in zip(self.shards, paths)])
-        self.shards = [rebuild(index, path) for index, path in enumerate(saved)]
-        # no task reads the previous checkpoint any more
-        self.backend.gather([self.backend.client.submit(os.remove, path, pure=False) for path in self.checkpoints])
-        self.checkpoints = saved
-
-    def training_error(self, predictor: PairwiseModel) -> float:
-        """Per-node error of MAP labels of the training set's labelled nodes under the current
-        functions (NaN without any)."""
-        counts = self.backend.gather(self.backend.map(_shard.errors, self.shards, predictor))
-        labelled = sum(c[1] for c in counts)
-        return sum(c[0] for c in counts) / labelled if labelled else float("nan")
-
-    def certificate(self, stop_reason: str, n_iter: int) -> None:
-        """No certificate: its bounds need every example's messages in one place."""
-        return None
 
 
 def _check_checkpoint_dir(directory: Any) -> None:
@@ -225,10 +49,10 @@ def _check_checkpoint_dir(directory: Any) -> None:
         raise ValueError(f"checkpoint_dir={path!r} is not a writable directory")
 
 
-def _check_descriptions(descriptions: list[dict], params: dict[str, Any], oracles: dict[str, Any]) -> None:
+def _check_descriptions(descriptions: list[dict], params: dict[str, Any], start: _Start) -> None:
     """Refuse what the partitions hold together and the fit cannot take: weights that are all 0;
-    unlabelled nodes with a ``latent_init`` that looks across partitions or a tree oracle (it fits
-    hard labels only)."""
+    unlabelled nodes with a ``latent_init`` that looks across partitions, a tree oracle (it fits
+    hard labels only) or a continued fit (the targets would start afresh)."""
     if not sum(d["weight_sum"] for d in descriptions) > 0:
         raise ValueError("sample_weight must have a positive sum (every example of every partition weighs 0)")
     unlabelled = sum(d["n_unlabelled"] for d in descriptions)
@@ -237,7 +61,8 @@ def _check_descriptions(descriptions: list[dict], params: dict[str, Any], oracle
     refusals = [(params["latent_init"] not in _LOCAL_LATENT_INIT,
                  (f"latent_init={params['latent_init']!r} (it needs all the unlabelled nodes in one place; "
                   f"use one of {_LOCAL_LATENT_INIT})")),
-                (any(isinstance(oracle, LightGBM) for oracle in oracles.values()), "a LightGBM oracle")]
+                (any(isinstance(oracle, LightGBM) for oracle in start.oracles.values()), "a LightGBM oracle"),
+                (start.warm, "warm_start=True")]
     for refused, what in refusals:
         if refused:
             raise ValueError(f"Y has {unlabelled} unlabelled nodes (-1 or masked): DaskStructuredLogisticRegression "
@@ -267,6 +92,11 @@ def _client() -> Any:
     except ValueError as error:
         raise ValueError("DaskStructuredLogisticRegression needs a dask.distributed Client: create one "
                          "(distributed.Client(...)) before fit") from error
+
+
+def _as_validation(check: Callable[..., FlatData], X: Sequence, Y: Sequence, coded: bool) -> FlatData:
+    """Validation data checked against the training layout, named ``X_val`` and ``Y_val``."""
+    return validation_data(X, Y, lambda X, Y: check(X, Y, "X", coded))
 
 
 class DaskStructuredLogisticRegression(StructuredLogisticRegression):
@@ -304,13 +134,16 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
     **params
         Every parameter of :class:`slr.StructuredLogisticRegression`, with these limits: the
         oracles must be ``Linear``, ``Constant`` or ``LightGBM`` (None is Linear; LightGBM trains
-        through ``lightgbm.dask`` on worker processes, :mod:`slr.distributed._lightgbm`); ``warm_start``,
-        ``early_stopping=True``, ``class_weight="balanced"``, ``n_hidden_states`` and
-        ``allowed_transitions`` are not supported; unlabelled nodes are learnt as the single-process
-        learner learns them, with
-        ``latent_init`` ``"neighbours"`` or ``"uniform"`` and Linear or Constant oracles; ``X_val``
-        is not taken; ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is ``"alternation"``) and
-        ``solver="joint"`` is refused.
+        through ``lightgbm.dask`` on worker processes, :mod:`slr.distributed._lightgbm`);
+        ``class_weight="balanced"``, ``n_hidden_states`` and ``allowed_transitions`` are not
+        supported; unlabelled nodes are learnt as the single-process learner learns them, with
+        ``latent_init`` ``"neighbours"`` or ``"uniform"`` and Linear or Constant oracles (and not
+        continued by ``warm_start``); ``solver="auto"`` runs Algorithm 1.1 (``solver_`` is
+        ``"alternation"``) and ``solver="joint"`` is refused. Callbacks, early stopping (on
+        validation data the client holds) and ``warm_start`` work as for the single-process learner:
+        a continued fit on the same examples takes up the messages its partitions hold on the workers
+        (the fitted model keeps those partitions alive while it lives; a pickled model forgets them
+        and continues from zero messages).
 
     Attributes
     ----------
@@ -341,7 +174,8 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         self.checkpoint_every = checkpoint_every
 
     # ------------------------------------------------------------------------------------
-    def fit(self, X: Sequence, Y: Sequence, sample_weight: Any = None) -> "DaskStructuredLogisticRegression":
+    def fit(self, X: Sequence, Y: Sequence, X_val: Sequence | None = None, Y_val: Sequence | None = None,
+            sample_weight: Any = None, callback: Callable | None = None) -> "DaskStructuredLogisticRegression":
         """Learn from data held by the client, split into ``n_partitions`` partitions.
 
         Parameters
@@ -349,22 +183,50 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         X, Y : as for :meth:`slr.StructuredLogisticRegression.fit`
             Labels of any hashable type that sort (``classes_``), coded here before they are
             partitioned.
+        X_val, Y_val : optional
+            Validation data, kept and decoded by the client (see
+            :meth:`slr.StructuredLogisticRegression.fit`); without them early stopping holds out
+            ``validation_fraction`` of the examples of ``X`` before they are partitioned.
         sample_weight : array-like of shape (n_examples,), optional
+        callback : callable, optional
+            As for :meth:`slr.StructuredLogisticRegression.fit`; its :class:`slr.learner.Iterate`
+            predicts on the client.
 
         Returns
         -------
         self
         """
+        params = self._check_params()
+        self._check_supported(params, callback)
         if len(X) != len(Y):
             raise ValueError(f"X and Y must have the same number of examples, got {len(X)} and {len(Y)}")
-        Y, classes = fit_labels(Y, None)
+        start = self._start(params)
+        if start is None:   # a continued fit with nothing left to do
+            return self
+        if start.warm:
+            Y = encode_labels(Y, start.classes)
+        else:
+            Y, start.classes = fit_labels(Y, None)
         weights = check_example_weights(sample_weight, len(X))
+        val = None if X_val is None else (X_val, Y_val, False)
+        if (X_val is None) != (Y_val is None):
+            raise ValueError("X_val and Y_val must be given together")
+        early = early_stopping(params["early_stopping"], val is not None, tuple(start.oracles.values()), len(X),
+                               params["validation_fraction"])
+        split = None
+        if early and val is None:   # hold out validation_fraction of the examples, their labels coded
+            split = self._hold_out(len(X), params["validation_fraction"], start.warm, start.rng)
+            val = ([X[k] for k in split[1]], [Y[k] for k in split[1]], True)
+            X, Y = [X[k] for k in split[0]], [Y[k] for k in split[0]]
+            weights = None if weights is None else weights[split[0]]
         n_partitions = self.n_partitions or len(_client().scheduler_info()["workers"])
         sources = [functools.partial(_in_memory_source, X[a:b], Y[a:b], None if weights is None else weights[a:b])
                    for a, b in _partition_bounds(len(X), n_partitions)]
-        return self._fit_sources(sources, classes)
+        return self._fit_sources(sources, params, start, val, early, split, callback)
 
-    def fit_sources(self, sources: Sequence[Callable[[], tuple]]) -> "DaskStructuredLogisticRegression":
+    def fit_sources(self, sources: Sequence[Callable[[], tuple]], X_val: Sequence | None = None,
+                    Y_val: Sequence | None = None, callback: Callable | None = None
+                    ) -> "DaskStructuredLogisticRegression":
         """Learn from partitions that each worker loads itself.
 
         Parameters
@@ -374,113 +236,100 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
             ``(X, Y, sample_weight)`` (e.g. reading its files), with integer labels (``classes_``
             is then ``arange(n_states_)``). Sources must be picklable and deterministic: a
             partition lost with its worker is loaded again.
+        X_val, Y_val : optional
+            Validation data with integer labels, kept by the client (early stopping needs them here:
+            no examples of the sources are held out).
+        callback : callable, optional
+            As for :meth:`fit`.
 
         Returns
         -------
         self
         """
-        return self._fit_sources(sources, None)
-
-    def _fit_sources(self, sources: Sequence[Callable[[], tuple]],
-                     classes: np.ndarray | None) -> "DaskStructuredLogisticRegression":
-        """:meth:`fit_sources` on sources whose labels code ``classes`` (None: integer labels)."""
         params = self._check_params()
-        self._check_supported(params)
+        self._check_supported(params, callback)
+        if (X_val is None) != (Y_val is None):
+            raise ValueError("X_val and Y_val must be given together")
+        if params["early_stopping"] is True and X_val is None:
+            raise ValueError("early_stopping=True needs X_val and Y_val with fit_sources (no examples of the "
+                             "sources are held out)")
+        start = self._start(params)
+        if start is None:
+            return self
+        val = None if X_val is None else (X_val, Y_val, False)
+        early = val is not None and params["early_stopping"] is not False
+        return self._fit_sources(sources, params, start, val, early, None, callback)
+
+    def _fit_sources(self, sources: Sequence[Callable[[], tuple]], params: dict[str, Any], start: _Start,
+                     val: tuple | None, early: bool, split: tuple[np.ndarray, np.ndarray] | None,
+                     callback: Callable | None) -> "DaskStructuredLogisticRegression":
+        """The fit on sources whose labels code ``start.classes`` (None: integer labels); ``val``:
+        ``(X_val, Y_val, coded)``, the labels in those codes already if ``coded``."""
         if not sources:
             raise ValueError("sources must hold at least one partition")
         _check_checkpoint_dir(params["checkpoint_dir"])
-        backend = Backend(_client())
-        rng = check_generator(params["random_state"])
-        oracles = {name: _clone_oracle(getattr(self, name), name, rng) for name in _FACTORS}
-        for name, oracle in oracles.items():
+        for name, oracle in start.oracles.items():
             if not (supported(oracle) or isinstance(oracle, LightGBM)):
                 raise ValueError(f"{name} must be an oracle linear in its parameters (Linear, Constant, Zero: "
                                  f"slr.oracles.linear_protocol.LinearInParameters) or LightGBM for "
                                  f"DaskStructuredLogisticRegression, got {type(oracle).__name__}")
+        backend = Backend(_client())
         raw = [backend.submit(_shard.load_source, source) for source in sources]
         descriptions = backend.gather(backend.map(_shard.describe, raw))
-        _check_descriptions(descriptions, params, oracles)
-        n_states = params["n_states"] or max(d["n_states"] for d in descriptions)
-        check_class_count(classes, n_states)
-        layout = _Layout(descriptions, n_states)
-        class_weight = class_weights(encode_class_weight(params["class_weight"], classes), np.zeros(0, dtype=np.int64),
-                                     n_states)
+        _check_descriptions(descriptions, params, start)
+        n_states = self.n_states_ if start.warm else params["n_states"] or max(d["n_states"] for d in descriptions)
+        check_class_count(start.classes, n_states)
+        layout = Layout(descriptions, n_states)
+        d_edge = layout.d_edge if layout.has_edges else None
+        if start.warm:   # the widths the fitted functions take
+            check_widths(layout, self.n_node_features_, self.n_edge_features_, "X")
+
+        def check(X: Sequence, Y: Sequence | None, name: str = "X", coded: bool = False) -> FlatData:
+            labels = None if Y is None else (Y if coded else encode_labels(Y, start.classes))
+            return checked_data(X, labels, n_states, start.inferred, layout.d_node, d_edge, name,
+                                allow_unlabelled=coded)
+
+        checked_val = None if val is None else _as_validation(check, *val)
+        class_weight = class_weights(encode_class_weight(params["class_weight"], start.classes),
+                                     np.zeros(0, dtype=np.int64), n_states)
         partial = any(d["n_unlabelled"] for d in descriptions)
         latent = (params["epsilon"], params["max_sweeps"], params["latent_init"]) if partial else None
         shards = backend.map(_shard.build, raw, n_states, class_weight, layout.d_edge, latent)
         del raw
-        predictor = _prediction_model(params["epsilon"], params)
-        timed = self._phase_timer or _untimed
-        history = FitHistory(None)
-        state = _DistributedAlternation(backend, shards, layout, oracles, params["epsilon"], params["max_sweeps"],
-                                        params["n_jobs"], params["relaxation"], timed, params["sweep_tol"],
-                                        params["latent_iter"] if partial else None)
-        transfer = [(0, *backend.counters())]
+        predictor = prediction_model(params["epsilon"], params)
+        timed = self._phase_timer or untimed
+        history = FitHistory(None, checked_val)
 
-        def record(iteration: int) -> dict:
-            with timed("monitor"):
-                error = state.training_error(predictor) if params["monitor"] else float("nan")
-            return history.record(iteration, state.objective, train_error=error)
-
-        def rebuild(index: int, path: str) -> Any:
-            holders = backend.client.who_has([state.shards[index]]).get(state.shards[index].key, ())
-            pairwise = state.oracles["pairwise"] if state.fitted_pairwise else None
+        def rebuild(index: int, path: str, shard: Any, oracles: tuple[Any, Any | None]) -> Any:
+            holders = backend.client.who_has([shard]).get(shard.key, ())
             return backend.client.submit(_shard.restore, sources[index], n_states, class_weight, layout.d_edge,
-                                         latent, path, (state.oracles["unary"], pairwise), params["epsilon"],
-                                         pure=False, workers=list(holders) or None, allow_other_workers=True)
+                                         latent, path, oracles, params["epsilon"], pure=False,
+                                         workers=list(holders) or None, allow_other_workers=True)
 
-        history.record(0, state.objective)   # as the single-process fit: no error at the start
-        objectives = [state.penalised]   # the stopping rule reads J, as the single-process fit's
-        stop_reason = "max_iter"
-        for iteration in range(1, params["max_iter"] + 1):
-            state.refresh_targets(iteration)
-            state.half_step(iteration, "unary")
-            state.half_step(iteration, "pairwise")
-            row = record(iteration)
-            transfer.append((iteration, *backend.counters()))
-            objectives.append(state.penalised)
-            if params["checkpoint_dir"] is not None and iteration % params["checkpoint_every"] == 0:
-                with timed("checkpoint"):
-                    state.checkpoint(os.fspath(params["checkpoint_dir"]), iteration, rebuild)
-            if params["verbose"]:
-                _print_progress(row, state.trace[-4:] if params["verbose"] > 1 else ())
-            if _tol_reached(objectives, params["tol"]):
-                stop_reason = "tol"
-                break
-        if params["verbose"]:
-            print(f"[DaskStructuredLogisticRegression] stopped after {iteration} iterations ({stop_reason})",
-                  file=sys.stderr)
-        if stop_reason == "max_iter" and params["tol"] > 0:
-            warnings.warn(f"DaskStructuredLogisticRegression stopped at max_iter={params['max_iter']} before the "
-                          f"objective's relative decrease fell below tol={params['tol']:g}; raise max_iter",
-                          ConvergenceWarning, stacklevel=2)
-        self._commit_fit({
-            "n_states_": n_states,
-            "classes_": integer_classes(n_states) if classes is None else classes,
-            "n_hidden_states_": 0,
-            "n_node_features_": layout.d_node,
-            "n_edge_features_": layout.d_edge if layout.has_edges else None,
-            "unary_": state.oracles["unary"],
-            "pairwise_": state.oracles["pairwise"],
-            "_oracle_specs": {name: _oracle_spec(getattr(self, name)) for name in _FACTORS},
-            "history_": history.frame(),
-            "objective_trace_": state.trace_frame(),
-            "n_iter_": iteration,
-            "stop_reason_": stop_reason,
-            "solver_": "alternation",
-            "best_iteration_": None,
-            "_n_states_inferred": params["n_states"] is None,
-            "_fitted_pairwise": state.fitted_pairwise,
-            "_predictor": predictor,
-            "certificate_": None,
-            "_train_messages": None,
-            "_train_layout": None,
-            "_resume_iteration": iteration,
-            "_validation_split": None,
-            "transfer_": _transfer_frame(transfer),
-            "n_partitions_": len(shards),
-        })
-        return self
+        checkpoint = (None if params["checkpoint_dir"] is None
+                      else (os.fspath(params["checkpoint_dir"]), params["checkpoint_every"], rebuild))
+        data = ShardedData(backend, shards, layout, params["epsilon"], params["n_jobs"], timed, partial, checkpoint)
+        resume = None if not start.warm else (self._kept_shards(backend, layout), self._fitted_pairwise)
+        return self._run(params, start, data, history, predictor, resume=resume, early=early, class_weight=None,
+                         callback=callback, train=None, check=check, shape=(n_states, layout.d_node, d_edge),
+                         layout=layout.digest, split=split,
+                         train_error=lambda: data.training_error(predictor))
+
+    def _kept_shards(self, backend: Backend, layout: Layout) -> list[Any] | None:
+        """The last fit's shards, if they hold these examples and live on this client still (their
+        messages continue), else None (the messages start from zero)."""
+        kept = self._train_messages
+        if kept is None or self._train_layout != layout.digest:
+            return None
+        if any(future.client is not backend.client or future.status != "finished" for future in kept):
+            return None
+        return kept
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        if state.get("_train_messages") is not None:   # futures on a cluster: a loaded model starts from zero
+            state["_train_messages"] = None
+        return state
 
     def score_sources(self, sources: Sequence[Callable[[], tuple]]) -> float:
         """Per-node accuracy of MAP predictions on partitions that the workers load (as
@@ -510,9 +359,10 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
                                             self.unary_, self._fitted_pairwise_function()))
         return 1.0 - sum(c[0] for c in counts) / max(1, sum(c[1] for c in counts))
 
-    def _check_supported(self, params: dict[str, Any]) -> None:
-        for name, refused in (("warm_start", True), ("early_stopping", True), ("class_weight", "balanced"),
-                              ("solver", "joint")):
+    def _check_supported(self, params: dict[str, Any], callback: Callable | None) -> None:
+        if callback is not None and not callable(callback):
+            raise ValueError(f"callback must be a callable taking an Iterate, or None, got {callback!r}")
+        for name, refused in (("class_weight", "balanced"), ("solver", "joint")):
             if params[name] is refused or (isinstance(refused, str) and params[name] == refused):
                 raise ValueError(f"{name}={params[name]!r} is not supported by DaskStructuredLogisticRegression")
         if params["n_hidden_states"]:   # the shards know no states beyond the labels
@@ -520,14 +370,6 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
                              f"DaskStructuredLogisticRegression")
         if params["allowed_transitions"] is not None:
             raise ValueError("allowed_transitions is not supported by DaskStructuredLogisticRegression")
-
-
-def _transfer_frame(counters: list[tuple[int, int, int, int]]) -> pd.DataFrame:
-    """Per iteration the traffic since the previous row."""
-    frame = pd.DataFrame(counters, columns=["iteration", "bytes_sent", "bytes_received", "tasks"])
-    frame[["bytes_sent", "bytes_received", "tasks"]] = frame[["bytes_sent", "bytes_received", "tasks"]].diff().fillna(
-        frame[["bytes_sent", "bytes_received", "tasks"]]).astype(np.int64)
-    return frame
 
 
 def _signature() -> inspect.Signature:
