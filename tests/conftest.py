@@ -62,3 +62,17 @@ def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
                                   silence_logs=50) as cluster, distributed.Client(cluster) as client:
         yield client
+
+
+@pytest.fixture(params=["local", "dask"])
+def learner_class(request):
+    """The learner on data in memory, and the Dask learner on the in-process cluster of ``client``:
+    one fit loop, so what one does with callbacks, early stopping and warm start the other does."""
+    if request.param == "local":
+        from slr import StructuredLogisticRegression
+
+        return StructuredLogisticRegression
+    request.getfixturevalue("client")
+    from slr.distributed import DaskStructuredLogisticRegression
+
+    return DaskStructuredLogisticRegression

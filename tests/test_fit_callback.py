@@ -20,8 +20,8 @@ def data():
     return X, Y, Xt, Yt
 
 
-def _model(solver, **kw):
-    return StructuredLogisticRegression(Linear(), Linear(), tol=0, n_jobs=1, random_state=0, solver=solver, **kw)
+def _model(solver, learner=StructuredLogisticRegression, **kw):
+    return learner(Linear(), Linear(), tol=0, n_jobs=1, random_state=0, solver=solver, **kw)
 
 
 def _recorder(Xt, Yt):
@@ -34,39 +34,49 @@ def _recorder(Xt, Yt):
 
 @pytest.mark.parametrize("solver", ["alternation", "joint"])
 def test_the_callback_sees_every_iterate_as_a_model_stopped_there(data, solver):
+    _sees_every_iterate(data, solver, StructuredLogisticRegression)
+
+
+def test_the_dask_learners_callback_sees_every_iterate_as_a_model_stopped_there(data, client):
+    from slr.distributed import DaskStructuredLogisticRegression
+
+    _sees_every_iterate(data, "alternation", DaskStructuredLogisticRegression)
+
+
+def _sees_every_iterate(data, solver, learner):
     X, Y, Xt, Yt = data
     seen, record = _recorder(Xt, Yt)
-    model = _model(solver, max_iter=4).fit(X, Y, callback=record)
+    model = _model(solver, learner, max_iter=4).fit(X, Y, callback=record)
     assert [s[0] for s in seen] == [1, 2, 3, 4]
     history = model.history_.set_index("iteration")
     for t, objective, seconds, score, labels in seen:
         assert objective == history["objective"][t] and seconds == history["seconds"][t]
-        stopped = _model(solver, max_iter=t).fit(X, Y)   # a fit of t iterations, scored independently
+        stopped = _model(solver, learner, max_iter=t).fit(X, Y)   # a fit of t iterations, scored independently
         assert score == stopped.score(Xt, Yt)
         for a, b in zip(labels, stopped.predict(Xt)):
             np.testing.assert_array_equal(a, b)
-    unobserved = _model(solver, max_iter=4).fit(X, Y)   # observing changes nothing
+    unobserved = _model(solver, learner, max_iter=4).fit(X, Y)   # observing changes nothing
     np.testing.assert_array_equal(unobserved.history_["objective"], model.history_["objective"])
     np.testing.assert_array_equal(unobserved.unary_.coef_, model.unary_.coef_)
 
 
-def test_a_continued_fit_calls_back_for_its_own_iterations(data):
+def test_a_continued_fit_calls_back_for_its_own_iterations(data, learner_class):
     X, Y, Xt, Yt = data
     whole_seen, record = _recorder(Xt, Yt)
-    _model("alternation", max_iter=5).fit(X, Y, callback=record)
+    _model("alternation", learner_class, max_iter=5).fit(X, Y, callback=record)
     parts_seen, record = _recorder(Xt, Yt)
-    model = _model("alternation", max_iter=2).fit(X, Y)
+    model = _model("alternation", learner_class, max_iter=2).fit(X, Y)
     model.set_params(warm_start=True, max_iter=5).fit(X, Y, callback=record)
     assert [s[0] for s in parts_seen] == [3, 4, 5]
     assert [s[3] for s in parts_seen] == [s[3] for s in whole_seen[2:]]
     assert [s[1] for s in parts_seen] == pytest.approx([s[1] for s in whole_seen[2:]], rel=1e-12)
 
 
-def test_the_callback_sees_early_stoppings_iterations_and_the_model_keeps_the_best(data):
+def test_the_callback_sees_early_stoppings_iterations_and_the_model_keeps_the_best(data, learner_class):
     X, Y, Xt, Yt = data
     Xv, Yv = make_denoising(n_images=2, size=8, sigma=1.5, random_state=2)
     scores = []
-    model = _model("alternation", max_iter=30, n_iter_no_change=2).fit(
+    model = _model("alternation", learner_class, max_iter=30, n_iter_no_change=2).fit(
         X, Y, X_val=Xv, Y_val=Yv, callback=lambda it: scores.append(it.score(Xv, Yv)))
     assert len(scores) == model.n_iter_
     assert model.score(Xv, Yv) == scores[model.best_iteration_ - 1] == max(scores)
@@ -103,9 +113,9 @@ def test_a_bad_callback_is_refused_by_name(data):
         _model("alternation", max_iter=2).fit(X, Y, callback=3)
 
 
-def test_the_callbacks_exception_propagates_and_leaves_the_model_as_it_was(data):
+def test_the_callbacks_exception_propagates_and_leaves_the_model_as_it_was(data, learner_class):
     X, Y, _, _ = data
-    model = _model("alternation", max_iter=2).fit(X, Y)
+    model = _model("alternation", learner_class, max_iter=2).fit(X, Y)
     before = model.unary_.coef_.copy()
 
     def failing(it: Iterate) -> None:

@@ -83,7 +83,6 @@ class ShardedData:
     """
 
     messages = None   # they live in the shards
-    certifies = False
 
     def __init__(self, backend: Backend, shards: list[Any], layout: Layout, epsilon: float, n_jobs: int | None,
                  timed: Callable[[str], AbstractContextManager], with_targets: bool,
@@ -198,7 +197,9 @@ class ShardedData:
         return None
 
     def fitted_attributes(self) -> dict[str, Any]:
-        return {"transfer_": _transfer_frame(self.transfer), "n_partitions_": len(self.shards)}
+        # the messages a continued fit takes up are the shards' (futures; the learner does not pickle them)
+        return {"transfer_": _transfer_frame(self.transfer), "n_partitions_": len(self.shards),
+                "_train_messages": list(self.shards)}
 
 
 def _transfer_frame(counters: list[tuple[int, int, int, int]]) -> pd.DataFrame:
