@@ -15,7 +15,7 @@ from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, val
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels, integer_classes
 from slr.models import INFERENCE
-from slr.transitions import TRANSITIONS, allowed_transitions
+from slr.transitions import TRANSITIONS, resolve_scheme
 
 __all__ = ["BaseStructuredLearner"]
 
@@ -151,11 +151,9 @@ class BaseStructuredLearner(StructuredEstimator):
         """The keywords of :class:`StructuredData` the fit sets: inference (a tagging scheme of
         ``allowed_transitions`` resolved to its mask over the tags ``classes``, where they are not
         integers), and the pairwise tying of the learners that take ``symmetric_pairwise``."""
-        transitions = self.allowed_transitions
-        if isinstance(transitions, str) and classes is not None:
-            transitions = allowed_transitions(transitions, classes.tolist())
         settings = dict(model=self.model, max_sweeps=self.max_sweeps, tol=self.inference_tol, n_jobs=self.n_jobs,
-                        allowed_transitions=transitions)
+                        allowed_transitions=resolve_scheme(self.allowed_transitions,
+                                                           None if classes is None else classes.tolist()))
         if "symmetric_pairwise" in self._parameter_constraints:
             settings["symmetric_pairwise"] = self.symmetric_pairwise
         return settings

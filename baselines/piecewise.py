@@ -10,7 +10,7 @@ from baselines.features import StructuredData
 from slr._params import Integer
 from slr.models import PairwiseModel
 from slr.oracles import Linear, LogisticOracle
-from slr.transitions import FORBIDDEN_UNITS
+from slr.transitions import FORBIDDEN_UNITS, add_edge_offset
 
 __all__ = ["PiecewiseTraining"]
 
@@ -90,7 +90,8 @@ class PiecewiseTraining(BaseStructuredLearner):
         if self.has_pairwise_:
             bias = np.zeros((data.batch.n_edges, L * L))
             if data.energy.transitions is not None:   # forbidden pairs: a fixed bias far below, not fitted
-                bias += data.energy.transitions.edge_offset(FORBIDDEN_UNITS).ravel()
+                bias = add_edge_offset(bias.reshape(-1, L, L), data.energy.transitions.edge_offset(FORBIDDEN_UNITS),
+                                       in_place=True).reshape(bias.shape)
             edge_weight = data.edge_weights()
             self.pairwise_.fit(data.edge_features, bias, data.pair_labels, sample_weight=edge_weight)
             losses += self.pairwise_.loss(data.edge_features, bias, data.pair_labels, sample_weight=edge_weight)

@@ -83,7 +83,7 @@ from slr.oracles.base import binary_exponents
 from slr.oracles.linear import _single_threaded_blas
 from slr.oracles.linear_protocol import LinearInParameters, is_linear_in_parameters
 from slr.oracles.pair_bias import _FACTOR_RANGE
-from slr.transitions import FORBIDDEN_UNITS, Transitions
+from slr.transitions import FORBIDDEN_UNITS, Transitions, add_edge_offset
 from slr.validation import check_int, check_option, check_real
 
 __all__ = ["JointResult", "joint_minimise", "joint_objective", "supports"]
@@ -172,7 +172,9 @@ class _Factor:
     design matrix (:class:`slr.oracles.linear_protocol.LinearInParameters`).
 
     Design columns beyond 1 in magnitude are rescaled by powers of two, as ``Linear`` does (the same
-    optimum): the block here is the oracle's times ``2**exponents`` column by column.
+    optimum): the block here is the oracle's times ``2**exponents`` column by column. ``offset``: a
+    fixed ``(L, L)`` table added to the scores of every pairwise row (pair class ``a L + b``; the
+    forbidden transitions, by :func:`slr.transitions.add_edge_offset`).
     """
 
     def __init__(self, oracle: Any, features: np.ndarray, n_classes: int, name: str,
@@ -190,7 +192,7 @@ class _Factor:
         self.features: FeatureMatrix = scaled if is_sparse(scaled) else np.ascontiguousarray(scaled)
         self.penalty = np.ldexp(ridge, -2 * self.exponents)
         self.shared_row = first_row(self.features) if rows_equal(self.features) else None
-        self.offset = offset   # a fixed part of every row's scores, shape (K,) (forbidden transitions)
+        self.offset = offset
         self._last: tuple[np.ndarray, np.ndarray] | None = None   # (coef, scores) of the last scores call
         self._squares: FeatureMatrix | None = None
 
@@ -218,14 +220,17 @@ class _Factor:
             return last[1]
         scores = np.asarray(self.features @ coef.T)
         if self.offset is not None:
-            scores += self.offset
+            rows = scores.reshape(scores.shape[0], *self.offset.shape)
+            scores = add_edge_offset(rows, self.offset, in_place=True).reshape(scores.shape)
         self._last = (coef.copy(), scores)
         return scores
 
     def shared_scores(self, coef: np.ndarray) -> np.ndarray:
         """``g(x)`` of the one row every row repeats (``shared_row``), shape ``(K,)``."""
         scores = coef @ self.shared_row
-        return scores if self.offset is None else scores + self.offset
+        if self.offset is None:
+            return scores
+        return add_edge_offset(scores.reshape(1, *self.offset.shape), self.offset).ravel()
 
     def commit(self, coef: np.ndarray, n_iter: int, converged: bool) -> None:
         """Leave the oracle fitted with the block ``coef``, as its own ``fit`` would."""
@@ -250,7 +255,7 @@ class _Objective:
         self.unary = _Factor(unary, train.node_features, L, "unary")
         # forbidden transitions: a fixed part of the pairwise scores and of the margin (the learner's
         # offsets, FORBIDDEN_UNITS * eps in potentials), whose softmax weight is then exactly 0
-        pair_offset = None if transitions is None else transitions.edge_offset(FORBIDDEN_UNITS).ravel()
+        pair_offset = None if transitions is None else transitions.edge_offset(FORBIDDEN_UNITS)
         self.pairwise = _Factor(pairwise, train.edge_features, L * L, "pairwise", offset=pair_offset)
         self.labels = train.labels
         self.margin = hamming_margin(train.labels, L, class_weight) / epsilon

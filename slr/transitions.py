@@ -37,7 +37,7 @@ from slr.graph import GraphBatch, shared_table
 from slr.labels import split_tag
 
 __all__ = ["FORBIDDEN_UNITS", "SCHEMES", "TRANSITIONS", "Transitions", "add_edge_offset", "allowed_transitions",
-           "check_transitions", "exclusion_depth"]
+           "check_transitions", "exclusion_depth", "resolve_scheme"]
 
 #: How far below 0 a forbidden pair, end state or hidden state (:mod:`slr.hidden`) is put in training, in
 #: units of epsilon: 2**26 (exp(-2**26) is 0 in float64, and potentials up to 1e4 are negligible beside
@@ -274,7 +274,7 @@ def check_transitions(value: Any, n_states: int, classes: Sequence | None = None
             raise ValueError(f"{name}={value!r} is resolved against string tags, but the labels are integers: "
                              f"pass the mask slr.transitions.allowed_transitions({value!r}, tags), tags[k] "
                              f"being label k's tag")
-        return _from_mask(allowed_transitions(value, classes), len(classes))
+        return _from_mask(resolve_scheme(value, classes), len(classes))
     mask = np.asarray(value)
     if mask.dtype != bool:
         if mask.dtype.kind not in "iu" or not np.isin(mask, (0, 1)).all():
@@ -285,6 +285,15 @@ def check_transitions(value: Any, n_states: int, classes: Sequence | None = None
         raise ValueError(f"{name} must have shape (L, L) or (L + 2, L + 2) with L = n_states = {n_states}, "
                          f"got {mask.shape}")
     return _from_mask(mask, n_states)
+
+
+def resolve_scheme(value: Any, classes: Sequence | None) -> Any:
+    """An ``allowed_transitions`` value with a scheme name resolved to its mask over the tags
+    ``classes`` (labels in order; None: integer labels, where a name stays for
+    :func:`check_transitions` to refuse); any other value as it is."""
+    if isinstance(value, str) and classes is not None:
+        return allowed_transitions(value, list(classes))
+    return value
 
 
 def _from_mask(mask: np.ndarray, n_states: int) -> Transitions:
