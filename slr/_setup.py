@@ -4,12 +4,14 @@ allowed transitions."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import warnings
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 
 from slr._params import validate_params
 from slr.hidden import flat_data
@@ -18,13 +20,33 @@ from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.transitions import Transitions, check_transitions
 
-__all__ = ["FACTORS", "allowed_states", "check_resolvable_class_weights", "check_same_model", "checked_data",
-           "checked_transitions", "clone_oracle", "edge_width", "layout_digest", "oracle_spec", "untimed"]
+__all__ = ["FACTORS", "FitStart", "allowed_states", "check_resolvable_class_weights", "check_same_model",
+           "checked_data", "checked_transitions", "clone_oracle", "edge_width", "layout_digest", "oracle_spec",
+           "untimed"]
 
 #: The two factor types, as the learner names its oracles.
 FACTORS = ("unary", "pairwise")
 
 _UNTIMED = nullcontext()
+
+
+@dataclasses.dataclass
+class FitStart:
+    """Where a fit starts: iteration ``done`` (0 for a fresh fit), its oracles (fresh copies, or the
+    fitted ones to continue), the labels' ``classes`` (None: integer labels; a fresh fit learns them
+    from ``Y``), whether ``n_states`` is inferred, the generator of a fresh fit's draws, and a
+    continued fit's earlier ``history_`` and ``objective_trace_`` up to ``done``."""
+
+    done: int
+    oracles: dict[str, Any]
+    classes: np.ndarray | None
+    inferred: bool
+    rng: np.random.Generator | None
+    earlier: tuple[pd.DataFrame, pd.DataFrame] | None = None
+
+    @property
+    def warm(self) -> bool:
+        return self.earlier is not None
 
 
 def untimed(phase: str) -> AbstractContextManager:

@@ -23,7 +23,6 @@ The same loop (:meth:`StructuredLogisticRegression._run`) fits data in memory an
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import sys
 import warnings
@@ -39,8 +38,9 @@ from slr._fit_data import FitData, LocalData
 from slr._params import Boolean, Checked, Integer, NJobs, Options, RandomState, Real, validate_params
 from slr._prediction import map_labels, potentials, prediction_model
 from slr._progress import (BestIteration, Iterate, Progress, TrainingRows, early_stopping, iteration_objectives)
-from slr._setup import (FACTORS, allowed_states, check_resolvable_class_weights, check_same_model, checked_data,
-                        checked_transitions, clone_oracle, edge_width, layout_digest, oracle_spec, untimed)
+from slr._setup import (FACTORS, FitStart, allowed_states, check_resolvable_class_weights, check_same_model,
+                        checked_data, checked_transitions, clone_oracle, edge_width, layout_digest, oracle_spec,
+                        untimed)
 from slr._solvers import SOLVERS, choose_solver, run_alternation, run_joint
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.graph import check_epsilon
@@ -62,24 +62,6 @@ __all__ = [
     "structured_objective",
     "unary_bias",
 ]
-
-@dataclasses.dataclass
-class _Start:
-    """Where a fit starts: iteration ``done`` (0 for a fresh fit), its oracles (fresh copies, or the
-    fitted ones to continue), the labels' ``classes`` (None: integer labels; a fresh fit learns them
-    from ``Y``), whether ``n_states`` is inferred, the generator of a fresh fit's draws, and a
-    continued fit's earlier ``history_`` and ``objective_trace_`` up to ``done``."""
-
-    done: int
-    oracles: dict[str, Any]
-    classes: np.ndarray | None
-    inferred: bool
-    rng: np.random.Generator | None
-    earlier: tuple[pd.DataFrame, pd.DataFrame] | None = None
-
-    @property
-    def warm(self) -> bool:
-        return self.earlier is not None
 
 
 class StructuredLogisticRegression(StructuredEstimator):
@@ -551,13 +533,13 @@ class StructuredLogisticRegression(StructuredEstimator):
                          shape=(data.n_labels, data.d_node, edge_width(data)), layout=layout, split=split)
 
     # ------------------------------------------------------------------ a fit's parts
-    def _start(self, params: dict[str, Any]) -> _Start | None:
+    def _start(self, params: dict[str, Any]) -> FitStart | None:
         """Where a fit starts: afresh, or with ``warm_start`` from the fitted model (None when it has
         run ``max_iter`` iterations already)."""
         if not (params["warm_start"] and hasattr(self, "history_")):
             rng = check_generator(params["random_state"])
             oracles = {name: clone_oracle(getattr(self, name), name, rng) for name in FACTORS}
-            return _Start(0, oracles, None, params["n_states"] is None, rng)
+            return FitStart(0, oracles, None, params["n_states"] is None, rng)
         done = self._resume_iteration
         if params["max_iter"] < done:
             raise ValueError(f"max_iter must be at least the {done} iterations done when warm_start=True "
@@ -569,10 +551,10 @@ class StructuredLogisticRegression(StructuredEstimator):
         # an early-stopped fit continues from the iteration it kept
         earlier = (self.history_[self.history_["iteration"] <= done],
                    self.objective_trace_[self.objective_trace_["iteration"] <= done])
-        return _Start(done, {name: copy.deepcopy(getattr(self, f"{name}_")) for name in FACTORS}, classes,
+        return FitStart(done, {name: copy.deepcopy(getattr(self, f"{name}_")) for name in FACTORS}, classes,
                       self._n_states_inferred, None, earlier)
 
-    def _training_data(self, X: Sequence, Y: Sequence, params: dict[str, Any], start: _Start) -> FlatData:
+    def _training_data(self, X: Sequence, Y: Sequence, params: dict[str, Any], start: FitStart) -> FlatData:
         """``X``, ``Y`` checked: against the fitted model for a continued fit, else as a new one
         (whose labels set ``start.classes``)."""
         if start.warm:
@@ -582,7 +564,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         Y, start.classes = fit_labels(Y, params["n_states"])
         return flat_data(X, Y, params["n_states"], params["n_hidden_states"], allow_unlabelled=True)
 
-    def _data_check(self, params: dict[str, Any], start: _Start, like: FlatData,
+    def _data_check(self, params: dict[str, Any], start: FitStart, like: FlatData,
                     name: str) -> Callable[[Sequence, Sequence | None], FlatData]:
         """The check of other data (``X_val``, an :class:`Iterate`'s) against the training data ``like``."""
         def check(X: Sequence, Y: Sequence | None) -> FlatData:
@@ -591,7 +573,7 @@ class StructuredLogisticRegression(StructuredEstimator):
                                 n_hidden_states=params["n_hidden_states"])
         return check
 
-    def _run(self, params: dict[str, Any], start: _Start, data: FitData, history: FitHistory,
+    def _run(self, params: dict[str, Any], start: FitStart, data: FitData, history: FitHistory,
              predictor: PairwiseModel, *, resume: tuple[Any, bool] | None, early: bool,
              class_weight: np.ndarray | None, callback: Callable[[Iterate], Any] | None, train: FlatData | None,
              check: Callable[[Sequence, Sequence | None], FlatData], shape: tuple[int, int, int | None],

@@ -60,3 +60,36 @@ def test_the_core_needs_none_of_the_extras():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "36", proc.stderr
     assert proc.stderr.startswith("[StructuredLogisticRegression] iteration    1  R ")
+
+
+def _imported_names(path: Path) -> dict[str, set[str]]:
+    """Per module imported from (absolute ``from X import ...``), the names ``path`` imports."""
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.setdefault(node.module, set()).update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                found.setdefault(alias.name, set())
+    return found
+
+
+# the learner's parts, below the estimators that run them (docs/developer/modules.md)
+_FIT_LOOP = ["reduction", "_relaxation", "_setup", "_prediction", "_fit_data", "_alternation", "_progress",
+             "_solvers"]
+
+
+@pytest.mark.parametrize("module", _FIT_LOOP)
+def test_the_fit_loops_parts_know_neither_estimator(module):
+    """The one fit loop's modules import neither estimator (slr.learner, slr.distributed): the local
+    and the Dask learner sit on top of them."""
+    imported = _imported_names(ROOT / "slr" / f"{module}.py")
+    assert not [name for name in imported if name == "slr.learner" or name.startswith("slr.distributed")]
+
+
+def test_the_dask_learner_uses_only_the_learners_public_names():
+    """slr.distributed takes StructuredLogisticRegression from slr.learner and nothing private: the
+    loop's parts it needs come from their own modules."""
+    for path in sorted((ROOT / "slr" / "distributed").glob("*.py")):
+        names = _imported_names(path).get("slr.learner", set())
+        assert not [name for name in names if name.startswith("_")], path.name

@@ -22,14 +22,14 @@ from slr._optional import import_optional
 from slr._params import Integer, Satisfies
 from slr._prediction import prediction_model
 from slr._progress import early_stopping
-from slr._setup import checked_data, untimed
+from slr._setup import FitStart, checked_data, untimed
 from slr.distributed import _shard
 from slr.distributed._backend import Backend
 from slr.distributed._oracles import supported
 from slr.distributed._sharded_data import Layout, ShardedData
 from slr.estimator import FitHistory, validation_data
 from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels
-from slr.learner import StructuredLogisticRegression, _Start
+from slr.learner import StructuredLogisticRegression
 from slr.models import FlatData, check_example_weights, check_widths, class_weights
 from slr.oracles.lightgbm_adapter import LightGBM
 
@@ -49,7 +49,7 @@ def _check_checkpoint_dir(directory: Any) -> None:
         raise ValueError(f"checkpoint_dir={path!r} is not a writable directory")
 
 
-def _check_descriptions(descriptions: list[dict], params: dict[str, Any], start: _Start) -> None:
+def _check_descriptions(descriptions: list[dict], params: dict[str, Any], start: FitStart) -> None:
     """Refuse what the partitions hold together and the fit cannot take: weights that are all 0;
     unlabelled nodes with a ``latent_init`` that looks across partitions, a tree oracle (it fits
     hard labels only) or a continued fit (the targets would start afresh)."""
@@ -260,7 +260,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         early = val is not None and params["early_stopping"] is not False
         return self._fit_sources(sources, params, start, val, early, None, callback)
 
-    def _fit_sources(self, sources: Sequence[Callable[[], tuple]], params: dict[str, Any], start: _Start,
+    def _fit_sources(self, sources: Sequence[Callable[[], tuple]], params: dict[str, Any], start: FitStart,
                      val: tuple | None, early: bool, split: tuple[np.ndarray, np.ndarray] | None,
                      callback: Callable | None) -> "DaskStructuredLogisticRegression":
         """The fit on sources whose labels code ``start.classes`` (None: integer labels); ``val``:
