@@ -7,7 +7,7 @@ nothing here allocates more than the stored entries, a row-sized or a column-siz
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from typing import Any, Sequence, TypeGuard, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,7 +24,7 @@ FeatureMatrix = Union[np.ndarray, sp.csr_array]
 DENSE_BUDGET = 2**28
 
 
-def is_sparse(features: Any) -> bool:
+def is_sparse(features: Any) -> TypeGuard[sp.sparray | sp.spmatrix]:
     """Whether ``features`` is a SciPy sparse matrix or array."""
     return sp.issparse(features)
 

@@ -3,7 +3,7 @@ under other versions (as scikit-learn's ``InconsistentVersionWarning`` does for 
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["InconsistentVersionWarning", "VersionedPickle", "current_versions"]
 
@@ -31,7 +31,8 @@ class VersionedPickle:
     pickle recorded none). Place it before ``BaseEstimator`` in the bases."""
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(super().__getstate__())
+        # the next class in the MRO (BaseEstimator) pickles the state; mypy sees only object
+        state = dict(cast(Any, super()).__getstate__())
         state[_STATE_KEY] = current_versions()
         return state
 
@@ -49,7 +50,7 @@ class VersionedPickle:
                           f"{_listing({name: now.get(name, '?') for name in changed})}; it may fail or predict "
                           "differently: refit it, or load it with the versions it was saved with",
                           InconsistentVersionWarning, stacklevel=2)
-        super().__setstate__(state)
+        cast(Any, super()).__setstate__(state)
 
 
 def _listing(versions: dict[str, str]) -> str:

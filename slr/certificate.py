@@ -87,8 +87,9 @@ def certify(train: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, m
             n_iter: int | None = None) -> FitCertificate:
     """The certificate of a fit from its final state (potentials with the margin, messages), and
     why (``stop_reason``) and after how many iterations (``n_iter``) it stopped."""
-    batch = train.batch
-    truth = float(train.labelling_scores(train.labels, theta_nodes, theta_edges).sum())
+    batch, labels, L = train.batch, train.labels, train.n_states
+    assert labels is not None and L is not None   # training data: labelled, its n_states known
+    truth = float(train.labelling_scores(labels, theta_nodes, theta_edges).sum())
     probe = messages.copy()
     batch_sweeps(batch, theta_nodes, theta_edges, epsilon, max_sweeps=1, tol=0.0, n_jobs=n_jobs, out=probe,
                  check_input=False)
@@ -106,7 +107,7 @@ def certify(train: FlatData, theta_nodes: np.ndarray, theta_edges: np.ndarray, m
         lp_converged = bool(run.converged.all())
     primal = float(train.labelling_scores(decoded, theta_nodes, theta_edges).sum())
     lower, upper = primal - truth, (primal if dual is None else dual) - truth
-    entropy = epsilon * hmax(batch.n_nodes, batch.n_edges, train.n_states)
+    entropy = epsilon * hmax(batch.n_nodes, batch.n_edges, L)
     slack = _SLACK * max(1.0, abs(objective), abs(upper))
     return FitCertificate(
         objective=float(objective), lp_loss_lower=lower, lp_loss_upper=upper, entropy_bound=float(entropy),

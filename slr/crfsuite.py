@@ -107,7 +107,8 @@ def hashlittle(key: bytes, initval: int = 0) -> int:
 
 def _cqdb(strings: Sequence[bytes]) -> bytes:
     """A CQDB chunk mapping ``strings[i]`` to ``i`` and back (cqdb.c's writer, byte for byte)."""
-    records, tables, backlinks = bytearray(), [[] for _ in range(_CQDB_TABLES)], []
+    records, backlinks = bytearray(), []
+    tables: list[list[tuple[int, int]]] = [[] for _ in range(_CQDB_TABLES)]   # (hash, record offset)
     position = _CQDB_DATA
     for identifier, string in enumerate(strings):
         key = string + b"\0"
@@ -219,7 +220,7 @@ class CRFsuiteModel:
             file.write(out)
 
 
-def _references(out: bytearray, chunk: bytes, lists: list[np.ndarray | None]) -> int:
+def _references(out: bytearray, chunk: bytes, lists: Sequence[np.ndarray | None]) -> int:
     """Append a feature-reference chunk (aligned to 4 bytes): the offset of every item's list of
     feature ids (0 for None), then the lists. Returns the chunk's offset."""
     out += bytes(-len(out) % 4)

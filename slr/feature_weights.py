@@ -112,7 +112,7 @@ def transition_table(model: Any) -> np.ndarray:
     return np.asarray(pairwise.decision_function(np.ones((1, width))), dtype=np.float64).reshape(L, L)
 
 
-def _labels(learner: Any, labels: Sequence | None) -> np.ndarray:
+def _labels(learner: Any, labels: Sequence | np.ndarray | None) -> np.ndarray:
     """Each state's label: ``labels``, else the learner's ``classes_``, else the states 0 .. L-1."""
     if labels is None:
         labels = getattr(learner, "classes_", None)
@@ -124,7 +124,8 @@ def _labels(learner: Any, labels: Sequence | None) -> np.ndarray:
     return out
 
 
-def state_features(model: Any, feature_names: Sequence[str] | None = None, labels: Sequence | None = None, *,
+def state_features(model: Any, feature_names: Sequence[str] | None = None,
+                   labels: Sequence | np.ndarray | None = None, *,
                    nonzero: bool = True) -> pd.DataFrame:
     """The unary weights as a table: one row per (feature, label).
 
@@ -168,7 +169,7 @@ def state_features(model: Any, feature_names: Sequence[str] | None = None, label
     return frame.reset_index(drop=True)
 
 
-def transition_features(model: Any, labels: Sequence | None = None) -> pd.DataFrame:
+def transition_features(model: Any, labels: Sequence | np.ndarray | None = None) -> pd.DataFrame:
     """The transition table as a table: one row per (label, next label), ``L^2`` rows.
 
     Returns

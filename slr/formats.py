@@ -321,7 +321,7 @@ class SequenceVectorizer(TransformerMixin, BaseEstimator):
             tokens = [t for s in sequences for t in s]
             self.vectorizer_ = DictVectorizer().fit(tokens)
             self.n_features_ = len(self.vectorizer_.feature_names_)
-            self.crfsuite_attributes_ = _crfsuite_attributes(tokens, self.vectorizer_)
+            self.crfsuite_attributes_: dict[str, int] | None = _crfsuite_attributes(tokens, self.vectorizer_)
         else:
             self.n_features_ = check_int(self.hashing, "hashing", 1)
             self.vectorizer_ = FeatureHasher(n_features=self.n_features_, alternate_sign=False)

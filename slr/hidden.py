@@ -10,7 +10,7 @@ breaking the symmetry among the hidden states (``latent_init``).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -104,7 +104,7 @@ class HiddenNodeData(FlatData):
             padded, found = [], -1
             for k, (y, example, n_hidden) in enumerate(zip(Y, examples, counts)):
                 y = np.ma.filled(np.ma.asarray(y), -1).ravel() if np.ma.isMaskedArray(y) else np.asarray(y).ravel()
-                n_visible = _n_rows(example[0]) - n_hidden
+                n_visible = cast(int, _n_rows(example[0])) - n_hidden   # a row count: _split_examples checked
                 if y.shape[0] != n_visible:
                     raise ValueError(f"Y[{k}] must label the {n_visible} visible nodes of {name}[{k}] (its last "
                                      f"{n_hidden} of {n_visible + n_hidden} are hidden), got {y.shape[0]} labels")
@@ -125,7 +125,7 @@ class HiddenNodeData(FlatData):
         self.allowed_states = np.zeros((self.batch.n_nodes, L + H), dtype=bool)
         self.allowed_states[self.visible, :L] = True
         self.allowed_states[~self.visible, L:] = True
-        if padded is not None:
+        if self.labels is not None:   # Y given: the padded labels
             visible_labels = self.labels[self.visible]
             beyond = np.flatnonzero(visible_labels >= L)
             if beyond.size:

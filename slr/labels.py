@@ -79,7 +79,7 @@ def _encode_one(y: Any, index: dict, name: str) -> np.ndarray:
     values, mask = _values(y)
     flat = values.ravel().tolist()   # Python scalars: numpy and Python strings hash alike
     hidden = np.zeros(len(flat), dtype=bool) if mask is None else mask.ravel().copy()
-    codes = np.zeros(len(flat), dtype=np.int64)
+    codes: np.ndarray = np.zeros(len(flat), dtype=np.int64)
     for i, label in enumerate(flat):
         if hidden[i]:
             continue

@@ -58,6 +58,7 @@ def neighbour_label_histograms(train: FlatData) -> np.ndarray:
     """Each node's labelled neighbours' labels, counted and normalised to sum 1 (zeros for a node
     without labelled neighbours), shape ``(n_nodes, L)``."""
     L, labels, edges = train.n_states, train.labels, train.batch.edges
+    assert L is not None and labels is not None   # training data: labelled, its n_states known
     counts = np.zeros((train.batch.n_nodes, L))
     for this, other in ((edges[:, 0], edges[:, 1]), (edges[:, 1], edges[:, 0])):
         seen = labels[other] >= 0
@@ -101,9 +102,11 @@ def initial_node_targets(train: FlatData, method: str, rng: np.random.Generator,
         The states each node may take (at least one per node; a labelled node only its label's);
         :func:`clamp_mask` of the labels when None.
     """
-    allowed = clamp_mask(train.labels, train.n_states) if allowed is None else allowed
+    labels, L = train.labels, train.n_states
+    assert labels is not None and L is not None   # training data: labelled, its n_states known
+    allowed = clamp_mask(labels, L) if allowed is None else allowed
     targets = allowed / allowed.sum(axis=1, keepdims=True)
-    hidden = np.flatnonzero(train.labels < 0)
+    hidden = np.flatnonzero(labels < 0)
     if method == "uniform" or hidden.size == 0:
         return targets
     n_allowed = allowed[hidden].sum(axis=1)
@@ -176,8 +179,9 @@ class LatentTargets:
                  pairs: np.ndarray | None = None) -> None:
         self.train, self.epsilon = train, epsilon
         self.max_sweeps, self.tol, self.threads = max_sweeps, tol, threads
-        batch, L = train.batch, train.n_states
-        self.allowed = clamp_mask(train.labels, L) if allowed is None else clamp_mask(train.labels, L) & allowed
+        batch, L, labels = train.batch, train.n_states, train.labels
+        assert L is not None and labels is not None   # training data: labelled, its n_states known
+        self.allowed = clamp_mask(labels, L) if allowed is None else clamp_mask(labels, L) & allowed
         self.messages = np.zeros((batch.n_edges, 2, L))
         self.nodes = self.allowed / self.allowed.sum(axis=1, keepdims=True)
         self.edges = np.zeros((batch.n_edges, L * L))
@@ -215,6 +219,7 @@ class LatentTargets:
         every state the clamped LP allows); keep an example's new targets where they raise its
         truth term. Returns which examples took new targets, shape ``(B,)``."""
         batch, eps, L = self.train.batch, self.epsilon, self.train.n_states
+        assert L is not None   # set on every FlatData
         # the spread of the states the clamped LP allows (a state offset elsewhere is lower still)
         spread = (float(np.abs(theta_nodes[self.allowed]).max(initial=0.0))
                   + float(np.abs(theta_edges).max(initial=0.0)))

@@ -142,13 +142,13 @@ def classification_report(Y_true: Sequence, Y_pred: Sequence, *, labels: Sequenc
         Indexed by label (then the averages), columns ``precision``, ``recall``, ``f1``, ``support``.
     """
     truth, guess = _flatten(Y_true, Y_pred)
-    labels = np.unique(np.concatenate([truth, guess])) if labels is None else np.asarray(labels)
-    precision, recall, f1, support = precision_recall_fscore_support(truth, guess, labels=labels,
+    names = np.unique(np.concatenate([truth, guess])) if labels is None else np.asarray(labels)
+    precision, recall, f1, support = precision_recall_fscore_support(truth, guess, labels=names,
                                                                      zero_division=zero_division)
     rows = pd.DataFrame({"precision": precision, "recall": recall, "f1": f1, "support": support},
-                        index=pd.Index(labels.tolist(), dtype=object))
+                        index=pd.Index(names.tolist(), dtype=object))
     return _with_averages(rows, micro=precision_recall_fscore_support(
-        truth, guess, labels=labels, average="micro", zero_division=zero_division)[:3])
+        truth, guess, labels=names, average="micro", zero_division=zero_division)[:3])
 
 
 def _with_averages(rows: pd.DataFrame, micro: tuple[float, float, float]) -> pd.DataFrame:
@@ -286,7 +286,7 @@ def _entity_counts(tags_true: Sequence[Sequence[Any]],
         for index, spans in enumerate((true_spans, pred_spans, true_spans & pred_spans)):
             for kind, _, _ in spans:
                 counts.setdefault(kind, [0, 0, 0])[index] += 1
-    return {kind: tuple(counts[kind]) for kind in sorted(counts)}
+    return {kind: (n_true, n_pred, n_correct) for kind, (n_true, n_pred, n_correct) in sorted(counts.items())}
 
 
 def entity_scores(tags_true: Sequence[Sequence[Any]], tags_pred: Sequence[Sequence[Any]]) -> EntityScores:
@@ -373,7 +373,8 @@ def entity_report(tags_true: Sequence[Sequence[Any]], tags_pred: Sequence[Sequen
     return table.assign(n_predicted=np.array(predicted, dtype=np.int64), n_correct=np.array(correct, dtype=np.int64))
 
 
-def make_node_scorer(metric: Callable[..., float], **kwargs: Any) -> Callable[[Any, Sequence, Sequence], float]:
+def make_node_scorer(metric: Callable[..., float | np.ndarray],
+                     **kwargs: Any) -> Callable[[Any, Sequence, Sequence], float | np.ndarray]:
     """A scorer ``scorer(estimator, X, Y)`` (greater is better) from a node metric.
 
     Parameters
@@ -383,7 +384,7 @@ def make_node_scorer(metric: Callable[..., float], **kwargs: Any) -> Callable[[A
     **kwargs
         Passed to ``metric``.
     """
-    def scorer(estimator: Any, X: Sequence, Y: Sequence) -> float:
+    def scorer(estimator: Any, X: Sequence, Y: Sequence) -> float | np.ndarray:
         return metric(Y, estimator.predict(X), **kwargs)
 
     scorer.__name__ = f"{getattr(metric, '__name__', 'metric')}_scorer"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -45,8 +45,10 @@ def check_int(value: Any, name: str, minimum: int = 0, maximum: int | None = C_I
     ValueError
         Naming ``name``, if ``value`` is not an integer in range.
     """
-    if _is_bool(value) or not isinstance(value, Integral) or value < minimum or (
-        maximum is not None and value > maximum
+    # typeshed's numbers ABCs declare no comparisons with int: compare as the int the value is
+    number = cast(int, value)
+    if _is_bool(value) or not isinstance(value, Integral) or number < minimum or (
+        maximum is not None and number > maximum
     ):
         bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
         raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
@@ -87,9 +89,10 @@ def check_real(
     """
     if _is_bool(value) or not isinstance(value, Real):
         raise ValueError(f"{name} must be a real number, got {value!r}")
-    below = value <= low if low_open else value < low
-    above = value >= high if high_open else value > high
-    if not math.isfinite(value) or below or above:
+    number = cast(float, value)  # typeshed's numbers.Real declares no > or >=
+    below = number <= low if low_open else number < low
+    above = number >= high if high_open else number > high
+    if not math.isfinite(number) or below or above:
         if low == -math.inf and high == math.inf:
             bound = ""
         elif high == math.inf:
@@ -118,9 +121,10 @@ def check_n_jobs(n_jobs: Any, name: str = "n_jobs") -> int | None:
     if n_jobs is None:
         return None
     if isinstance(n_jobs, Integral) and not _is_bool(n_jobs):
-        if n_jobs == -1:
+        count = cast(int, n_jobs)  # typeshed's numbers ABCs declare no comparisons with int
+        if count == -1:
             return -1
-        if 1 <= n_jobs <= C_INT_MAX:
+        if 1 <= count <= C_INT_MAX:
             return int(n_jobs)
     raise ValueError(f"{name} must be None, -1 (all cores) or an integer in [1, {C_INT_MAX}], got {n_jobs!r}")
 
@@ -154,7 +158,7 @@ def check_seed(random_state: Any, name: str = "random_state") -> Any:
     """
     if random_state is None or isinstance(random_state, (np.random.Generator, np.random.RandomState)):
         return random_state
-    if isinstance(random_state, Integral) and not _is_bool(random_state) and random_state >= 0:
+    if isinstance(random_state, Integral) and not _is_bool(random_state) and cast(int, random_state) >= 0:
         return int(random_state)
     raise ValueError(f"{name} must be None, a non-negative integer or a numpy Generator, got {random_state!r}")
 

@@ -59,10 +59,8 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
         if (module, name) not in self._ALLOWED:
             raise pickle.UnpicklingError(f"the pickle refers to {module}.{name}")
         if module == "numpy.core.multiarray":
-            try:
-                from numpy._core import multiarray  # numpy >= 2
-            except ImportError:  # pragma: no cover - numpy 1.x
-                from numpy.core import multiarray
+            from numpy._core import multiarray  # where numpy 2 keeps what these pickles name
+
             return getattr(multiarray, name)
         return getattr(np, name)
 
@@ -164,7 +162,8 @@ def _fill_cache(path: Path, name: str, convert: Callable[[Any], dict[str, np.nda
             arrays = convert(data)
             validate(arrays)
             partial = Path(tmp) / path.name
-            np.savez_compressed(partial, **arrays)
+            # the stub's allow_pickle: bool sits beside **kwds: ArrayLike; mypy matches **arrays to both
+            np.savez_compressed(partial, **arrays)  # type: ignore[arg-type]
             shutil.move(str(partial), str(path))
 
 

@@ -212,7 +212,7 @@ def load_snakes(*, edge_features: str = "input", crop: bool = False, data_home: 
     check_option(edge_features, "edge_features", EDGE_FEATURES)
     crop = check_bool(crop, "crop")
     arrays = _read_cache(data_home, download_if_missing)
-    out = []
+    out: list[list] = []
     for split in ("train", "test"):
         shapes = arrays[f"{split}_shapes"]
         bounds = np.concatenate([[0], np.cumsum(np.prod(shapes, axis=1))])

@@ -58,7 +58,7 @@ def _gibbs(n: int, edges: np.ndarray, tables: np.ndarray, n_states: int, sweeps:
            rng: np.random.Generator) -> np.ndarray:
     """Labels after ``sweeps`` Gibbs sweeps of ``p(y) ~ exp(sum_e tables[e][y_i, y_j])``."""
     labels = rng.integers(n_states, size=n)
-    incident = [[] for _ in range(n)]
+    incident: list[list[tuple[int, Any, int]]] = [[] for _ in range(n)]
     for e, (i, j) in enumerate(edges):
         incident[i].append((e, j, 0))
         incident[j].append((e, i, 1))

@@ -127,7 +127,7 @@ class _Elimination:
                 factor = self.factor(i)
                 joint = np.exp(alphas[i][..., None] + factor + beta[None, ...] - log_z)   # (y_{i-W}, ..., y_i)
                 nodes[i] = joint.reshape(-1, L).sum(axis=0)
-                if with_edges:
+                if pairs is not None:   # with_edges
                     for e in self.edges_at[i]:
                         axis = self.earlier[e] - (i - W)
                         kept = tuple(a for a in range(W) if a != axis)
@@ -185,7 +185,7 @@ def batch_exact_marginals(batch: GraphBatch, theta_nodes: Any, theta_edges: Any,
         exact = _Elimination(theta_nodes[nodes] / temperature, theta_edges[edges] / temperature, local,
                              width).run(with_edges)
         result.node_marginals[nodes] = exact.node_marginals
-        if with_edges:
+        if result.edge_marginals is not None:   # with_edges
             result.edge_marginals[edges] = exact.edge_marginals
         result.log_partition[k] = exact.log_partition[0]
     return result

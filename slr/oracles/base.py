@@ -117,9 +117,9 @@ def rows_digest(features: FeatureMatrix) -> str:
     its ``training_scores_`` belong to the rows of the next fit without keeping a copy of them."""
     sparse = is_sparse(features)
     digest = hashlib.blake2b(f"{sparse}{features.dtype.str}{features.shape}".encode(), digest_size=16)
-    parts = (features.indptr, features.indices, features.data) if sparse else (features,)
+    parts = (features.indptr, features.indices, features.data) if is_sparse(features) else (features,)
     for part in parts:
-        digest.update(np.ascontiguousarray(part).reshape(-1).view(np.uint8))
+        digest.update(np.ascontiguousarray(part).reshape(-1).view(np.uint8).data)
     return digest.hexdigest()
 
 
@@ -234,8 +234,8 @@ def _feature_rows(features: Any, sparse: bool, who: str, alternative: str) -> Fe
 def _resolvable_bias(bias: np.ndarray | PairBias) -> np.ndarray | PairBias:
     """``bias`` with rows of large magnitude shifted to a largest entry of 0 (see
     :func:`check_logistic_problem`), after refusing rows that span more than MAX_BIAS_SPAN."""
-    pair = isinstance(bias, PairBias)
-    factors = (bias.left, bias.right) if pair else (bias,)   # a dense row is the sum of its factors'
+    # a dense row is the sum of its factors'
+    factors = (bias.left, bias.right) if isinstance(bias, PairBias) else (bias,)
     tops = [f.max(axis=1, keepdims=True) for f in factors]
     bottoms = [f.min(axis=1, keepdims=True) for f in factors]
     with np.errstate(over="ignore", invalid="ignore"):
@@ -257,7 +257,7 @@ def _resolvable_bias(bias: np.ndarray | PairBias) -> np.ndarray | PairBias:
     if not large.any():
         return bias
     shifted = [np.where(large, f - top, f) for f, top in zip(factors, tops)]
-    return PairBias(*shifted, offset=bias.offset) if pair else shifted[0]
+    return PairBias(shifted[0], shifted[1], offset=bias.offset) if isinstance(bias, PairBias) else shifted[0]
 
 
 def biased_logistic_loss(

@@ -335,6 +335,7 @@ class LightGBM(LogisticOracle):
         for booster in boosters:
             step = np.asarray(booster.predict(features, raw_score=True, num_threads=threads), dtype=np.float64)
             scores = step if scores is None else scores + step
+        assert scores is not None   # there are boosters
         scores = scores.reshape(features.shape[0], self.n_classes_)
         return scores + self.constant_ if np.any(self.constant_ != 0) else scores
 
@@ -383,18 +384,21 @@ class _SafeguardedBoosting:
         """Boost up to ``n_rounds`` rounds; stop early when no tree can split (``no_split`` if
         that happens in the first round) or when no halving of a round lowers the loss."""
         n, k = self.bias.shape
-        for r in range(0 if self.no_split else n_rounds):
-            if self.booster.update(fobj=self._gradients):
+        booster = self.booster   # None exactly when no_split was found at construction
+        if self.no_split or booster is None:
+            return
+        for r in range(n_rounds):
+            if booster.update(fobj=self._gradients):
                 self.no_split = r == 0   # LightGBM dropped the round (and keeps a first one)
                 return
-            step = self.booster.predict(self.features, start_iteration=r, num_iteration=1, raw_score=True,
+            step = booster.predict(self.features, start_iteration=r, num_iteration=1, raw_score=True,
                                         num_threads=self.threads)
             scale = self._line_search(np.asarray(step, dtype=np.float64).reshape(n, k))
             if scale == 0.0:
-                self.booster.rollback_one_iter()
+                booster.rollback_one_iter()
                 return
             if scale < 1.0:
-                self._scale_round(r, scale)
+                self._scale_round(booster, r, scale)
             self.n_rounds += 1
 
     def _line_search(self, step: np.ndarray) -> float:
@@ -411,9 +415,11 @@ class _SafeguardedBoosting:
             self.n_halvings += 1
         return 0.0
 
-    def _scale_round(self, r: int, scale: float) -> None:
-        """Multiply the leaf values of round ``r``'s trees by ``scale`` (a power of two: exact)."""
-        for tree in self.booster.dump_model(start_iteration=r, num_iteration=1)["tree_info"]:
+    @staticmethod
+    def _scale_round(booster: Any, r: int, scale: float) -> None:
+        """Multiply the leaf values of round ``r``'s trees of ``booster`` by ``scale`` (a power of
+        two: exact)."""
+        for tree in booster.dump_model(start_iteration=r, num_iteration=1)["tree_info"]:
             index = tree["tree_index"]
             for leaf in range(tree["num_leaves"]):
-                self.booster.set_leaf_output(index, leaf, scale * self.booster.get_leaf_output(index, leaf))
+                booster.set_leaf_output(index, leaf, scale * booster.get_leaf_output(index, leaf))

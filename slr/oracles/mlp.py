@@ -303,6 +303,7 @@ class MLP(LogisticOracle):
             start.restore(self)
             end = start
         self.n_epochs_ = n_run
+        assert end.scores is not None   # None only at an infinite loss, above the start's finite one
         self.training_scores_ = end.scores
         self._training_digest_ = rows_digest(features)
 
@@ -355,7 +356,7 @@ class MLP(LogisticOracle):
         features, bias, labels, scale = problem.inputs, problem.bias32, problem.labels32, problem.scale
         n = features.shape[0]
         soft = labels.ndim == 2
-        mom, omm, eta = _DTYPE(momentum), _DTYPE(1.0 - momentum), _DTYPE(eta)
+        mom, omm, step = _DTYPE(momentum), _DTYPE(1.0 - momentum), _DTYPE(eta)
         params, velocity = self.params_, self.velocity_
         sparse = is_sparse(features)
         centre = self._centre() if sparse else None
@@ -409,7 +410,7 @@ class MLP(LogisticOracle):
                 np.matmul(back.T, x, out=gv)
             velocity *= mom
             velocity += omm * grad
-            params -= eta * velocity
+            params -= step * velocity
         self.n_iter_ += -(-n // batch_size)
 
     def _scores(self, inputs: FeatureMatrix, transformed: bool = True) -> np.ndarray:

@@ -133,6 +133,7 @@ class PairLoss:
 
     def __init__(self, row: np.ndarray, bias: PairBias, labels: np.ndarray,
                  sample_weight: np.ndarray | None = None) -> None:
+        self.n: float   # the row count, or the weights' sum
         self.n, self.k = bias.shape
         self.L = bias.n_states
         self.row = row

@@ -431,7 +431,7 @@ class BoostedTrees(LogisticOracle):
         warm = params["warm_start"] and previous is not None
         # the last fit, on these rows, had to continue: a fit from 0 would end above again (Notes)
         skip = not warm and same_rows and getattr(self, "continued_", False)
-        ensemble = previous.copy() if warm else _Ensemble(np.zeros((n, k)))
+        ensemble = previous.copy() if warm and previous is not None else _Ensemble(np.zeros((n, k)))
         self.continued_ = False
         self.n_halvings_ = 0
         if k > 1:
@@ -444,6 +444,7 @@ class BoostedTrees(LogisticOracle):
             if skip or (previous is not None
                         and biased_logistic_loss(ensemble.scores, bias, labels, sample_weight)[0]
                         > biased_logistic_loss(previous.scores, bias, labels, sample_weight)[0]):
+                assert previous is not None   # skip needs same_rows, which comes with the fitted ensemble
                 ensemble = previous.copy()
                 self.continued_ = True
                 self._boost(features, bias, labels, sample_weight, ensemble, p, rng, fit_start, guarded=True)
@@ -637,7 +638,7 @@ class BoostedTrees(LogisticOracle):
         if extends:
             offsets = np.concatenate([self.tree_offsets_[:-1], offsets])
             new = {name: np.concatenate([getattr(self, name), part]) for name, part in new.items()}
-        self.tree_offsets_ = offsets
+        self.tree_offsets_: np.ndarray = offsets
         for name, part in new.items():
             setattr(self, name, part)
 
@@ -711,5 +712,5 @@ class BoostedTrees(LogisticOracle):
         for part in (self.tree_offsets_[:n_trees + 1], self.tree_class_[:n_trees], self.node_feature_[:end],
                      self.node_threshold_[:end], self.node_left_[:end], self.node_right_[:end],
                      self.node_value_[:end]):
-            digest.update(np.ascontiguousarray(part).view(np.uint8))
+            digest.update(np.ascontiguousarray(part).view(np.uint8).data)
         return digest.hexdigest()

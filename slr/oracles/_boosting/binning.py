@@ -62,7 +62,7 @@ def _quantile_ends(cumulative: np.ndarray) -> np.ndarray:
     """
     cumulative = cumulative.astype(np.float64)  # searchsorted would convert it every call
     n_values, n = cumulative.size, cumulative[-1]
-    ends = []
+    ends: list[int] = []
     end = -1
     for bins_left in range(MAX_BINS, 0, -1):
         if n_values - 1 - end <= bins_left:
