@@ -86,4 +86,16 @@ def write_api(out: Path) -> list[str]:
              "group the rest.", "", ".. toctree::", "   :maxdepth: 1", ""]
     index += [f"   {name}" for name in modules]
     (out / "index.rst").write_text("\n".join(index) + "\n")
+    _remove_stale_pages(out, modules, pages)
     return modules
+
+
+def _remove_stale_pages(out: Path, modules: list[str], pages: dict[str, dict[str, list[str]]]) -> None:
+    """Delete the pages of names no longer public (a removed name's page would be an orphan)."""
+    current = {f"{module}.{attr}" for module, entry in pages.items() for kind in entry.values() for attr in kind}
+    for path in out.glob("*.rst"):
+        if path.stem != "index" and path.stem not in modules:
+            path.unlink()
+    for path in (out / "generated").glob("*.rst"):
+        if path.stem not in current:
+            path.unlink()

@@ -12,9 +12,16 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Modules not yet typed cleanly, left out of the check; remove each from here once it is clean (an
 #: empty set checks the whole package). The modules checked read these ones' types all the same.
 NOT_YET_CHECKED = {
+    "slr/_alternation.py",
+    "slr/_fit_data.py",
     "slr/_joint.py",
+    "slr/_progress.py",
+    "slr/_relaxation.py",
+    "slr/_setup.py",
+    "slr/_solvers.py",
     "slr/distributed/_oracles.py",
     "slr/distributed/_shard.py",
+    "slr/distributed/_sharded_data.py",
     "slr/distributed/learner.py",
     "slr/estimator.py",
     "slr/learner.py",
