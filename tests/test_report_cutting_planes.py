@@ -23,9 +23,10 @@ grids) are not covered here.
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from chain_reference import brute_primal, exact_ssvm_optimum, viterbi_primal
+from chain_reference import brute_primal, chain_example, exact_ssvm_optimum, viterbi_primal
 from slr.datasets.synthetic import make_structured
 
 #: Nodes of the small stand-ins: enumeration of every labelling stays below a few thousand.
@@ -131,3 +132,47 @@ def test_report_letters_one_slack_ends_by_its_tolerance_on_the_real_words(report
     assert model.history_["objective"].iloc[-1] == pytest.approx(primal, rel=1e-9)
     assert 0.0 < model.lower_bound_ <= primal
     assert primal - model.lower_bound_ <= C * len(X) * model.tol * (1 + 1e-6)
+
+
+def test_report_stop_fields_of_a_budget_ended_fit_give_its_certified_gap():
+    """A fit that ``max_iter`` ends reports ``max_iter`` and the primal minus its lower bound, which
+    brackets the exact optimum; one that its tolerance ends reports ``tol``."""
+    from baselines import OneSlackSSVM
+    from slr_suite.methods import stop_fields
+
+    X, Y, L = _data("chain")
+    C = 10.0
+    optimum = exact_ssvm_optimum(X, Y, L, C=C)
+    short = OneSlackSSVM(C=C, max_iter=3, n_states=L).fit(X, Y)
+    fields = stop_fields(short)
+    assert fields["stopped"] == "max_iter"
+    exact = brute_primal(short.w_, X, Y, L, C=C)
+    assert fields["gap"] == pytest.approx(exact - short.lower_bound_, rel=1e-9)
+    assert short.lower_bound_ <= optimum + 1e-5 * optimum <= exact + 2e-5 * optimum
+    assert stop_fields(OneSlackSSVM(C=C, n_states=L).fit(X, Y))["stopped"] == "tol"
+
+
+@pytest.mark.peer
+@pytest.mark.parametrize("learner", ["OneSlackSSVM", "NSlackSSVM"])
+def test_report_reads_pystruct_cutting_plane_stops_and_gaps(peer_env, learner):
+    """A pystruct fit that its test ends reads as ``tol`` before its budget, one that ``max_iter``
+    ends as ``max_iter``; either gap leaves a lower bound at most the exact optimum."""
+    from baselines.peer import run_peer
+    from slr_suite.methods import _PEER_CUTTING_PLANES, _peer_stop_fields
+
+    assert learner in _PEER_CUTTING_PLANES
+    rng = np.random.default_rng(3)
+    X = []
+    for n in rng.integers(2, 5, size=6):
+        feats, edges, _ = chain_example(rng, int(n))
+        X.append((feats, edges, np.ones((n - 1, 1))))
+    Y = [rng.integers(0, 3, size=len(x[0])) for x in X]
+    optimum = exact_ssvm_optimum(X, Y, 3, C=1.0)
+    for max_iter, tol, stopped in ((200, 1e-4, "tol"), (2, 1e-4, "max_iter")):
+        res = run_peer(learner, X, Y, model="chain", n_states=3, params=dict(C=1.0, tol=tol, max_iter=max_iter))
+        fields = _peer_stop_fields(res, max_iter)
+        assert fields["stopped"] == stopped
+        assert fields["iterations"] <= max_iter and (fields["iterations"] < max_iter) == (stopped == "tol")
+        assert brute_primal(res["w"], X, Y, 3, C=1.0) == pytest.approx(res["primal_objective"], rel=1e-9)
+        lower = res["primal_objective"] - fields["gap"]
+        assert lower <= optimum * (1 + 1e-4) <= res["primal_objective"] * (1 + 2e-4)
