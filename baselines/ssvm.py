@@ -27,7 +27,7 @@ from slr._optional import import_optional
 from slr._params import Boolean, Integer, Options, Real
 from slr.validation import check_generator
 
-__all__ = ["NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM", "solve_ssvm_dual"]
+__all__ = ["NSlackSSVM", "OneSlackSSVM", "SubgradientSSVM", "solve_ssvm_dual", "working_set_bound"]
 
 
 def _clarabel():
@@ -106,6 +106,24 @@ def solve_ssvm_dual(D: np.ndarray, delta: np.ndarray, groups: np.ndarray, C: flo
             or not np.all(np.isfinite(alpha)):
         raise RuntimeError(f"the SSVM dual QP failed: Clarabel's status {solution.status}")
     return np.clip(alpha, 0.0, None)
+
+
+def working_set_bound(alpha: np.ndarray, D: np.ndarray, delta: np.ndarray, groups: np.ndarray,
+                      C: float | np.ndarray) -> float:
+    """The dual objective ``a @ delta - 0.5 ||D^T a||^2`` of the working-set QP at ``alpha`` made
+    feasible (each group scaled down to its cap where the solver's iterate overshoots it).
+
+    By weak duality it is at most the working-set QP's optimum, which is at most the SSVM's
+    optimum when every constraint is a labelling's (its slack lower-bounds the example's): a
+    certified lower bound on the optimal primal.
+    """
+    n_groups = int(groups.max()) + 1 if len(groups) else 0
+    caps = np.broadcast_to(np.asarray(C, dtype=np.float64), (n_groups,))
+    sums = np.bincount(groups, weights=alpha, minlength=n_groups)
+    scale = np.minimum(1.0, caps / np.maximum(sums, np.finfo(float).tiny))
+    feasible = alpha * scale[groups]
+    w = feasible @ D
+    return float(feasible @ delta - 0.5 * w @ w)
 
 
 def prune_inactive(alpha: np.ndarray, idle: np.ndarray, threshold: float, window: int
@@ -192,6 +210,22 @@ class OneSlackSSVM(_CuttingPlaneBase):
         inference and loss-augmented inference never take a forbidden pair or end state (on
         chains and trees; on loopy graphs only where the LP's rounding finds an allowed
         labelling), and training labels that use one are refused.
+
+    Attributes
+    ----------
+    w_ : ndarray
+    n_iter_ : int
+        Iterations run.
+    converged_ : bool
+        Whether the tolerance, not ``max_iter``, ended the fit.
+    n_constraints_ : int
+        Constraints in the final working set.
+    lower_bound_ : float
+        The largest dual objective of the working-set QPs (:func:`working_set_bound`): a lower
+        bound on the optimal primal, so that ``history_["objective"].iloc[-1] - lower_bound_``
+        bounds how far the returned weights' primal is from the optimum (where inference is
+        exact; on loopy graphs the LP's labellings make the logged primal a lower bound too).
+    history_ : pandas.DataFrame
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 10000, tol: float = 1e-3,
@@ -213,6 +247,7 @@ class OneSlackSSVM(_CuttingPlaneBase):
         psi_true = data.weighted_joint_feature(*data.truth_marginals())
         D, delta, idle = np.zeros((0, data.size)), np.zeros(0), np.zeros(0, dtype=int)
         self.converged_ = False
+        self.lower_bound_ = 0.0
         for it in range(self.max_iter):
             xi = max(0.0, float(np.max(delta - D @ w, initial=0.0)))
             for exact in (False, True):   # the exact constraint only where the LP's would stop the loop
@@ -229,8 +264,10 @@ class OneSlackSSVM(_CuttingPlaneBase):
             D = np.vstack([D, d_new])
             delta = np.append(delta, delta_new)
             idle = np.append(idle, 0)
-            alpha = solve_ssvm_dual(D, delta, np.zeros(len(delta), dtype=int), C)
+            groups = np.zeros(len(delta), dtype=int)
+            alpha = solve_ssvm_dual(D, delta, groups, C)
             w = alpha @ D
+            self.lower_bound_ = max(self.lower_bound_, working_set_bound(alpha, D, delta, groups, C))
             keep, idle = prune_inactive(alpha, idle, self.inactive_threshold * C, self.inactive_window)
             D, delta = D[keep], delta[keep]
         else:
@@ -259,6 +296,11 @@ class NSlackSSVM(_CuttingPlaneBase):
         A constraint of example ``k`` whose dual weight is below ``inactive_threshold * C_k`` is inactive.
     inactive_window : int, default=10
         Shorter than the 1-slack default: here every iteration adds up to ``n`` constraints.
+
+    Attributes
+    ----------
+    w_, n_iter_, converged_, n_constraints_, lower_bound_, history_
+        As in :class:`OneSlackSSVM`.
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 200, tol: float = 1e-3,
@@ -284,6 +326,7 @@ class NSlackSSVM(_CuttingPlaneBase):
         groups = np.zeros(0, dtype=int)
         idle = np.zeros(0, dtype=int)
         self.converged_ = False
+        self.lower_bound_ = 0.0
         caps = C if data.sample_weight is None else C * data.sample_weight
         for it in range(self.max_iter):
             xi = np.zeros(data.n_examples)
@@ -308,6 +351,7 @@ class NSlackSSVM(_CuttingPlaneBase):
             idle = np.append(idle, np.zeros(new.size, dtype=int))
             alpha = solve_ssvm_dual(D, delta, groups, caps)
             w = alpha @ D
+            self.lower_bound_ = max(self.lower_bound_, working_set_bound(alpha, D, delta, groups, caps))
             threshold = self.inactive_threshold * (caps if np.ndim(caps) == 0 else caps[groups])
             keep, idle = prune_inactive(alpha, idle, threshold, self.inactive_window)
             D, delta, groups = D[keep], delta[keep], groups[keep]

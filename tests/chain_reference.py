@@ -66,3 +66,23 @@ def exact_ssvm_optimum(X, Y, n_states: int, C: float = 1.0, s=None, cw=None) -> 
     problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(cp.multiply(s, xi))), constraints)
     problem.solve()
     return problem.value
+
+
+def viterbi_primal(w: np.ndarray, X, Y, n_states: int, C: float = 1.0) -> float:
+    """The primal of :func:`brute_primal` (unit weights) on chains too long to enumerate: each
+    example's most violating labelling by a Viterbi recursion over its edges ``(i, i + 1)``,
+    written out here on the weights' layout (``L * d`` unary, ``L * L * d_e`` pairwise weights)."""
+    feats0, _, efeats0 = X[0]
+    d, d_e = feats0.shape[1], efeats0.shape[1]
+    unary_w = w[:n_states * d].reshape(n_states, d)
+    pair_w = w[n_states * d:].reshape(n_states * n_states, d_e)
+    total = 0.5 * w @ w
+    for (feats, edges, efeats), y in zip(X, Y):
+        assert np.array_equal(edges, np.column_stack([np.arange(len(y) - 1), np.arange(1, len(y))]))
+        scores = feats @ unary_w.T + (np.arange(n_states)[None, :] != np.asarray(y)[:, None])
+        best = scores[0]
+        for e in range(len(y) - 1):
+            pair = (pair_w @ efeats[e]).reshape(n_states, n_states)
+            best = np.max(best[:, None] + pair, axis=0) + scores[e + 1]
+        total += C * max(0.0, float(best.max()) - w @ joint_feature((feats, edges, efeats), y, n_states))
+    return total

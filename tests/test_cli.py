@@ -493,15 +493,19 @@ def test_a_data_set_can_budget_one_row_alone():
     """quick's denoising gives pystruct's OneSlackSSVM and NSlackSSVM alone 25 and 15 iterations
     (ours keep 100 and 20, the other data sets' peers too); on letters our SubgradientSSVM and
     pystruct's FrankWolfeSSVM (which takes SubgradientSSVM's budget) 25 while pystruct's
-    SubgradientSSVM keeps 100 by its row's own budget, and both NSlackSSVMs 15; the budget enters
-    that cell's key and the report's sizes, and so do pystruct's keywords on denoising."""
-    from slr_suite.render_baselines import _budgets_text, _peer_params_text
+    SubgradientSSVM keeps 100 by its row's own budget, both NSlackSSVMs 15 and both OneSlackSSVMs
+    500, which the tolerance of pystruct's letters example, their keyword there, ends; the budget
+    enters that cell's key and the report's sizes, and so do the keywords of pystruct's learners
+    on denoising and letters and of ours on letters."""
+    from slr_suite.render_baselines import _budgets_text, _own_params_text, _peer_params_text
 
     spec = get_profile("quick").spec("baselines")
     reg = dict(C=1.0, epsilon=0.1)
     assert spec.budget("OneSlackSSVM", "denoising", "pystruct:OneSlackSSVM") == 25
     assert spec.budget("OneSlackSSVM", "denoising", "OneSlackSSVM") == spec.max_iter["OneSlackSSVM"] == 100
-    assert spec.budget("OneSlackSSVM", "letters", "pystruct:OneSlackSSVM") == 100
+    assert spec.budget("OneSlackSSVM", "letters", "pystruct:OneSlackSSVM") == spec.budget("OneSlackSSVM",
+                                                                                          "letters") == 500
+    assert spec.budget("OneSlackSSVM", "snakes", "pystruct:OneSlackSSVM") == 15
     assert spec.budget("NSlackSSVM", "denoising", "pystruct:NSlackSSVM") == 15
     assert spec.budget("NSlackSSVM", "denoising", "NSlackSSVM") == spec.max_iter["NSlackSSVM"] == 20
     assert spec.budget("NSlackSSVM", "letters", "pystruct:NSlackSSVM") == spec.budget("NSlackSSVM", "letters") == 15
@@ -517,3 +521,10 @@ def test_a_data_set_can_budget_one_row_alone():
     assert "on denoising pystruct:OneSlackSSVM=25, pystruct:NSlackSSVM=15" in _budgets_text(spec)
     assert "pystruct:OneSlackSSVM on denoising takes inference_cache=100, tol=0.1" in _peer_params_text(spec)
     assert get_profile("full").spec("baselines").budget("OneSlackSSVM", "denoising", "pystruct:OneSlackSSVM") == 500
+    assert get_profile("full").spec("baselines").budget("OneSlackSSVM", "letters", "pystruct:OneSlackSSVM") == 2000
+    for group, method in (("baselines", "OneSlackSSVM"), ("pystruct", "pystruct:OneSlackSSVM")):
+        assert spec.method_config("letters", group, method, reg)["params"] == dict(tol=0.1)
+        assert "params" not in spec.method_config("denoising", "baselines", "OneSlackSSVM", reg)
+    assert "params" not in spec.method_config("letters", "baselines", "NSlackSSVM", reg)
+    assert "pystruct:OneSlackSSVM on letters takes tol=0.1" in _peer_params_text(spec)
+    assert "Our OneSlackSSVM on letters takes tol=0.1" in _own_params_text(spec)
