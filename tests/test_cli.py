@@ -493,7 +493,7 @@ def test_a_data_set_can_budget_one_row_alone():
     """quick's denoising gives pystruct's OneSlackSSVM and NSlackSSVM alone 25 and 15 iterations
     (ours keep 100 and 20, the other data sets' peers too); on letters our SubgradientSSVM and
     pystruct's FrankWolfeSSVM (which takes SubgradientSSVM's budget) 25 while pystruct's
-    SubgradientSSVM keeps 100 by its row's own budget, both NSlackSSVMs 15 and both OneSlackSSVMs
+    SubgradientSSVM keeps 100 by its row's own budget, and both OneSlackSSVMs
     500, which the tolerance of pystruct's letters example, their keyword there, ends; the budget
     enters that cell's key and the report's sizes, and so do the keywords of pystruct's learners
     on denoising and letters and of ours on letters."""
@@ -508,7 +508,6 @@ def test_a_data_set_can_budget_one_row_alone():
     assert spec.budget("OneSlackSSVM", "snakes", "pystruct:OneSlackSSVM") == 15
     assert spec.budget("NSlackSSVM", "denoising", "pystruct:NSlackSSVM") == 15
     assert spec.budget("NSlackSSVM", "denoising", "NSlackSSVM") == spec.max_iter["NSlackSSVM"] == 20
-    assert spec.budget("NSlackSSVM", "letters", "pystruct:NSlackSSVM") == spec.budget("NSlackSSVM", "letters") == 15
     assert spec.budget("SubgradientSSVM", "letters") == spec.budget("FrankWolfeSSVM", "letters",
                                                                      "pystruct:FrankWolfeSSVM") == 25
     assert spec.budget("SubgradientSSVM", "letters", "pystruct:SubgradientSSVM") == 100
