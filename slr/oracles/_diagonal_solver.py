@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import minimize
 
 from slr._features import FeatureMatrix, squared
+from slr._lbfgs import history_size, minimise_lbfgs
 
-__all__ = ["RowLoss", "history_size", "minimise_diagonal"]
+__all__ = ["RowLoss", "add_ridge", "minimise_diagonal"]
 
 # rows per block: about this many scores in a block's temporaries (64 MiB each; fewer blocks, fewer
 # passes over the (K, D) gradient)
@@ -26,18 +26,6 @@ _BLOCK_ELEMENTS = 1 << 23
 # smallest diagonal curvature assumed, relative to the largest (a class whose probability has
 # vanished would otherwise get steps without bound)
 _CURVATURE_FLOOR = 1e-10
-
-# bytes of L-BFGS's correction pairs (two float64 vectors per stored correction) that a fit's history may
-# take, and the fewest corrections it keeps: with hundreds of thousands of weights (sparse text features)
-# the history is most of a fit's memory
-HISTORY_BUDGET = 1 << 26
-MIN_HISTORY = 3
-
-
-def history_size(n_variables: int, wanted: int) -> int:
-    """L-BFGS's number of stored corrections for ``n_variables``: ``wanted``, or fewer where their
-    vectors would take more than :data:`HISTORY_BUDGET` bytes (but at least :data:`MIN_HISTORY`)."""
-    return min(wanted, max(MIN_HISTORY, HISTORY_BUDGET // (16 * max(n_variables, 1))))
 
 
 class RowLoss:
@@ -123,6 +111,17 @@ class RowLoss:
                 p *= self.weights[start:stop][:, None]
             self._add_columns(diagonal, start, stop, p, squares=True)
         return diagonal
+
+
+def add_ridge(coef: np.ndarray, penalty: np.ndarray, grad: np.ndarray) -> float:
+    """``grad += penalty * coef`` (``penalty`` per column of the ``(K, C)`` coefficients), and the
+    ridge ``sum penalty / 2 coef^2`` returned: a class at a time, without a temporary of the
+    coefficients' size."""
+    value = 0.0
+    for row, row_grad in zip(coef, grad):
+        value += 0.5 * float(penalty @ (row * row))
+        row_grad += penalty * row
+    return value
 
 
 def _optimality(coef: np.ndarray, grad: np.ndarray, l1: np.ndarray) -> float:
@@ -230,9 +229,11 @@ def minimise_diagonal(
     def objective(c: np.ndarray) -> tuple[float, np.ndarray]:
         """The mean objective and the gradient of its smooth part."""
         value, grad = problem(c)
-        value += 0.5 * float(np.sum(l2 * c * c)) + float(np.sum(l1 * np.abs(c)))
-        grad += l2 * c
-        return value / n, grad / n
+        value += add_ridge(c, l2, grad)
+        if split:
+            value += sum(float(l1 @ np.abs(row)) for row in c)
+        grad /= n
+        return value / n, grad
 
     value, grad = objective(coef)
     if not np.isfinite(value) and np.any(coef):
@@ -249,8 +250,7 @@ def minimise_diagonal(
         curvature = np.maximum(curvature, _CURVATURE_FLOOR * max(float(curvature.max()), 1.0))
         root = np.sqrt(curvature)
         inner = tol / float(np.sqrt(curvature.max()))
-        options = {"maxiter": min(refresh, max_iter - n_iter), "gtol": inner, "ftol": 1e-15,
-                   "maxfun": 20 * refresh, "maxcor": history_size(coef.size, 10)}
+        cycle_iter = min(refresh, max_iter - n_iter)
         if split:
             def scaled(u: np.ndarray) -> tuple[float, np.ndarray]:
                 """The smooth part of the mean objective, and its gradient, in scaled variables."""
@@ -260,18 +260,21 @@ def minimise_diagonal(
                 g += l2 * c
                 return f / n, (g / root).ravel() / n
 
-            x, nit = _owlqn(scaled, (coef * root).ravel(), (l1 / n / root).ravel(), options["maxiter"], inner,
+            x, nit = _owlqn(scaled, (coef * root).ravel(), (l1 / n / root).ravel(), cycle_iter, inner,
                             history_size(coef.size, 10))
             candidate = x.reshape(coef.shape) / root
         else:
-            def scaled(u: np.ndarray) -> tuple[float, np.ndarray]:
-                f, g = objective(u.reshape(coef.shape) / root)
-                return f, (g / root).ravel()
+            def smooth(c: np.ndarray, out: np.ndarray) -> float:
+                """The mean objective at ``c`` (flat), its gradient written to ``out``."""
+                f, g = objective(c.reshape(coef.shape))
+                out[...] = g.ravel()
+                return f
 
-            result = minimize(scaled, (coef * root).ravel(), jac=True, method="L-BFGS-B", options=options)
-            candidate = result.x.reshape(coef.shape) / root
-            nit = int(result.nit)
-            del result   # its inverse-Hessian operator holds L-BFGS's history
+            result = minimise_lbfgs(smooth, coef.ravel(), scale=root.ravel(), memory=history_size(coef.size, 10),
+                                    max_iter=cycle_iter, gtol=inner, ftol=1e-15, max_evaluations=20 * refresh)
+            candidate = result.x.reshape(coef.shape)
+            nit = result.n_iter
+            del result   # the optimiser's buffers
         n_iter += nit
         new_value, new_grad = objective(candidate)
         if not new_value < value:
