@@ -506,9 +506,10 @@ class _Objective:
             expected *= self.edge_weights[:, None]
         return rows_times(expected, self.pairwise.features)
 
-    def diagonal(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray) -> np.ndarray:
+    def diagonal(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray, messages: bool = True) -> np.ndarray:
         """The diagonal of the Hessian of ``J / eps`` in the layout of :meth:`join` (exact: each
-        variable's own second derivative, ``sum p (1 - p) x^2`` over the terms it enters)."""
+        variable's own second derivative, ``sum p (1 - p) x^2`` over the terms it enters); the
+        parameters' part only without ``messages``."""
         batch = self.train.batch
         sums = np.empty((self.n_nodes, self.L))
         _star.node_message_sums(np.ascontiguousarray(nu), batch.inc_ptr, batch.inc_edge, batch.inc_side, sums)
@@ -518,9 +519,10 @@ class _Objective:
         node_curvature = mu * (1.0 - mu)
         if self.node_weights is not None:
             node_curvature *= self.node_weights[:, None]
-        diag_u = rows_times(node_curvature, self.unary.squares) + self.unary.penalty
+        diag_u = rows_times(node_curvature, self.unary.squares)
+        diag_u += self.unary.penalty
         diag_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
-        diag_nu = np.zeros_like(nu)
+        diag_nu = np.zeros_like(nu) if messages else None
         if self.n_edges:
             factors = self._factors(coef_p, nu)
             if factors is None:
@@ -535,8 +537,9 @@ class _Objective:
                 diag_p = rows_times(pair_curvature, self.pairwise.squares)
             else:   # summed over edges that share one row of features
                 diag_p = np.outer(pair_curvature, self.pairwise.shared_row**2)
-            diag_nu[:, 0] = row_curvature + node_curvature[self.sources]
-            diag_nu[:, 1] = col_curvature + node_curvature[self.targets]
+            if messages:
+                diag_nu[:, 0] = row_curvature + node_curvature[self.sources]
+                diag_nu[:, 1] = col_curvature + node_curvature[self.targets]
         diag_p += self.pairwise.penalty
         return self.join(diag_u, diag_p, diag_nu)
 
@@ -756,8 +759,9 @@ def joint_minimise(
         objective.sweep(coef_u, coef_p, lam, warm_sweeps)
     scale = 1.0 / max(1, train.batch.n_nodes)
     adaptive = sweep_tol > 0 and train.has_edges
-    state = {"lam": lam, "evaluations": 0, "last": None, "sweeps": min(_START_SWEEPS, max_sweeps),
-             "decrease": None}
+    # nu: "sweeps" mode's one array of lam / eps, written anew by each evaluation (the objective's units)
+    state = {"lam": lam, "nu": np.empty_like(lam) if mode == "sweeps" else None, "evaluations": 0, "last": None,
+             "sweeps": min(_START_SWEEPS, max_sweeps), "decrease": None}
 
     unpack = objective.split   # x holds the messages too in "joint" mode, the parameters only in "sweeps"
 
@@ -779,10 +783,19 @@ def joint_minimise(
         return penalised * scale
 
     def last_messages() -> np.ndarray:
-        """``nu`` of the last evaluation: in ``x`` in "joint" mode; in "sweeps" mode ``lam / eps`` made
-        anew (not kept beside ``lam``: only evaluations change ``lam``)."""
+        """``nu`` of the last evaluation: in ``x`` in "joint" mode; in "sweeps" mode ``lam / eps`` (only
+        evaluations change ``lam``)."""
         nu = state["last"][3]
-        return state["lam"] / eps if nu is None else nu
+        return scaled_messages() if nu is None else nu
+
+    def scaled_messages() -> np.ndarray:
+        """``lam / eps`` in "sweeps" mode's one array for it."""
+        return np.divide(state["lam"], eps, out=state["nu"])
+
+    def learner_messages() -> np.ndarray:
+        """``lambda`` of the last evaluation: ``eps nu`` in "joint" mode, the swept array in "sweeps" mode."""
+        nu = state["last"][3]
+        return state["lam"] if nu is None else eps * nu
 
     state["messages"] = last_messages
 
@@ -792,14 +805,14 @@ def joint_minimise(
         if not adaptive:
             if train.has_edges:
                 objective.sweep(cu, cp, state["lam"], max_sweeps)
-            nu = state["lam"] / eps
+            nu = scaled_messages()
             return objective(cu, cp, nu, messages_gradient=False), nu
         count, done, decrease = state["sweeps"], 0, state["decrease"]
         while True:
-            result = nu = None   # the last round's, released before the next round's are made
+            result = None   # the last round's, released before the next round's are made
             objective.sweep(cu, cp, state["lam"], min(count, max_sweeps - done))
             done += min(count, max_sweeps - done)
-            nu = state["lam"] / eps
+            nu = scaled_messages()
             result = objective(cu, cp, nu, messages_gradient="squared_norm")
             if decrease is None or done >= max_sweeps:
                 return result, nu
@@ -828,16 +841,17 @@ def joint_minimise(
         if callback is not None and len(trace) > 1:
             start = time.perf_counter()
             cu, cp, _ = unpack(x)
-            nu = last_messages()
+            messages = learner_messages()
             objective.unary.commit(cu, len(trace) - 1, False)
             objective.pairwise.commit(cp, len(trace) - 1, False)
             if callback_potentials:
                 theta_edges = objective.potentials(cu, cp)[1]
                 unary_potentials = eps * objective.unary.scores(cu)
-                stop = callback(len(trace) - 1, eps * nu, eps * value, eps * penalised,
+                stop = callback(len(trace) - 1, messages, eps * value, eps * penalised,
                                 (unary_potentials, theta_edges))
             else:
-                stop = callback(len(trace) - 1, eps * nu, eps * value, eps * penalised)
+                stop = callback(len(trace) - 1, messages, eps * value, eps * penalised)
+            del messages
             paused[0] += time.perf_counter() - start
             if stop:
                 raise _Stopped(x.copy(), len(trace) - 1)
@@ -850,11 +864,10 @@ def joint_minimise(
         x, n_iter, converged = _cycles(objective, evaluate, record, unpack, state, tol, max_iter, refresh, memory,
                                        x0, scale)
     _, value, penalised, _, _ = state["last"]
-    nu = last_messages()
     coef_u, coef_p, _ = unpack(x)
     objective.unary.commit(coef_u, n_iter, converged)
     objective.pairwise.commit(coef_p, n_iter, converged)
-    return JointResult(messages=eps * nu, objective=eps * value, penalised=eps * penalised, trace=trace,
+    return JointResult(messages=learner_messages(), objective=eps * value, penalised=eps * penalised, trace=trace,
                        n_iter=n_iter, n_evaluations=state["evaluations"], converged=converged)
 
 
@@ -886,18 +899,25 @@ def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Calla
         if converged or n_iter >= max_iter:
             break
         # L-BFGS as on u = d x, d the square root of the Hessian's diagonal at the cycle's start
-        cu, cp, _ = unpack(x)
-        d = np.sqrt(np.maximum(objective.diagonal(cu, cp, state["messages"]())[:x.size] * scale,
-                               _CURVATURE_FLOOR * scale))
+        cu, cp, nu = unpack(x)
+        d = objective.diagonal(cu, cp, state["messages"](), messages=nu is not None)
+        d *= scale
+        np.maximum(d, _CURVATURE_FLOOR * scale, out=d)
+        np.sqrt(d, out=d)
+        del nu
+        # x is one of the optimiser's buffers: the start while no step is taken, after that a trial point
         result = minimise_lbfgs(evaluate, x, scale=d, memory=memory, max_iter=min(refresh, max_iter - n_iter),
                                 gtol=tol / float(d.max(initial=1.0)), max_evaluations=4 * refresh + 20,
-                                max_line_search=40, callback=record)
+                                max_line_search=40, callback=record, copy=False)
         n_iter += result.n_iter
-        moved = result.x
+        moved, stepped = result.x, result.n_iter > 0
         del result, d   # the optimiser's buffers: not alive during the next cycle's diagonal
         if not np.array_equal(state["last"][0], moved):
             evaluate(moved)
-        if not state["last"][2] < penalised:   # no progress in a whole cycle: as far as float64 goes
+        if not state["last"][2] < penalised:
+            # no progress in a whole cycle: as far as float64 goes (after steps the start is gone; the
+            # steps decreased the objective as evaluated on the way, so their end is kept)
+            x = moved if stepped else x
             break
         x = moved
     return x, n_iter, converged

@@ -265,6 +265,7 @@ def minimise_lbfgs(
     max_evaluations: int | None = None,
     max_line_search: int = 20,
     callback: Callable[[np.ndarray], None] | None = None,
+    copy: bool = True,
 ) -> LbfgsResult:
     """Minimise a smooth function by L-BFGS with a strong Wolfe line search.
 
@@ -275,7 +276,7 @@ def minimise_lbfgs(
         ``gradient`` (an array of ``x``'s shape). It must not keep or modify ``x`` (the optimiser
         reuses the array) and may keep ``gradient`` only until its next call.
     x0 : ndarray of shape (n,)
-        The start (not modified).
+        The start, not modified unless ``copy`` is False.
     scale : ndarray of shape (n,), optional
         A diagonal preconditioner ``d > 0``: the iterates are those of L-BFGS on ``u = d * x``, and
         the gradient test reads ``g / d``. Typically the square root of the Hessian's diagonal.
@@ -295,13 +296,17 @@ def minimise_lbfgs(
     callback : callable, optional
         ``callback(x)`` after every iteration (``x`` the optimiser's buffer: copy it to keep it).
         An exception it raises ends the minimisation.
+    copy : bool, default=True
+        False: ``x0`` (C-contiguous float64) is one of the optimiser's buffers instead of a copy; it
+        holds the start until the first step is accepted, then trial points.
 
     Returns
     -------
     LbfgsResult
     """
     n = x0.size
-    x, gradient = np.array(x0, dtype=np.float64), np.empty(n)
+    x = np.array(x0, dtype=np.float64) if copy else x0
+    gradient = np.empty(n)
     direction = np.empty(n)   # also scratch for the gradient test
     trial = _Trial(fun, n)
     value = float(fun(x, gradient))

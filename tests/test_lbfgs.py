@@ -176,3 +176,12 @@ def test_history_size_keeps_the_budget():
     assert history_size(1_200_000, 20) == 3            # 64 MiB: 3 pairs of 1.2M float64
     assert history_size(100_000_000, 20) == 3          # at least 3 whatever the size
     assert 16 * 1_000_000 * history_size(1_000_000, 20) <= 1 << 26
+
+
+def test_without_copy_the_start_is_a_buffer_and_the_iterates_the_same():
+    f, n, d = _logistic_problem(seed=7)
+    kept = minimise_lbfgs(_in_place(f), np.zeros(n), scale=d, memory=4, max_iter=30, gtol=0.0)
+    start = np.zeros(n)
+    reused = minimise_lbfgs(_in_place(f), start, scale=d, memory=4, max_iter=30, gtol=0.0, copy=False)
+    np.testing.assert_array_equal(reused.x, kept.x)
+    assert reused.x is start or np.any(start)   # the start's array is the result or held a trial point

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from slr._features import FeatureMatrix, squared
-from slr._lbfgs import history_size, minimise_lbfgs
+from slr._lbfgs import Corrections, history_size, minimise_lbfgs
 
 __all__ = ["RowLoss", "add_ridge", "minimise_diagonal"]
 
@@ -57,10 +57,15 @@ class RowLoss:
     def n_columns(self) -> int:
         return self.n_features + int(self.intercept)
 
+    def _rows(self, matrix: FeatureMatrix, start: int, stop: int) -> FeatureMatrix:
+        """Rows ``start:stop`` of ``matrix``: the matrix itself for a single block (slicing a sparse
+        matrix copies its entries)."""
+        return matrix if (start, stop) == (0, matrix.shape[0]) else matrix[start:stop]
+
     def _probabilities(self, coef: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Softmax ``p`` of a block's biased scores, and each row's loss ``lse - <q, z>``."""
         weights = coef[:, :self.n_features]
-        z = self.features[start:stop] @ weights.T
+        z = self._rows(self.features, start, stop) @ weights.T
         z += self.bias[start:stop]
         if self.intercept:
             z += coef[:, -1]
@@ -76,7 +81,7 @@ class RowLoss:
     def _add_columns(self, out: np.ndarray, start: int, stop: int, rows: np.ndarray, squares: bool) -> None:
         """``out += rows^T X`` over a block (``X`` squared with ``squares``), the intercept's column
         ``rows`` summed."""
-        block = (self.squares if squares else self.features)[start:stop]
+        block = self._rows(self.squares if squares else self.features, start, stop)
         out[:, :self.n_features] += (block.T @ rows).T
         if self.intercept:
             out[:, -1] += rows.sum(axis=0)
@@ -155,25 +160,16 @@ def _owlqn(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray,
     """
     f, g = fun(x)
     value = f + float(l1 @ np.abs(x))
-    steps: list[tuple[np.ndarray, np.ndarray, float]] = []   # (s, y, 1 / y.s), oldest first
+    corrections = Corrections(x.size, memory)
+    direction = np.empty_like(x)
     for n_iter in range(max_iter):
         pg = _pseudo_gradient(x, g, l1)
         if np.max(np.abs(pg), initial=0.0) <= gtol:
             return x, n_iter
-        direction = -pg
-        alphas = []
-        for s, y, rho in reversed(steps):          # the two-loop recursion
-            alpha = rho * float(s @ direction)
-            direction -= alpha * y
-            alphas.append(alpha)
-        if steps:
-            s, y, _ = steps[-1]
-            direction *= float(s @ y) / float(y @ y)
-        for (s, y, rho), alpha in zip(steps, reversed(alphas)):
-            direction += (alpha - rho * float(y @ direction)) * s
+        corrections.apply(pg, direction)
         direction[direction * pg >= 0.0] = 0.0     # only where it descends along the pseudo-gradient
         orthant = np.where(x != 0.0, np.sign(x), -np.sign(pg))
-        step = 1.0 if steps else 1.0 / max(float(np.max(np.abs(direction))), 1.0)
+        step = 1.0 if len(corrections) else 1.0 / max(float(np.max(np.abs(direction))), 1.0)
         for _ in range(50):
             trial = x + step * direction
             trial[np.sign(trial) != orthant] = 0.0
@@ -184,12 +180,15 @@ def _owlqn(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray,
             step *= 0.5
         else:
             return x, n_iter
-        s, y = trial - x, g_trial - g
-        sy = float(s @ y)
-        if sy > 1e-12 * float(y @ y):
-            steps.append((s, y, 1.0 / sy))
-            if len(steps) > memory:
-                steps.pop(0)
+        slot = corrections.free_slot()
+        s, y = corrections.s[slot], corrections.y[slot]
+        np.subtract(trial, x, out=s)
+        np.subtract(g_trial, g, out=y)
+        sy, yy = float(s @ y), float(y @ y)
+        if sy > 1e-12 * yy:
+            corrections.add(slot, sy, yy)
+        else:
+            corrections.drop(slot)
         x, g, value = trial, g_trial, value_trial
     return x, max_iter
 
