@@ -310,7 +310,7 @@ def minimise_lbfgs(
     direction = np.empty(n)   # also scratch for the gradient test
     trial = _Trial(fun, n)
     value = float(fun(x, gradient))
-    trial.n_evaluations = 1
+    trial.n_evaluations = 1   # the start's, then the trials'
     corrections = Corrections(n, memory)
     n_iter = 0
 
@@ -332,14 +332,14 @@ def minimise_lbfgs(
             return result("max_evaluations")
         corrections.apply(gradient, direction, scale)
         slope = float(gradient @ direction)
-        if not slope < 0.0:   # not a descent direction (rounding): start again from steepest descent
+        if not slope < 0.0 and len(corrections):   # not a descent direction (rounding): steepest descent
             corrections.clear()
             corrections.apply(gradient, direction, scale)
             slope = float(gradient @ direction)
-        if len(corrections):
-            step = 1.0
-        else:   # L-BFGS-B's first step: unit length in the scaled variables
-            step = min(1.0 / math.sqrt(-slope), _MAX_STEP) if slope < 0.0 else 1.0
+        if not slope < 0.0:   # a gradient that is not finite
+            return result("line_search")
+        # L-BFGS-B's first step: unit length in the scaled variables
+        step = 1.0 if len(corrections) else min(1.0 / math.sqrt(-slope), _MAX_STEP)
         found, new_value = _wolfe_step(trial, x, direction, value, slope, step, max_line_search)
         if not found:
             if not len(corrections):

@@ -185,3 +185,13 @@ def test_without_copy_the_start_is_a_buffer_and_the_iterates_the_same():
     reused = minimise_lbfgs(_in_place(f), start, scale=d, memory=4, max_iter=30, gtol=0.0, copy=False)
     np.testing.assert_array_equal(reused.x, kept.x)
     assert reused.x is start or np.any(start)   # the start's array is the result or held a trial point
+
+
+def test_a_gradient_that_is_not_finite_ends_without_a_step():
+    def fun(x, gradient):
+        gradient[...] = np.nan
+        return 1.0
+
+    result = minimise_lbfgs(fun, np.ones(5))
+    assert (result.n_iter, result.status) == (0, "line_search")
+    np.testing.assert_array_equal(result.x, np.ones(5))
