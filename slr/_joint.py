@@ -71,14 +71,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from scipy.optimize import minimize
 
 from slr._features import FeatureMatrix, first_row, is_sparse, rows_equal, rows_times, scale_columns, squared
+from slr._lbfgs import history_size, minimise_lbfgs
 from slr.graph import check_epsilon
 from slr.inference import _star
 from slr.inference.batch import _run_sweeps, resolve_threads
 from slr.models import FlatData, hamming_margin
-from slr.oracles._diagonal_solver import history_size
+from slr.oracles._diagonal_solver import add_ridge
 from slr.oracles.base import binary_exponents
 from slr.oracles.linear import _single_threaded_blas
 from slr.oracles.linear_protocol import LinearInParameters, is_linear_in_parameters
@@ -268,8 +268,6 @@ class _Objective:
         self.source_labels, self.target_labels = self.labels[self.sources], self.labels[self.targets]
         self.node_weights = None if sample_weight is None else sample_weight[batch.node_example]
         self.edge_weights = None if sample_weight is None else sample_weight[batch.edge_example]
-        self.node_counts = np.zeros((self.n_nodes, L))
-        self.node_counts[np.arange(self.n_nodes), self.labels] = 1.0
         self.pair_counts = np.bincount(self.pair_labels, weights=self.edge_weights,
                                        minlength=L * L).astype(np.float64)
         self.sizes = (self.unary.size, self.pairwise.size, self.n_edges * 2 * L)
@@ -282,9 +280,17 @@ class _Objective:
         nu = x[a + b:].reshape(self.n_edges, 2, self.L) if x.size > a + b else None
         return x[:a].reshape(self.unary.n_classes, -1), x[a:a + b].reshape(self.pairwise.n_classes, -1), nu
 
-    def join(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray | None = None) -> np.ndarray:
-        """``(W_u, W_p[, nu])`` as one vector."""
-        return np.concatenate([coef_u.ravel(), coef_p.ravel()] + ([] if nu is None else [nu.ravel()]))
+    def join(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray | None = None,
+             out: np.ndarray | None = None) -> np.ndarray:
+        """``(W_u, W_p[, nu])`` as one vector (written to ``out`` if given)."""
+        parts = [coef_u, coef_p] + ([] if nu is None else [nu])
+        if out is None:
+            return np.concatenate([part.ravel() for part in parts])
+        start = 0
+        for part in parts:
+            out[start:start + part.size].reshape(part.shape)[...] = part
+            start += part.size
+        return out
 
     # ------------------------------------------------------------------ potentials
     def potentials(self, coef_u: np.ndarray, coef_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -311,40 +317,52 @@ class _Objective:
         return theta_nodes, theta_edges
 
     # ------------------------------------------------------------------ value and gradient
-    def __call__(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray,
-                 messages_gradient: bool = True) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray | None]:
+    def __call__(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray, messages_gradient: bool | str = True,
+                 ) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray | float | None]:
         """``R / eps``, ``J / eps`` and the gradients of ``J / eps`` in ``W_u``, ``W_p`` and ``nu`` (None
-        without ``messages_gradient``)."""
+        without ``messages_gradient``; with ``messages_gradient="squared_norm"`` the sum of its squares,
+        without the array)."""
+        # one (n_nodes, L) array is the message sums, then the node scores beta, then their softmax mu,
+        # then the residual mu - 1_y; the node gradient is formed after the edges' arrays are released
         batch = self.train.batch
-        sums = np.empty((self.n_nodes, self.L))
-        _star.node_message_sums(np.ascontiguousarray(nu), batch.inc_ptr, batch.inc_edge, batch.inc_side, sums)
-        beta = self.unary.scores(coef_u) + self.margin - sums
-        top = _last_axis_max(beta)[:, None]
-        mu = np.exp(beta - top)
+        mu = np.empty((self.n_nodes, self.L))
+        _star.node_message_sums(np.ascontiguousarray(nu), batch.inc_ptr, batch.inc_edge, batch.inc_side, mu)
+        np.subtract(self.unary.scores(coef_u) + self.margin, mu, out=mu)
+        top = _last_axis_max(mu)[:, None]
+        picked = mu[self.node_index, self.labels]
+        mu -= top
+        np.exp(mu, out=mu)
         z = mu.sum(axis=1, keepdims=True)
         mu /= z
-        losses = np.log(z[:, 0]) + top[:, 0] - beta[self.node_index, self.labels]
+        losses = np.log(z[:, 0]) + top[:, 0] - picked
         weights = self.node_weights
         value = float(losses.sum() if weights is None else weights @ losses)
-        residual = mu - self.node_counts
-        if weights is not None:
-            residual *= weights[:, None]
-        grad_u = rows_times(residual, self.unary.features)
         grad_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
-        grad_nu = np.zeros_like(nu) if messages_gradient else None
+        norm_only = messages_gradient == "squared_norm"
+        grad_nu = 0.0 if norm_only else np.zeros_like(nu) if messages_gradient else None
         if self.n_edges:
             edge_value, expected, rows, cols = self._edges(coef_p, nu)
             value += edge_value
             grad_p = self._pairwise_gradient(expected)
             if messages_gradient:
-                grad_nu[:, 0] = rows - mu[self.sources]
-                grad_nu[:, 1] = cols - mu[self.targets]
+                # written over the edge marginals' row and column sums where only the norm is asked for
+                left, right = (rows, cols) if norm_only else (grad_nu[:, 0], grad_nu[:, 1])
+                np.subtract(rows, mu[self.sources], out=left)
+                np.subtract(cols, mu[self.targets], out=right)
                 if self.edge_weights is not None:   # an edge and its ends belong to one example
-                    grad_nu *= self.edge_weights[:, None, None]
+                    left *= self.edge_weights[:, None]
+                    right *= self.edge_weights[:, None]
+                if norm_only:
+                    grad_nu = float(np.einsum("ea,ea->", left, left) + np.einsum("ea,ea->", right, right))
+            del expected, rows, cols
+        mu[self.node_index, self.labels] -= 1.0
+        if weights is not None:
+            mu *= weights[:, None]
+        grad_u = rows_times(mu, self.unary.features)
+        del mu
         penalised = value
         for factor, coef, grad in ((self.unary, coef_u, grad_u), (self.pairwise, coef_p, grad_p)):
-            penalised += 0.5 * float(np.sum(factor.penalty * coef * coef))
-            grad += factor.penalty * coef
+            penalised += add_ridge(coef, factor.penalty, grad)
         return value, penalised, grad_u, grad_p, grad_nu
 
     def _edges(self, coef_p: np.ndarray, nu: np.ndarray):
@@ -358,6 +376,7 @@ class _Objective:
         factors = self._factors(coef_p, nu)
         if factors is not None:
             scores, s_top, S, U, V, VS, Z, l_top, r_top, wide = factors
+            del factors   # its (n_edges, L) arrays are released, or reused, one by one below
             logs = np.log(Z) + l_top + r_top
             if wide.size:   # the wide edges' terms in dense form
                 wide_logs, wide_mu = self._dense_edges(scores, nu, wide)
@@ -369,11 +388,18 @@ class _Objective:
                 value = float(weights @ logs) + float(weights.sum()) * s_top
                 weighted = V * (weights / Z)[:, None]
             value -= float(self.pair_counts @ scores) + truth
-            rows = U * VS / Z[:, None]
-            cols = V * (U @ S) / Z[:, None]
             if wide.size:
                 weighted[wide] = 0.0
             expected = (S * (U.T @ weighted)).ravel()
+            del weighted
+            cols = U @ S   # then V * (U S) / Z
+            cols *= V
+            cols /= Z[:, None]
+            del V
+            rows = VS      # then U * V S^T / Z
+            rows *= U
+            rows /= Z[:, None]
+            del U, VS
             if wide.size:
                 rows[wide], cols[wide] = wide_mu.sum(axis=2), wide_mu.sum(axis=1)
                 wide_mu = wide_mu.reshape(wide.size, L * L)
@@ -411,15 +437,17 @@ class _Objective:
         spans = (tops[:, 0] - bottoms[:, 0]) + (tops[:, 1] - bottoms[:, 1])
         wide = np.flatnonzero(spans > _FACTOR_RANGE)
         if wide.size:
-            nu = nu.copy()
-            nu[wide] = 0.0
             tops[wide] = 0.0
         left, right = nu[:, 0], nu[:, 1]
         scores = self.pairwise.shared_scores(coef_p)
         s_top = float(scores.max())
         S = np.exp(scores - s_top).reshape(L, L)
         l_top, r_top = tops[:, 0], tops[:, 1]
-        U, V = np.exp(left - l_top[:, None]), np.exp(right - r_top[:, None])
+        U, V = left - l_top[:, None], right - r_top[:, None]
+        if wide.size:   # the factors of zero messages (exp 0)
+            U[wide] = V[wide] = 0.0
+        np.exp(U, out=U)
+        np.exp(V, out=V)
         VS = V @ S.T                      # (V S^T)_ea = sum_b S_ab V_eb
         Z = np.einsum("na,na->n", U, VS)
         return scores, s_top, S, U, V, VS, Z, l_top, r_top, wide
@@ -447,9 +475,10 @@ class _Objective:
             expected *= self.edge_weights[:, None]
         return rows_times(expected, self.pairwise.features)
 
-    def diagonal(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray) -> np.ndarray:
+    def diagonal(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray, messages: bool = True) -> np.ndarray:
         """The diagonal of the Hessian of ``J / eps`` in the layout of :meth:`join` (exact: each
-        variable's own second derivative, ``sum p (1 - p) x^2`` over the terms it enters)."""
+        variable's own second derivative, ``sum p (1 - p) x^2`` over the terms it enters); the
+        parameters' part only without ``messages``."""
         batch = self.train.batch
         sums = np.empty((self.n_nodes, self.L))
         _star.node_message_sums(np.ascontiguousarray(nu), batch.inc_ptr, batch.inc_edge, batch.inc_side, sums)
@@ -459,9 +488,10 @@ class _Objective:
         node_curvature = mu * (1.0 - mu)
         if self.node_weights is not None:
             node_curvature *= self.node_weights[:, None]
-        diag_u = rows_times(node_curvature, self.unary.squares) + self.unary.penalty
+        diag_u = rows_times(node_curvature, self.unary.squares)
+        diag_u += self.unary.penalty
         diag_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
-        diag_nu = np.zeros_like(nu)
+        diag_nu = np.zeros_like(nu) if messages else None
         if self.n_edges:
             factors = self._factors(coef_p, nu)
             if factors is None:
@@ -476,8 +506,9 @@ class _Objective:
                 diag_p = rows_times(pair_curvature, self.pairwise.squares)
             else:   # summed over edges that share one row of features
                 diag_p = np.outer(pair_curvature, self.pairwise.shared_row**2)
-            diag_nu[:, 0] = row_curvature + node_curvature[self.sources]
-            diag_nu[:, 1] = col_curvature + node_curvature[self.targets]
+            if messages:
+                diag_nu[:, 0] = row_curvature + node_curvature[self.sources]
+                diag_nu[:, 1] = col_curvature + node_curvature[self.targets]
         diag_p += self.pairwise.penalty
         return self.join(diag_u, diag_p, diag_nu)
 
@@ -644,9 +675,9 @@ def joint_minimise(
         that bound. 0: ``max_sweeps`` per evaluation.
     memory : int, default=20
         L-BFGS's number of stored corrections, at most as many as fit in 64 MiB (but at least 3,
-        :func:`slr.oracles._diagonal_solver.history_size`):
+        :func:`slr._lbfgs.history_size`):
         with hundreds of thousands of weights (sparse text features) the history is most of the
-        solver's memory, and the cost of each L-BFGS-B step grows with it.
+        solver's memory, and the cost of each L-BFGS step grows with it.
     refresh : int, default=100
         L-BFGS iterations per cycle: each cycle runs on the variables scaled by the square root of
         the Hessian's diagonal at its start (a Jacobi preconditioner), L-BFGS's memory restarting.
@@ -700,31 +731,43 @@ def joint_minimise(
         objective.sweep(coef_u, coef_p, lam, warm_sweeps)
     scale = 1.0 / max(1, train.batch.n_nodes)
     adaptive = sweep_tol > 0 and train.has_edges
-    state = {"lam": lam, "evaluations": 0, "last": None, "sweeps": min(_START_SWEEPS, max_sweeps),
-             "decrease": None}
+    # nu: "sweeps" mode's one array of lam / eps, written anew by each evaluation (the objective's units)
+    state = {"lam": lam, "nu": np.empty_like(lam) if mode == "sweeps" else None, "evaluations": 0, "last": None,
+             "sweeps": min(_START_SWEEPS, max_sweeps), "decrease": None}
 
     unpack = objective.split   # x holds the messages too in "joint" mode, the parameters only in "sweeps"
 
-    def evaluate(x: np.ndarray) -> tuple[float, np.ndarray]:
-        """``J / (eps N)`` and its gradient at ``x`` (the parameters, and the messages if joint).
-        ``x`` is kept, not copied: every caller passes an array that no one modifies afterwards."""
+    def evaluate(x: np.ndarray, out: np.ndarray | None = None) -> float:
+        """``J / (eps N)`` at ``x`` (the parameters, and the messages if joint), its gradient written to
+        ``out`` (a new array if None). ``x`` and ``out`` are kept, not copied, as the last evaluation's:
+        the optimiser modifies neither before its next evaluation."""
         state["evaluations"] += 1
         cu, cp, nu = unpack(x)
         if nu is None:
             (value, penalised, gu, gp, _), nu = sweep_and_evaluate(cu, cp)
-            grad = objective.join(gu, gp)
+            grad = objective.join(gu, gp, out=out)
         else:
             value, penalised, gu, gp, gnu = objective(cu, cp, nu)
-            grad = objective.join(gu, gp, gnu)
+            grad = objective.join(gu, gp, gnu, out=out)
+        del gu, gp
         grad *= scale
         state["last"] = (x, value, penalised, nu if mode == "joint" else None, grad)
-        return penalised * scale, grad
+        return penalised * scale
 
     def last_messages() -> np.ndarray:
-        """``nu`` of the last evaluation: in ``x`` in "joint" mode; in "sweeps" mode ``lam / eps`` made
-        anew (not kept beside ``lam``: only evaluations change ``lam``)."""
+        """``nu`` of the last evaluation: in ``x`` in "joint" mode; in "sweeps" mode ``lam / eps`` (only
+        evaluations change ``lam``)."""
         nu = state["last"][3]
-        return state["lam"] / eps if nu is None else nu
+        return scaled_messages() if nu is None else nu
+
+    def scaled_messages() -> np.ndarray:
+        """``lam / eps`` in "sweeps" mode's one array for it."""
+        return np.divide(state["lam"], eps, out=state["nu"])
+
+    def learner_messages() -> np.ndarray:
+        """``lambda`` of the last evaluation: ``eps nu`` in "joint" mode, the swept array in "sweeps" mode."""
+        nu = state["last"][3]
+        return state["lam"] if nu is None else eps * nu
 
     state["messages"] = last_messages
 
@@ -734,18 +777,18 @@ def joint_minimise(
         if not adaptive:
             if train.has_edges:
                 objective.sweep(cu, cp, state["lam"], max_sweeps)
-            nu = state["lam"] / eps
+            nu = scaled_messages()
             return objective(cu, cp, nu, messages_gradient=False), nu
         count, done, decrease = state["sweeps"], 0, state["decrease"]
         while True:
-            result = nu = None   # the last round's, released before the next round's are made
+            result = None   # the last round's, released before the next round's are made
             objective.sweep(cu, cp, state["lam"], min(count, max_sweeps - done))
             done += min(count, max_sweeps - done)
-            nu = state["lam"] / eps
-            result = objective(cu, cp, nu)
+            nu = scaled_messages()
+            result = objective(cu, cp, nu, messages_gradient="squared_norm")
             if decrease is None or done >= max_sweeps:
                 return result, nu
-            gap = float(np.sum(result[4] ** 2))
+            gap = result[4]
             if gap <= sweep_tol * decrease:
                 break
         if done > count:
@@ -770,16 +813,17 @@ def joint_minimise(
         if callback is not None and len(trace) > 1:
             start = time.perf_counter()
             cu, cp, _ = unpack(x)
-            nu = last_messages()
+            messages = learner_messages()
             objective.unary.commit(cu, len(trace) - 1, False)
             objective.pairwise.commit(cp, len(trace) - 1, False)
             if callback_potentials:
                 theta_edges = objective.potentials(cu, cp)[1]
                 unary_potentials = eps * objective.unary.scores(cu)
-                stop = callback(len(trace) - 1, eps * nu, eps * value, eps * penalised,
+                stop = callback(len(trace) - 1, messages, eps * value, eps * penalised,
                                 (unary_potentials, theta_edges))
             else:
-                stop = callback(len(trace) - 1, eps * nu, eps * value, eps * penalised)
+                stop = callback(len(trace) - 1, messages, eps * value, eps * penalised)
+            del messages
             paused[0] += time.perf_counter() - start
             if stop:
                 raise _Stopped(x.copy(), len(trace) - 1)
@@ -792,11 +836,10 @@ def joint_minimise(
         x, n_iter, converged = _cycles(objective, evaluate, record, unpack, state, tol, max_iter, refresh, memory,
                                        x0, scale)
     _, value, penalised, _, _ = state["last"]
-    nu = last_messages()
     coef_u, coef_p, _ = unpack(x)
     objective.unary.commit(coef_u, n_iter, converged)
     objective.pairwise.commit(coef_p, n_iter, converged)
-    return JointResult(messages=eps * nu, objective=eps * value, penalised=eps * penalised, trace=trace,
+    return JointResult(messages=learner_messages(), objective=eps * value, penalised=eps * penalised, trace=trace,
                        n_iter=n_iter, n_evaluations=state["evaluations"], converged=converged)
 
 
@@ -824,23 +867,29 @@ def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Calla
     while True:
         _, _, penalised, _, grad = state["last"]
         converged = bool(np.max(np.abs(grad), initial=0.0) <= tol)
+        del grad   # the optimiser's buffers take its place
         if converged or n_iter >= max_iter:
             break
-        # L-BFGS on u = d x, d the square root of the Hessian's diagonal at the cycle's start
-        cu, cp, _ = unpack(x)
-        d = np.sqrt(np.maximum(objective.diagonal(cu, cp, state["messages"]())[:x.size] * scale,
-                               _CURVATURE_FLOOR * scale))
-        result = minimize(lambda u: (lambda f, g: (f, g / d))(*evaluate(u / d)), x * d, jac=True,
-                          method="L-BFGS-B", callback=lambda u: record(u / d),
-                          options={"maxiter": min(refresh, max_iter - n_iter), "maxcor": memory,
-                                   "gtol": tol / float(d.max(initial=1.0)), "ftol": 0.0, "maxls": 40,
-                                   "maxfun": 4 * refresh + 20})
-        n_iter += int(result.nit)
-        moved = result.x / d
-        del result   # its inverse-Hessian operator holds L-BFGS's history: not alive during the next cycle
+        # L-BFGS as on u = d x, d the square root of the Hessian's diagonal at the cycle's start
+        cu, cp, nu = unpack(x)
+        d = objective.diagonal(cu, cp, state["messages"](), messages=nu is not None)
+        d *= scale
+        np.maximum(d, _CURVATURE_FLOOR * scale, out=d)
+        np.sqrt(d, out=d)
+        del nu
+        # x is one of the optimiser's buffers: the start while no step is taken, after that a trial point
+        result = minimise_lbfgs(evaluate, x, scale=d, memory=memory, max_iter=min(refresh, max_iter - n_iter),
+                                gtol=tol / float(d.max(initial=1.0)), max_evaluations=4 * refresh + 20,
+                                max_line_search=40, callback=record, copy=False)
+        n_iter += result.n_iter
+        moved, stepped = result.x, result.n_iter > 0
+        del result, d   # the optimiser's buffers: not alive during the next cycle's diagonal
         if not np.array_equal(state["last"][0], moved):
             evaluate(moved)
-        if not state["last"][2] < penalised:   # no progress in a whole cycle: as far as float64 goes
+        if not state["last"][2] < penalised:
+            # no progress in a whole cycle: as far as float64 goes (after steps the start is gone; the
+            # steps decreased the objective as evaluated on the way, so their end is kept)
+            x = moved if stepped else x
             break
         x = moved
     return x, n_iter, converged

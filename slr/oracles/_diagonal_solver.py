@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import minimize
 
 from slr._features import FeatureMatrix, squared
+from slr._lbfgs import Corrections, history_size, minimise_lbfgs
 
-__all__ = ["RowLoss", "history_size", "minimise_diagonal"]
+__all__ = ["RowLoss", "add_ridge", "minimise_diagonal"]
 
 # rows per block: about this many scores in a block's temporaries (64 MiB each; fewer blocks, fewer
 # passes over the (K, D) gradient)
@@ -26,18 +26,6 @@ _BLOCK_ELEMENTS = 1 << 23
 # smallest diagonal curvature assumed, relative to the largest (a class whose probability has
 # vanished would otherwise get steps without bound)
 _CURVATURE_FLOOR = 1e-10
-
-# bytes of L-BFGS's correction pairs (two float64 vectors per stored correction) that a fit's history may
-# take, and the fewest corrections it keeps: with hundreds of thousands of weights (sparse text features)
-# the history is most of a fit's memory
-HISTORY_BUDGET = 1 << 26
-MIN_HISTORY = 3
-
-
-def history_size(n_variables: int, wanted: int) -> int:
-    """L-BFGS's number of stored corrections for ``n_variables``: ``wanted``, or fewer where their
-    vectors would take more than :data:`HISTORY_BUDGET` bytes (but at least :data:`MIN_HISTORY`)."""
-    return min(wanted, max(MIN_HISTORY, HISTORY_BUDGET // (16 * max(n_variables, 1))))
 
 
 class RowLoss:
@@ -69,10 +57,15 @@ class RowLoss:
     def n_columns(self) -> int:
         return self.n_features + int(self.intercept)
 
+    def _rows(self, matrix: FeatureMatrix, start: int, stop: int) -> FeatureMatrix:
+        """Rows ``start:stop`` of ``matrix``: the matrix itself for a single block (slicing a sparse
+        matrix copies its entries)."""
+        return matrix if (start, stop) == (0, matrix.shape[0]) else matrix[start:stop]
+
     def _probabilities(self, coef: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Softmax ``p`` of a block's biased scores, and each row's loss ``lse - <q, z>``."""
         weights = coef[:, :self.n_features]
-        z = self.features[start:stop] @ weights.T
+        z = self._rows(self.features, start, stop) @ weights.T
         z += self.bias[start:stop]
         if self.intercept:
             z += coef[:, -1]
@@ -88,7 +81,7 @@ class RowLoss:
     def _add_columns(self, out: np.ndarray, start: int, stop: int, rows: np.ndarray, squares: bool) -> None:
         """``out += rows^T X`` over a block (``X`` squared with ``squares``), the intercept's column
         ``rows`` summed."""
-        block = (self.squares if squares else self.features)[start:stop]
+        block = self._rows(self.squares if squares else self.features, start, stop)
         out[:, :self.n_features] += (block.T @ rows).T
         if self.intercept:
             out[:, -1] += rows.sum(axis=0)
@@ -125,6 +118,17 @@ class RowLoss:
         return diagonal
 
 
+def add_ridge(coef: np.ndarray, penalty: np.ndarray, grad: np.ndarray) -> float:
+    """``grad += penalty * coef`` (``penalty`` per column of the ``(K, C)`` coefficients), and the
+    ridge ``sum penalty / 2 coef^2`` returned: a class at a time, without a temporary of the
+    coefficients' size."""
+    value = 0.0
+    for row, row_grad in zip(coef, grad):
+        value += 0.5 * float(penalty @ (row * row))
+        row_grad += penalty * row
+    return value
+
+
 def _optimality(coef: np.ndarray, grad: np.ndarray, l1: np.ndarray) -> float:
     """The largest entry of the minimum-norm subgradient of ``f + sum l1 |c|`` (``grad`` that of
     ``f``): the plain gradient without an L1 penalty."""
@@ -156,25 +160,16 @@ def _owlqn(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray,
     """
     f, g = fun(x)
     value = f + float(l1 @ np.abs(x))
-    steps: list[tuple[np.ndarray, np.ndarray, float]] = []   # (s, y, 1 / y.s), oldest first
+    corrections = Corrections(x.size, memory)
+    direction = np.empty_like(x)
     for n_iter in range(max_iter):
         pg = _pseudo_gradient(x, g, l1)
         if np.max(np.abs(pg), initial=0.0) <= gtol:
             return x, n_iter
-        direction = -pg
-        alphas = []
-        for s, y, rho in reversed(steps):          # the two-loop recursion
-            alpha = rho * float(s @ direction)
-            direction -= alpha * y
-            alphas.append(alpha)
-        if steps:
-            s, y, _ = steps[-1]
-            direction *= float(s @ y) / float(y @ y)
-        for (s, y, rho), alpha in zip(steps, reversed(alphas)):
-            direction += (alpha - rho * float(y @ direction)) * s
+        corrections.apply(pg, direction)
         direction[direction * pg >= 0.0] = 0.0     # only where it descends along the pseudo-gradient
         orthant = np.where(x != 0.0, np.sign(x), -np.sign(pg))
-        step = 1.0 if steps else 1.0 / max(float(np.max(np.abs(direction))), 1.0)
+        step = 1.0 if len(corrections) else 1.0 / max(float(np.max(np.abs(direction))), 1.0)
         for _ in range(50):
             trial = x + step * direction
             trial[np.sign(trial) != orthant] = 0.0
@@ -185,12 +180,15 @@ def _owlqn(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray,
             step *= 0.5
         else:
             return x, n_iter
-        s, y = trial - x, g_trial - g
-        sy = float(s @ y)
-        if sy > 1e-12 * float(y @ y):
-            steps.append((s, y, 1.0 / sy))
-            if len(steps) > memory:
-                steps.pop(0)
+        slot = corrections.free_slot()
+        s, y = corrections.s[slot], corrections.y[slot]
+        np.subtract(trial, x, out=s)
+        np.subtract(g_trial, g, out=y)
+        sy, yy = float(s @ y), float(y @ y)
+        if sy > 1e-12 * yy:
+            corrections.add(slot, sy, yy)
+        else:
+            corrections.drop(slot)
         x, g, value = trial, g_trial, value_trial
     return x, max_iter
 
@@ -230,9 +228,11 @@ def minimise_diagonal(
     def objective(c: np.ndarray) -> tuple[float, np.ndarray]:
         """The mean objective and the gradient of its smooth part."""
         value, grad = problem(c)
-        value += 0.5 * float(np.sum(l2 * c * c)) + float(np.sum(l1 * np.abs(c)))
-        grad += l2 * c
-        return value / n, grad / n
+        value += add_ridge(c, l2, grad)
+        if split:
+            value += sum(float(l1 @ np.abs(row)) for row in c)
+        grad /= n
+        return value / n, grad
 
     value, grad = objective(coef)
     if not np.isfinite(value) and np.any(coef):
@@ -249,8 +249,7 @@ def minimise_diagonal(
         curvature = np.maximum(curvature, _CURVATURE_FLOOR * max(float(curvature.max()), 1.0))
         root = np.sqrt(curvature)
         inner = tol / float(np.sqrt(curvature.max()))
-        options = {"maxiter": min(refresh, max_iter - n_iter), "gtol": inner, "ftol": 1e-15,
-                   "maxfun": 20 * refresh, "maxcor": history_size(coef.size, 10)}
+        cycle_iter = min(refresh, max_iter - n_iter)
         if split:
             def scaled(u: np.ndarray) -> tuple[float, np.ndarray]:
                 """The smooth part of the mean objective, and its gradient, in scaled variables."""
@@ -260,18 +259,21 @@ def minimise_diagonal(
                 g += l2 * c
                 return f / n, (g / root).ravel() / n
 
-            x, nit = _owlqn(scaled, (coef * root).ravel(), (l1 / n / root).ravel(), options["maxiter"], inner,
+            x, nit = _owlqn(scaled, (coef * root).ravel(), (l1 / n / root).ravel(), cycle_iter, inner,
                             history_size(coef.size, 10))
             candidate = x.reshape(coef.shape) / root
         else:
-            def scaled(u: np.ndarray) -> tuple[float, np.ndarray]:
-                f, g = objective(u.reshape(coef.shape) / root)
-                return f, (g / root).ravel()
+            def smooth(c: np.ndarray, out: np.ndarray) -> float:
+                """The mean objective at ``c`` (flat), its gradient written to ``out``."""
+                f, g = objective(c.reshape(coef.shape))
+                out[...] = g.ravel()
+                return f
 
-            result = minimize(scaled, (coef * root).ravel(), jac=True, method="L-BFGS-B", options=options)
-            candidate = result.x.reshape(coef.shape) / root
-            nit = int(result.nit)
-            del result   # its inverse-Hessian operator holds L-BFGS's history
+            result = minimise_lbfgs(smooth, coef.ravel(), scale=root.ravel(), memory=history_size(coef.size, 10),
+                                    max_iter=cycle_iter, gtol=inner, ftol=1e-15, max_evaluations=20 * refresh)
+            candidate = result.x.reshape(coef.shape)
+            nit = result.n_iter
+            del result   # the optimiser's buffers
         n_iter += nit
         new_value, new_grad = objective(candidate)
         if not new_value < value:

@@ -277,7 +277,7 @@ class Linear(LogisticOracle):
     Minimises ``sum_k w_k loss_k(W x_k + c) + l2/2 ||W||_F^2`` (the intercept ``c`` is not
     penalised), where ``loss_k(s) = log sum_y exp(s_y + b_k(y)) - <q_k, s + b_k>`` with
     ``q_k`` the one-hot label or soft target of row ``k`` and ``w_k`` its weight (1 by
-    default; see :meth:`fit`), with scipy's L-BFGS-B on the exact loss and gradient. Each fit starts from the
+    default; see :meth:`fit`), by L-BFGS on the exact loss and gradient. Each fit starts from the
     previous solution when the problem's shape is unchanged, and never returns a
     solution with a higher objective than its starting point.
 
