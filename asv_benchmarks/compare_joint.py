@@ -39,7 +39,8 @@ from threadpoolctl import threadpool_limits
 
 from slr import StructuredLogisticRegression
 from slr._joint import joint_minimise, joint_objective
-from slr.models import FlatData, PairwiseModel
+from slr.data import FlatData
+from slr.models import PairwiseModel
 from slr.oracles import Linear
 
 

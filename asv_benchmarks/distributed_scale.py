@@ -13,9 +13,12 @@ Three experiments, each on fresh ``LocalCluster`` s of worker processes (one thr
 Usage::
 
     python asv_benchmarks/distributed_scale.py memory workers limit --out reports/distributed
+    python asv_benchmarks/distributed_scale.py --render-only    # the page again, from the CSVs
 
-Each experiment writes ``<name>.csv`` to ``--out`` and prints it. Times are this machine's under
-its load at the time; the bytes are the fit's own tally (``transfer_``).
+Each experiment writes ``<name>.csv`` to ``--out`` and prints it; then the page of the figures,
+``README.md`` and ``workers.png`` in ``--out`` (:mod:`slr_suite.render_distributed`, which ``slr report``
+also runs on the committed CSVs), is drawn again. Times are this machine's under its load at the
+time; the bytes are the fit's own tally (``transfer_``).
 """
 from __future__ import annotations
 
@@ -149,14 +152,36 @@ EXPERIMENTS = {"memory": memory, "workers": workers, "limit": limit}
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("experiments", nargs="+", choices=sorted(EXPERIMENTS))
+    # checked below: Python 3.11's argparse refuses an empty list against choices
+    parser.add_argument("experiments", nargs="*", metavar="{" + ",".join(sorted(EXPERIMENTS)) + "}")
     parser.add_argument("--out", type=Path, default=Path("reports/distributed"))
+    parser.add_argument("--render-only", action="store_true",
+                        help="measure nothing: draw the page again from the CSVs in --out")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.experiments) - set(EXPERIMENTS))
+    if unknown:
+        parser.error(f"experiments must be among {sorted(EXPERIMENTS)}, got {unknown}")
+    if not args.experiments and not args.render_only:
+        parser.error("name the experiments to run, or --render-only")
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.experiments:
         frame = EXPERIMENTS[name]()
         frame.to_csv(args.out / f"{name}.csv", index=False)
         print(f"## {name}\n{frame.to_string(index=False)}\n", flush=True)
+    if (args.out / "workers.csv").exists():
+        _render(args.out, argv)
+
+
+def _render(out: Path, argv: list[str] | None) -> None:
+    """The page of the figures in ``out``, naming this command as its renderer."""
+    import dataclasses
+
+    from slr_suite.provenance import RunInfo
+    from slr_suite.render_distributed import write_report
+
+    command = " ".join(["python", "asv_benchmarks/distributed_scale.py", *(sys.argv[1:] if argv is None else argv)])
+    write_report(out, dataclasses.replace(RunInfo.collect("distributed", computing=False), command=command))
+    print(f"wrote {out / 'README.md'}", flush=True)
 
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ from sklearn.base import BaseEstimator
 from slr._optional import import_optional
 from baselines.weights import check_example_weights
 from slr._params import Integer, Real, validate_params
-from slr.graph import GraphBatch
+from slr.data import FlatData, GraphBatch
 from slr.labels import decode_labels, encode_labels, fit_labels, integer_classes
-from slr.models import FlatData, PairwiseModel
+from slr.models import PairwiseModel
 from slr.transitions import TRANSITIONS, check_transitions
 
 __all__ = ["CRFsuiteChain", "crfsuite_missing"]

@@ -33,9 +33,10 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from baselines.weights import check_example_weights, class_weight_vector
+from slr.data import FlatData
 from slr.inference.decoding import BatchMap, labelling_scores
 from slr.inference.exact import ilp_map
-from slr.models import FlatData, PairwiseModel
+from slr.models import PairwiseModel
 from slr.transitions import check_transitions
 
 __all__ = ["EXACT_MAX_INDICATORS", "RECENT_LABELLINGS", "StructuredData"]

@@ -29,11 +29,11 @@ import pandas as pd
 from baselines.base import BaseStructuredLearner
 from baselines.features import StructuredData
 from slr._params import Boolean, Integer, Options, RandomState, Satisfies, validate_params
+from slr.data import FlatData
 from slr.estimator import HISTORY_COLUMNS, StructuredEstimator
 from slr.hidden import flat_data
 from slr.labels import fit_labels, integer_classes
 from slr.latent import LATENT_INIT, clamp_mask, initial_node_targets
-from slr.models import FlatData
 from slr.validation import check_generator
 
 __all__ = ["LatentSSVM"]

@@ -16,10 +16,11 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from slr.certificate import FitCertificate, certify
+from slr.data import FlatData
 from slr.hidden import state_offset
 from slr.inference.batch import BatchSweepResult, batch_sweeps
 from slr.latent import LatentTargets
-from slr.models import FlatData, PairwiseModel, hamming_margin
+from slr.models import PairwiseModel, hamming_margin
 from slr.oracles.base import OracleTags
 from slr.oracles.pair_bias import PairBias
 from slr.reduction import SWEEP_TOL, SplitObjective, node_message_sums, pairwise_bias
@@ -89,7 +90,7 @@ class FitData(Protocol):
 
 
 class LocalData:
-    """The training examples in memory (:class:`slr.models.FlatData`, dense or sparse features) with
+    """The training examples in memory (:class:`slr.data.FlatData`, dense or sparse features) with
     their messages, potentials and soft targets.
 
     Parameters

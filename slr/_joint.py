@@ -74,10 +74,11 @@ import numpy as np
 
 from slr._features import FeatureMatrix, first_row, is_sparse, rows_equal, rows_times, scale_columns, squared
 from slr._lbfgs import history_size, minimise_lbfgs
+from slr.data import FlatData
 from slr.graph import check_epsilon
 from slr.inference import _star
 from slr.inference.batch import _run_sweeps, resolve_threads
-from slr.models import FlatData, hamming_margin
+from slr.models import hamming_margin
 from slr.oracles._diagonal_solver import add_ridge
 from slr.oracles.base import binary_exponents
 from slr.oracles.linear import _single_threaded_blas

@@ -7,8 +7,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from slr.data import FlatData
 from slr.hidden import state_offset
-from slr.models import FlatData, PairwiseModel
+from slr.models import PairwiseModel
 from slr.reduction import SWEEP_TOL
 from slr.transitions import Transitions
 

@@ -13,10 +13,11 @@ import pandas as pd
 
 from slr._alternation import Alternation
 from slr._prediction import map_labels
+from slr.data import FlatData
 from slr.estimator import FitHistory
 from slr.formats import Labellings
 from slr.labels import decode_labels
-from slr.models import FlatData, PairwiseModel
+from slr.models import PairwiseModel
 from slr.oracles.base import get_oracle_tags
 
 __all__ = ["BestIteration", "Iterate", "Progress", "TrainingRows", "early_stopping", "iteration_objectives",

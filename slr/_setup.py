@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from slr._params import validate_params
+from slr.data import FlatData
 from slr.hidden import flat_data
-from slr.models import FlatData
 from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.transitions import Transitions, check_transitions

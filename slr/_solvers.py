@@ -12,7 +12,7 @@ from slr._alternation import Alternation
 from slr._fit_data import LocalData
 from slr._joint import joint_minimise, supports
 from slr._progress import Progress
-from slr.models import FlatData
+from slr.data import FlatData
 from slr.oracles.linear_protocol import is_linear_in_parameters
 
 __all__ = ["SOLVERS", "capped_fits", "choose_solver", "run_alternation", "run_joint"]

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slr.data import FlatData
 from slr.inference.batch import batch_dual_values, batch_node_beliefs, batch_sweeps
 from slr.inference.exact import hmax
 from slr.inference.viterbi import batch_viterbi
-from slr.models import FlatData
 
 __all__ = ["FitCertificate", "certify"]
 

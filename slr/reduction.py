@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from slr.graph import GraphBatch
+from slr.data import GraphBatch
 from slr.inference.batch import batch_dual_parts, batch_node_beliefs, resolve_threads
 from slr.latent import LatentTargets
 from slr.models import hamming_margin

@@ -33,7 +33,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from slr._params import Options, Satisfies
-from slr.graph import GraphBatch, shared_table
+from slr.data import GraphBatch
+from slr.graph import shared_table
 from slr.labels import split_tag
 
 __all__ = ["FORBIDDEN_UNITS", "SCHEMES", "TRANSITIONS", "Transitions", "add_edge_offset", "allowed_transitions",

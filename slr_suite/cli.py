@@ -210,7 +210,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     ValueError
         When the Dask cluster cannot be used (not installed, scheduler unreachable).
     """
-    from slr_suite import get_profile, runner
+    from slr_suite import get_profile, render_distributed, runner
     from slr_suite.common import Logger, RunContext
     from slr_suite.index import write_index
     from slr_suite.provenance import RunInfo
@@ -227,6 +227,8 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
         out = _writable_dir(out, "--out")
         for name in ("README.md", *(f"{name}.md" for name in names)):
             check_ours(out / name)
+        for name in render_distributed.OUTPUTS:
+            check_ours(out / "distributed" / name)
         cache_dir = _utf8_path(cache_dir if cache_dir is not None else default_cache_dir(), "--cache-dir")
         if not render_only:
             cache_dir = _writable_dir(cache_dir, "--cache-dir")
@@ -260,6 +262,9 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
         for name in EXPERIMENTS:
             if name not in summaries and (out / f"{name}.md").exists():
                 summaries[name] = REGISTRY[name].render(profile, out, info, log)
+        # measured apart (asv_benchmarks/distributed_scale.py): redrawn from its CSVs, never rerun
+        if (out / "distributed" / "workers.csv").exists():
+            summaries["distributed"] = render_distributed.write_report(out / "distributed", info)
         wall = time.perf_counter() - t0
         whole_run = set(names) == set(EXPERIMENTS) and not render_only
         write_index(out, info, summaries, wall if whole_run else None, len(log.computed))

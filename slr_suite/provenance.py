@@ -49,7 +49,7 @@ KEY_DEPENDENCIES = ("numpy", "scipy", "scikit-learn", "lightgbm", "cvxpy", "clar
 #: Modules that only render reports from results: editing them recomputes nothing.
 RENDER_ONLY = frozenset({
     "slr_suite/markdown.py", "slr_suite/index.py", "slr_suite/render_denoising.py",
-    "slr_suite/render_baselines.py", "slr_suite/render_bound.py",
+    "slr_suite/render_baselines.py", "slr_suite/render_bound.py", "slr_suite/render_distributed.py",
 })
 #: Columns every results CSV carries after its own: which run computed the row.
 PROVENANCE_COLUMNS = ("commit", "dirty", "code", "command", "machine", "computed_at")

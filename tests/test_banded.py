@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from slr.graph import GraphBatch, grid_edges
+from slr.data import GraphBatch
+from slr.graph import grid_edges
 from slr.inference import forest_marginals
 from slr.inference.banded import banded_marginals, batch_exact_marginals
 

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slr import StructuredLogisticRegression
-from slr.graph import GraphBatch, chain_edges, check_dataset, grid_edges
+from slr.data import GraphBatch
+from slr.graph import chain_edges, check_dataset, grid_edges
 from slr.inference import (
     batch_dual_values,
     batch_edge_beliefs,

@@ -247,7 +247,7 @@ def test_complex_features_and_potentials_are_refused():
 @pytest.mark.parametrize("epsilon", [0.0, 1.0])
 @pytest.mark.parametrize("where", ["node", "edge"])
 def test_unchecked_sweeps_never_report_nan_messages_converged(epsilon, where):
-    from slr.graph import GraphBatch
+    from slr.data import GraphBatch
     from slr.inference import batch_sweeps
 
     batch = GraphBatch.from_graphs([(3, chain_edges(3)), (2, chain_edges(2))], 2)

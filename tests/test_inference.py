@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slr.graph import GraphBatch, chain_edges, grid_edges
+from slr.data import GraphBatch
+from slr.graph import chain_edges, grid_edges
 from slr.inference import (
     _star,
     batch_dual_values,

@@ -7,10 +7,11 @@ from scipy.optimize import minimize
 
 from slr import StructuredLogisticRegression
 from slr._joint import joint_minimise, joint_objective
+from slr.data import FlatData
 from slr.datasets import make_denoising
 from slr.graph import shared_table
 from slr.learner import pairwise_bias, structured_objective, unary_bias
-from slr.models import FlatData, PairwiseModel, hamming_margin
+from slr.models import PairwiseModel, hamming_margin
 from slr.oracles import MLP, Constant, Linear, Zero
 
 

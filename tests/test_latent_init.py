@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from slr import StructuredLogisticRegression
+from slr.data import FlatData
 from slr.graph import grid_edges
 from slr.latent import LatentTargets, clamp_mask, initial_node_targets, neighbour_label_histograms
-from slr.models import FlatData
 
 
 def simple_2x2(seed: int, n_samples: int, n_flips: int = 4):

@@ -93,3 +93,23 @@ def test_the_dask_learner_uses_only_the_learners_public_names():
     for path in sorted((ROOT / "slr" / "distributed").glob("*.py")):
         names = _imported_names(path).get("slr.learner", set())
         assert not [name for name in names if name.startswith("_")], path.name
+
+
+#: What each layer below the models may import from slr (docs/developer/modules.md): the input
+#: checks, then the data layer on them, then the kernels on the data layer.
+_LOWER_LAYERS = {
+    "slr/graph.py": {"slr._features", "slr.validation"},
+    "slr/data.py": {"slr._features", "slr.graph", "slr.validation"},
+    "slr/inference": {"slr._features", "slr._optional", "slr.data", "slr.graph", "slr.inference", "slr.validation"},
+}
+
+
+@pytest.mark.parametrize("where", sorted(_LOWER_LAYERS))
+def test_the_layers_below_the_models_import_only_from_below(where):
+    """The data layer (GraphBatch, FlatData) sits between the input checks and the kernels: it knows
+    neither the kernels nor the models and learners above them, and the kernels know no model."""
+    path = ROOT / where
+    modules = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    imported = {name for module in modules for name in _imported_names(module) if name.split(".")[0] == "slr"}
+    allowed = _LOWER_LAYERS[where]
+    assert sorted(name for name in imported if not any(name == a or name.startswith(a + ".") for a in allowed)) == []

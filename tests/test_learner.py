@@ -7,8 +7,8 @@ import pytest
 from scipy.special import logsumexp
 
 from slr import StructuredLogisticRegression
+from slr.data import GraphBatch
 from slr.datasets import make_denoising
-from slr.graph import GraphBatch
 from slr.inference import batch_dual_values, batch_sweeps
 from slr.learner import pairwise_bias, structured_objective, unary_bias
 from slr.oracles import MLP, BoostedTrees, Constant, Linear, Zero

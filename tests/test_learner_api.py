@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from slr import StructuredLogisticRegression
+from slr.data import FlatData, GraphBatch
 from slr.datasets import make_denoising
 from slr.estimator import FitHistory, StructuredEstimator
-from slr.graph import GraphBatch
 from slr.inference import batch_dual_parts, batch_dual_values, batch_sweeps
 from slr.inference.batch import resolve_threads
 from slr.learner import structured_objective
-from slr.models import FlatData, PairwiseModel
+from slr.models import PairwiseModel
 from slr.oracles import Linear
 
 # Algorithm 1.1 (the transactions below fail at its second oracle fit);

@@ -8,10 +8,11 @@ from sklearn.exceptions import ConvergenceWarning
 
 from slr import StructuredLogisticRegression
 from slr._joint import joint_objective
+from slr.data import FlatData
 from slr.datasets import make_denoising
 from slr.inference.batch import batch_sweeps
 from slr.learner import structured_objective
-from slr.models import FlatData, PairwiseModel, class_weights, hamming_margin
+from slr.models import PairwiseModel, class_weights, hamming_margin
 from slr.oracles import MLP, Constant, Linear, Zero, get_oracle_tags
 
 EPS = 0.5

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from slr.graph import GraphBatch, grid_edges
+from slr.data import GraphBatch
+from slr.graph import grid_edges
 from slr.inference import batch_forest_map, batch_map, forest_examples, forest_map
 from slr.inference.exact import brute_force_map, exact_lp
 from slr._prediction import potentials

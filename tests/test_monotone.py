@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from slr import StructuredLogisticRegression
+from slr.data import FlatData
 from slr.datasets import load_letters, make_denoising
 from slr.learner import structured_objective, unary_bias
-from slr.models import FlatData, PairwiseModel, hamming_margin
+from slr.models import PairwiseModel, hamming_margin
 from slr.oracles import MLP, BoostedTrees, Constant, Linear, Zero, biased_logistic_loss
 
 lightgbm = pytest.importorskip("lightgbm")

@@ -7,11 +7,12 @@ import pytest
 from scipy.special import entr, logsumexp
 
 from slr import StructuredLogisticRegression
+from slr.data import FlatData
 from slr.datasets import make_denoising
 from slr.graph import check_labels
 from slr.inference import batch_dual_values, batch_sweeps
 from slr.latent import LatentTargets
-from slr.models import FlatData, PairwiseModel, hamming_margin
+from slr.models import PairwiseModel, hamming_margin
 
 EPS = 0.1
 

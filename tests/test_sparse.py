@@ -11,10 +11,10 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from slr import StructuredLogisticRegression
+from slr.data import FlatData
 from slr.datasets.sparse_chains import make_sparse_chains
 from slr.datasets.synthetic import make_structured
 from slr.graph import check_dataset
-from slr.models import FlatData
 from slr.oracles import MLP, BoostedTrees, Constant, LightGBM, Linear, OracleTags, Zero
 from slr.oracles.base import biased_logistic_loss
 

@@ -10,8 +10,8 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from slr import StructuredLogisticRegression
+from slr.data import GraphBatch
 from slr.datasets import make_denoising
-from slr.graph import GraphBatch
 from slr.inference import batch_sweeps
 from slr._progress import BestIteration
 from slr.learner import structured_objective

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from slr.graph import GraphBatch
+from slr.data import GraphBatch
 from slr.inference.sum_product import batch_forest_marginals, forest_marginals
 
 

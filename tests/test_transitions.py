@@ -17,9 +17,10 @@ from baselines.perceptron import StructuredPerceptron
 from baselines.piecewise import PiecewiseTraining
 from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
 from slr import StructuredLogisticRegression
-from slr.graph import GraphBatch, grid_edges
+from slr.data import FlatData, GraphBatch
+from slr.graph import grid_edges
 from slr.inference import batch_dual_values, batch_marginals, batch_sweeps
-from slr.models import FlatData, PairwiseModel
+from slr.models import PairwiseModel
 from slr.oracles import Constant, Linear
 from slr.oracles.pair_bias import PairBias, PairLoss
 from slr.transitions import FORBIDDEN_UNITS, Transitions, allowed_transitions, check_transitions

@@ -6,9 +6,10 @@ from scipy.special import logsumexp
 from sklearn.utils.class_weight import compute_class_weight
 
 from slr import StructuredLogisticRegression
+from slr.data import FlatData
 from slr.datasets import make_denoising
 from slr.learner import structured_objective
-from slr.models import FlatData, PairwiseModel, hamming_margin
+from slr.models import PairwiseModel, hamming_margin
 from slr.oracles import Linear
 
 EPS = 0.1

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from slr.graph import GraphBatch, chain_edges, grid_edges
+from slr.data import GraphBatch
+from slr.graph import chain_edges, grid_edges
 from slr.inference import _star, batch_sweeps
 
 try:                                    # asv imports the package; the script runs the file

@@ -17,10 +17,11 @@ import numpy as np
 
 from slr._features import FeatureMatrix, is_sparse, scale_columns
 from slr._setup import layout_digest
+from slr.data import FlatData
 from slr.inference.batch import batch_sweeps, resolve_threads
 from slr.latent import LatentTargets, initial_node_targets
 from slr.reduction import SWEEP_TOL, SplitObjective, node_message_sums, pairwise_bias
-from slr.models import FlatData, PairwiseModel, check_example_weights, hamming_margin
+from slr.models import PairwiseModel, check_example_weights, hamming_margin
 from slr.oracles.base import binary_exponents, check_logistic_problem
 from slr.oracles.linear import _single_threaded_blas, _solver_loss
 from slr.oracles.pair_bias import PairBias

@@ -23,6 +23,7 @@ from slr._params import Integer, Satisfies
 from slr._prediction import prediction_model
 from slr._progress import early_stopping
 from slr._setup import FitStart, checked_data, untimed
+from slr.data import FlatData, check_widths
 from slr.distributed import _shard
 from slr.distributed._backend import Backend
 from slr.distributed._oracles import supported
@@ -30,7 +31,7 @@ from slr.distributed._sharded_data import Layout, ShardedData
 from slr.estimator import FitHistory, validation_data
 from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels
 from slr.learner import StructuredLogisticRegression
-from slr.models import FlatData, check_example_weights, check_widths, class_weights
+from slr.models import check_example_weights, class_weights
 from slr.oracles.lightgbm_adapter import LightGBM
 
 __all__ = ["DaskStructuredLogisticRegression"]

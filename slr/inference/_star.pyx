@@ -242,7 +242,7 @@ def star_sweeps(
     lam : (M, 2, L) float64
         Messages, updated in place.
     node_ptr, inc_ptr, inc_edge, inc_side : int64
-        The batch layout (see ``slr.graph.GraphBatch``).
+        The batch layout (see ``slr.data.GraphBatch``).
     max_degree : int
         Largest node degree (sizes the per-thread scratch).
     eps : float

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from slr.graph import GraphBatch, check_epsilon, check_potentials
+from slr.data import GraphBatch
+from slr.graph import check_epsilon, check_potentials
 from slr.inference.batch import _check_batch, _potentials, resolve_threads
 from slr.inference.sum_product import ExactMarginals, _forest_pass
 from slr.validation import check_bool, check_int

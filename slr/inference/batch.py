@@ -1,6 +1,6 @@
 """Batched star-update inference on many graphs at once (the learner's entry point).
 
-All functions take a :class:`slr.graph.GraphBatch` and flat potentials of shapes
+All functions take a :class:`slr.data.GraphBatch` and flat potentials of shapes
 ``(n_nodes, L)`` and ``(n_edges, L, L)``; messages are ``(n_edges, 2, L)``. Inputs are
 validated here, once (shapes always; values unless ``check_input=False``), and the Cython
 kernels then run without checks, in parallel over the examples of the batch.
@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from slr.graph import GraphBatch, _finite_float_array, _float_array, check_epsilon, kernel_edges, shared_table
+from slr.data import GraphBatch
+from slr.graph import _finite_float_array, _float_array, check_epsilon, kernel_edges, shared_table
 from slr.inference import _star
 from slr.validation import check_int, check_n_jobs, check_real
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slr.graph import GraphBatch
+from slr.data import GraphBatch
 from slr.inference.batch import _dual_values, _node_beliefs, _run_sweeps
 
 __all__ = ["BatchMap", "batch_map", "labelling_scores"]

@@ -9,30 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
-from slr.graph import GraphBatch, check_edges
+from slr.data import GraphBatch, forest_examples
+from slr.graph import check_edges
 from slr.inference import _sum_product
 from slr.inference.batch import _check_batch, _kernel_threads, _potentials, resolve_threads
 
 __all__ = ["batch_forest_map", "forest_examples", "forest_map"]
-
-
-def forest_examples(batch: GraphBatch) -> np.ndarray:
-    """Which examples of ``batch`` are forests, shape ``(B,)``, bool.
-
-    A graph of ``n`` nodes in ``c`` connected components is a forest exactly when it has
-    ``n - c`` edges (a repeated edge or a cycle adds one without joining components).
-    """
-    n = batch.n_nodes
-    adjacency = sp.csr_array((np.ones(batch.n_edges), (batch.edges[:, 0], batch.edges[:, 1])), shape=(n, n))
-    n_components, component = connected_components(adjacency, directed=False)
-    # a component lies within one example: each component's example, counted per example
-    example_of = np.empty(n_components, dtype=np.int64)
-    example_of[component] = np.repeat(np.arange(batch.n_examples), np.diff(batch.node_ptr))
-    per_example = np.bincount(example_of, minlength=batch.n_examples)
-    return np.diff(batch.edge_ptr) == np.diff(batch.node_ptr) - per_example
 
 
 def batch_forest_map(batch: GraphBatch, theta_nodes: Any, theta_edges: Any, *, n_jobs: int | None = None,

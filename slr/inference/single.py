@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from slr.graph import GraphBatch, check_epsilon, check_potentials
+from slr.data import GraphBatch
+from slr.graph import check_epsilon, check_potentials
 from slr.inference.batch import (
     BatchSweepResult,
     _check_sweep_scale,

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from slr.graph import GraphBatch, check_edges, check_epsilon
+from slr.data import GraphBatch
+from slr.graph import check_edges, check_epsilon
 from slr.inference import _sum_product
 from slr.inference.batch import _check_batch, _kernel_threads, _potentials, resolve_threads
 from slr.validation import check_bool

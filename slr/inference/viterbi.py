@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from slr.graph import GraphBatch, _finite_float_array, kernel_edges
+from slr.data import GraphBatch
+from slr.graph import _finite_float_array, kernel_edges
 from slr.inference import _viterbi
 
 __all__ = ["batch_viterbi", "is_chain", "viterbi", "viterbi_chains"]
