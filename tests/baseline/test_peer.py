@@ -22,7 +22,7 @@ from baselines.peer import (
 )
 from baselines.peer import setup_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 L = 3
 C = 1.0
 

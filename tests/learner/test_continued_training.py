@@ -17,7 +17,7 @@ def data():
 
 
 ORACLES = {
-    # Algorithm 1.1 (a continued joint solver restarts L-BFGS's memory: tests/test_learner_solver.py)
+    # Algorithm 1.1 (a continued joint solver restarts L-BFGS's memory: tests/learner/test_learner_solver.py)
     "linear-relaxed": lambda: dict(unary=Linear(l2=0.1), pairwise=Linear(l2=0.1), relaxation=1.8,
                                    solver="alternation"),
     "constant": lambda: dict(unary=Linear(), pairwise=Constant(), solver="alternation"),

@@ -17,7 +17,7 @@ from slr.models import FlatData, PairwiseModel
 from slr.oracles import Linear
 
 # Algorithm 1.1 (the transactions below fail at its second oracle fit);
-# tests/test_learner_solver.py has the joint solver's
+# tests/learner/test_learner_solver.py has the joint solver's
 KW = dict(max_iter=2, max_sweeps=6, n_jobs=1, random_state=0, solver="alternation")
 
 

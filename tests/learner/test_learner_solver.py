@@ -28,7 +28,7 @@ def _oracles(tol=1e-10):
 
 def _J(model, X, Y, **weights):
     """J at the model's functions and kept messages, computed by slr._joint (checked against the
-    learner's R plus the oracles' ridge in tests/test_joint.py)."""
+    learner's R plus the oracles' ridge in tests/learner/test_joint.py)."""
     data = FlatData(X, Y)
     return joint_objective(data, model.epsilon, model.unary_, model.pairwise_, model._train_messages, **weights)[1]
 
@@ -36,7 +36,7 @@ def _J(model, X, Y, **weights):
 @pytest.fixture(scope="module")
 def converged_alternation(grid):
     """Algorithm 1.1 to convergence (100 over-relaxed iterations, fits to 1e-10: J within 1e-7 of its
-    minimum, tests/test_joint.py)."""
+    minimum, tests/learner/test_joint.py)."""
     X, Y = grid
     model = StructuredLogisticRegression(*_oracles(), epsilon=EPS, max_iter=100, max_sweeps=200, tol=0,
                                          sweep_tol=0, solver="alternation", monitor=False, n_jobs=1).fit(X, Y)
@@ -77,7 +77,7 @@ def test_default_rule_stops_the_joint_solver_near_the_minimum(grid, converged_al
 
 def _crf_minimum(X, Y, L, eps, l2):
     """min over linear unary and pairwise weights of R + eps l2 / 2 ||w||^2, the smoothed LP solved
-    afresh per evaluation by tests/test_joint.py's nested scipy minimisation."""
+    afresh per evaluation by tests/learner/test_joint.py's nested scipy minimisation."""
     from test_joint import _independent_minimum
 
     return _independent_minimum(X, Y, L, eps, l2)[0]

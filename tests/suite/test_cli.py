@@ -447,7 +447,7 @@ def test_snakes_cells_run_every_learner_and_leave_the_other_data_sets_alone():
         assert config_hash(without_snakes.config()) == config_hash(spec.config())
     # the committed quick reports, which `make report` regenerates, carry that config (full's are
     # recomputed by hand, each report naming the run and config of its rows)
-    committed = pd.read_csv(Path(__file__).resolve().parents[1] / "reports" / "baselines_results.csv", dtype=str)
+    committed = pd.read_csv(Path(__file__).resolve().parents[2] / "reports" / "baselines_results.csv", dtype=str)
     assert config_hash(get_profile("quick").spec("baselines").config()) in set(committed.config)
 
 

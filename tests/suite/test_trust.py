@@ -18,7 +18,7 @@ from slr_suite.cli import run_experiments
 from slr_suite import provenance, store
 from slr_suite.render_denoising import PAPER_TEST_ERROR, far_from_paper
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_paper_table_is_the_papers():

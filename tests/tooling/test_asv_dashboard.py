@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ASV = ROOT / "asv_benchmarks"
 _spec = importlib.util.spec_from_file_location("dashboard", ASV / "dashboard.py")
 dashboard = sys.modules["dashboard"] = importlib.util.module_from_spec(_spec)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1] / "asv_benchmarks"
+ROOT = Path(__file__).resolve().parents[2] / "asv_benchmarks"
 PREFIXES = ("time_", "peakmem_", "mem_", "track_", "timeraw_")
 IMPORT_ONLY = {("bench_trees", "Ratios"), ("bench_trees", "TrainingLoss"),
                ("bench_learner", "SnakesDefaultsAgainstOneSlack"), ("bench_tagging", "TaggingAgainstCRFsuite")}

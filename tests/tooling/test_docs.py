@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("sphinx")
 pytest.importorskip("sphinx_gallery")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 _spec = importlib.util.spec_from_file_location("dashboard", ROOT / "asv_benchmarks" / "dashboard.py")
 dashboard = sys.modules.setdefault("dashboard", importlib.util.module_from_spec(_spec))

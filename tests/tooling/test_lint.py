@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("ruff", reason="ruff is not installed (pip install -e '.[test]')")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_ruff_check_passes():

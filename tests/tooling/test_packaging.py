@@ -28,7 +28,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 1800  # seconds for one build or install (cold caches download ~200 MB)
 KERNEL_SUFFIXES = (".pyx", ".pxd", ".h")  # sources and the declarations or C headers they include
 # What a fresh clone does not have (build products) or the sdist does not take (large).
