@@ -11,7 +11,7 @@ from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM, solve_ssvm
 from slr.inference import viterbi
 from slr.oracles import Linear
 
-from chain_reference import brute_primal, chain_example, exact_ssvm_optimum, joint_feature, labelings
+from chain_reference import brute_primal, chain_example, exact_ssvm_optimum, joint_feature, labelings, random_chains
 
 L = 3
 C = 1.0
@@ -19,10 +19,7 @@ C = 1.0
 
 @pytest.fixture(scope="module")
 def tiny_chain():
-    rng = np.random.default_rng(0)
-    X = [chain_example(rng, int(rng.integers(2, 5))) for _ in range(8)]
-    Y = [rng.integers(0, L, size=x[0].shape[0]) for x in X]
-    return X, Y
+    return random_chains(np.random.default_rng(0), 8, L)
 
 
 # ------------------------------------------------------------------ independent numpy side
@@ -180,9 +177,7 @@ def test_perceptron_separates_separable_chains(average):
 def test_piecewise_linear_equals_independent_sklearn_logistic_regressions():
     from sklearn.linear_model import LogisticRegression
 
-    rng = np.random.default_rng(4)
-    X = [chain_example(rng, int(rng.integers(4, 9)), d=3, d_e=2) for _ in range(25)]
-    Y = [rng.integers(0, 3, size=x[0].shape[0]) for x in X]  # >2 classes: sklearn goes multinomial
+    X, Y = random_chains(np.random.default_rng(4), 25, 3, lengths=(4, 9))  # >2 classes: sklearn goes multinomial
     l2 = 0.5
     model = PiecewiseTraining(Linear(l2=l2, tol=1e-10, max_iter=2000),
                               Linear(l2=l2, tol=1e-10, max_iter=2000), n_states=3).fit(X, Y)

@@ -19,6 +19,7 @@ from slr.datasets import make_denoising
 from slr.inference.batch import batch_sweeps
 from slr.models import hamming_margin
 from slr.oracles import Linear
+from chain_reference import random_chains
 
 # the learners of the shared contract (slr.estimator); each takes max_iter, n_states, random_state
 LEARNERS = {
@@ -223,22 +224,12 @@ def test_a_generator_random_state_is_drawn_from_and_advanced(data):
     np.testing.assert_array_equal(first.w_, again.w_)
 
 
-def _chains(seed, n_examples=6, L=3):
-    rng = np.random.default_rng(seed)
-    X, Y = [], []
-    for _ in range(n_examples):
-        n = int(rng.integers(2, 6))
-        X.append((rng.normal(size=(n, 3)), np.column_stack([np.arange(n - 1), np.arange(1, n)]), np.ones((n - 1, 1))))
-        Y.append(rng.integers(0, L, size=n))
-    return X, Y
-
-
 def test_a_failed_crfsuite_fit_leaves_the_fitted_model_as_it_was():
     pytest.importorskip("pycrfsuite")
     from baselines.crfsuite_peer import CRFsuiteChain
 
-    X, Y = _chains(0)
-    Xt, _ = _chains(1)
+    X, Y = random_chains(np.random.default_rng(0), 6, 3, lengths=(2, 6), d_e=None)
+    Xt, _ = random_chains(np.random.default_rng(1), 6, 3, lengths=(2, 6), d_e=None)
     model = CRFsuiteChain(c2=0.5, n_states=3).fit(X, Y)
     state, pred = _fitted_state(model), model.predict(Xt)
     grid = [(f, np.array([[0, 1]] * (len(f) - 1)), ef) for f, _, ef in X]
@@ -266,7 +257,7 @@ def test_run_peer_seed_is_the_old_name_of_random_state(monkeypatch, tmp_path):
                       "(d / 'result.json').write_text(json.dumps({'w': [], 'y_pred_test': [], 'seed': seed}))\n")
     monkeypatch.setattr(client, "RUNNER", runner)
     monkeypatch.setattr(client, "peer_python", lambda: sys.executable)
-    X, Y = _chains(0)
+    X, Y = random_chains(np.random.default_rng(0), 6, 3, lengths=(2, 6), d_e=None)
     assert client.run_peer("OneSlackSSVM", X, Y, n_states=3, random_state=7)["seed"] == 7
     assert client.run_peer("OneSlackSSVM", X, Y, n_states=3)["seed"] == 0
     with pytest.raises(ValueError, match="random_state must be an integer in"):

@@ -14,7 +14,8 @@ from baselines.weights import class_weight_vector
 from slr.models import hamming_margin
 from slr.oracles import Linear
 
-from chain_reference import brute_primal, chain_example, exact_ssvm_optimum, joint_feature, labelings, weighted_hamming
+from chain_reference import (brute_primal, exact_ssvm_optimum, joint_feature, labelings, random_chains,
+                             weighted_hamming)
 
 L = 3
 WEIGHTS = np.array([2, 1, 0, 3, 1, 1])
@@ -23,10 +24,7 @@ CW = {0: 2.5, 2: 0.5}
 
 @pytest.fixture(scope="module")
 def chains():
-    rng = np.random.default_rng(3)
-    X = [chain_example(rng, int(rng.integers(2, 5))) for _ in range(len(WEIGHTS))]
-    Y = [rng.integers(0, L, size=x[0].shape[0]) for x in X]
-    return X, Y
+    return random_chains(np.random.default_rng(3), len(WEIGHTS), L)
 
 
 def _duplicated(X, Y, weights):

@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("pycrfsuite")
 
 from baselines.crfsuite_peer import CRFsuiteChain  # noqa: E402
+from slr.formats import chain_example  # noqa: E402
 from slr.inference import viterbi  # noqa: E402
 
 L = 3
@@ -25,7 +26,7 @@ def _chains(seed, n_examples=40, d=4):
         y = [int(np.argmax(W @ feats[0] + rng.gumbel(size=L)))]
         for i in range(1, n):
             y.append(int(np.argmax(W @ feats[i] + T[y[-1]] + rng.gumbel(size=L))))
-        X.append((feats, np.column_stack([np.arange(n - 1), np.arange(1, n)]).reshape(-1, 2), np.ones((n - 1, 1))))
+        X.append(chain_example(feats))
         Y.append(np.array(y))
     return X, Y
 

@@ -7,17 +7,14 @@ from baselines.frank_wolfe import FrankWolfeSSVM
 from baselines.ssvm import OneSlackSSVM
 from slr.graph import grid_edges
 
-from chain_reference import brute_primal, chain_example, exact_ssvm_optimum
+from chain_reference import brute_primal, exact_ssvm_optimum, random_chains
 
 L = 3
 
 
 @pytest.fixture(scope="module")
 def tiny_chain():
-    rng = np.random.default_rng(0)
-    X = [chain_example(rng, int(rng.integers(2, 5))) for _ in range(8)]
-    Y = [rng.integers(0, L, size=x[0].shape[0]) for x in X]
-    return X, Y
+    return random_chains(np.random.default_rng(0), 8, L)
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,9 @@ import pytest
 
 from baselines import LatentSSVM, NSlackSSVM, OneSlackSSVM
 from baselines.features import StructuredData
-from chain_reference import chain_example
+from chain_reference import random_chains
 from slr.hidden import HiddenNodeData
-from test_hidden_states import latent_boxes
-from test_latent_init import sign_through_hidden_node
+from latent_problems import latent_boxes, sign_through_hidden_node
 
 
 def _tree_with_hidden_nodes(rng: np.random.Generator):
@@ -78,9 +77,7 @@ def test_completion_is_the_clamped_map():
 
 
 def test_without_latent_nodes_it_is_the_base_ssvm():
-    rng = np.random.default_rng(2)
-    X = [chain_example(rng, int(rng.integers(2, 5))) for _ in range(8)]
-    Y = [rng.integers(0, 3, size=x[0].shape[0]) for x in X]
+    X, Y = random_chains(np.random.default_rng(2), 8, 3)
     plain = OneSlackSSVM(C=1.0, tol=1e-6).fit(X, Y)
     latent = LatentSSVM(OneSlackSSVM(C=1.0, tol=1e-6)).fit(X, Y)
     np.testing.assert_array_equal(latent.w_, plain.w_)

@@ -21,25 +21,18 @@ from baselines.peer import (
     unpack_weights,
 )
 from baselines.peer import setup_env
+from chain_reference import random_chains
 
 REPO = Path(__file__).resolve().parents[2]
 L = 3
 C = 1.0
 
 
-def _chain_example(rng, n, d=3):
-    feats = rng.normal(size=(n, d))
-    edges = np.column_stack([np.arange(n - 1), np.arange(1, n)])
-    return feats, edges, np.ones((n - 1, 1))
-
-
 @pytest.fixture(scope="module")
 def tiny_chain():
     rng = np.random.default_rng(0)
-    X = [_chain_example(rng, int(rng.integers(2, 5))) for _ in range(8)]
-    Y = [rng.integers(0, L, size=x[0].shape[0]) for x in X]
-    X_test = [_chain_example(rng, int(rng.integers(2, 5))) for _ in range(5)]
-    Y_test = [rng.integers(0, L, size=x[0].shape[0]) for x in X_test]
+    X, Y = random_chains(rng, 8, L, d_e=None)
+    X_test, Y_test = random_chains(rng, 5, L, d_e=None)
     return X, Y, X_test, Y_test
 
 

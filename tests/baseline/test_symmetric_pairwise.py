@@ -8,7 +8,7 @@ import pytest
 
 from baselines import FrankWolfeSSVM, NSlackSSVM, OneSlackSSVM, StructuredPerceptron, SubgradientSSVM
 from baselines.features import StructuredData
-from chain_reference import chain_example, joint_feature, labelings
+from chain_reference import joint_feature, labelings, random_chains
 from pystruct_suite import symmetric_table
 
 L = 3
@@ -31,10 +31,7 @@ def tie_matrix(n_states: int, d_u: int, d_e: int) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def tiny_chains():
-    rng = np.random.default_rng(0)
-    X = [chain_example(rng, int(rng.integers(2, 5))) for _ in range(8)]
-    Y = [rng.integers(0, L, size=x[0].shape[0]) for x in X]
-    return X, Y
+    return random_chains(np.random.default_rng(0), 8, L)
 
 
 def exact_tied_optimum(X, Y, n_states: int, C: float) -> float:

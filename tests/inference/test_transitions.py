@@ -23,8 +23,7 @@ from slr.models import FlatData, PairwiseModel
 from slr.oracles import Constant, Linear
 from slr.oracles.pair_bias import PairBias, PairLoss
 from slr.transitions import FORBIDDEN_UNITS, Transitions, allowed_transitions, check_transitions
-
-TAGS = ["B-PER", "I-PER", "B-LOC", "I-LOC", "O"]
+from tagged_chains import TAGS, bio_chains
 
 
 # ------------------------------------------------------------------ enumeration, the reference
@@ -255,24 +254,6 @@ def test_pair_loss_with_an_offset_is_the_dense_loss():
 
 
 # ------------------------------------------------------------------ the learners
-def _bio_chains(seed, n_examples=30, noise=1.5):
-    rng = np.random.default_rng(seed)
-    mask = allowed_transitions("BIO", TAGS)
-    X, Y = [], []
-    for _ in range(n_examples):
-        n = int(rng.integers(2, 9))
-        y, previous = [], None
-        for _ in range(n):
-            options = np.flatnonzero(mask[5, :5] if previous is None else mask[previous, :5])
-            previous = int(rng.choice(options))
-            y.append(previous)
-        y = np.array(y)
-        X.append((np.eye(5)[y] + noise * rng.normal(size=(n, 5)), np.c_[np.arange(n - 1), np.arange(1, n)],
-                  np.ones((n - 1, 1))))
-        Y.append(y)
-    return X, Y, mask
-
-
 def _forbidden_uses(predictions, mask):
     L = mask.shape[0] - 2
     return sum(int((~mask[:L, :L][y[:-1], y[1:]]).sum()) + int(not mask[L, y[0]]) + int(not mask[y[-1], L + 1])
@@ -281,11 +262,11 @@ def _forbidden_uses(predictions, mask):
 
 @pytest.mark.parametrize("solver", ["alternation", "joint"])
 def test_learner_never_predicts_a_forbidden_pair_and_stays_finite(solver):
-    X, Y, mask = _bio_chains(0)
+    X, Y, mask = bio_chains(0)
     model = StructuredLogisticRegression(pairwise=Linear(l2=1.0), allowed_transitions=mask, max_iter=15,
                                          epsilon=0.05, random_state=0, solver=solver).fit(X, Y)
     assert model.solver_ == solver
-    X_test, _, _ = _bio_chains(1, noise=3.0)
+    X_test, _, _ = bio_chains(1, noise=3.0)
     assert _forbidden_uses(model.predict(X_test), mask) == 0
     trace = model.objective_trace_
     assert np.all(np.isfinite(trace["objective"]))
@@ -304,7 +285,7 @@ def test_learner_never_predicts_a_forbidden_pair_and_stays_finite(solver):
 def test_joint_solver_and_alternation_reach_one_optimum_under_transitions():
     """Both solvers minimise the same J with the forbidden pairs' fixed offsets (the joint solver's
     own objective, the alternation's oracles and sweeps): their converged fits agree."""
-    X, Y, mask = _bio_chains(0)
+    X, Y, mask = bio_chains(0)
     fits = {solver: StructuredLogisticRegression(pairwise=Linear(l2=1.0), allowed_transitions=mask, max_iter=400,
                                                  tol=1e-9, epsilon=0.1, random_state=0, solver=solver).fit(X, Y)
             for solver in ("alternation", "joint")}
@@ -315,9 +296,9 @@ def test_joint_solver_and_alternation_reach_one_optimum_under_transitions():
 
 def test_learner_unconstrained_decodes_forbidden_pairs_on_the_same_data():
     """The test above can fail: without the mask the same model decodes forbidden pairs here."""
-    X, Y, mask = _bio_chains(0)
+    X, Y, mask = bio_chains(0)
     model = StructuredLogisticRegression(pairwise=Linear(l2=1.0), max_iter=15, epsilon=0.05, random_state=0).fit(X, Y)
-    X_test, _, _ = _bio_chains(1, noise=3.0)
+    X_test, _, _ = bio_chains(1, noise=3.0)
     assert _forbidden_uses(model.predict(X_test), mask) > 0
 
 
@@ -326,7 +307,7 @@ def test_learner_with_unlabelled_nodes_fits_no_forbidden_pair(square, latent_ini
     """The first soft targets of unlabelled nodes (random ones included) put no weight on a forbidden
     pair or end state: R starts at a node loss's scale, not ``FORBIDDEN_UNITS * eps``, and the
     pairwise table is not pushed up on the forbidden pairs."""
-    X, Y, mask = _bio_chains(2)
+    X, Y, mask = bio_chains(2)
     Y = [np.where(np.arange(len(y)) % 3 == 2, -1, y) for y in Y]
     given = mask[:5, :5] if square else mask   # square: no end constraints
     model = StructuredLogisticRegression(pairwise=Constant(l2=1.0), allowed_transitions=given, max_iter=5, tol=0,
@@ -338,7 +319,7 @@ def test_learner_with_unlabelled_nodes_fits_no_forbidden_pair(square, latent_ini
 
 
 def test_learner_refuses_labels_that_use_a_forbidden_pair_or_end():
-    X, Y, mask = _bio_chains(3)
+    X, Y, mask = bio_chains(3)
     bad = [y.copy() for y in Y]
     bad[4][:2] = [4, 1]   # O -> I-PER
     with pytest.raises(ValueError, match=r"Y\[4\] has the transition 4 -> 1 \(nodes 0 -> 1\)"):
@@ -358,8 +339,8 @@ def test_learner_refuses_labels_that_use_a_forbidden_pair_or_end():
     StructuredPerceptron(max_iter=5), PiecewiseTraining(), GradientAlternation(max_iter=10)],
     ids=lambda learner: type(learner).__name__)
 def test_baselines_never_predict_a_forbidden_pair(learner):
-    X, Y, mask = _bio_chains(4)
-    X_test, _, _ = _bio_chains(5, noise=3.0)
+    X, Y, mask = bio_chains(4)
+    X_test, _, _ = bio_chains(5, noise=3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = learner.set_params(allowed_transitions=mask).fit(X, Y)
@@ -374,8 +355,8 @@ def test_baselines_never_predict_a_forbidden_pair(learner):
 def test_crfsuite_chain_decodes_its_weights_without_forbidden_pairs():
     pytest.importorskip("pycrfsuite")
     from baselines.crfsuite_peer import CRFsuiteChain
-    X, Y, mask = _bio_chains(6)
-    X_test, _, _ = _bio_chains(7, noise=3.0)
+    X, Y, mask = bio_chains(6)
+    X_test, _, _ = bio_chains(7, noise=3.0)
     free = CRFsuiteChain(c2=0.1).fit(X, Y)
     constrained = CRFsuiteChain(c2=0.1, allowed_transitions=mask).fit(X, Y)
     assert _forbidden_uses(constrained.predict(X_test), mask) == 0

@@ -7,31 +7,13 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from baselines import (
-    FrankWolfeSSVM,
-    GradientAlternation,
-    NSlackSSVM,
-    OneSlackSSVM,
-    PiecewiseTraining,
-    StructuredPerceptron,
-    SubgradientSSVM,
-)
 from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
 from slr.estimator import HISTORY_COLUMNS
 from slr.oracles import MLP, BoostedTrees, Constant, LightGBM, Linear, Zero
 
-LEARNERS = {
-    "slr-linear": lambda **kw: StructuredLogisticRegression(Linear(), Linear(), max_sweeps=6, **kw),
-    "slr-mlp": lambda **kw: StructuredLogisticRegression(MLP(n_hidden=4), Constant(), max_sweeps=6, **kw),
-    "OneSlackSSVM": OneSlackSSVM,
-    "NSlackSSVM": NSlackSSVM,
-    "SubgradientSSVM": lambda **kw: SubgradientSSVM(batch_size=1, **kw),
-    "FrankWolfeSSVM": FrankWolfeSSVM,
-    "StructuredPerceptron": StructuredPerceptron,
-    "PiecewiseTraining": PiecewiseTraining,
-    "GradientAlternation": GradientAlternation,
-}
+from learners import LEARNERS
+
 CONTRACT = ("max_iter", "n_states", "random_state", "verbose")
 
 

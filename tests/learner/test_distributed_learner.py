@@ -18,9 +18,7 @@ from slr.datasets import make_denoising  # noqa: E402
 from slr.distributed import DaskStructuredLogisticRegression  # noqa: E402
 from slr.oracles import MLP, Constant, Linear  # noqa: E402
 
-# the distributed fit runs Algorithm 1.1; the single-process one is pinned to it (its "auto" takes the
-# joint solver for linear oracles)
-SETTINGS = dict(max_iter=3, tol=0, random_state=0, n_jobs=1, solver="alternation")
+from same_fit import SETTINGS, assert_same_fit  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -35,25 +33,13 @@ def test_needs_a_client(images):
         DaskStructuredLogisticRegression(max_iter=1).fit(X, Y)
 
 
-def _assert_same_fit(single, dist, X):
-    """R after every half step to 1e-8 (relative) and the same MAP labels."""
-    a = single.objective_trace_["objective"].to_numpy()
-    b = dist.objective_trace_["objective"].to_numpy()
-    assert a.shape == b.shape and (single.objective_trace_["stage"] == dist.objective_trace_["stage"]).all()
-    np.testing.assert_allclose(b, a, rtol=1e-8, atol=0)
-    np.testing.assert_allclose(dist.history_["objective"], single.history_["objective"], rtol=1e-8)
-    np.testing.assert_array_equal(dist.history_["train_error"], single.history_["train_error"])
-    for y_single, y_dist in zip(single.predict(X), dist.predict(X)):
-        np.testing.assert_array_equal(y_dist, y_single)
-
-
 @pytest.mark.parametrize("oracles", [dict(), dict(unary=Linear(l2=0.5, fit_intercept=True), pairwise=Constant())],
                          ids=["Linear/Linear", "Linear+intercept/Constant"])
 def test_the_distributed_fit_is_the_single_process_fit(client, images, oracles):
     X, Y = images
     single = StructuredLogisticRegression(**oracles, **SETTINGS).fit(X, Y)
     dist = DaskStructuredLogisticRegression(**oracles, n_partitions=4, **SETTINGS).fit(X, Y)
-    _assert_same_fit(single, dist, X)
+    assert_same_fit(single, dist, X)
     assert dist.n_partitions_ == 4
     # R fell, so the fit did something the comparison can see
     assert dist.history_["objective"].iloc[-1] < 0.7 * dist.history_["objective"].iloc[0]
@@ -65,7 +51,7 @@ def test_sample_weights_reach_the_partitions(client, images):
     settings = {**SETTINGS, "max_iter": 2}
     single = StructuredLogisticRegression(**settings).fit(X, Y, sample_weight=weights)
     dist = DaskStructuredLogisticRegression(n_partitions=3, **settings).fit(X, Y, sample_weight=weights)
-    _assert_same_fit(single, dist, X)
+    assert_same_fit(single, dist, X)
     unweighted = DaskStructuredLogisticRegression(n_partitions=3, **settings).fit(X, Y)
     assert not np.allclose(unweighted.history_["objective"], dist.history_["objective"])
 
@@ -99,7 +85,7 @@ def test_sources_and_distributed_scoring(client):
     settings = {**SETTINGS, "max_iter": 3, "predict_max_sweeps": 1000}
     from_sources = DaskStructuredLogisticRegression(**settings).fit_sources(sources)
     from_client = StructuredLogisticRegression(**settings).fit(X, Y)
-    _assert_same_fit(from_client, from_sources, X)
+    assert_same_fit(from_client, from_sources, X)
     test = [functools.partial(_load, 3, 9)]
     X_test, Y_test = test[0]()
     assert from_sources.score_sources(test) == from_sources.score(X_test, Y_test)
@@ -282,7 +268,7 @@ def test_a_worker_killed_mid_fit_changes_nothing(images, process_client, checkpo
     model._phase_timer = kill_after_iteration_2
     model.fit(X, Y)
     assert killed and killed[0] not in client.scheduler_info()["workers"]
-    _assert_same_fit(single, model, X)
+    assert_same_fit(single, model, X)
     if checkpoint:   # the last checkpoint's files, one per partition
         assert sorted(p.name for p in tmp_path.iterdir()) == ["iteration00003-partition00000.npy",
                                                               "iteration00003-partition00001.npy"]

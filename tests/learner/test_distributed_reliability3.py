@@ -13,7 +13,7 @@ from slr.datasets import make_denoising  # noqa: E402
 from slr.distributed import DaskStructuredLogisticRegression  # noqa: E402
 from slr.oracles.lightgbm_adapter import LightGBM  # noqa: E402
 
-from test_distributed_learner import SETTINGS, _assert_same_fit  # noqa: E402
+from same_fit import SETTINGS, assert_same_fit  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def test_a_partition_of_zero_weights_is_the_single_process_fit(client, images):
     settings = {**SETTINGS, "max_iter": 2}
     single = StructuredLogisticRegression(**settings).fit(X, Y, sample_weight=weights)
     dist = DaskStructuredLogisticRegression(n_partitions=2, **settings).fit(X, Y, sample_weight=weights)
-    _assert_same_fit(single, dist, X)
+    assert_same_fit(single, dist, X)
     with pytest.raises(ValueError, match="sample_weight must have a positive sum"):
         DaskStructuredLogisticRegression(n_partitions=2, **settings).fit(X, Y, sample_weight=np.zeros(4))
 

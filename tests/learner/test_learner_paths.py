@@ -10,6 +10,7 @@ from scipy.special import softmax
 import slr.oracles.linear as linear_module
 from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
+from slr.formats import chain_example
 from slr.inference.exact import brute_force_map
 from slr.oracles import Linear
 from slr.oracles.linear import _ClassMajorLoss
@@ -27,8 +28,7 @@ def _chains(n_words, length, n_states, seed):
         for i in range(1, length):
             y[i] = (y[i - 1] + 1) % n_states if rng.random() < 0.6 else rng.integers(n_states)
         nodes = np.eye(n_states)[y] + rng.normal(scale=1.0, size=(length, n_states))
-        edges = np.column_stack([np.arange(length - 1), np.arange(1, length)])
-        X.append((np.column_stack([nodes, np.ones(length)]), edges, np.ones((length - 1, 1))))
+        X.append(chain_example(np.column_stack([nodes, np.ones(length)])))
         Y.append(y)
     return X, Y
 

@@ -77,10 +77,10 @@ def test_default_rule_stops_the_joint_solver_near_the_minimum(grid, converged_al
 
 def _crf_minimum(X, Y, L, eps, l2):
     """min over linear unary and pairwise weights of R + eps l2 / 2 ||w||^2, the smoothed LP solved
-    afresh per evaluation by tests/learner/test_joint.py's nested scipy minimisation."""
-    from test_joint import _independent_minimum
+    afresh per evaluation by a nested scipy minimisation (tests/smoothed_reference.py)."""
+    from smoothed_reference import independent_minimum
 
-    return _independent_minimum(X, Y, L, eps, l2)[0]
+    return independent_minimum(X, Y, L, eps, l2)[0]
 
 
 def test_joint_learner_matches_a_nested_scipy_minimisation():

@@ -11,6 +11,7 @@ from scipy.special import logsumexp
 from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
 from slr.oracles import Constant, Linear
+from chain_reference import random_chains
 
 
 def _potentials(model, example, epsilon):
@@ -43,18 +44,10 @@ def test_lp_marginals_are_the_exact_smoothed_lps(grid_model):
     np.testing.assert_allclose(hotter, reference.node_marginals, atol=1e-5)
 
 
-def _chains(rng, sizes, L=3, d=4):
-    X, Y = [], []
-    for n in sizes:
-        X.append((rng.normal(size=(n, d)), np.column_stack([np.arange(n - 1), np.arange(1, n)]), np.ones((n - 1, 1))))
-        Y.append(rng.integers(L, size=n))
-    return X, Y
-
-
 def test_exact_marginals_on_chains_are_those_of_the_crf():
     """On chains, method="exact" gives the marginals of p(y) ~ exp(g_u + g_p), by enumeration."""
     rng = np.random.default_rng(1)
-    X, Y = _chains(rng, [5, 4, 6])
+    X, Y = random_chains(rng, 3, 3, lengths=(4, 7), d=4, d_e=None)
     model = StructuredLogisticRegression(Linear(l2=1.0), Constant(), epsilon=0.2, max_iter=2, n_jobs=1,
                                          random_state=0).fit(X, Y)
     for (nodes, edges), example in zip(model.predict_marginals(X, method="exact", edge_marginals=True), X):

@@ -8,6 +8,7 @@ from scipy.special import entr, logsumexp
 
 from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
+from slr.formats import chain_example
 from slr.graph import check_labels
 from slr.inference import batch_dual_values, batch_sweeps
 from slr.latent import LatentTargets
@@ -202,8 +203,7 @@ def _chains(seed=0, n=4, length=6, hide=0.4):
         y = rng.integers(0, 3, size=length)
         y[1:] = np.where(rng.random(length - 1) < 0.7, y[:-1], y[1:])
         feats = np.column_stack([np.eye(3)[y] + rng.normal(scale=0.8, size=(length, 3)), np.ones(length)])
-        edges = np.column_stack([np.arange(length - 1), np.arange(1, length)])
-        X.append((feats, edges, np.ones((length - 1, 1))))
+        X.append(chain_example(feats))
         Y.append(np.where(rng.random(length) < hide, -1, y))
     return X, Y
 

@@ -15,7 +15,8 @@ EPS = 0.1
 
 
 def _model(max_iter=3, **kwargs):
-    """Algorithm 1.1 (its traces are compared step by step; tests/learner/test_learner_solver.py weighs the joint solver)."""
+    """Algorithm 1.1 (its traces are compared step by step; tests/learner/test_learner_solver.py weighs
+    the joint solver)."""
     return StructuredLogisticRegression(Linear(l2=1.0, tol=1e-12), Linear(l2=1.0, tol=1e-12), epsilon=EPS,
                                         max_iter=max_iter, max_sweeps=20, monitor=False, random_state=0,
                                         solver="alternation", **kwargs)

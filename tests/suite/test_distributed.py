@@ -14,6 +14,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from slr_suite.cli import run_experiments  # noqa: E402
+from waits import finishes  # noqa: E402
 
 CELLS = "Linear/Constant,Boost/Zero,MLP/Linear,Constant/Boost"
 SCIENCE = {"denoising_results.csv": ["unary", "pairwise", "train_error", "test_error", "objective", "code"],
@@ -98,25 +99,6 @@ def test_missing_dask_says_which_extra_to_install(monkeypatch):
 
 
 # ------------------------------------------------------------------ bounded waits
-def _finishes(fn, timeout: float = 120):
-    """``fn()`` in a thread that must end within ``timeout`` s (a regression fails, never hangs)."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"still waiting after {timeout} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def test_a_port_that_is_not_a_scheduler_times_out_naming_it():
     """A listener that accepts and never answers (the dashboard's port, say) hung the run."""
     import socket
@@ -128,7 +110,7 @@ def test_a_port_that_is_not_a_scheduler_times_out_naming_it():
         listener.listen(8)
         address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
         with pytest.raises(ValueError, match=f"--scheduler: cannot reach a Dask scheduler at '{address}' within 2 s"):
-            _finishes(lambda: connect(None, address, timeout=2))
+            finishes(lambda: connect(None, address, timeout=2))
 
 
 def test_a_cluster_without_workers_is_reported(monkeypatch):
@@ -140,7 +122,7 @@ def test_a_cluster_without_workers_is_reported(monkeypatch):
     with LocalCluster(n_workers=0, processes=False, dashboard_address=":0", silence_logs=50) as cluster:
         with pytest.raises(RuntimeError, match=f"the Dask scheduler at {cluster.scheduler_address} has had no worker "
                                                "for 2 s"):
-            _finishes(lambda: engine.connect(None, cluster.scheduler_address))
+            finishes(lambda: engine.connect(None, cluster.scheduler_address))
 
 
 def _nap(seconds: float, *, n_threads: int | None) -> list:
@@ -167,7 +149,7 @@ def test_running_count_leaves_out_queued_tasks(one_thread_cluster):
 
     tasks = [Task(f"nap{i}", (f"key{i}" * 4,), _nap, (0.5,)) for i in range(4)]
     messages = []
-    done = _finishes(lambda: list(DaskEngine(one_thread_cluster, 1).map(tasks, messages.append)))
+    done = finishes(lambda: list(DaskEngine(one_thread_cluster, 1).map(tasks, messages.append)))
     assert len(done) == 4
     counts = [tuple(map(int, re.search(r"(\d+) done, (\d+) running, (\d+) waiting", m).groups())) for m in messages]
     assert [d for d, _, _ in counts] == [1, 2, 3, 4]
@@ -181,11 +163,11 @@ def test_a_worker_with_other_dependencies_is_refused(one_thread_cluster):
     engine = DaskEngine(one_thread_cluster, 1)
     engine.identity = dict(engine.identity, versions=dict(engine.identity["versions"], lightgbm="3.0.0"))
     with pytest.raises(RuntimeError, match=r"runs other code or dependencies: lightgbm \S+ \(here 3\.0\.0\)"):
-        _finishes(lambda: list(engine.map([Task("nap", ("k" * 16,), _nap, (0.0,))], print)))
+        finishes(lambda: list(engine.map([Task("nap", ("k" * 16,), _nap, (0.0,))], print)))
     engine.identity = dict(engine.identity, code="0123456789ab", versions=DaskEngine(one_thread_cluster, 1).identity[
         "versions"])
     with pytest.raises(RuntimeError, match=r"runs other code or dependencies: code [0-9a-f]{12} \(here 0123456789ab\)"):
-        _finishes(lambda: list(engine.map([Task("nap", ("k" * 16,), _nap, (0.0,))], print)))
+        finishes(lambda: list(engine.map([Task("nap", ("k" * 16,), _nap, (0.0,))], print)))
 
 
 def test_local_cluster_says_nothing_when_the_dashboard_port_is_taken():
@@ -202,7 +184,7 @@ def test_local_cluster_says_nothing_when_the_dashboard_port_is_taken():
             squatter.listen(1)
         except OSError:
             pass                         # taken already: the case to test
-        _finishes(lambda: connect(1, None).close())
+        finishes(lambda: connect(1, None).close())
     assert not [w for w in caught if "already in use" in str(w.message)]
 
 
@@ -223,7 +205,7 @@ def test_tasks_added_while_the_cluster_runs_are_submitted_and_say_their_times(on
                 queue.add([Task("later", ("c" * 16,), _nap, (0.0,), cost=1.0)])
         return names
 
-    assert sorted(_finishes(drain)) == ["first", "later", "second"] and names[0] == "first"
+    assert sorted(finishes(drain)) == ["first", "later", "second"] and names[0] == "first"
     assert all(re.search(r"finished on a worker in \d+\.\d s \(\d+\.\d CPU s\)", m) for m in messages)
     assert len(messages) == 3
 

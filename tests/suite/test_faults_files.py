@@ -22,28 +22,9 @@ from slr_suite import denoising
 from slr_suite.cli import main, run_experiments
 from slr_suite.results import ResultsTable
 from slr_suite.store import CellCache, CellRecord, DirLock, run_locks
+from waits import TIMEOUT, finishes
 
 KEY = "ab" * 32
-TIMEOUT = 120   # seconds a test waits for a thread that must finish; a regression fails, never hangs
-
-
-def _in_thread(fn, *args):
-    """``fn(*args)`` in a thread, joined within :data:`TIMEOUT`; its result (or its exception raised)."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn(*args)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(TIMEOUT)
-    assert not thread.is_alive(), f"{fn.__name__} did not finish within {TIMEOUT} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def _valid_record() -> CellRecord:
@@ -90,7 +71,7 @@ def test_fifo_at_an_entry_name_does_not_block(tmp_path):
     cache.directory.mkdir()
     path = cache.directory / f"{KEY[:32]}.npz"
     os.mkfifo(path)
-    assert _in_thread(cache.load, KEY) is None
+    assert finishes(cache.load, KEY) is None
     _set_aside_and_said(path, messages)
     assert "not a regular file" in messages[-1]
 
@@ -219,7 +200,7 @@ def test_csv_that_is_not_a_file_is_set_aside_by_the_next_write(tmp_path, kind):
         os.mkfifo(path)
     messages = []
     table = _table(path, messages)
-    assert _in_thread(table.rows) == []
+    assert finishes(table.rows) == []
     assert str(path) in messages[-1] and not list(tmp_path.glob("r.csv.damaged-*"))   # a read moves nothing
     table.upsert([dict(cell="a", note="x")])
     assert len(list(tmp_path.glob("r.csv.damaged-*"))) == 1
@@ -281,13 +262,13 @@ def _locked(directory: Path) -> bool:
 
 def test_out_and_cache_one_directory_take_one_lock(tmp_path):
     """``--out D --cache-dir D`` waited forever for itself."""
-    log = _in_thread(lambda: run_experiments(["denoising"], "tiny", tmp_path, quiet=True, cells="Zero/Zero",
+    log = finishes(lambda: run_experiments(["denoising"], "tiny", tmp_path, quiet=True, cells="Zero/Zero",
                                              cache_dir=tmp_path))
     assert log.computed == ["denoising:Zero-Zero"]
     assert (tmp_path / "denoising_results.csv").is_file()
     # the same directory under two names
     os.symlink(tmp_path, tmp_path.parent / (tmp_path.name + "-link"))
-    _in_thread(lambda: run_experiments(["denoising"], "tiny", tmp_path, quiet=True, cells="Zero/Zero",
+    finishes(lambda: run_experiments(["denoising"], "tiny", tmp_path, quiet=True, cells="Zero/Zero",
                                        cache_dir=tmp_path.parent / (tmp_path.name + "-link")))
 
 
@@ -319,6 +300,6 @@ def test_lock_file_that_is_not_a_file_is_set_aside(tmp_path, kind):
     else:
         os.mkfifo(lock)
     messages = []
-    _in_thread(lambda: DirLock(tmp_path, messages.append).__enter__().__exit__())
+    finishes(lambda: DirLock(tmp_path, messages.append).__enter__().__exit__())
     assert lock.is_file() and str(lock) in messages[-1]
     assert len(list(tmp_path.glob(".slr.lock.damaged-*"))) == 1
