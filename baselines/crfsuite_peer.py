@@ -10,7 +10,7 @@ only those seen in the training data, so that its model is exactly ours. Its obj
 
     sum_k [log Z(x^k) - F(x^k, y^k)] + c2 ||w||^2
 
-(``tests/test_crfsuite_peer.py`` checks that the fitted weights are stationary for it).
+(``tests/baseline/test_crfsuite_peer.py`` checks that the fitted weights are stationary for it).
 
 python-crfsuite is optional (the ``crfsuite`` extra); :func:`crfsuite_missing` says why it
 cannot be used here.

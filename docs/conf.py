@@ -67,7 +67,7 @@ sphinx_gallery_conf = {
     "examples_dirs": str(DOCS.parent / "examples"),
     "gallery_dirs": "auto_examples",
     # SLR_DOCS_GALLERY_RUN (a regular expression) runs only the matching examples; the others
-    # are rendered with their code and without output (tests/test_docs.py runs a fast subset)
+    # are rendered with their code and without output (tests/tooling/test_docs.py runs a fast subset)
     "filename_pattern": os.environ.get("SLR_DOCS_GALLERY_RUN", r"/plot_"),
     "within_subsection_order": "gallery_hooks.ExampleOrder",
     "download_all_examples": False,

@@ -5,7 +5,7 @@ A cell of an experiment is answered from the cache only when its key matches, an
 made of everything that can change its result: the profile's settings for the experiment, the
 cell's name, the seed, the code fingerprint and the versions of the numerical dependencies.
 The machine and the thread count are deliberately not part of it: seeded results are identical
-across x86-64 machines and thread counts (tested in ``tests/test_trust.py``).
+across x86-64 machines and thread counts (tested in ``tests/suite/test_trust.py``).
 
 The code fingerprint (:func:`code_fingerprint`) hashes the ``.py`` sources of ``slr``,
 ``baselines`` and ``slr_suite`` (render-only modules left out) and the *build record* of the
@@ -18,7 +18,7 @@ sources are installed (an editable checkout) they must be those the record names
 edited but not rebuilt, or a binary from elsewhere, is refused (:class:`StaleKernelsError`)
 before any cell is computed or cached. An editable install and a wheel of the same commit,
 built with the same Cython, NumPy, compiler and flags, have one fingerprint (tested in
-``tests/test_packaging.py``): the binaries themselves differ between two builds (they need not
+``tests/tooling/test_packaging.py``): the binaries themselves differ between two builds (they need not
 be byte-identical), so the key names what they were built from, and the check names the binaries.
 """
 from __future__ import annotations

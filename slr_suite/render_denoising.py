@@ -260,7 +260,7 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "\n*Reproducibility*: a rerun of this profile gives the same numbers on any x86-64 machine and "
         "thread count; only the Linear and MLP objectives may differ from one CPU model to another in "
         "about the seventh digit (BLAS kernels chosen per CPU sum in another order), never the errors "
-        "(`tests/test_trust.py`).\n",
+        "(`tests/suite/test_trust.py`).\n",
         f"\n## Cells more than {PAPER_TOLERANCE} from the paper\n\n",
     ]
     if not _paper_size(cfg):

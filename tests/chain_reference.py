@@ -1,5 +1,5 @@
 """Independent numpy references for the SSVM baselines' tests on small chains: random chain
-examples, the joint feature written out from its definition, every labelling, and the SSVM's
+examples and labels, the joint feature written out from its definition, every labelling, and the SSVM's
 primal and exact optimum by enumeration (with example and class weights)."""
 from __future__ import annotations
 
@@ -9,11 +9,21 @@ import cvxpy as cp
 import numpy as np
 
 
-def chain_example(rng: np.random.Generator, n: int, d: int = 3, d_e: int = 2) -> tuple:
-    """A chain of ``n`` nodes with normal node and edge features."""
+def chain_example(rng: np.random.Generator, n: int, d: int = 3, d_e: int | None = 2) -> tuple:
+    """A chain of ``n`` nodes with normal node and edge features (``d_e=None``: one edge feature 1,
+    drawing nothing)."""
     feats = rng.normal(size=(n, d))
     edges = np.column_stack([np.arange(n - 1), np.arange(1, n)])
-    return feats, edges, rng.normal(size=(n - 1, d_e))
+    return feats, edges, np.ones((n - 1, 1)) if d_e is None else rng.normal(size=(n - 1, d_e))
+
+
+def random_chains(rng: np.random.Generator, n_examples: int, n_states: int, lengths: tuple = (2, 5), d: int = 3,
+                  d_e: int | None = 2) -> tuple:
+    """``n_examples`` chains of :func:`chain_example` with ``lengths[0]`` to ``lengths[1] - 1`` nodes,
+    then their labels, uniform over ``n_states``."""
+    X = [chain_example(rng, int(rng.integers(*lengths)), d, d_e) for _ in range(n_examples)]
+    Y = [rng.integers(0, n_states, size=x[0].shape[0]) for x in X]
+    return X, Y
 
 
 def joint_feature(x: tuple, y: np.ndarray, n_states: int) -> np.ndarray:

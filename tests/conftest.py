@@ -1,9 +1,28 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules, and the markers of whole folders.
+
+The tests live in a folder per package (data, inference, oracles, learner, baseline, suite,
+tooling; ``baseline``, not ``baselines``: a folder of that name would stand in for the package when
+tests/ is on sys.path). Helpers shared between folders are modules here at tests/, importable from
+every test module (pytest puts this directory on sys.path with this conftest).
+"""
 import os
+from pathlib import Path
 
 import pytest
 
 from baselines.peer import ensure_peer_env
+
+# every test in these folders carries the folder's marker (registered in pyproject.toml)
+FOLDER_MARKERS = ("suite", "tooling")
+
+
+@pytest.hookimpl(tryfirst=True)   # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        folder = item.path.parent
+        if folder.parent == here and folder.name in FOLDER_MARKERS:
+            item.add_marker(folder.name)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Shared pieces of the port of pystruct 0.3.2's test suite (tests/test_pystruct_suite_*.py).
+"""Shared pieces of the port of pystruct 0.3.2's test suite (tests/baseline/test_pystruct_suite_*.py).
 
 pystruct's data reach us through :mod:`baselines.peer.suite` (made by pystruct's own generators in
 the peer environment, cached); this module turns them into slr's examples, turns pystruct's weight
