@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).parent.resolve()
@@ -60,6 +60,10 @@ DECLARATIONS = (
 #: and imported by every kernel (Cython >= 3.1) instead of carried in each kernel's C: the C that
 #: gcc compiles falls from 10.1 to 5.0 MB, one core's compile from 32 to 15 s.
 SHARED_UTILITY = "slr._cyutility"
+#: One top-level package is installed, ``slr``: the checkout keeps the baselines and the comparison
+#: suite at its top (``baselines/``, ``slr_suite/``), the installed tree holds them as
+#: ``slr.baselines`` and ``slr.suite``, so that installing slr adds no other top-level names.
+PACKAGE_DIRS = {"slr": "slr", "slr.baselines": "baselines", "slr.suite": "slr_suite"}
 SOURCE_ROOTS = ("slr", "baselines")
 COMPILE_ARGS = ["-O3", "-fno-math-errno", "-g0"]
 CYTHON_DIRECTIVES = {
@@ -201,4 +205,11 @@ class RecordedBuildExt(build_ext):
         record.write_text(json.dumps({"inputs": inputs, "binaries": binaries}, indent=1, sort_keys=True) + "\n")
 
 
-setup(ext_modules=_extensions(), cmdclass={"build_ext": RecordedBuildExt})
+def _packages() -> list[str]:
+    """Every package of :data:`PACKAGE_DIRS` and its subpackages, by installed name."""
+    return [name for package, directory in PACKAGE_DIRS.items()
+            for name in (package, *(f"{package}.{sub}" for sub in find_packages(directory)))]
+
+
+setup(packages=_packages(), package_dir=PACKAGE_DIRS, ext_modules=_extensions(),
+      cmdclass={"build_ext": RecordedBuildExt})

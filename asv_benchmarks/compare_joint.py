@@ -145,8 +145,8 @@ def run_library(problem, mode: str, max_iter: int):
 
 
 def run_crfsuite(problem, C: float):
-    from baselines.crfsuite_peer import CRFsuiteChain
-    from slr_suite.methods import crfsuite_c2
+    from slr.baselines.crfsuite_peer import CRFsuiteChain
+    from slr.suite.methods import crfsuite_c2
 
     Xtr, Ytr, Xte, Yte, _ = problem
     model = CRFsuiteChain(c2=crfsuite_c2(C)).fit(Xtr, Ytr)

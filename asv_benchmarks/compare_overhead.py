@@ -7,9 +7,9 @@ Run from the repository root with a second worktree holding the other build (eac
     .venv/bin/python asv_benchmarks/compare_overhead.py time --old ../base [--rounds 5] [--fits 20]
 
 Cases: ``slr:Linear`` with the library's defaults on the four problems of the held-out grid's quick
-profile (``slr_suite.generalisation``: chains, a grid, a random loopy graph; 20 training examples)
+profile (``slr.suite.generalisation``: chains, a grid, a random loopy graph; 20 training examples)
 and on letters' quick comparison data (100 training and 300 test words, ``Linear(l2=1)`` both
-factors, eps = .1, as ``slr_suite.methods`` runs the row), one thread.
+factors, eps = .1, as ``slr.suite.methods`` runs the row), one thread.
 
 ``identical`` fits every case (and the full grid's edge-input problem at the quick size) once in
 each build (a subprocess per build, its own ``slr``) and compares, bit for bit: both oracles'
@@ -58,12 +58,12 @@ EDGE_INPUT = "grid L4 edge input"
 def _case(name: str):
     """``(learner factory, (X_train, Y_train, X_test, Y_test))`` of a case."""
     if name == LETTERS:
-        from slr_suite.methods import SPECS
+        from slr.suite.methods import SPECS
 
         spec = SPECS["quick"]
         data = spec.letters.load()
         return (lambda: spec.slr_learner("slr:Linear", "letters", 26, 1, dict(C=0.1, epsilon=0.1))), data
-    from slr_suite.generalisation import _grid
+    from slr.suite.generalisation import _grid
 
     problem = next(p for p in _grid(20, 30) if p.name == name)
     return _linear_at_C_1, problem.load()
@@ -73,15 +73,15 @@ def _linear_at_C_1():
     """slr:Linear as the held-out grid fits it at C = 1, eps = .1 (built here, not by the grid's
     own ``learner``, so that builds whose grid module differs fit the same model)."""
     from slr.oracles import Linear
-    from slr_suite.oracles import defaults_learner
+    from slr.suite.oracles import defaults_learner
 
     return defaults_learner(unary=Linear(l2=0.1), pairwise=Linear(l2=0.1), epsilon=0.1, n_jobs=1, random_state=0)
 
 
 def _fit(make, data):
     """A fit with the test error after every iteration, as the experiments record it
-    (``slr_suite.methods.fit_slr``); the model and its curve ``(seconds, errors)``."""
-    from slr_suite.methods import fit_slr
+    (``slr.suite.methods.fit_slr``); the model and its curve ``(seconds, errors)``."""
+    from slr.suite.methods import fit_slr
 
     model = make()
     _, seconds, errors = fit_slr(model, (*data, None))
@@ -113,8 +113,8 @@ def _worker_identical(out: Path) -> None:
 
 def _worker_peers(out: Path) -> None:
     """The best linear peer's test error on every grid problem, as ``slr generalisation`` fits the
-    peers (:func:`slr_suite.generalisation._fit`) at C = 1, the C of the cases."""
-    from slr_suite.generalisation import SPECS, _fit, methods_of
+    peers (:func:`slr.suite.generalisation._fit`) at C = 1, the C of the cases."""
+    from slr.suite.generalisation import SPECS, _fit, methods_of
 
     spec = SPECS["quick"]
     errors = {}
@@ -127,10 +127,10 @@ def _worker_peers(out: Path) -> None:
 
 
 def _worker_time(n_fits: int, peers: dict[str, float]) -> None:
-    from baselines.crfsuite_peer import CRFsuiteChain
-    from slr_suite.generalisation import SPECS
-    from slr_suite.methods import crfsuite_c2
-    from slr_suite.render_baselines import time_to_target
+    from slr.baselines.crfsuite_peer import CRFsuiteChain
+    from slr.suite.generalisation import SPECS
+    from slr.suite.methods import crfsuite_c2
+    from slr.suite.render_baselines import time_to_target
 
     tolerance = SPECS["quick"].tolerance
 

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.l2 is None and not 2 <= args.folds <= args.n_train:
         parser.error(f"--folds must be between 2 and --n-train ({args.n_train}), got {args.folds}")
 
-    from baselines import OneSlackSSVM
+    from slr.baselines import OneSlackSSVM
 
     Xtr, Ytr, Xte, Yte = load(args.n_train, args.n_test)
     print(f"snakes: {len(Xtr)} training and {len(Xte)} test images; load average {os.getloadavg()[0]:.1f}")

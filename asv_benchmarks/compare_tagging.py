@@ -19,7 +19,7 @@ other:
 
 Each process reports its fit seconds, test score (entity F1 for IOB2 corpora, else token accuracy),
 its peak resident set (``VmHWM``: interpreter, libraries, data and fit together) and what the fit
-added to it (:mod:`slr_suite.memory`). The table gives slr's time to reach CRFsuite's score within
+added to it (:mod:`slr.suite.memory`). The table gives slr's time to reach CRFsuite's score within
 .005, and the ratios.
 """
 from __future__ import annotations
@@ -35,8 +35,8 @@ TOLERANCE = 0.005
 
 
 def _fit(method: str, corpus: str, l2: float, threads: int | None) -> dict:
-    from slr_suite.memory import peak_memory
-    from slr_suite.nlp import CorpusCut, _CRFsuite, featurize, score
+    from slr.suite.memory import peak_memory
+    from slr.suite.nlp import CorpusCut, _CRFsuite, featurize, score
 
     data = featurize(CorpusCut(corpus), window=2)
     curve: list[tuple[float, float]] = []

@@ -16,7 +16,7 @@ Usage::
     python asv_benchmarks/distributed_scale.py --render-only    # the page again, from the CSVs
 
 Each experiment writes ``<name>.csv`` to ``--out`` and prints it; then the page of the figures,
-``README.md`` and ``workers.png`` in ``--out`` (:mod:`slr_suite.render_distributed`, which ``slr report``
+``README.md`` and ``workers.png`` in ``--out`` (:mod:`slr.suite.render_distributed`, which ``slr report``
 also runs on the committed CSVs), is drawn again. Times are this machine's under its load at the
 time; the bytes are the fit's own tally (``transfer_``).
 """
@@ -176,8 +176,8 @@ def _render(out: Path, argv: list[str] | None) -> None:
     """The page of the figures in ``out``, naming this command as its renderer."""
     import dataclasses
 
-    from slr_suite.provenance import RunInfo
-    from slr_suite.render_distributed import write_report
+    from slr.suite.provenance import RunInfo
+    from slr.suite.render_distributed import write_report
 
     command = " ".join(["python", "asv_benchmarks/distributed_scale.py", *(sys.argv[1:] if argv is None else argv)])
     write_report(out, dataclasses.replace(RunInfo.collect("distributed", computing=False), command=command))

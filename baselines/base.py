@@ -9,8 +9,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from baselines.features import StructuredData
-from baselines.weights import CLASS_WEIGHT
+from slr.baselines.features import StructuredData
+from slr.baselines.weights import CLASS_WEIGHT
 from slr._params import Boolean, Integer, NJobs, Options, RandomState, Real, validate_params
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
 from slr.labels import check_class_count, encode_class_weight, encode_labels, fit_labels, integer_classes
@@ -26,7 +26,7 @@ def _is_fitted_name(name: str) -> bool:
 
 
 class BaseStructuredLearner(StructuredEstimator):
-    """Base class: a linear model over :class:`baselines.features.StructuredData`.
+    """Base class: a linear model over :class:`slr.baselines.features.StructuredData`.
 
     Subclasses declare ``_parameter_constraints`` (this class's merged with their own; see
     :mod:`slr._params`) and implement ``_fit(data)``, which sets ``self.w_`` and records every
@@ -45,7 +45,7 @@ class BaseStructuredLearner(StructuredEstimator):
     Attributes
     ----------
     w_ : ndarray of shape (L * d_u + L * L * d_e,)
-        The weights (layout in :mod:`baselines.features`; ``L (L + 1) / 2 * d_e`` pairwise ones
+        The weights (layout in :mod:`slr.baselines.features`; ``L (L + 1) / 2 * d_e`` pairwise ones
         with ``symmetric_pairwise``).
     n_states_ : int
     classes_ : ndarray of shape (n_classes,)
@@ -56,7 +56,7 @@ class BaseStructuredLearner(StructuredEstimator):
         The prediction inference settings of the fit, and its pairwise tying (keywords of
         :class:`StructuredData`).
     class_weight_ : ndarray of shape (n_states,)
-        The weight of each label in the fit (ones for ``class_weight=None``; see :mod:`baselines.weights`).
+        The weight of each label in the fit (ones for ``class_weight=None``; see :mod:`slr.baselines.weights`).
     history_ : pandas.DataFrame
     """
 
@@ -88,7 +88,7 @@ class BaseStructuredLearner(StructuredEstimator):
             Validation data in the same format, for ``history_["val_error"]``.
         sample_weight : array-like of shape (len(X),), optional
             Weight of each example's term in the objective (finite, >= 0, not all 0); see
-            :mod:`baselines.weights`.
+            :mod:`slr.baselines.weights`.
 
         Returns
         -------

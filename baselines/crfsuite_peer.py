@@ -1,7 +1,7 @@
 """CRFsuite (through python-crfsuite) as an outside peer on chains: a linear-chain CRF fitted by
 CRFsuite's own L-BFGS to the regularised conditional log-likelihood.
 
-The model is the linear one of :mod:`baselines.features` on chains whose edge features are the
+The model is the linear one of :mod:`slr.baselines.features` on chains whose edge features are the
 constant 1: one weight per (node feature, state), the attribute ``x<j>`` with value
 ``x_ij`` (zeros omitted, which changes no score), and one transition weight per state pair.
 CRFsuite is told to generate every (attribute, state) and (state, state) feature
@@ -34,7 +34,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from slr._optional import import_optional
-from baselines.weights import check_example_weights
+from slr.baselines.weights import check_example_weights
 from slr._params import Integer, Real, validate_params
 from slr.data import FlatData, GraphBatch
 from slr.labels import decode_labels, encode_labels, fit_labels, integer_classes

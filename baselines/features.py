@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from baselines.weights import check_example_weights, class_weight_vector
+from slr.baselines.weights import check_example_weights, class_weight_vector
 from slr.data import FlatData
 from slr.inference.decoding import BatchMap, labelling_scores
 from slr.inference.exact import ilp_map
@@ -192,7 +192,7 @@ class StructuredData(FlatData):
 
     # ------------------------------------------------------------------ example and label weights
     def weigh(self, sample_weight: Any = None, class_weight: Any = None) -> np.ndarray:
-        """Check and set :attr:`sample_weight` and :attr:`class_weight` (see :mod:`baselines.weights`).
+        """Check and set :attr:`sample_weight` and :attr:`class_weight` (see :mod:`slr.baselines.weights`).
 
         Returns
         -------

@@ -1,6 +1,6 @@
 """Block-coordinate Frank-Wolfe on the SSVM dual (Lacoste-Julien, Jaggi, Schmidt and Pletscher 2013).
 
-The primal is the one of :mod:`baselines.ssvm`,
+The primal is the one of :mod:`slr.baselines.ssvm`,
 
     P(w) = 0.5 ||w||^2 + C * sum_k s_k max_y [ Delta(y^k, y) + w . psi(x^k, y) - w . psi(x^k, y^k) ],
 
@@ -21,15 +21,15 @@ the block towards it by ``gamma`` in ``[0, 1]``: by exact line search on ``D``, 
 On loopy graphs the block steps take the LP's labellings (any labelling is a corner of its block,
 so a step never lowers the dual) and the primal of each pass is the LP's, a lower bound; a gap
 that reaches the tolerance is checked with the exact slacks where they exist (the integer program
-on small examples, :mod:`baselines.features`), and where that check fails the steps take the
+on small examples, :mod:`slr.baselines.features`), and where that check fails the steps take the
 exact labellings from then on.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from baselines.features import StructuredData
-from baselines.ssvm import _SSVMBase
+from slr.baselines.features import StructuredData
+from slr.baselines.ssvm import _SSVMBase
 from slr._params import Boolean
 from slr.validation import check_generator
 
@@ -48,12 +48,12 @@ class FrankWolfeSSVM(_SSVMBase):
     """SSVM by block-coordinate Frank-Wolfe on the dual (BCFW; Lacoste-Julien et al. 2013).
 
     Each pass visits the examples in a random order and takes one block step per example (see
-    :mod:`baselines.frank_wolfe`), so the weights move after every single loss-augmented
+    :mod:`slr.baselines.frank_wolfe`), so the weights move after every single loss-augmented
     inference, as in the subgradient method, but with a step chosen on the dual and a duality gap
     that certifies the distance to the optimum. After each pass the primal ``P(w)`` is computed
     (loss-augmented inference on every example), the dual ``D`` and their gap, and the fit stops
     once the gap is at most ``tol * C * sum_k s_k``: within ``tol`` per unit of example weight of
-    the optimum, the guarantee :class:`baselines.ssvm.OneSlackSSVM` gives at its ``tol``.
+    the optimum, the guarantee :class:`slr.baselines.ssvm.OneSlackSSVM` gives at its ``tol``.
 
     Parameters
     ----------
@@ -74,7 +74,7 @@ class FrankWolfeSSVM(_SSVMBase):
         one step of all blocks at once (step ``2 / (t + 2)`` without line search).
     model, max_sweeps, inference_tol, n_states, n_jobs, verbose, class_weight, symmetric_pairwise,
     allowed_transitions
-        As in :class:`baselines.ssvm.OneSlackSSVM`.
+        As in :class:`slr.baselines.ssvm.OneSlackSSVM`.
     random_state : None, int, Generator or RandomState
         The order of the examples in each pass (see :func:`slr.validation.check_generator`).
 

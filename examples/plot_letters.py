@@ -17,7 +17,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from baselines import OneSlackSSVM
+from slr.baselines import OneSlackSSVM
 from slr import StructuredLogisticRegression
 from slr.datasets import load_letters
 from slr.oracles import Linear

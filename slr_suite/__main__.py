@@ -1,6 +1,6 @@
-"""``python -m slr_suite``: the same as the ``slr`` console script."""
+"""``python -m slr.suite``: the same as the ``slr`` console script."""
 import sys
 
-from slr_suite.cli import main
+from slr.suite.cli import main
 
 sys.exit(main())

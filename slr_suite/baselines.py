@@ -2,9 +2,9 @@
 
 A cell is one (data set, method), fitted on all training examples with its regularisation: the
 data set's default, or where the profile tunes the data set the value the validation fits of
-:mod:`slr_suite.tuning` choose (so those cells wait for them). Rows go to
+:mod:`slr.suite.tuning` choose (so those cells wait for them). Rows go to
 ``baselines_results.csv`` (one per cell) and ``baselines_curves.csv`` (test error against time);
-:mod:`slr_suite.render_baselines` draws the report from them. pystruct's rows need its Python
+:mod:`slr.suite.render_baselines` draws the report from them. pystruct's rows need its Python
 3.6 environment, built on first use, and the crfsuite row needs python-crfsuite; where they
 cannot run, they are written with a ``skipped`` status that says why.
 """
@@ -15,20 +15,20 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite import tuning
-from slr_suite.common import RunContext, reuse_data
-from slr_suite.experiment import Cell, ExperimentBase, Table, time_curve_table
-from slr_suite.methods import (SEED, SPECS, BaselinesSpec, default_regularisation, failure_status, fit_method,
+from slr.suite import tuning
+from slr.suite.common import RunContext, reuse_data
+from slr.suite.experiment import Cell, ExperimentBase, Table, time_curve_table
+from slr.suite.methods import (SEED, SPECS, BaselinesSpec, default_regularisation, failure_status, fit_method,
                                planned_methods, prepare_peers, selected_datasets)
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
-from slr_suite.store import CellRecord, RecordSpec
+from slr.suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr.suite.store import CellRecord, RecordSpec
 
 __all__ = ["Baselines", "NAME", "TABLES", "COLUMNS", "cell"]
 
 #: ``C`` and ``epsilon`` are the regularisation the cell was fitted with (empty in rows written
 #: before they were recorded: those used ``C_VALUE`` and ``EPSILON``). ``stopped`` and ``gap``:
 #: why a learner with a stopping test stopped and its certified gap
-#: (:func:`slr_suite.methods.stop_fields`), empty for the others.
+#: (:func:`slr.suite.methods.stop_fields`), empty for the others.
 COLUMNS = ["config", "dataset", "group", "method", "train_error", "test_error", "seconds", "iterations", "status",
            "C", "epsilon", "stopped", "gap", *PROVENANCE_COLUMNS]
 #: What a cached cell holds (a stored entry that does not fit is set aside and recomputed).
@@ -71,7 +71,7 @@ TABLES = (Table("baselines_results.csv", COLUMNS, ("config", "dataset", "method"
 
 
 class Baselines(ExperimentBase):
-    """The comparison's test cells as an :class:`slr_suite.experiment.Experiment`."""
+    """The comparison's test cells as an :class:`slr.suite.experiment.Experiment`."""
 
     name = NAME
     record = RECORD

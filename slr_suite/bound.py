@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite.common import RunContext
-from slr_suite.experiment import Cell, ExperimentBase, Table
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
-from slr_suite.store import CellRecord, RecordSpec
+from slr.suite.common import RunContext
+from slr.suite.experiment import Cell, ExperimentBase, Table
+from slr.suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr.suite.store import CellRecord, RecordSpec
 
 __all__ = ["Bound", "BoundSpec", "NAME", "SPECS", "TABLES", "random_problem", "cell", "COLUMNS", "TOL", "SEED"]
 
@@ -139,7 +139,7 @@ TABLES = (Table("bound_results.csv", COLUMNS, ("config", "graph", "eps")),)
 
 
 class Bound(ExperimentBase):
-    """Theorem 1.1 as an :class:`slr_suite.experiment.Experiment`: a cell is one (graph, eps);
+    """Theorem 1.1 as an :class:`slr.suite.experiment.Experiment`: a cell is one (graph, eps);
     the eps values of one graph are computed by one task."""
 
     name = NAME

@@ -12,7 +12,7 @@ at the fit's eps (docs/design.md section 1):
 Each is scored over all test nodes by its negative log-likelihood, expected calibration error
 (15 equal-width confidence bins), Brier score and the accuracy of its most probable label, beside
 the MAP labelling's error. Rows go to ``calibration_results.csv`` and the reliability curves to
-``calibration_bins.csv``; :mod:`slr_suite.render_calibration` draws the report.
+``calibration_bins.csv``; :mod:`slr.suite.render_calibration` draws the report.
 """
 from __future__ import annotations
 
@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite.common import RunContext, reuse_data
-from slr_suite.denoising import DenoisingData
-from slr_suite.experiment import Cell, ExperimentBase, Table
-from slr_suite.methods import C_VALUE, LettersData
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
-from slr_suite.store import CellRecord, RecordSpec
+from slr.suite.common import RunContext, reuse_data
+from slr.suite.denoising import DenoisingData
+from slr.suite.experiment import Cell, ExperimentBase, Table
+from slr.suite.methods import C_VALUE, LettersData
+from slr.suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr.suite.store import CellRecord, RecordSpec
 
 __all__ = ["Calibration", "CalibrationSpec", "COLUMNS", "BIN_COLUMNS", "METHODS", "NAME", "SPECS", "TABLES"]
 
@@ -167,7 +167,7 @@ TABLES = (Table("calibration_results.csv", COLUMNS, ("config", "dataset", "epsil
 
 
 class Calibration(ExperimentBase):
-    """Calibration of LP and exact node marginals as an :class:`slr_suite.experiment.Experiment`."""
+    """Calibration of LP and exact node marginals as an :class:`slr.suite.experiment.Experiment`."""
 
     name = NAME
     record = RECORD

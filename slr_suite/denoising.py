@@ -3,7 +3,7 @@
 A cell is one (unary, pairwise) pair of function classes, fitted on the profile's images; its
 rows go to ``denoising_results.csv`` (one per cell), ``denoising_history.csv`` (the learning
 curves) and ``denoising_energies.csv`` (the learned energy functions of the showcase cells).
-:mod:`slr_suite.render_denoising` draws the report from them.
+:mod:`slr.suite.render_denoising` draws the report from them.
 """
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import time
 
 import numpy as np
 
-from slr_suite.common import RunContext, reuse_data, unique
-from slr_suite.experiment import Cell, ExperimentBase, Table
-from slr_suite.oracles import OracleSpec, fitted_oracle, suite_learner
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
-from slr_suite.store import CellRecord, RecordSpec
+from slr.suite.common import RunContext, reuse_data, unique
+from slr.suite.experiment import Cell, ExperimentBase, Table
+from slr.suite.oracles import OracleSpec, fitted_oracle, suite_learner
+from slr.suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr.suite.store import CellRecord, RecordSpec
 
 __all__ = ["DenoisingData", "DenoisingSpec", "Denoising", "NAME", "SPECS", "TABLES", "FUNCTION_CLASSES", "COLUMNS",
            "LEARNING_CURVE_COLUMNS", "ENERGY_COLUMNS", "SHOWCASE", "SEED", "all_cells", "parse_cells", "cell"]
@@ -82,7 +82,7 @@ class DenoisingSpec:
     n_iter, max_sweeps, epsilon
         The learner's iterations, star-update sweeps per half step (kernel sweeps: the chapter's
         25 forward-backward iterations are 50), and eps: Table 1 keeps the paper's protocol, 25
-        iterations of Algorithm 1.1 with exact steps (:data:`slr_suite.oracles.FIXED_BUDGET`), not
+        iterations of Algorithm 1.1 with exact steps (:data:`slr.suite.oracles.FIXED_BUDGET`), not
         the library's stopping rule.
     trees : mapping
         BoostedTrees keywords of Table 1's ``Boost``: the NIPS paper's protocol, one tree per
@@ -278,7 +278,7 @@ TABLES = (Table("denoising_results.csv", COLUMNS, ("config", "unary", "pairwise"
 
 
 class Denoising(ExperimentBase):
-    """Table 1 as an :class:`slr_suite.experiment.Experiment`."""
+    """Table 1 as an :class:`slr.suite.experiment.Experiment`."""
 
     name = NAME
     record = RECORD

@@ -18,7 +18,7 @@ so resume, provenance and the locks work the same with either engine.
 Every wait on the cluster is bounded and said: connecting gives up after a timeout naming the
 address, a cluster without workers is reported after :data:`WORKER_WAIT` seconds, and a run
 whose cluster loses every worker stops after as long. Each task returns the code fingerprint
-and dependency versions of the worker that ran it (:func:`slr_suite.provenance.worker_identity`);
+and dependency versions of the worker that ran it (:func:`slr.suite.provenance.worker_identity`);
 a worker whose identity is not this process's is refused before its results are used.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from slr_suite.store import CellRecord
+from slr.suite.store import CellRecord
 
 __all__ = ["DaskEngine", "SerialEngine", "Task", "TaskQueue", "connect", "WORKER_WAIT"]
 
@@ -155,7 +155,7 @@ class DaskEngine:
 
     def __init__(self, client: Any, threads_per_task: int | None, cluster: Any = None,
                  worker_wait: float | None = None) -> None:
-        from slr_suite.provenance import worker_identity
+        from slr.suite.provenance import worker_identity
 
         self.client = client
         self.cluster = cluster
@@ -276,12 +276,12 @@ def _timed(fn: Callable[..., list[CellRecord]], args: tuple,
 def _run_task(fn: Callable[..., list[CellRecord]], args: tuple,
               n_threads: int | None) -> tuple[str, dict, list[CellRecord], float, float]:
     """The worker side: run ``fn`` with OpenMP and BLAS limited to ``n_threads``; return this
-    worker's address and identity (:func:`slr_suite.provenance.worker_identity`) with the records,
+    worker's address and identity (:func:`slr.suite.provenance.worker_identity`) with the records,
     and the task's wall and CPU seconds (:func:`_timed`)."""
     from distributed import get_worker
     from threadpoolctl import threadpool_limits
 
-    from slr_suite.provenance import worker_identity
+    from slr.suite.provenance import worker_identity
 
     worker = get_worker()
     if n_threads is None:
@@ -358,6 +358,6 @@ def connect(workers: int | None, scheduler: str | None, threads: int | None = No
 
 
 def _worker_identity() -> dict:
-    from slr_suite.provenance import worker_identity
+    from slr.suite.provenance import worker_identity
 
     return worker_identity()

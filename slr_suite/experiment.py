@@ -1,8 +1,8 @@
 """What an experiment is to the suite: its cells, how one batch of cells is computed, its CSVs, its report.
 
-Every experiment (:mod:`slr_suite.denoising`, :mod:`slr_suite.tuning`, :mod:`slr_suite.baselines`,
-:mod:`slr_suite.bound`, ...) is an object satisfying :class:`Experiment`; :mod:`slr_suite.runner`
-drives them all the same way (cache, tasks, CSVs) and :mod:`slr_suite.registry` lists them.
+Every experiment (:mod:`slr.suite.denoising`, :mod:`slr.suite.tuning`, :mod:`slr.suite.baselines`,
+:mod:`slr.suite.bound`, ...) is an object satisfying :class:`Experiment`; :mod:`slr.suite.runner`
+drives them all the same way (cache, tasks, CSVs) and :mod:`slr.suite.registry` lists them.
 """
 from __future__ import annotations
 
@@ -11,25 +11,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from slr_suite.common import Logger, RunContext
-from slr_suite.provenance import RunInfo, cache_key
-from slr_suite.results import ResultsTable
-from slr_suite.store import CellRecord, RecordSpec
+from slr.suite.common import Logger, RunContext
+from slr.suite.provenance import RunInfo, cache_key
+from slr.suite.results import ResultsTable
+from slr.suite.store import CellRecord, RecordSpec
 
 __all__ = ["Cell", "Experiment", "ExperimentBase", "Profile", "Report", "Table", "time_curve_table"]
 
 
 @dataclass(frozen=True)
 class Profile:
-    """The settings of every experiment for one run size (:mod:`slr_suite.profiles` holds them).
+    """The settings of every experiment for one run size (:mod:`slr.suite.profiles` holds them).
 
     Attributes
     ----------
     name : str
         ``tiny``, ``quick`` or ``full``.
     specs : mapping
-        ``{experiment name: its spec}`` (:class:`slr_suite.denoising.DenoisingSpec`,
-        :class:`slr_suite.methods.BaselinesSpec`, :class:`slr_suite.bound.BoundSpec`, ...).
+        ``{experiment name: its spec}`` (:class:`slr.suite.denoising.DenoisingSpec`,
+        :class:`slr.suite.methods.BaselinesSpec`, :class:`slr.suite.bound.BoundSpec`, ...).
     """
 
     name: str
@@ -161,7 +161,7 @@ class Experiment(Protocol):
     def covers(self, selection: Any, row: Mapping[str, str]) -> bool:
         """Whether a row of its results files (text, as read) is of a cell in ``selection``
         (:meth:`select`): a run of that selection leaves under the current config only the rows
-        of such cells that it writes itself (:mod:`slr_suite.runner`)."""
+        of such cells that it writes itself (:mod:`slr.suite.runner`)."""
 
     def cells(self, profile: Profile, selection: Any, done: Mapping[str, Mapping[str, CellRecord]],
               ctx: RunContext) -> Iterable[Cell]:
@@ -185,7 +185,7 @@ class Experiment(Protocol):
 
 
 #: A report writer, ``(profile, out, info, log, records) -> headline numbers``: an experiment's
-#: ``render_*`` module, given to the experiment where it is registered (:mod:`slr_suite.registry`),
+#: ``render_*`` module, given to the experiment where it is registered (:mod:`slr.suite.registry`),
 #: so that the module computing the cells never imports the one drawing them.
 Report = Callable[[Profile, Path, RunInfo, Logger, Mapping[str, CellRecord] | None], dict]
 

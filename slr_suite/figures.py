@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from slr_suite.store import write_output
+from slr.suite.store import write_output
 
 __all__ = ["plt", "save_fig"]
 

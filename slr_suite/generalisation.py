@@ -18,9 +18,9 @@ The model is chosen within the cell: where the spec has a ``tune`` grid, every l
 validation split, and the value with the lowest mean validation error (ties: the first in grid
 order, the strongest ridge) is fitted on all the training examples; the nonlinear slr rows keep
 the spec's eps. The splits are the spec's ``folds``: a fifth of the training examples held out
-as on letters and snakes (:mod:`slr_suite.tuning`), or k-fold cross-validation. The slr rows are
+as on letters and snakes (:mod:`slr.suite.tuning`), or k-fold cross-validation. The slr rows are
 fitted on training examples alone and record the test error of every iteration through ``fit``'s
-callback (:func:`slr_suite.methods.fit_slr`), so that the test examples choose nothing; the
+callback (:func:`slr.suite.methods.fit_slr`), so that the test examples choose nothing; the
 peers are fitted with the test examples as validation data (which they only record). Each row
 holds the chosen C and eps, the seconds of the validation fits, and the test error against the
 chosen model's fit time (evaluation excluded; a fit under ``REPEAT_BELOW`` seconds timed as the
@@ -40,12 +40,12 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite.common import RunContext, reuse_data, validation_splits
-from slr_suite.experiment import Cell, ExperimentBase, Table, time_curve_table
-from slr_suite.methods import TuningGrid, crfsuite_c2, failure_status, fit_learner, fit_slr
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
-from slr_suite.store import CellRecord, RecordSpec
-from slr_suite.tuning import choose
+from slr.suite.common import RunContext, reuse_data, validation_splits
+from slr.suite.experiment import Cell, ExperimentBase, Table, time_curve_table
+from slr.suite.methods import TuningGrid, crfsuite_c2, failure_status, fit_learner, fit_slr
+from slr.suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr.suite.store import CellRecord, RecordSpec
+from slr.suite.tuning import choose
 
 __all__ = ["Generalisation", "GeneralisationSpec", "Problem", "COLUMNS", "NAME", "SPECS", "TABLES"]
 
@@ -112,7 +112,7 @@ class GeneralisationSpec:
         (``SMOOTHED``) tried on validation splits of each problem's training examples; None:
         ``C`` and ``epsilon`` for all.
     folds : int
-        The splits ``tune`` is judged on (:func:`slr_suite.common.validation_splits`): 1, a fifth
+        The splits ``tune`` is judged on (:func:`slr.suite.common.validation_splits`): 1, a fifth
         of the training examples held out; k > 1, k-fold cross-validation.
     tolerance : float
         An slr row reaches the best linear peer when its test error is within this of the peer's.
@@ -223,11 +223,11 @@ def cell(spec: GeneralisationSpec, problem: Problem, method: str) -> Cell:
 def learner(spec: GeneralisationSpec, method: str, reg: dict[str, float], n_states: int, n_jobs: int | None) -> Any:
     """The learner of a method: library defaults plus the model choice ``reg`` (``C``, ``epsilon``)."""
     if method == "OneSlackSSVM":
-        from baselines import OneSlackSSVM
+        from slr.baselines import OneSlackSSVM
 
         return OneSlackSSVM(C=reg["C"], n_states=n_states, n_jobs=n_jobs, random_state=SEED)
     from slr.oracles import MLP, BoostedTrees, Linear
-    from slr_suite.oracles import defaults_learner
+    from slr.suite.oracles import defaults_learner
 
     make = {"slr:Linear": lambda: Linear(l2=reg["epsilon"] / reg["C"]), "slr:MLP": MLP,
             "slr:Boost": lambda: BoostedTrees(tree="vector")}[method]
@@ -248,7 +248,7 @@ def _fit(spec: GeneralisationSpec, method: str, data: tuple, reg: dict[str, floa
     and the fitted model."""
     Xtr, Ytr, Xte, Yte, n_states = data
     if method == "crfsuite:lbfgs":
-        from baselines.crfsuite_peer import CRFsuiteChain
+        from slr.baselines.crfsuite_peer import CRFsuiteChain
 
         model = CRFsuiteChain(c2=crfsuite_c2(reg["C"]), n_states=n_states).fit(Xtr, Ytr)
         error = 1.0 - float(model.score(Xte, Yte))
@@ -295,7 +295,7 @@ def _validation_error(spec: GeneralisationSpec, method: str, split: tuple, reg: 
     and the fit's wall seconds; no curve is recorded (it would cost an evaluation per iteration)."""
     X_fit, Y_fit, X_val, Y_val, n_states = split
     if method == "crfsuite:lbfgs":
-        from baselines.crfsuite_peer import CRFsuiteChain
+        from slr.baselines.crfsuite_peer import CRFsuiteChain
 
         model = CRFsuiteChain(c2=crfsuite_c2(reg["C"]), n_states=n_states)
     else:
@@ -366,7 +366,7 @@ TABLES = (Table("generalisation_results.csv", COLUMNS, ("config", "problem", "me
 
 
 class Generalisation(ExperimentBase):
-    """The held-out grid as an :class:`slr_suite.experiment.Experiment`."""
+    """The held-out grid as an :class:`slr.suite.experiment.Experiment`."""
 
     name = NAME
     record = RECORD

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slr_suite.provenance import RunInfo
-from slr_suite.store import write_output
+from slr.suite.provenance import RunInfo
+from slr.suite.store import write_output
 
 __all__ = ["write_index"]
 

@@ -1,6 +1,6 @@
 """Choose the nonlinear letters rows' settings on a validation split of the training words only.
 
-``python -m slr_suite.letters_validation [--n-train N] SPEC [SPEC ...]`` fits slr with each
+``python -m slr.suite.letters_validation [--n-train N] SPEC [SPEC ...]`` fits slr with each
 ``SPEC`` (JSON: ``unary`` "MLP" | "BoostedTrees" | "Linear" and its keywords; optional
 ``epsilon``, ``max_iter``, ``max_sweeps``) and a Constant pairwise table on four fifths of the
 training words of fold 1 (the first ``N`` of them, as the profile takes them, when given),
@@ -20,9 +20,9 @@ __all__ = ["letters_split", "validate"]
 
 def letters_split(n_train: int | None = None, seed: int = 0):
     """``(X_fit, Y_fit, X_val, Y_val)``: fold 1's words (the first ``n_train``), a random fifth
-    held out (:func:`slr_suite.common.hold_out`)."""
+    held out (:func:`slr.suite.common.hold_out`)."""
     from slr.datasets import load_letters
-    from slr_suite.common import hold_out
+    from slr.suite.common import hold_out
 
     X, Y, folds = load_letters()
     train = np.flatnonzero(folds == 1)
@@ -34,7 +34,7 @@ def validate(spec: dict, split) -> "object":
     """The history (validation error against fit time) of one setting on ``split``."""
     from threadpoolctl import threadpool_limits
 
-    from slr_suite.oracles import OracleSpec, suite_learner
+    from slr.suite.oracles import OracleSpec, suite_learner
 
     spec = dict(spec)
     kind = spec.pop("unary")

@@ -41,8 +41,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 3,
 def provenance_block(df, rendered) -> str:
     """Markdown naming the run(s) that computed the rows of ``df`` and the render ``rendered``.
 
-    ``df`` holds the provenance columns (:data:`slr_suite.provenance.PROVENANCE_COLUMNS`);
-    ``rendered`` is the :class:`slr_suite.provenance.RunInfo` of the process writing the report.
+    ``df`` holds the provenance columns (:data:`slr.suite.provenance.PROVENANCE_COLUMNS`);
+    ``rendered`` is the :class:`slr.suite.provenance.RunInfo` of the process writing the report.
     """
     lines = []
     if len(df):

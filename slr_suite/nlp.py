@@ -7,19 +7,19 @@ whose node features are the sklearn-crfsuite-style token dicts of
 on the training sentences at each point of its grid and the point with the best validation score
 (entity F1 for IOB-tagged corpora, token accuracy otherwise; the first point wins ties) is
 reported on the test sentences, with its fit time and memory (the fit's peak resident set above
-the process's at its start, :mod:`slr_suite.memory`: the same measure for every method, C
+the process's at its start, :mod:`slr.suite.memory`: the same measure for every method, C
 libraries included), and on IOB-tagged corpora its test entity F1 per entity type.
 
 Every learner is fitted on the corpora's tags as they are, strings (``classes_``: the tags of
 the training sentences), and predicts them; the metrics compare them with the true tags. On
-IOB2-tagged corpora ours (slr's and :mod:`baselines`') take ``allowed_transitions="BIO"``: they
+IOB2-tagged corpora ours (slr's and :mod:`slr.baselines`') take ``allowed_transitions="BIO"``: they
 never decode an ``I-X`` that does not continue an ``X`` entity. CRFsuite decodes all transitions,
 as sklearn-crfsuite's users run it.
 
 Methods: ``slr:Linear`` (Linear oracles, ridge ``l2 = eps / C``, C and eps on the grid),
 ``slr:LightGBM`` (a LightGBM unary with its defaults, the Linear pairwise of the grid's C),
 ``crfsuite:lbfgs`` (python-crfsuite's L-BFGS on the same feature columns, c1 and c2 on their grid,
-all transitions), our structured SVMs and perceptron (:mod:`baselines`, C on the grid), and
+all transitions), our structured SVMs and perceptron (:mod:`slr.baselines`, C on the grid), and
 pystruct 0.3.2's 1-slack SSVM, which is given the training features as scipy.sparse matrices: its
 row holds what it does with them, measured in its own environment (it fits nothing else). A method that fails keeps a
 row whose status holds the error.
@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite.common import RunContext, reuse_data
-from slr_suite.experiment import Cell, ExperimentBase, Table
-from slr_suite.memory import peak_memory
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
-from slr_suite.store import CellRecord, RecordSpec
+from slr.suite.common import RunContext, reuse_data
+from slr.suite.experiment import Cell, ExperimentBase, Table
+from slr.suite.memory import peak_memory
+from slr.suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr.suite.store import CellRecord, RecordSpec
 
 __all__ = ["COLUMNS", "CorpusCut", "METHODS", "NAME", "Nlp", "NlpSpec", "SPECS", "TABLES", "entity_f1_by_type",
            "featurize", "score"]
@@ -275,7 +275,7 @@ def _learner(method: str, point: Mapping[str, float], spec: NlpSpec, n_threads: 
         return _slr(method, point, spec, n_threads, transitions)
     if method == CRFSUITE_METHOD:
         return _CRFsuite(point["c1"], point["c2"], spec.crfsuite_max_iter)
-    import baselines
+    from slr import baselines
 
     own = {} if method == "StructuredPerceptron" else dict(C=point["C"])
     if method == "SubgradientSSVM":
@@ -348,7 +348,7 @@ def pystruct_on_sparse(X: Sequence, Y: Sequence, timeout: float) -> str:
     """
     import scipy.sparse as sp
 
-    from baselines.peer import peer_python
+    from slr.baselines.peer import peer_python
     from slr.labels import fit_labels
 
     python = peer_python()
@@ -380,11 +380,11 @@ def _failed_row(spec: NlpSpec, cut: CorpusCut, method: str, status: str, info: R
 
 def compute_cell(spec: NlpSpec, cut: CorpusCut, method: str, info: RunInfo, n_threads: int | None) -> CellRecord:
     """Fit ``method`` on ``cut`` at every grid point; the validation's best on the test split."""
-    from slr_suite.methods import failure_status
+    from slr.suite.methods import failure_status
 
     data = reuse_data(f"nlp/{cut} window={spec.window}", lambda: featurize(cut, spec.window))
     if method == PYSTRUCT_METHOD:
-        from baselines.peer import peer_python
+        from slr.baselines.peer import peer_python
 
         if peer_python() is None:
             status = "skipped: the pystruct 0.3.2 environment is not built here"
@@ -434,7 +434,7 @@ _COST = {"slr:LightGBM": 4.0, "OneSlackSSVM": 3.0, "slr:Linear": 2.0, "Subgradie
 
 
 class Nlp(ExperimentBase):
-    """Text tagging as an :class:`slr_suite.experiment.Experiment`."""
+    """Text tagging as an :class:`slr.suite.experiment.Experiment`."""
 
     name = NAME
     record = RECORD

@@ -92,7 +92,7 @@ def defaults_learner(**params: Any) -> Any:
     it (MLP, which memorises the training examples) early stopping on examples it holds out of
     them (``early_stopping="auto"``). The suite fits it on the training examples alone and records
     the error on its evaluation examples (the test words, or the held-out fifth when tuning) through
-    ``fit``'s callback (:func:`slr_suite.methods.fit_slr`), so that they choose nothing.
+    ``fit``'s callback (:func:`slr.suite.methods.fit_slr`), so that they choose nothing.
     """
     from slr.learner import StructuredLogisticRegression
 

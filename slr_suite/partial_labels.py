@@ -10,7 +10,7 @@ nodes for both methods that see them), ``slr:Linear`` (Linear oracles on both fa
 
 Every fit runs the same ``max_iter`` iterations (the stopping rule off), so the three are compared
 at equal work; each row holds the per-node test error on fully labelled test examples. Rows go to
-``partial_labels_results.csv``; :mod:`slr_suite.render_partial_labels` draws the report.
+``partial_labels_results.csv``; :mod:`slr.suite.render_partial_labels` draws the report.
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from slr_suite.common import RunContext, reuse_data
-from slr_suite.denoising import DenoisingData
-from slr_suite.experiment import Cell, ExperimentBase, Table
-from slr_suite.methods import C_VALUE, LettersData
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
-from slr_suite.store import CellRecord, RecordSpec
+from slr.suite.common import RunContext, reuse_data
+from slr.suite.denoising import DenoisingData
+from slr.suite.experiment import Cell, ExperimentBase, Table
+from slr.suite.methods import C_VALUE, LettersData
+from slr.suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr.suite.store import CellRecord, RecordSpec
 
 __all__ = ["PartialLabels", "PartialLabelsSpec", "COLUMNS", "METHODS", "NAME", "SPECS", "TABLES",
            "hide_labels", "labelled_subgraphs"]
@@ -151,7 +151,7 @@ TABLES = (Table("partial_labels_results.csv", COLUMNS, ("config", "dataset", "hi
 
 
 class PartialLabels(ExperimentBase):
-    """Partial labels as an :class:`slr_suite.experiment.Experiment`."""
+    """Partial labels as an :class:`slr.suite.experiment.Experiment`."""
 
     name = NAME
     record = RECORD

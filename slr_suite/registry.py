@@ -1,6 +1,6 @@
 """The experiments of the suite: the one place an experiment is registered.
 
-Each entry is an :class:`slr_suite.experiment.Experiment` (its settings in every profile are its
+Each entry is an :class:`slr.suite.experiment.Experiment` (its settings in every profile are its
 ``specs``), given the writer of its report; those with a ``help`` are ``slr`` subcommands and
 part of ``slr report``, in this order. A new experiment takes one module and one line here.
 """
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from slr_suite import (baselines, bound, calibration, denoising, generalisation, nlp, partial_labels,
+from slr.suite import (baselines, bound, calibration, denoising, generalisation, nlp, partial_labels,
                        render_baselines, render_bound, render_calibration, render_denoising, render_generalisation,
                        render_nlp, render_partial_labels, tuning)
-from slr_suite.experiment import Experiment
+from slr.suite.experiment import Experiment
 
 __all__ = ["EXPERIMENTS", "REPORTED", "get", "with_needs"]
 

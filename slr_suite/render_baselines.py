@@ -7,14 +7,14 @@ import numpy as np
 
 from dataclasses import asdict
 
-from slr_suite import baselines, tuning
-from slr_suite.figures import plt, save_fig
-from slr_suite.markdown import fmt, provenance_block, table
-from slr_suite.methods import (CRFSUITE_METHOD, DATASETS, EPSILON, RIDGED, SMOOTHED, BaselinesSpec, crfsuite_c2,
+from slr.suite import baselines, tuning
+from slr.suite.figures import plt, save_fig
+from slr.suite.markdown import fmt, provenance_block, table
+from slr.suite.methods import (CRFSUITE_METHOD, DATASETS, EPSILON, RIDGED, SMOOTHED, BaselinesSpec, crfsuite_c2,
                                default_regularisation, grid, methods_of, tuned)
-from slr_suite.experiment import Profile
-from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import write_output
+from slr.suite.experiment import Profile
+from slr.suite.provenance import RunInfo, config_hash
+from slr.suite.store import write_output
 
 __all__ = ["write_report", "time_to_target"]
 
@@ -188,7 +188,7 @@ def _current_tuning_rows(spec: BaselinesSpec, rows):
 
 def _chosen(spec: BaselinesSpec, tuning_rows) -> dict:
     """``{(data set, method): {"C", "epsilon"}}`` that the tuning rows choose (the rule of
-    :func:`slr_suite.tuning.choose`); methods whose every fit failed are left out."""
+    :func:`slr.suite.tuning.choose`); methods whose every fit failed are left out."""
     chosen = {}
     for (dataset, method), rows in tuning_rows.groupby(["dataset", "method"]):
         reg = tuning.choose(grid(spec, dataset, method), rows.to_dict("records"))

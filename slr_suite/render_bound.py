@@ -5,12 +5,12 @@ from pathlib import Path
 
 import numpy as np
 
-from slr_suite.bound import NAME, TABLES, TOL
-from slr_suite.experiment import Profile
-from slr_suite.figures import plt, save_fig
-from slr_suite.markdown import provenance_block, table
-from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import write_output
+from slr.suite.bound import NAME, TABLES, TOL
+from slr.suite.experiment import Profile
+from slr.suite.figures import plt, save_fig
+from slr.suite.markdown import provenance_block, table
+from slr.suite.provenance import RunInfo, config_hash
+from slr.suite.store import write_output
 
 __all__ = ["write_report"]
 

@@ -6,12 +6,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from slr_suite.figures import plt, save_fig
-from slr_suite.denoising import NAME, SHOWCASE, TABLES, DenoisingSpec
-from slr_suite.experiment import Profile
-from slr_suite.markdown import fmt, provenance_block, table
-from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import write_output
+from slr.suite.figures import plt, save_fig
+from slr.suite.denoising import NAME, SHOWCASE, TABLES, DenoisingSpec
+from slr.suite.experiment import Profile
+from slr.suite.markdown import fmt, provenance_block, table
+from slr.suite.provenance import RunInfo, config_hash
+from slr.suite.store import write_output
 
 __all__ = ["write_report", "PAPER_TEST_ERROR", "far_from_paper"]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from slr_suite.figures import plt, save_fig
-from slr_suite.markdown import table
-from slr_suite.provenance import RunInfo
-from slr_suite.store import write_output
+from slr.suite.figures import plt, save_fig
+from slr.suite.markdown import table
+from slr.suite.provenance import RunInfo
+from slr.suite.store import write_output
 
 __all__ = ["COMMAND", "OUTPUTS", "write_report"]
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from slr_suite.experiment import Profile
-from slr_suite.figures import plt, save_fig
-from slr_suite.generalisation import NAME, PEERS, REPEAT_BELOW, REPEATS, SLR_METHODS, TABLES
-from slr_suite.markdown import provenance_block, table
-from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.render_baselines import time_to_target
-from slr_suite.store import write_output
+from slr.suite.experiment import Profile
+from slr.suite.figures import plt, save_fig
+from slr.suite.generalisation import NAME, PEERS, REPEAT_BELOW, REPEATS, SLR_METHODS, TABLES
+from slr.suite.markdown import provenance_block, table
+from slr.suite.provenance import RunInfo, config_hash
+from slr.suite.render_baselines import time_to_target
+from slr.suite.store import write_output
 
 __all__ = ["write_report"]
 

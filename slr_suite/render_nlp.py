@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from slr_suite.experiment import Profile
-from slr_suite.markdown import provenance_block, table
-from slr_suite.nlp import NAME, SLR_METHODS, TABLES
-from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import write_output
+from slr.suite.experiment import Profile
+from slr.suite.markdown import provenance_block, table
+from slr.suite.nlp import NAME, SLR_METHODS, TABLES
+from slr.suite.provenance import RunInfo, config_hash
+from slr.suite.store import write_output
 
 __all__ = ["entity_f1_table", "time_to_score", "write_report"]
 

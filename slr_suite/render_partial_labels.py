@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slr_suite.experiment import Profile
-from slr_suite.figures import plt, save_fig
-from slr_suite.markdown import provenance_block, table
-from slr_suite.partial_labels import DATASETS, EPSILON, NAME, TABLES
-from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.store import write_output
+from slr.suite.experiment import Profile
+from slr.suite.figures import plt, save_fig
+from slr.suite.markdown import provenance_block, table
+from slr.suite.partial_labels import DATASETS, EPSILON, NAME, TABLES
+from slr.suite.provenance import RunInfo, config_hash
+from slr.suite.store import write_output
 
 __all__ = ["write_report"]
 

@@ -2,7 +2,7 @@
 read tolerantly.
 
 The CSVs are outputs (the cache of computed cells lives elsewhere, see
-:mod:`slr_suite.store`), so a damaged CSV never costs a result: its intact rows are read (a read
+:mod:`slr.suite.store`), so a damaged CSV never costs a result: its intact rows are read (a read
 never moves the file), and the next write sets the original aside under a fresh ``.damaged-*``
 name with a message naming both paths and writes a clean file with those rows. Every row ends
 with a ``check`` column (CRC-32 of its other fields), so a row altered in place is recognised as
@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from slr_suite.store import NotARegularFile, check_ours, read_regular, set_aside, write_output
+from slr.suite.store import NotARegularFile, check_ours, read_regular, set_aside, write_output
 
 __all__ = ["ResultsTable", "format_value", "CHECK_COLUMN"]
 
@@ -139,7 +139,7 @@ class ResultsTable:
         """Add ``new_rows``, replacing rows with the same key, and rewrite the file atomically.
 
         A file slr did not write at the table's name is never replaced (``FileExistsError``,
-        :func:`slr_suite.store.write_output`).
+        :func:`slr.suite.store.write_output`).
 
         ``drop(row)`` (a row of the file, as :meth:`rows` reads it) True removes that row.
         """

@@ -16,7 +16,7 @@ queue once that is done. The run ends when the queue is empty, nothing is runnin
 being prepared. Last, each CSV gets the run's rows again in the order the experiment lists its cells.
 
 Every row stands under the ``config`` of the spec that lists its cell now: a record answered from
-the cache is written under the current spec's config (:func:`slr_suite.provenance.config_hash` of
+the cache is written under the current spec's config (:func:`slr.suite.provenance.config_hash` of
 its ``config()``) whatever config it was computed under, since its cell's key holds every setting
 its result depends on. And a row of the current config is one the current spec produces: when a
 run has listed and answered every cell of an experiment, the last write leaves under that config
@@ -36,13 +36,13 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
 
-from slr_suite.common import RunContext
-from slr_suite.engine import Task, TaskQueue
-from slr_suite.experiment import Cell, Experiment
-from slr_suite.provenance import config_hash
-from slr_suite.registry import with_needs
-from slr_suite.results import ResultsTable, format_value
-from slr_suite.store import CellCache, CellRecord
+from slr.suite.common import RunContext
+from slr.suite.engine import Task, TaskQueue
+from slr.suite.experiment import Cell, Experiment
+from slr.suite.provenance import config_hash
+from slr.suite.registry import with_needs
+from slr.suite.results import ResultsTable, format_value
+from slr.suite.store import CellCache, CellRecord
 
 __all__ = ["plan", "run"]
 

@@ -14,7 +14,7 @@ the cache of computed cells.
   which process holds it. :func:`run_locks` takes the locks of several directories in one
   global order (by device and inode), once per directory, so two runs never deadlock.
 - :class:`CellCache` keeps one ``.npz`` per computed cell, named by its key
-  (:func:`slr_suite.provenance.cache_key`), outside the reports: ``$SLR_CACHE_DIR`` or
+  (:func:`slr.suite.provenance.cache_key`), outside the reports: ``$SLR_CACHE_DIR`` or
   ``~/.cache/slr/results`` unless ``--cache-dir`` says otherwise. An entry is used only when it
   is a regular file holding a record of its key that the experiment's check accepts
   (:class:`RecordSpec`); any other is set aside with a message naming it.

@@ -1,6 +1,6 @@
 """Each method's regularisation chosen on a validation split of the training data.
 
-A C converted by formula into every method's ridge (``C_VALUE`` in :mod:`slr_suite.methods`)
+A C converted by formula into every method's ridge (``C_VALUE`` in :mod:`slr.suite.methods`)
 is not fair to methods whose losses differ in shape. Where a profile names a data set in its
 ``tune`` entry, every method with a ridge is fitted once per value of the same grid of C (slr
 and GradientAlternation, whose losses are entropy-smoothed, also per value of the eps grid) on
@@ -8,7 +8,7 @@ four fifths of the training examples, a seeded random fifth held out; each runs 
 run (its own iteration budget; slr's rows until the stopping rule of the library's defaults ends
 them). The value with the lowest final validation error
 is chosen (ties: the first in grid order, i.e. the strongest ridge); the test cells
-(:mod:`slr_suite.baselines`) then fit all training examples with it. The test examples are
+(:mod:`slr.suite.baselines`) then fit all training examples with it. The test examples are
 never looked at. Rows go to ``tuning_results.csv`` (one per method and grid value), which the
 baselines report draws as validation curves (docs/design.md section 6).
 """
@@ -18,12 +18,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slr_suite.common import HOLD_OUT, RunContext, hold_out, reuse_data
-from slr_suite.experiment import Cell, ExperimentBase, Table
-from slr_suite.methods import (BaselinesSpec, default_regularisation, failure_status, fit_method, grid,
+from slr.suite.common import HOLD_OUT, RunContext, hold_out, reuse_data
+from slr.suite.experiment import Cell, ExperimentBase, Table
+from slr.suite.methods import (BaselinesSpec, default_regularisation, failure_status, fit_method, grid,
                                planned_methods, prepare_peers, selected_datasets, tuned)
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
-from slr_suite.store import CellRecord, RecordSpec
+from slr.suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr.suite.store import CellRecord, RecordSpec
 
 __all__ = ["Tuning", "NAME", "TABLES", "TUNING_COLUMNS", "choose", "chosen", "cell"]
 
@@ -96,7 +96,7 @@ TABLES = (Table("tuning_results.csv", TUNING_COLUMNS, ("config", "dataset", "met
 
 
 class Tuning(ExperimentBase):
-    """The validation fits as an :class:`slr_suite.experiment.Experiment`; no report of its own
+    """The validation fits as an :class:`slr.suite.experiment.Experiment`; no report of its own
     (the baselines report shows them). A cell is one (data set, method, grid value)."""
 
     name = NAME

@@ -1,8 +1,7 @@
 """Fixtures shared by several test modules, and the markers of whole folders.
 
 The tests live in a folder per package (data, inference, oracles, learner, baseline, suite,
-tooling; ``baseline``, not ``baselines``: a folder of that name would stand in for the package when
-tests/ is on sys.path). Helpers shared between folders are modules here at tests/, importable from
+tooling; the baselines' tests in ``baseline``). Helpers shared between folders are modules here at tests/, importable from
 every test module (pytest puts this directory on sys.path with this conftest).
 """
 import os
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from baselines.peer import ensure_peer_env
+from slr.baselines.peer import ensure_peer_env
 
 # every test in these folders carries the folder's marker (registered in pyproject.toml)
 FOLDER_MARKERS = ("suite", "tooling")
@@ -62,10 +61,10 @@ def forged_sdist(monkeypatch):
 @pytest.fixture(scope="session")
 def pystruct_data():
     """pystruct 0.3.2's test data, made by its own generators in the peer environment once and cached
-    (see baselines.peer.suite); a skip where no cache exists and the environment cannot be built."""
+    (see slr.baselines.peer.suite); a skip where no cache exists and the environment cannot be built."""
     if os.environ.get("SLR_SKIP_PEER") == "1":
         pytest.skip("SLR_SKIP_PEER=1")
-    from baselines.peer.suite import load_suite_data
+    from slr.baselines.peer.suite import load_suite_data
 
     data = load_suite_data(verbose=True)
     if data is None:

@@ -2,7 +2,7 @@
 enough for the contract's tests; each takes max_iter, n_states and random_state."""
 from __future__ import annotations
 
-from baselines import (
+from slr.baselines import (
     FrankWolfeSSVM,
     GradientAlternation,
     NSlackSSVM,

@@ -1,6 +1,6 @@
 """Shared pieces of the port of pystruct 0.3.2's test suite (tests/baseline/test_pystruct_suite_*.py).
 
-pystruct's data reach us through :mod:`baselines.peer.suite` (made by pystruct's own generators in
+pystruct's data reach us through :mod:`slr.baselines.peer.suite` (made by pystruct's own generators in
 the peer environment, cached); this module turns them into slr's examples, turns pystruct's weight
 vectors into the baselines' layout, decodes with the baselines' inference and with slr's prediction
 inference, and enumerates labellings for brute-force references.
@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from baselines.features import StructuredData
+from slr.baselines.features import StructuredData
 from slr import StructuredLogisticRegression
 from slr.formats import from_graph_crf, from_grid_crf
 from slr.reduction import SWEEP_TOL

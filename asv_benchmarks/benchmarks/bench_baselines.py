@@ -5,7 +5,7 @@ peak memory and tracks the fitted model's train and test accuracy.
 """
 from __future__ import annotations
 
-import baselines
+from slr import baselines
 
 from . import common
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from slr.learner import StructuredLogisticRegression
-from slr_suite.profiles import get_profile
+from slr.suite.profiles import get_profile
 
 from . import common
 
@@ -122,7 +122,7 @@ class SnakesDefaultsAgainstOneSlack(common.Benchmark):
 
         from threadpoolctl import threadpool_limits
 
-        from baselines import OneSlackSSVM
+        from slr.baselines import OneSlackSSVM
         from slr.datasets import load_snakes
         from slr.oracles import Linear
 
@@ -155,7 +155,7 @@ def _seconds_to_crfsuite_error(make_model) -> float:
     reach the test error of CRFsuite at C = 1, over CRFsuite's training time (NaN if it never does)."""
     from threadpoolctl import threadpool_limits
 
-    from slr_suite.methods import fit_crfsuite
+    from slr.suite.methods import fit_crfsuite
 
     data = (*common.letters(None, None), 26)
     with threadpool_limits(1):

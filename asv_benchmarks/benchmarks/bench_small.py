@@ -1,6 +1,6 @@
 """Small fits, where the learner's fixed and per-iteration costs (checks, set-up, monitoring, the
 solvers' Python around the kernels) weigh more than its arithmetic: the held-out grid's smallest
-problem, chain L5 (``slr_suite.generalisation``: 20 training chains of 20 nodes, 5 states, 10
+problem, chain L5 (``slr.suite.generalisation``: 20 training chains of 20 nodes, 5 states, 10
 features; 30 test chains), with the library's defaults and ``Linear(l2=.1)`` both factors, eps = .1,
 one thread, as ``slr generalisation`` fits its ``slr:Linear`` row at C = 1 (the report chooses C and
 eps on validation examples; this fixed model keeps the benchmark's history comparable).
@@ -27,8 +27,8 @@ from . import common
 def _chain_l5():
     """``(X, Y, X_test, Y_test)`` of chain L5 at the quick size, and its slr:Linear learner factory."""
     from slr.oracles import Linear
-    from slr_suite.generalisation import SPECS
-    from slr_suite.oracles import defaults_learner
+    from slr.suite.generalisation import SPECS
+    from slr.suite.oracles import defaults_learner
 
     def make():
         return defaults_learner(unary=Linear(l2=0.1), pairwise=Linear(l2=0.1), epsilon=0.1, n_jobs=1, random_state=0)
@@ -58,10 +58,10 @@ def _ratio_to_crfsuite(profile: str, problem: str, C: float, epsilon: float) -> 
     time at the same C, both fitted back to back here."""
     from threadpoolctl import threadpool_limits
 
-    from baselines.crfsuite_peer import CRFsuiteChain
-    from slr_suite.generalisation import SPECS, learner
-    from slr_suite.methods import crfsuite_c2, fit_slr
-    from slr_suite.render_baselines import time_to_target
+    from slr.baselines.crfsuite_peer import CRFsuiteChain
+    from slr.suite.generalisation import SPECS, learner
+    from slr.suite.methods import crfsuite_c2, fit_slr
+    from slr.suite.render_baselines import time_to_target
 
     spec = SPECS[profile]
     chosen = spec.problem(problem)

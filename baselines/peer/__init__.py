@@ -1,9 +1,9 @@
 """pystruct 0.3.2 as the outside peer: its learners run in a CPython 3.6 subprocess.
 
-Build the environment once with ``python -m baselines.peer.setup_env`` (or
+Build the environment once with ``python -m slr.baselines.peer.setup_env`` (or
 :func:`ensure_peer_env`), then call :func:`run_peer` with slr/pystruct-format data.
 
-The names below are imported lazily so that ``python -m baselines.peer.setup_env`` runs
+The names below are imported lazily so that ``python -m slr.baselines.peer.setup_env`` runs
 on a bare interpreter (standard library only) without importing numpy.
 """
 from __future__ import annotations

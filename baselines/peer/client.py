@@ -220,7 +220,7 @@ def run_peer(learner: str, X_train: Sequence, Y_train: Sequence,
     if python is None:
         raise PeerUnavailableError(
             f"the pystruct peer environment is not built at {peer_env_dir()}; run "
-            "`python -m baselines.peer.setup_env` or call ensure_peer_env() (needs CPython 3.6)")
+            "`python -m slr.baselines.peer.setup_env` or call ensure_peer_env() (needs CPython 3.6)")
 
     problem = {"learner": learner, "model": model, "n_states": int(n_states), "params": params,
                "model_params": model_params, "seed": random_state, "has_test": has_test}

@@ -2,7 +2,7 @@
 
 This file is executed by the CPython 3.6 interpreter of the peer environment
 (``python runner.py PROBLEM_DIR``), so it is Python 3.6 code that imports only the
-standard library, numpy and pystruct. The slr side (``baselines.peer.client``) writes
+standard library, numpy and pystruct. The slr side (``slr.baselines.peer.client``) writes
 
 ``PROBLEM_DIR/problem.json``
     ``{"learner": "OneSlackSSVM", "model": "chain" | "edge_feature_graph", "n_states": L,

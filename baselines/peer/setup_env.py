@@ -9,8 +9,8 @@ about 10 s). The whole build takes about 25 s.
 
 Usage (stdlib only, so any ``python3`` can run it)::
 
-    python -m baselines.peer.setup_env            # build if needed, print the env path
-    python -m baselines.peer.setup_env --force    # rebuild from scratch
+    python -m slr.baselines.peer.setup_env            # build if needed, print the env path
+    python -m slr.baselines.peer.setup_env --force    # rebuild from scratch
 
 The environment goes to ``$SLR_PEER_ENV`` (default ``~/.cache/slr/pystruct-peer``).
 A stamp file written as the last step makes a second run instant; a half-built

@@ -10,7 +10,7 @@ sets) draw from numpy's global state, which in pystruct's run depends on the tes
 the global state is seeded with 0 just before such a call, so the data are fixed.
 
 The output is one ``.npz`` (no pickles): key ``"<name>/<field>"`` for each data set's arrays, as
-the slr side (:func:`baselines.peer.client.pystruct_suite_data`) reads them back.
+the slr side (:func:`slr.baselines.peer.client.pystruct_suite_data`) reads them back.
 """
 import sys
 

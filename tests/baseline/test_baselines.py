@@ -3,11 +3,11 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from baselines.features import StructuredData
-from baselines.gradient_alternation import GradientAlternation
-from baselines.perceptron import StructuredPerceptron
-from baselines.piecewise import PiecewiseTraining
-from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM, solve_ssvm_dual
+from slr.baselines.features import StructuredData
+from slr.baselines.gradient_alternation import GradientAlternation
+from slr.baselines.perceptron import StructuredPerceptron
+from slr.baselines.piecewise import PiecewiseTraining
+from slr.baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM, solve_ssvm_dual
 from slr.inference import viterbi
 from slr.oracles import Linear
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from baselines import (
+from slr.baselines import (
     GradientAlternation,
     NSlackSSVM,
     OneSlackSSVM,
@@ -14,7 +14,7 @@ from baselines import (
     StructuredPerceptron,
     SubgradientSSVM,
 )
-from baselines.features import StructuredData
+from slr.baselines.features import StructuredData
 from slr.datasets import make_denoising
 from slr.inference.batch import batch_sweeps
 from slr.models import hamming_margin
@@ -226,7 +226,7 @@ def test_a_generator_random_state_is_drawn_from_and_advanced(data):
 
 def test_a_failed_crfsuite_fit_leaves_the_fitted_model_as_it_was():
     pytest.importorskip("pycrfsuite")
-    from baselines.crfsuite_peer import CRFsuiteChain
+    from slr.baselines.crfsuite_peer import CRFsuiteChain
 
     X, Y = random_chains(np.random.default_rng(0), 6, 3, lengths=(2, 6), d_e=None)
     Xt, _ = random_chains(np.random.default_rng(1), 6, 3, lengths=(2, 6), d_e=None)
@@ -248,7 +248,7 @@ def test_a_failed_crfsuite_fit_leaves_the_fitted_model_as_it_was():
 
 def test_run_peer_seed_is_the_old_name_of_random_state(monkeypatch, tmp_path):
     """The seed reaches the peer's problem file under either name (a stand-in runner echoes it)."""
-    from baselines.peer import client
+    from slr.baselines.peer import client
 
     runner = tmp_path / "echo_runner.py"
     runner.write_text("import json, pathlib, sys\n"
@@ -285,7 +285,7 @@ def test_gradient_alternation_sweeps_per_round_counts_kernel_sweeps(data):
 
 # ------------------------------------------------------------------ optional dependencies
 def test_cutting_plane_ssvms_without_clarabel_name_the_extra(monkeypatch, data):
-    from baselines.ssvm import solve_ssvm_dual
+    from slr.baselines.ssvm import solve_ssvm_dual
 
     X, Y, Xv, _ = data
     fitted = OneSlackSSVM(max_iter=2, n_states=2).fit(X, Y)
@@ -304,7 +304,7 @@ def test_cutting_plane_ssvms_without_clarabel_name_the_extra(monkeypatch, data):
 
 
 def test_the_crfsuite_peer_without_python_crfsuite_names_the_extra(monkeypatch):
-    from baselines.crfsuite_peer import CRFsuiteChain, crfsuite_missing
+    from slr.baselines.crfsuite_peer import CRFsuiteChain, crfsuite_missing
 
     monkeypatch.setitem(sys.modules, "pycrfsuite", None)
     message = 'the CRFsuite peer needs pycrfsuite: pip install "slr[crfsuite]"'

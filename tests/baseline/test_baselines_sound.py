@@ -8,8 +8,8 @@ import pytest
 from sklearn.datasets import load_iris
 from sklearn.model_selection import train_test_split
 
-from baselines.features import StructuredData
-from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
+from slr.baselines.features import StructuredData
+from slr.baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
 from slr.formats import from_graph_crf
 from slr.graph import grid_edges
 from slr.inference.exact import exact_lp
@@ -217,7 +217,7 @@ def test_loops_on_lp_labellings_converge_to_the_exact_optimum(frustrated, learne
     """The loops run on the LP's labellings, which miss violations on these graphs, and check with the
     exact ones before they stop: convergence within ``C n tol`` of the exact optimum, the last row exact."""
     if learner == "FrankWolfeSSVM":
-        from baselines.frank_wolfe import FrankWolfeSSVM as learner
+        from slr.baselines.frank_wolfe import FrankWolfeSSVM as learner
     X, Y = frustrated
     calls = {"unsure": 0}
     original = StructuredData.loss_augmented

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from baselines.features import StructuredData
-from baselines.gradient_alternation import GradientAlternation
-from baselines.perceptron import StructuredPerceptron
-from baselines.piecewise import PiecewiseTraining
-from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
+from slr.baselines.features import StructuredData
+from slr.baselines.gradient_alternation import GradientAlternation
+from slr.baselines.perceptron import StructuredPerceptron
+from slr.baselines.piecewise import PiecewiseTraining
+from slr.baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
 from slr.graph import grid_edges
 from slr.oracles import Linear
 

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 from sklearn.utils.class_weight import compute_class_weight
 
-from baselines.crfsuite_peer import CRFsuiteChain, crfsuite_missing
-from baselines.features import StructuredData
-from baselines.gradient_alternation import GradientAlternation
-from baselines.perceptron import StructuredPerceptron
-from baselines.piecewise import PiecewiseTraining
-from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
-from baselines.weights import class_weight_vector
+from slr.baselines.crfsuite_peer import CRFsuiteChain, crfsuite_missing
+from slr.baselines.features import StructuredData
+from slr.baselines.gradient_alternation import GradientAlternation
+from slr.baselines.perceptron import StructuredPerceptron
+from slr.baselines.piecewise import PiecewiseTraining
+from slr.baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
+from slr.baselines.weights import class_weight_vector
 from slr.models import hamming_margin
 from slr.oracles import Linear
 

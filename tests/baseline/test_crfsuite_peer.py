@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("pycrfsuite")
 
-from baselines.crfsuite_peer import CRFsuiteChain  # noqa: E402
+from slr.baselines.crfsuite_peer import CRFsuiteChain  # noqa: E402
 from slr.formats import chain_example  # noqa: E402
 from slr.inference import viterbi  # noqa: E402
 
@@ -94,8 +94,8 @@ def test_bad_input_raises_value_error(fitted):
 def _crfsuite_only(n_train=30, n_test=60):
     """The tiny profile with letters cut to the crfsuite row (every other method skipped), at the
     converted C (no tuning)."""
-    from slr_suite import methods
-    from slr_suite.profiles import get_profile
+    from slr.suite import methods
+    from slr.suite.profiles import get_profile
 
     tiny = get_profile("tiny")
     cfg = replace(tiny.spec("baselines"), letters=methods.LettersData(n_train=n_train, n_test=n_test))
@@ -104,9 +104,9 @@ def _crfsuite_only(n_train=30, n_test=60):
 
 
 def _run_and_render(profile, out):
-    from slr_suite import render_baselines, runner
-    from slr_suite.common import Logger, RunContext
-    from slr_suite.provenance import RunInfo
+    from slr.suite import render_baselines, runner
+    from slr.suite.common import Logger, RunContext
+    from slr.suite.provenance import RunInfo
 
     log = Logger(quiet=True)
     info = RunInfo.collect("tiny", ["baselines"])
@@ -138,7 +138,7 @@ def test_crfsuite_row_parsed_from_the_report_matches_our_viterbi_on_its_weights(
 
 
 def test_crfsuite_row_is_skipped_with_its_reason_where_absent(tmp_path, monkeypatch):
-    import baselines.crfsuite_peer as peer
+    import slr.baselines.crfsuite_peer as peer
 
     monkeypatch.setattr(peer, "crfsuite_missing", lambda: "python-crfsuite is not installed (a test)")
     text = _run_and_render(_crfsuite_only(n_train=3, n_test=3), tmp_path)

@@ -3,8 +3,8 @@ labelling, brute-force primals and OneSlackSSVM on a loopy grid."""
 import numpy as np
 import pytest
 
-from baselines.frank_wolfe import FrankWolfeSSVM
-from baselines.ssvm import OneSlackSSVM
+from slr.baselines.frank_wolfe import FrankWolfeSSVM
+from slr.baselines.ssvm import OneSlackSSVM
 from slr.graph import grid_edges
 
 from chain_reference import brute_primal, exact_ssvm_optimum, random_chains

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from baselines import LatentSSVM, NSlackSSVM, OneSlackSSVM
-from baselines.features import StructuredData
+from slr.baselines import LatentSSVM, NSlackSSVM, OneSlackSSVM
+from slr.baselines.features import StructuredData
 from chain_reference import random_chains
 from slr.hidden import HiddenNodeData
 from latent_problems import latent_boxes, sign_through_hidden_node

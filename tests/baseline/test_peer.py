@@ -13,14 +13,14 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from baselines.peer import (
+from slr.baselines.peer import (
     PeerRunError,
     PeerUnavailableError,
     peer_available,
     run_peer,
     unpack_weights,
 )
-from baselines.peer import setup_env
+from slr.baselines.peer import setup_env
 from chain_reference import random_chains
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,7 +180,7 @@ def test_missing_env_raises_clear_error(tmp_path, monkeypatch, tiny_chain):
 def test_setup_env_exits_with_status_3_without_python36(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYENV_ROOT": str(tmp_path / "no"),
            "SLR_PEER_ENV": str(tmp_path / "peer")}
-    proc = subprocess.run([sys.executable, "-m", "baselines.peer.setup_env"], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "slr.baselines.peer.setup_env"], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == setup_env.EXIT_NO_PYTHON36 == 3
     assert "no CPython 3.6" in proc.stderr
@@ -192,7 +192,7 @@ def test_snakes_reach_the_runner_as_they_are(tmp_path):
     runner's reading (the Python 3.6 side's own code, run here) unchanged, image by image."""
     import importlib.util
 
-    from baselines.peer.client import RUNNER, _check_split, _pack
+    from slr.baselines.peer.client import RUNNER, _check_split, _pack
     from slr.datasets.snakes import load_snakes
 
     X, Y, X_test, Y_test = load_snakes(edge_features="input_by_direction", crop=True)

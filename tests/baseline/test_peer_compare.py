@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from baselines.features import StructuredData
-from baselines.peer import run_peer, unpack_weights
-from baselines.ssvm import OneSlackSSVM
+from slr.baselines.features import StructuredData
+from slr.baselines.peer import run_peer, unpack_weights
+from slr.baselines.ssvm import OneSlackSSVM
 
 L = 4
 C = 0.5

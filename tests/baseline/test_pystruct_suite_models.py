@@ -4,7 +4,7 @@ ported to the baselines' model and slr's prediction inference.
 Every case takes pystruct's data (its generators, in the peer environment; see
 ``tests/pystruct_suite.py``) and pystruct's weights, turned into the baselines' layout, and checks
 pystruct's expectation: the labelling pystruct's test expects, or the brute-force optimum. Column
-``baseline`` decodes with the baselines' inference (:class:`baselines.features.StructuredData`,
+``baseline`` decodes with the baselines' inference (:class:`slr.baselines.features.StructuredData`,
 whose loss-augmented inference the SSVMs use); column ``slr`` with the inference of
 ``StructuredLogisticRegression.predict`` at its defaults. Cases about loss-augmented inference or
 the joint feature map have the baseline column only (slr has neither).
@@ -37,7 +37,7 @@ test_libraries (3), test_datasets                               pystruct's optio
 import numpy as np
 import pytest
 
-from baselines.features import StructuredData
+from slr.baselines.features import StructuredData
 from pystruct_suite import (DECODERS, brute_force, from_pystruct, grids, make_grid_edges, ours,
                             potentials_examples)
 from slr.formats import chain_example, from_graph_crf

@@ -1,6 +1,6 @@
 """The cutting-plane SSVMs as the reports configure them end within their tolerance of the exact optimum.
 
-Each learner is built by the report's own code (``slr_suite``: the baselines report's letters rows,
+Each learner is built by the report's own code (``slr.suite``: the baselines report's letters rows,
 the held-out problems' ``OneSlackSSVM``, the text-tagging rows), with every ``C`` its grid tries, and
 fitted on small data of the report's graph type where exact inference exists: chains (Viterbi in
 the learner) and the held-out problems' grids and random loopy graphs (exact MAP by integer
@@ -35,7 +35,7 @@ _SMALL = {"chain": 4, "grid": 9, "random": 5}
 
 def _letters_rows():
     """The baselines report's cutting-plane rows on OCR letters (chains), quick profile."""
-    from slr_suite.methods import SPECS, grid
+    from slr.suite.methods import SPECS, grid
 
     spec = SPECS["quick"]
     for method in ("OneSlackSSVM", "NSlackSSVM"):
@@ -48,7 +48,7 @@ def _letters_rows():
 
 def _report_letters_learner(method: str, reg: dict, n_states: int):
     """``method`` as the quick baselines report fits it on letters with the regularisation ``reg``."""
-    from slr_suite.methods import SPECS, _baseline
+    from slr.suite.methods import SPECS, _baseline
 
     spec = SPECS["quick"]
     return _baseline(method, reg, spec.budget(method, "letters"), n_states, spec.own_keywords("letters", method))
@@ -56,7 +56,7 @@ def _report_letters_learner(method: str, reg: dict, n_states: int):
 
 def _generalisation_rows():
     """The held-out report's OneSlackSSVM (library defaults, its C) on each of its graph types."""
-    from slr_suite.generalisation import SPECS, learner
+    from slr.suite.generalisation import SPECS, learner
 
     spec = SPECS["quick"]
     graphs = sorted({problem.graph for problem in spec.problems})
@@ -68,7 +68,7 @@ def _generalisation_rows():
 
 def _nlp_rows():
     """The text-tagging report's OneSlackSSVM (chains), quick profile."""
-    from slr_suite.nlp import SPECS, _learner
+    from slr.suite.nlp import SPECS, _learner
 
     spec = SPECS["quick"]
     for point in spec.grid("OneSlackSSVM"):
@@ -109,7 +109,7 @@ def test_report_cutting_plane_fit_ends_within_tol_of_the_exact_optimum(name):
 @pytest.fixture(scope="module")
 def report_letters():
     """The quick baselines report's letters training words (the test cells fit all of them)."""
-    from slr_suite.methods import SPECS
+    from slr.suite.methods import SPECS
 
     spec = SPECS["quick"]
     X, Y, _, _ = spec.data("letters").load()
@@ -117,14 +117,14 @@ def report_letters():
 
 
 def _quick_letters_grid():
-    from slr_suite.methods import SPECS, grid
+    from slr.suite.methods import SPECS, grid
 
     return [reg["C"] for reg in grid(SPECS["quick"], "letters", "OneSlackSSVM")]
 
 
 @pytest.mark.parametrize("C", _quick_letters_grid())
 def test_report_letters_one_slack_ends_by_its_tolerance_on_the_real_words(report_letters, C):
-    from slr_suite.methods import N_STATES
+    from slr.suite.methods import N_STATES
 
     X, Y = report_letters
     L = N_STATES["letters"]
@@ -139,8 +139,8 @@ def test_report_letters_one_slack_ends_by_its_tolerance_on_the_real_words(report
 def test_report_stop_fields_of_a_budget_ended_fit_give_its_certified_gap():
     """A fit that ``max_iter`` ends reports ``max_iter`` and the primal minus its lower bound, which
     brackets the exact optimum; one that its tolerance ends reports ``tol``."""
-    from baselines import OneSlackSSVM
-    from slr_suite.methods import stop_fields
+    from slr.baselines import OneSlackSSVM
+    from slr.suite.methods import stop_fields
 
     X, Y, L = _data("chain")
     C = 10.0
@@ -159,8 +159,8 @@ def test_report_stop_fields_of_a_budget_ended_fit_give_its_certified_gap():
 def test_report_reads_pystruct_cutting_plane_stops_and_gaps(peer_env, learner):
     """A pystruct fit that its test ends reads as ``tol`` before its budget, one that ``max_iter``
     ends as ``max_iter``; either gap leaves a lower bound at most the exact optimum."""
-    from baselines.peer import run_peer
-    from slr_suite.methods import _PEER_CUTTING_PLANES, _peer_stop_fields
+    from slr.baselines.peer import run_peer
+    from slr.suite.methods import _PEER_CUTTING_PLANES, _peer_stop_fields
 
     assert learner in _PEER_CUTTING_PLANES
     rng = np.random.default_rng(3)

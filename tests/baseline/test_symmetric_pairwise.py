@@ -6,8 +6,8 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from baselines import FrankWolfeSSVM, NSlackSSVM, OneSlackSSVM, StructuredPerceptron, SubgradientSSVM
-from baselines.features import StructuredData
+from slr.baselines import FrankWolfeSSVM, NSlackSSVM, OneSlackSSVM, StructuredPerceptron, SubgradientSSVM
+from slr.baselines.features import StructuredData
 from chain_reference import joint_feature, labelings, random_chains
 from pystruct_suite import symmetric_table
 

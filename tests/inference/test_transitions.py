@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
-from baselines.frank_wolfe import FrankWolfeSSVM
-from baselines.gradient_alternation import GradientAlternation
-from baselines.perceptron import StructuredPerceptron
-from baselines.piecewise import PiecewiseTraining
-from baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
+from slr.baselines.frank_wolfe import FrankWolfeSSVM
+from slr.baselines.gradient_alternation import GradientAlternation
+from slr.baselines.perceptron import StructuredPerceptron
+from slr.baselines.piecewise import PiecewiseTraining
+from slr.baselines.ssvm import NSlackSSVM, OneSlackSSVM, SubgradientSSVM
 from slr import StructuredLogisticRegression
 from slr.data import FlatData, GraphBatch
 from slr.graph import grid_edges
@@ -355,7 +355,7 @@ def test_baselines_never_predict_a_forbidden_pair(learner):
 
 def test_crfsuite_chain_decodes_its_weights_without_forbidden_pairs():
     pytest.importorskip("pycrfsuite")
-    from baselines.crfsuite_peer import CRFsuiteChain
+    from slr.baselines.crfsuite_peer import CRFsuiteChain
     X, Y, mask = bio_chains(6)
     X_test, _, _ = bio_chains(7, noise=3.0)
     free = CRFsuiteChain(c2=0.1).fit(X, Y)

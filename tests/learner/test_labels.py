@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_predict
 
-from baselines import LatentSSVM, OneSlackSSVM
+from slr.baselines import LatentSSVM, OneSlackSSVM
 from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
 from slr.labels import decode_labels, encode_class_weight, encode_labels, fit_labels
@@ -220,7 +220,7 @@ def test_pickles_keep_their_labels_and_old_pickles_get_integer_classes(data):
 
 def test_crfsuite_peer_takes_string_labels():
     pytest.importorskip("pycrfsuite")
-    from baselines.crfsuite_peer import CRFsuiteChain
+    from slr.baselines.crfsuite_peer import CRFsuiteChain
     from slr.formats import chain_example
 
     rng = np.random.default_rng(0)

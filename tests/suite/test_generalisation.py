@@ -6,14 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from slr_suite import get_profile
-from slr_suite.common import Logger, validation_splits
-from slr_suite.generalisation import (NAME, REPEAT_BELOW, REPEATS, RIDGED, SPECS, TABLES, GeneralisationSpec, Problem,
+from slr.suite import get_profile
+from slr.suite.common import Logger, validation_splits
+from slr.suite.generalisation import (NAME, REPEAT_BELOW, REPEATS, RIDGED, SPECS, TABLES, GeneralisationSpec, Problem,
                                       _fit, choose_model, example_errors, fastest_fit, methods_of)
-from slr_suite.methods import TuningGrid
-from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.render_baselines import time_to_target
-from slr_suite.render_generalisation import paired_difference, write_report
+from slr.suite.methods import TuningGrid
+from slr.suite.provenance import RunInfo, config_hash
+from slr.suite.render_baselines import time_to_target
+from slr.suite.render_generalisation import paired_difference, write_report
 
 
 def test_time_to_target_is_the_first_time_the_curve_reaches_it():
@@ -97,7 +97,7 @@ def test_the_model_is_chosen_by_the_lowest_mean_validation_error(folds):
     """slr:Linear's (C, eps) and CRFsuite's C: each candidate fitted here, directly, on the fit part
     of every split (a held-out fifth, or 3-fold cross-validation) and scored on the rest; the
     choice is the first lowest mean error."""
-    from baselines.crfsuite_peer import CRFsuiteChain
+    from slr.baselines.crfsuite_peer import CRFsuiteChain
     from slr import StructuredLogisticRegression
     from slr.oracles import Linear
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slr_suite.memory import peak_memory
-from slr_suite.render_nlp import time_to_score
+from slr.suite.memory import peak_memory
+from slr.suite.render_nlp import time_to_score
 
 
 def test_peak_memory_sees_a_block_allocation_freed_before_its_end():
@@ -35,7 +35,7 @@ def test_time_to_score():
 @pytest.fixture(scope="module")
 def tiny_nlp_run(tmp_path_factory):
     """The tiny profile's output and cache directories, after one run."""
-    from slr_suite.cli import run_experiments
+    from slr.suite.cli import run_experiments
 
     out, cache = tmp_path_factory.mktemp("nlp"), tmp_path_factory.mktemp("nlp-cache")
     run_experiments(["nlp"], "tiny", out, quiet=True, threads=1, cache_dir=cache)
@@ -50,7 +50,7 @@ def tiny_nlp(tiny_nlp_run):
 def test_a_second_run_takes_every_computed_row_from_the_cache(tiny_nlp_run, tmp_path):
     """The rows with curves (slr's) are records the cache takes back, not foreign entries set aside;
     only failed cells (pystruct's refusal) are computed again."""
-    from slr_suite.cli import run_experiments
+    from slr.suite.cli import run_experiments
 
     cache = tiny_nlp_run[1]
     log = run_experiments(["nlp"], "tiny", tmp_path, quiet=True, threads=1, cache_dir=cache)
@@ -60,7 +60,7 @@ def test_a_second_run_takes_every_computed_row_from_the_cache(tiny_nlp_run, tmp_
 
 def test_tiny_run_rows_and_report(tiny_nlp):
     from slr.datasets.tagged_text import load_tagged_corpus
-    from slr_suite.nlp import METHODS, SPECS
+    from slr.suite.nlp import METHODS, SPECS
 
     rows = pd.read_csv(tiny_nlp / "nlp_results.csv")
     assert sorted(rows["method"]) == sorted(METHODS)
@@ -85,7 +85,7 @@ def test_tiny_rows_are_their_refits_scored_by_conlleval_rules(tiny_nlp, method):
     corpus's string tags at the row's parameters (both fits are deterministic) and scored with
     seqeval on the test sentences' tags."""
     seqeval_metrics = pytest.importorskip("seqeval.metrics")
-    from slr_suite.nlp import SPECS, _CRFsuite, _learner, _transitions, featurize
+    from slr.suite.nlp import SPECS, _CRFsuite, _learner, _transitions, featurize
 
     spec = SPECS["tiny"]
     row = pd.read_csv(tiny_nlp / "nlp_results.csv").set_index("method").loc[method]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from slr_suite import get_profile
-from slr_suite.common import Logger
-from slr_suite.partial_labels import NAME, TABLES, cells_of, hide_labels, labelled_subgraphs
-from slr_suite.provenance import RunInfo, config_hash
-from slr_suite.render_partial_labels import write_report
+from slr.suite import get_profile
+from slr.suite.common import Logger
+from slr.suite.partial_labels import NAME, TABLES, cells_of, hide_labels, labelled_subgraphs
+from slr.suite.provenance import RunInfo, config_hash
+from slr.suite.render_partial_labels import write_report
 
 
 def test_hidden_labels_are_a_seeded_share_of_the_nodes():

@@ -1,4 +1,4 @@
-"""The page of the Dask scale figures, drawn from small CSVs (slr_suite.render_distributed), and its
+"""The page of the Dask scale figures, drawn from small CSVs (slr.suite.render_distributed), and its
 place in ``slr report`` (redrawn from the CSVs, linked from the index, never measured)."""
 import itertools
 from pathlib import Path
@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from slr_suite.cli import main  # noqa: E402
-from slr_suite.index import write_index  # noqa: E402
-from slr_suite.provenance import RunInfo  # noqa: E402
-from slr_suite.render_distributed import write_report  # noqa: E402
+from slr.suite.cli import main  # noqa: E402
+from slr.suite.index import write_index  # noqa: E402
+from slr.suite.provenance import RunInfo  # noqa: E402
+from slr.suite.render_distributed import write_report  # noqa: E402
 
 INFO = RunInfo(command="slr report --render-only", profile="quick", commit="abc1234", dirty=False, code="c" * 12,
                machine="a test machine", started="2000-01-01 00:00:00 UTC")

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slr_suite import runner
-from slr_suite.common import Logger, RunContext
-from slr_suite.experiment import Cell, ExperimentBase, Profile, Table
-from slr_suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
-from slr_suite.registry import EXPERIMENTS, REPORTED, with_needs
-from slr_suite.store import CellRecord
+from slr.suite import runner
+from slr.suite.common import Logger, RunContext
+from slr.suite.experiment import Cell, ExperimentBase, Profile, Table
+from slr.suite.provenance import PROVENANCE_COLUMNS, RunInfo, config_hash
+from slr.suite.registry import EXPERIMENTS, REPORTED, with_needs
+from slr.suite.store import CellRecord
 
 
 @dataclass(frozen=True)
@@ -260,7 +260,7 @@ def test_an_experiment_with_only_prepared_cells_waits_for_them_and_a_failed_prep
 
 
 def test_task_queue_takes_the_costliest_first_and_grows_while_drained():
-    from slr_suite.engine import Task, TaskQueue
+    from slr.suite.engine import Task, TaskQueue
 
     def task(name, cost):
         return Task(name, (name,), print, (), cost=cost)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from slr_suite import baselines, get_profile, runner, tuning
-from slr_suite.common import Logger, RunContext
-from slr_suite.methods import TuningGrid, methods_of
-from slr_suite.provenance import RunInfo, config_hash
+from slr.suite import baselines, get_profile, runner, tuning
+from slr.suite.common import Logger, RunContext
+from slr.suite.methods import TuningGrid, methods_of
+from slr.suite.provenance import RunInfo, config_hash
 
 KEPT = ("OneSlackSSVM", "SubgradientSSVM")
 

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slr_suite.cli import run_experiments
-from slr_suite import provenance, store
-from slr_suite.render_denoising import PAPER_TEST_ERROR, far_from_paper
+from slr.suite.cli import run_experiments
+from slr.suite import provenance, store
+from slr.suite.render_denoising import PAPER_TEST_ERROR, far_from_paper
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def test_cell_reused_then_recomputed_when_code_config_or_dependency_changes(tmp_
     monkeypatch.undo()
 
     # another configuration of the experiment
-    import slr_suite.profiles as profiles
+    import slr.suite.profiles as profiles
 
     tiny = profiles.PROFILES["tiny"]
     monkeypatch.setitem(profiles.PROFILES, "tiny",
@@ -81,15 +81,16 @@ def test_cell_reused_then_recomputed_when_code_config_or_dependency_changes(tmp_
 
 
 def _copy_install(dest: Path) -> None:
-    """The three packages as installed here: sources, compiled kernels and their build record."""
-    for package in ("slr", "baselines", "slr_suite"):
-        shutil.copytree(REPO / package, dest / package, ignore=shutil.ignore_patterns("*.c", "__pycache__"))
+    """The package as a wheel installs it (the baselines and the suite inside ``slr``): sources,
+    compiled kernels and their build record."""
+    for directory, installed in (("slr", "slr"), ("baselines", "slr/baselines"), ("slr_suite", "slr/suite")):
+        shutil.copytree(REPO / directory, dest / installed, ignore=shutil.ignore_patterns("*.c", "__pycache__"))
 
 
 _PROBE = """
 import importlib.util, json, pathlib, sys, warnings
 assert importlib.util.find_spec('slr').origin.startswith(sys.argv[1]), 'the copy is not found first'
-spec = importlib.util.spec_from_file_location('prov', pathlib.Path(sys.argv[1]) / 'slr_suite/provenance.py')
+spec = importlib.util.spec_from_file_location('prov', pathlib.Path(sys.argv[1]) / 'slr/suite/provenance.py')
 prov = sys.modules['prov'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(prov)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
@@ -127,7 +128,7 @@ def test_fingerprint_is_the_installs_and_ignores_editor_files(installed_copy, tm
     tree = tmp_path / "tree"
     shutil.copytree(installed_copy, tree, symlinks=True)
     assert _probe(tree) == dict(code=provenance.code_fingerprint(), warnings=[])
-    with open(tree / "slr_suite" / "markdown.py", "a") as fh:
+    with open(tree / "slr" / "suite" / "markdown.py", "a") as fh:
         fh.write("\n# a render-only edit\n")
     # an Emacs lock file: a dangling symlink with a source's suffix
     os.symlink("root@host.1234:1700000000", tree / "slr" / ".#learner.py")
@@ -146,7 +147,7 @@ def test_kernel_sources_edited_and_not_rebuilt_are_refused(installed_copy, tmp_p
     with open(tree / source, "a") as fh:
         fh.write("\n/* an edit */\n" if source.endswith(".h") else "\n# an edit\n")
     assert "the kernels are older than their sources" in _probe(tree)["refused"]
-    roots = {package: tree / package for package in ("slr", "baselines")}
+    roots = {"slr": tree / "slr"}
     _edit_record(tree, sources=provenance.kernel_sources_digest(roots))
     rebuilt = _probe(tree)["code"]
     assert rebuilt != provenance.code_fingerprint()
@@ -181,7 +182,7 @@ def test_stale_kernels_never_fill_the_cache(installed_copy, tmp_path):
     with open(tree / "slr" / "inference" / "_star.pyx", "a") as fh:
         fh.write("\n# edited, not rebuilt\n")
     cache, out = tmp_path / "cache", tmp_path / "out"
-    cmd = [sys.executable, "-m", "slr_suite", "denoising", "--tiny", "--cells", "Zero/Zero", "--out", str(out),
+    cmd = [sys.executable, "-m", "slr.suite", "denoising", "--tiny", "--cells", "Zero/Zero", "--out", str(out),
            "--cache-dir", str(cache)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tree)
     assert proc.returncode == 1
@@ -221,7 +222,7 @@ def test_rows_and_reports_carry_their_provenance(tmp_path):
         assert (df.command == "slr denoising --tiny").all()
         assert df.machine.str.contains(os.uname().machine).all()
     # rows from another run are named as such in the report
-    from slr_suite.denoising import TABLES
+    from slr.suite.denoising import TABLES
 
     results = TABLES[0].open(out, print)
     older = dict(results.rows()[0], commit="abcdef1234", dirty="False", code="feedfeedfeed",
@@ -240,7 +241,7 @@ def test_rows_and_reports_carry_their_provenance(tmp_path):
 def _fit_cell(unary: str, pairwise: str, n_threads: int) -> tuple[float, float, np.ndarray]:
     from slr import StructuredLogisticRegression
     from slr.datasets import make_denoising
-    from slr_suite.profiles import get_profile
+    from slr.suite.profiles import get_profile
 
     cfg = replace(get_profile("tiny").spec("denoising"), trees=dict(n_rounds=5, subsample=500),
                   mlp=dict(n_hidden=8, n_epochs=1, batch_size=50))

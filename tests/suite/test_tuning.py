@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slr_suite import get_profile, tuning
-from slr_suite.common import hold_out, validation_splits
-from slr_suite.methods import SMOOTHED
+from slr.suite import get_profile, tuning
+from slr.suite.common import hold_out, validation_splits
+from slr.suite.methods import SMOOTHED
 
 
 def test_validation_split_holds_out_a_seeded_fifth():
@@ -66,10 +66,10 @@ def test_choose_takes_the_lowest_error_and_the_first_of_ties():
 def tuned_run(tmp_path_factory):
     """Tiny denoising (5 training images: 4 to fit, 1 to validate) with C tuned from {0.1, 10}
     and eps from {0.1, 1}."""
-    from slr_suite import render_baselines, runner
-    from slr_suite.common import Logger, RunContext
-    from slr_suite.methods import TuningGrid
-    from slr_suite.provenance import RunInfo
+    from slr.suite import render_baselines, runner
+    from slr.suite.common import Logger, RunContext
+    from slr.suite.methods import TuningGrid
+    from slr.suite.provenance import RunInfo
 
     tiny = get_profile("tiny")
     spec = tiny.spec("baselines")
@@ -99,7 +99,7 @@ def test_every_ridged_method_is_fitted_on_the_whole_grid(tuned_run):
 def test_validation_errors_and_test_rows_match_fits_made_here(tuned_run, method, extra):
     """The SSVM refitted here on an independently drawn split gives the CSV's validation errors;
     refitted on all training images with the C of lowest validation error, the test row's error."""
-    import baselines
+    from slr import baselines
 
     profile, out = tuned_run
     cfg = profile.spec("baselines")
@@ -136,7 +136,7 @@ def test_report_shows_the_chosen_values_and_the_validation_curves(tuned_run):
         assert f"| {method} | {chosen} |" in text, method
     assert "On denoising the C of each method with a ridge is chosen on a validation split" in text
     # rows in the profile's order of the methods, whatever order the cells finished in
-    from slr_suite.methods import methods_of
+    from slr.suite.methods import methods_of
 
     listed = [m for _, m in methods_of("denoising", profile.spec("baselines"))]
     section = text.split("## denoising")[1].split("###")[0]
@@ -154,9 +154,9 @@ def test_report_ignores_tuning_rows_of_another_grid(tuned_run, tmp_path):
     run) neither wins the choice nor shows up."""
     import shutil
 
-    from slr_suite import render_baselines
-    from slr_suite.common import Logger
-    from slr_suite.provenance import RunInfo
+    from slr.suite import render_baselines
+    from slr.suite.common import Logger
+    from slr.suite.provenance import RunInfo
 
     profile, out = tuned_run
     copy = tmp_path / "copy"
@@ -172,10 +172,10 @@ def test_report_ignores_tuning_rows_of_another_grid(tuned_run, tmp_path):
 def test_a_method_can_try_part_of_the_C_grid():
     """``TuningGrid.C_of``: the named methods try their part of C (with every eps if smoothed),
     the others the whole grid; a part outside the grid is refused; the report says which."""
-    from slr_suite.common import Logger, RunContext
-    from slr_suite.methods import TuningGrid, grid
-    from slr_suite.provenance import RunInfo
-    from slr_suite.render_baselines import _regularisation_text
+    from slr.suite.common import Logger, RunContext
+    from slr.suite.methods import TuningGrid, grid
+    from slr.suite.provenance import RunInfo
+    from slr.suite.render_baselines import _regularisation_text
 
     quick = get_profile("quick")
     spec = quick.spec("baselines")
@@ -203,7 +203,7 @@ def test_quick_letters_leaves_out_only_C_values_that_chose_nothing():
     validation rows over the whole grid, a value of their part: the part chooses the same."""
     from pathlib import Path
 
-    from slr_suite.methods import grid
+    from slr.suite.methods import grid
 
     spec = get_profile("quick").spec("baselines")
     parts = spec.tune["letters"].C_of

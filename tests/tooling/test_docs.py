@@ -96,7 +96,7 @@ def test_every_public_name_has_an_api_page(site):
     finally:
         sys.path.remove(str(DOCS))
     modules = public_modules()
-    assert {"slr", "slr.inference", "slr.oracles", "baselines", "slr.distributed"} <= set(modules)
+    assert {"slr", "slr.inference", "slr.oracles", "slr.baselines", "slr.distributed"} <= set(modules)
     missing = [f"{module}.{name}" for module, entry in canonical_names(modules).items()
                for name in entry["objects"]
                if not (site / "api" / "generated" / f"{module}.{name}.html").exists()]
@@ -133,4 +133,4 @@ def test_site_renders_and_search_finds_a_public_name(site, tmp_path):
     png = tmp_path / "index.png"
     png.write_bytes(index.png)
     assert index.png[:8] == b"\x89PNG\r\n\x1a\n" and len(index.png) > 20_000
-    assert any("baselines.OneSlackSSVM.html" in hit for hit in search.facts["hits"]), search.facts
+    assert any("slr.baselines.OneSlackSSVM.html" in hit for hit in search.facts["hits"]), search.facts

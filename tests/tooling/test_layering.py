@@ -1,5 +1,5 @@
-"""Dependencies point one way: ``baselines`` and ``slr_suite`` may import ``slr``; ``slr`` imports
-neither, and ``baselines`` does not import the suite."""
+"""Dependencies point one way: ``slr.baselines`` (``baselines/``) and ``slr.suite`` (``slr_suite/``)
+may import the library; the library imports neither, and the baselines do not import the suite."""
 from __future__ import annotations
 
 import ast
@@ -12,30 +12,39 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _imported_packages(package: str) -> dict[str, set[str]]:
-    """Top-level names each module of ``package`` imports (anywhere in its code)."""
+def _layer(module: str) -> str:
+    """The layer of a dotted module name: ``slr.baselines``, ``slr.suite`` or its top-level package."""
+    for layer in ("slr.baselines", "slr.suite"):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return module.split(".")[0]
+
+
+def _imported_packages(directory: str) -> dict[str, set[str]]:
+    """The layers each module under ``directory`` imports (anywhere in its code)."""
     found = {}
-    for path in sorted((ROOT / package).rglob("*.py")):
+    for path in sorted((ROOT / directory).rglob("*.py")):
         names = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
-                names |= {alias.name.split(".")[0] for alias in node.names}
+                names |= {_layer(alias.name) for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module.split(".")[0])
+                names |= {_layer(f"{node.module}.{alias.name}") for alias in node.names}
         found[str(path.relative_to(ROOT))] = names
     return found
 
 
-@pytest.mark.parametrize("package, forbidden", [("slr", {"baselines", "slr_suite"}), ("baselines", {"slr_suite"})])
-def test_no_import_against_the_layering(package, forbidden):
-    offenders = {module: sorted(names & forbidden) for module, names in _imported_packages(package).items()
+@pytest.mark.parametrize("directory, forbidden", [("slr", {"slr.baselines", "slr.suite"}),
+                                                  ("baselines", {"slr.suite"})])
+def test_no_import_against_the_layering(directory, forbidden):
+    offenders = {module: sorted(names & forbidden) for module, names in _imported_packages(directory).items()
                  if names & forbidden}
     assert offenders == {}
 
 
 def test_slr_imports_with_baselines_and_the_suite_absent():
     code = ("import sys, pkgutil, importlib\n"
-            "sys.modules['baselines'] = None; sys.modules['slr_suite'] = None\n"
+            "sys.modules['slr.baselines'] = None; sys.modules['slr.suite'] = None\n"
             "import slr\n"
             "for info in pkgutil.walk_packages(slr.__path__, 'slr.'):\n"
             "    importlib.import_module(info.name)\n"

@@ -199,13 +199,14 @@ def test_wheel_holds_the_package_and_compiled_kernels_only(artefacts):
         entry_points = next(archive.read(n).decode() for n in names
                             if n.endswith(".dist-info/entry_points.txt"))
     dist_info = "-".join(artefacts["wheel"].name.split("-")[:2]) + ".dist-info"
-    top_level = {"slr", "baselines", "slr_suite", dist_info}  # slr_suite: the CLI
-    assert {name.split("/", 1)[0] for name in names} == top_level
+    # one top-level package: the baselines and the suite (the CLI) install inside it
+    assert {name.split("/", 1)[0] for name in names} == {"slr", dist_info}
+    assert "slr/baselines/ssvm.py" in names and "slr/suite/cli.py" in names
     # every kernel, and Cython's utility code that they all import (setup.py's SHARED_UTILITY)
     for stem in [k.removesuffix(".pyx") for k in _checkout_files((".pyx",), "slr", "baselines")] + ["slr/_cyutility"]:
         assert any(n.startswith(stem + ".") and n.endswith((".so", ".pyd")) for n in names), stem
     assert not [n for n in names if n.endswith((".c", ".pyx", ".pxd", ".pyc", ".o"))]
-    assert "slr = slr_suite.cli:main" in entry_points
+    assert "slr = slr.suite.cli:main" in entry_points
 
 
 @pytest.fixture(scope="module")
@@ -256,7 +257,7 @@ def test_installed_package_infers_and_learns(artefacts, reference, kind):
     _run([python.parent / "slr", "--help"])
 
 
-_FINGERPRINT = "from slr_suite.provenance import code_fingerprint; print(code_fingerprint())"
+_FINGERPRINT = "from slr.suite.provenance import code_fingerprint; print(code_fingerprint())"
 
 
 @pytest.mark.parametrize("kind", ["sdist", "wheel"])
@@ -265,7 +266,7 @@ def test_installed_package_shares_the_checkouts_cache_keys(artefacts, kind):
     built with the same Cython, NumPy, compiler and flags, have one code fingerprint, so one
     cache key per cell: the fingerprint names the kernels' build inputs (the wheel has no
     ``.pyx``), and each install checks its own binaries against its own build record."""
-    from slr_suite.provenance import code_fingerprint
+    from slr.suite.provenance import code_fingerprint
 
     result = _run([artefacts["python"][kind], "-I", "-c", _FINGERPRINT], cwd=artefacts["tmp"])
     assert result.stdout.strip().splitlines()[-1] == code_fingerprint()

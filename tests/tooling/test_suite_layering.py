@@ -1,4 +1,4 @@
-"""The suite's own layering: ``slr_suite``'s modules import each other without a cycle (imports
+"""The suite's own layering: the modules of ``slr.suite`` (``slr_suite/``) import each other without a cycle (imports
 inside functions included), and every module imports without matplotlib (only drawing needs it)."""
 from __future__ import annotations
 
@@ -12,22 +12,22 @@ SUITE = ROOT / "slr_suite"
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = ("slr", "suite", *path.relative_to(SUITE).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _suite_imports() -> dict[str, set[str]]:
-    """``{module: suite modules it imports, anywhere in its code}``; ``from slr_suite import x``
-    counts as importing ``slr_suite.x`` when that is a module, else ``slr_suite`` itself."""
+    """``{module: suite modules it imports, anywhere in its code}``; ``from slr.suite import x``
+    counts as importing ``slr.suite.x`` when that is a module, else ``slr.suite`` itself."""
     modules = {_module_name(path): path for path in sorted(SUITE.rglob("*.py"))}
     graph = {}
     for name, path in modules.items():
         targets = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
-                targets |= {alias.name for alias in node.names if alias.name.split(".")[0] == "slr_suite"}
+                targets |= {alias.name for alias in node.names if alias.name.startswith("slr.suite")}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                    and node.module.split(".")[0] == "slr_suite":
+                    and node.module.startswith("slr.suite"):
                 for alias in node.names:
                     child = f"{node.module}.{alias.name}"
                     targets.add(child if child in modules else node.module)
@@ -70,8 +70,8 @@ def test_cycle_finder_finds_a_planted_cycle():
 
 def test_suite_modules_import_each_other_without_a_cycle():
     graph = _suite_imports()
-    assert {"slr_suite.runner", "slr_suite.registry", "slr_suite.baselines", "slr_suite.tuning"} <= set(graph)
-    assert "slr_suite.methods" in graph["slr_suite.tuning"]    # the graph sees real edges
+    assert {"slr.suite.runner", "slr.suite.registry", "slr.suite.baselines", "slr.suite.tuning"} <= set(graph)
+    assert "slr.suite.methods" in graph["slr.suite.tuning"]    # the graph sees real edges
     assert _cycle(graph) == []
 
 
@@ -79,10 +79,10 @@ def test_suite_imports_without_matplotlib():
     """A lean install (no plotting) imports every module; matplotlib is imported where a figure is drawn."""
     code = ("import sys, pkgutil, importlib\n"
             "sys.modules['matplotlib'] = None\n"
-            "import slr_suite\n"
-            "names = [info.name for info in pkgutil.walk_packages(slr_suite.__path__, 'slr_suite.')]\n"
+            "import slr.suite\n"
+            "names = [info.name for info in pkgutil.walk_packages(slr.suite.__path__, 'slr.suite.')]\n"
             "for name in names:\n"
-            "    if name != 'slr_suite.__main__':\n"
+            "    if name != 'slr.suite.__main__':\n"
             "        importlib.import_module(name)\n"
             "assert 'matplotlib' not in sys.modules or sys.modules['matplotlib'] is None\n"
             "print(len(names))\n")
