@@ -1,8 +1,8 @@
 """Fixtures shared by several test modules, and the markers of whole folders.
 
 The tests live in a folder per package (data, inference, oracles, learner, baseline, suite,
-tooling; the baselines' tests in ``baseline``). Helpers shared between folders are modules here at tests/, importable from
-every test module (pytest puts this directory on sys.path with this conftest).
+tooling). Helpers shared between folders are modules here at tests/, importable from every test
+module (pytest puts this directory on sys.path with this conftest).
 """
 import os
 from pathlib import Path

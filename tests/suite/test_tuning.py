@@ -179,9 +179,10 @@ def test_a_method_can_try_part_of_the_C_grid():
 
     quick = get_profile("quick")
     spec = quick.spec("baselines")
-    tune = TuningGrid(C=(0.1, 1.0, 10.0), epsilon=(0.1, 1.0), C_of={"NSlackSSVM": (1.0, 10.0), "slr:Linear": (0.1,)})
+    tune = TuningGrid(C=(0.1, 1.0, 10.0), epsilon=(0.1, 1.0),
+                      C_of={"SubgradientSSVM": (1.0, 10.0), "slr:Linear": (0.1,)})
     spec = replace(spec, tune=dict(spec.tune, letters=tune))
-    assert grid(spec, "letters", "NSlackSSVM") == [dict(C=1.0, epsilon=0.1), dict(C=10.0, epsilon=0.1)]
+    assert grid(spec, "letters", "SubgradientSSVM") == [dict(C=1.0, epsilon=0.1), dict(C=10.0, epsilon=0.1)]
     assert grid(spec, "letters", "slr:Linear") == [dict(C=0.1, epsilon=0.1), dict(C=0.1, epsilon=1.0)]
     assert [g["C"] for g in grid(spec, "letters", "OneSlackSSVM")] == [0.1, 1.0, 10.0]
     ctx = RunContext(log=Logger(quiet=True), info=RunInfo.collect("quick", ["slr"]), cache_dir=None)
@@ -190,12 +191,12 @@ def test_a_method_can_try_part_of_the_C_grid():
     fits = {}
     for c in cells:
         fits.setdefault(c.identity["method"], []).append((c.identity["C"], c.identity["epsilon"]))
-    assert fits["NSlackSSVM"] == [(1.0, 0.1), (10.0, 0.1)] and fits["slr:Linear"] == [(0.1, 0.1), (0.1, 1.0)]
-    assert len(fits["GradientAlternation"]) == 6 and len(fits["pystruct:NSlackSSVM"]) == 3
-    assert "C in {0.1, 1, 10} (NSlackSSVM from {1, 10}, slr:Linear from {0.1}" in _regularisation_text(spec)
-    bad = replace(spec, tune=dict(spec.tune, letters=replace(tune, C_of={"NSlackSSVM": (0.5, 1.0)})))
-    with pytest.raises(ValueError, match=r"C_of\['NSlackSSVM'\] must be part of its C"):
-        grid(bad, "letters", "NSlackSSVM")
+    assert fits["SubgradientSSVM"] == [(1.0, 0.1), (10.0, 0.1)] and fits["slr:Linear"] == [(0.1, 0.1), (0.1, 1.0)]
+    assert len(fits["GradientAlternation"]) == 6 and len(fits["pystruct:OneSlackSSVM"]) == 3
+    assert "C in {0.1, 1, 10} (SubgradientSSVM from {1, 10}, slr:Linear from {0.1}" in _regularisation_text(spec)
+    bad = replace(spec, tune=dict(spec.tune, letters=replace(tune, C_of={"SubgradientSSVM": (0.5, 1.0)})))
+    with pytest.raises(ValueError, match=r"C_of\['SubgradientSSVM'\] must be part of its C"):
+        grid(bad, "letters", "SubgradientSSVM")
 
 
 def test_quick_letters_leaves_out_only_C_values_that_chose_nothing():
@@ -207,7 +208,7 @@ def test_quick_letters_leaves_out_only_C_values_that_chose_nothing():
 
     spec = get_profile("quick").spec("baselines")
     parts = spec.tune["letters"].C_of
-    assert set(parts) == {"NSlackSSVM", "pystruct:NSlackSSVM", "GradientAlternation"}
+    assert set(parts) == {"GradientAlternation"}
     rows = pd.read_csv(Path(__file__).resolve().parents[2] / "reports" / "tuning_results.csv")
     rows = rows[(rows.dataset == "letters") & (rows.epsilon == 0.1)]
     whole = [dict(C=C, epsilon=0.1) for C in spec.tune["letters"].C]
@@ -217,4 +218,4 @@ def test_quick_letters_leaves_out_only_C_values_that_chose_nothing():
             records = sub.to_dict("records")
             assert tuning.choose(whole, records) == tuning.choose(grid(spec, "letters", method), records), method
             checked += 1
-    assert checked >= 3
+    assert checked >= 1
