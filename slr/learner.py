@@ -526,7 +526,6 @@ class StructuredLogisticRegression(StructuredEstimator):
         latent_start = None
         if resume is None and params["latent_init"] != "uniform" and data.unlabelled.any():
             clamped = None if allowed is None else clamp_mask(labels, data.n_states) & allowed
-            assert start.rng is not None   # a fresh fit (no resume) has its generator
             latent_start = initial_node_targets(data, params["latent_init"], start.rng, clamped)
         local = LocalData(data, params["epsilon"], params["max_sweeps"], resolve_threads(params["n_jobs"]),
                           self._phase_timer or untimed, sample_weight=weights, class_weight=cw,
