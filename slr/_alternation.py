@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from slr._fit_data import FitData
+from slr._fit_data import FitData, LocalData
 from slr._prediction import map_labels
 from slr._relaxation import linear_parameters, relaxed_step
 from slr._setup import FACTORS
@@ -162,7 +162,7 @@ class Alternation:
         value = relaxed_step(oracle, names, before, self.relaxation,
                              lambda exact: self._set_potentials(factor, exact),
                              lambda: self._fitted_objective(factor), self.penalised)
-        if checked and not value <= self.penalised:   # the previous function (and its potentials) stay
+        if previous is not None and not value <= self.penalised:   # the previous function (and its potentials) stay
             self.oracles[factor], snapshot, self.fitted_pairwise, self.node_part, self.edge_part = previous
             self.data.restore(snapshot)
             value = self.penalised
@@ -184,7 +184,8 @@ class Alternation:
         if self.sweep_tol == 0 or self.max_sweeps == 0:
             self.last_sweep = self.data.sweeps(self.max_sweeps)
             return self._objective()
-        value, n_sweeps = self.objective, None
+        value = self.objective
+        n_sweeps: np.ndarray | None = None
         for done in range(0, self.max_sweeps, _SWEEP_CHUNK):
             run = self.data.sweeps(min(_SWEEP_CHUNK, self.max_sweeps - done))
             n_sweeps = run.n_sweeps if n_sweeps is None else n_sweeps + run.n_sweeps
@@ -192,16 +193,17 @@ class Alternation:
             value = self._objective()
             if run.converged.all() or previous - value <= self.sweep_tol * max(gained, 0.0):
                 break
+        assert n_sweeps is not None   # max_sweeps > 0: at least one chunk ran
         self.last_sweep = BatchSweepResult(self.messages, n_sweeps, run.converged)
         return value
 
     def _objective(self, nodes: bool = True, edges: bool = True) -> float:
         """R, recomputing the parts whose inputs changed since the last call."""
         with self.timed("objective R"):
-            node_part, edge_part = self.data.objective_parts(nodes, edges)
-            if nodes:
+            node_part, edge_part = self.data.objective_parts(nodes, edges)   # None: not asked for
+            if node_part is not None:
                 self.node_part = node_part
-            if edges:
+            if edge_part is not None:
                 self.edge_part = edge_part
             return self.node_part + self.edge_part
 
@@ -213,6 +215,7 @@ class Alternation:
         (stage ``"joint"``). ``potentials``: the solver's ``(eps g_u, eps g_p)`` at the iterate, taken
         as the state's potentials (for monitoring and snapshots; :meth:`settle` sets the kept
         functions' own), or None to leave them."""
+        assert isinstance(self.data, LocalData)   # the joint solver runs on local data (choose_solver)
         self.fitted_pairwise = self.fitted_pairwise or self.data.has_edges
         self.data.adopt(messages, potentials, self.fitted_pairwise)
         self.joint_steps += 1

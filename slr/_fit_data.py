@@ -35,7 +35,10 @@ class FitData(Protocol):
 
     has_edges: bool
     has_targets: bool
-    messages: np.ndarray | None
+
+    @property
+    def messages(self) -> np.ndarray | None:
+        """The messages, where these data hold them in this process."""
 
     def start(self, oracles: dict[str, Any], resume: tuple[Any, bool] | None) -> None:
         """Set the starting potentials: zero, or those of the fitted ``oracles`` of a continued fit
@@ -128,7 +131,10 @@ class LocalData:
         self.has_edges = train.has_edges
         batch, L = train.batch, train.n_states
         self.energy = PairwiseModel(epsilon)
-        self.delta = hamming_margin(train.labels, L, class_weight)
+        labels = train.labels
+        assert labels is not None   # training data: labelled
+        self.labels = labels
+        self.delta = hamming_margin(labels, L, class_weight)
         # hidden states: the states a node may not take sit far below in every potential and bias
         self.offset = 0.0 if train.allowed_states is None else state_offset(train.allowed_states, epsilon)
         self.edge_offset, self.transitions = None, transitions
@@ -158,7 +164,7 @@ class LocalData:
             self.train, oracles["pairwise"] if fitted_pairwise else None))
         if self.latent is not None and self.latent.fresh:
             self.latent.update(self.theta_nodes, self.theta_edges)
-        self._split = SplitObjective(self.train.batch, self.train.labels, self.epsilon, self.threads,
+        self._split = SplitObjective(self.train.batch, self.labels, self.epsilon, self.threads,
                                      check_input=False, sample_weight=self.sample_weight, targets=self.latent)
 
     def started(self) -> None:
@@ -180,8 +186,11 @@ class LocalData:
     def _fit_targets(self, factor: str) -> tuple[np.ndarray, np.ndarray | None]:
         """What ``factor``'s oracle fits: its labels (soft targets with unlabelled nodes) and row weights."""
         if factor == "unary":
-            return (self.train.labels if self.latent is None else self.latent.nodes), self.node_weights
-        return (self.pair_labels if self.latent is None else self.latent.edges), self.edge_weights
+            return (self.labels if self.latent is None else self.latent.nodes), self.node_weights
+        if self.latent is not None:
+            return self.latent.edges, self.edge_weights
+        assert self.pair_labels is not None   # kept whenever there are no soft targets
+        return self.pair_labels, self.edge_weights
 
     def _bias(self, factor: str, tags: OracleTags) -> np.ndarray | PairBias:
         if factor == "unary":   # unary_bias with the margin at hand (class weights, unlabelled nodes)
@@ -215,6 +224,7 @@ class LocalData:
                 self._split.edges(self.theta_edges, self.messages) if edges else None)
 
     def update_targets(self) -> None:
+        assert self.latent is not None   # the loop updates targets only where there are some (has_targets)
         self.latent.update(self.theta_nodes, self.theta_edges)
 
     # ------------------------------------------------------------------ the joint solver's iterates
@@ -258,7 +268,7 @@ class LocalData:
         if self.latent is not None:
             return None
         if self.node_weights is not None:
-            unweighted = SplitObjective(self.train.batch, self.train.labels, self.epsilon, self.threads, False)
+            unweighted = SplitObjective(self.train.batch, self.labels, self.epsilon, self.threads, False)
             objective = (unweighted.nodes(self.theta_nodes, self.messages)
                          + unweighted.edges(self.theta_edges, self.messages))
         with self.timed("certificate"):

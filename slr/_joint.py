@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal, TypedDict, overload
 
 import numpy as np
 
@@ -86,6 +86,9 @@ from slr.oracles.linear_protocol import LinearInParameters, is_linear_in_paramet
 from slr.oracles.pair_bias import _FACTOR_RANGE
 from slr.transitions import FORBIDDEN_UNITS, Transitions, add_edge_offset
 from slr.validation import check_int, check_option, check_real
+
+if TYPE_CHECKING:   # typing has it from Python 3.11 (the annotations are not evaluated)
+    from typing import NotRequired
 
 __all__ = ["JointResult", "joint_minimise", "joint_objective", "supports"]
 
@@ -166,6 +169,30 @@ class JointResult:
     n_iter: int
     n_evaluations: int
     converged: bool
+
+
+# one evaluation of the objective: the point x, R / eps and J / eps there, the messages nu it ran at
+# ("joint" mode; None in "sweeps" mode, whose messages are the state's lam / eps) and the gradient
+_Evaluation = tuple[np.ndarray, float, float, np.ndarray | None, np.ndarray]
+
+
+class _SolverState(TypedDict):
+    """What :func:`joint_minimise`'s evaluations, trace rows and cycles share."""
+
+    lam: np.ndarray                 # lambda, the learner's units: the start, swept in place in "sweeps" mode
+    nu: np.ndarray | None           # "sweeps" mode's one array for lam / eps
+    evaluations: int
+    last: _Evaluation | None        # the last evaluation (None before the first)
+    sweeps: int                     # sweeps of the next evaluation (sweep_tol > 0)
+    decrease: float | None          # the last iteration's decrease of J / eps (None before the first)
+    messages: NotRequired[Callable[[], np.ndarray]]   # nu of the last evaluation
+
+
+def _last(state: _SolverState) -> _Evaluation:
+    """The last evaluation (:func:`_cycles`' first trace row makes the first, before anything reads one)."""
+    last = state["last"]
+    assert last is not None
+    return last
 
 
 class _Factor:
@@ -258,8 +285,10 @@ class _Objective:
         # offsets, FORBIDDEN_UNITS * eps in potentials), whose softmax weight is then exactly 0
         pair_offset = None if transitions is None else transitions.edge_offset(FORBIDDEN_UNITS)
         self.pairwise = _Factor(pairwise, train.edge_features, L * L, "pairwise", offset=pair_offset)
-        self.labels = train.labels
-        self.margin = hamming_margin(train.labels, L, class_weight) / epsilon
+        labels = train.labels
+        assert labels is not None   # training data: labelled
+        self.labels = labels
+        self.margin = hamming_margin(labels, L, class_weight) / epsilon
         if transitions is not None:
             self.margin = self.margin + transitions.node_offset(batch, FORBIDDEN_UNITS)
         self.sources, self.targets = batch.edges[:, 0], batch.edges[:, 1]
@@ -318,6 +347,18 @@ class _Objective:
         return theta_nodes, theta_edges
 
     # ------------------------------------------------------------------ value and gradient
+    @overload
+    def __call__(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray, messages_gradient: Literal[True] = ...,
+                 ) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]: ...
+
+    @overload
+    def __call__(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray, messages_gradient: Literal[False],
+                 ) -> tuple[float, float, np.ndarray, np.ndarray, None]: ...
+
+    @overload
+    def __call__(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray,
+                 messages_gradient: Literal["squared_norm"]) -> tuple[float, float, np.ndarray, np.ndarray, float]: ...
+
     def __call__(self, coef_u: np.ndarray, coef_p: np.ndarray, nu: np.ndarray, messages_gradient: bool | str = True,
                  ) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray | float | None]:
         """``R / eps``, ``J / eps`` and the gradients of ``J / eps`` in ``W_u``, ``W_p`` and ``nu`` (None
@@ -340,14 +381,15 @@ class _Objective:
         value = float(losses.sum() if weights is None else weights @ losses)
         grad_p = np.zeros((self.pairwise.n_classes, self.pairwise.features.shape[1]))
         norm_only = messages_gradient == "squared_norm"
-        grad_nu = 0.0 if norm_only else np.zeros_like(nu) if messages_gradient else None
+        grad_nu_array = np.zeros_like(nu) if messages_gradient and not norm_only else None
+        grad_nu: np.ndarray | float | None = 0.0 if norm_only else grad_nu_array
         if self.n_edges:
             edge_value, expected, rows, cols = self._edges(coef_p, nu)
             value += edge_value
             grad_p = self._pairwise_gradient(expected)
             if messages_gradient:
                 # written over the edge marginals' row and column sums where only the norm is asked for
-                left, right = (rows, cols) if norm_only else (grad_nu[:, 0], grad_nu[:, 1])
+                left, right = (rows, cols) if grad_nu_array is None else (grad_nu_array[:, 0], grad_nu_array[:, 1])
                 np.subtract(rows, mu[self.sources], out=left)
                 np.subtract(cols, mu[self.targets], out=right)
                 if self.edge_weights is not None:   # an edge and its ends belong to one example
@@ -470,6 +512,7 @@ class _Objective:
     def _pairwise_gradient(self, expected: np.ndarray) -> np.ndarray:
         """``sum_e (mu_e - 1_{y_e}) x_e^T`` from :meth:`_edges`'s marginals."""
         if expected.ndim == 1:   # summed over edges that share one row of features
+            assert self.pairwise.shared_row is not None   # the factored form's marginals
             return np.outer(expected - self.pair_counts, self.pairwise.shared_row)
         expected[self.edge_index, self.pair_labels] -= 1.0
         if self.edge_weights is not None:
@@ -506,8 +549,9 @@ class _Objective:
             if factors is None:
                 diag_p = rows_times(pair_curvature, self.pairwise.squares)
             else:   # summed over edges that share one row of features
+                assert self.pairwise.shared_row is not None   # factors: the edges share it
                 diag_p = np.outer(pair_curvature, self.pairwise.shared_row**2)
-            if messages:
+            if diag_nu is not None:   # messages
                 diag_nu[:, 0] = row_curvature + node_curvature[self.sources]
                 diag_nu[:, 1] = col_curvature + node_curvature[self.targets]
         diag_p += self.pairwise.penalty
@@ -733,8 +777,8 @@ def joint_minimise(
     scale = 1.0 / max(1, train.batch.n_nodes)
     adaptive = sweep_tol > 0 and train.has_edges
     # nu: "sweeps" mode's one array of lam / eps, written anew by each evaluation (the objective's units)
-    state = {"lam": lam, "nu": np.empty_like(lam) if mode == "sweeps" else None, "evaluations": 0, "last": None,
-             "sweeps": min(_START_SWEEPS, max_sweeps), "decrease": None}
+    state: _SolverState = {"lam": lam, "nu": np.empty_like(lam) if mode == "sweeps" else None, "evaluations": 0,
+                           "last": None, "sweeps": min(_START_SWEEPS, max_sweeps), "decrease": None}
 
     unpack = objective.split   # x holds the messages too in "joint" mode, the parameters only in "sweeps"
 
@@ -758,7 +802,7 @@ def joint_minimise(
     def last_messages() -> np.ndarray:
         """``nu`` of the last evaluation: in ``x`` in "joint" mode; in "sweeps" mode ``lam / eps`` (only
         evaluations change ``lam``)."""
-        nu = state["last"][3]
+        nu = _last(state)[3]
         return scaled_messages() if nu is None else nu
 
     def scaled_messages() -> np.ndarray:
@@ -767,7 +811,7 @@ def joint_minimise(
 
     def learner_messages() -> np.ndarray:
         """``lambda`` of the last evaluation: ``eps nu`` in "joint" mode, the swept array in "sweeps" mode."""
-        nu = state["last"][3]
+        nu = _last(state)[3]
         return state["lam"] if nu is None else eps * nu
 
     state["messages"] = last_messages
@@ -807,7 +851,7 @@ def joint_minimise(
         if last is None or not np.array_equal(last[0], x):
             evaluate(x)
             state["evaluations"] -= 1
-        _, value, penalised, _, _ = state["last"]
+        _, value, penalised, _, _ = _last(state)
         trace.append((time.perf_counter() - clock - paused[0], eps * value, eps * penalised))
         if len(trace) > 1:
             state["decrease"] = (trace[-2][2] - trace[-1][2]) / eps
@@ -836,7 +880,7 @@ def joint_minimise(
     with _single_threaded_blas():
         x, n_iter, converged = _cycles(objective, evaluate, record, unpack, state, tol, max_iter, refresh, memory,
                                        x0, scale)
-    _, value, penalised, _, _ = state["last"]
+    _, value, penalised, _, _ = _last(state)
     coef_u, coef_p, _ = unpack(x)
     objective.unary.commit(coef_u, n_iter, converged)
     objective.pairwise.commit(coef_p, n_iter, converged)
@@ -844,8 +888,9 @@ def joint_minimise(
                        n_iter=n_iter, n_evaluations=state["evaluations"], converged=converged)
 
 
-def _cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack: Callable, state: dict, tol: float,
-            max_iter: int, refresh: int, memory: int, x: np.ndarray, scale: float) -> tuple[np.ndarray, int, bool]:
+def _cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack: Callable, state: _SolverState,
+            tol: float, max_iter: int, refresh: int, memory: int, x: np.ndarray,
+            scale: float) -> tuple[np.ndarray, int, bool]:
     """L-BFGS from ``x`` in preconditioned cycles until ``tol``, ``max_iter`` or a cycle without
     progress; ``state["last"]`` is left holding the evaluation at the returned point."""
     record(x)
@@ -855,18 +900,18 @@ def _cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack:
                                                    refresh, memory, x, scale)
     except _Stopped as stop:
         x, n_iter, converged = stop.x, stop.n_iter, False
-    if not np.array_equal(state["last"][0], x):
+    if not np.array_equal(_last(state)[0], x):
         evaluate(x)
     return x, n_iter, converged
 
 
-def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack: Callable, state: dict,
-                        tol: float, max_iter: int, refresh: int, memory: int, x: np.ndarray,
+def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack: Callable,
+                        state: _SolverState, tol: float, max_iter: int, refresh: int, memory: int, x: np.ndarray,
                         scale: float) -> tuple[np.ndarray, int, bool]:
     """:func:`_cycles` after the first trace row (the callback may raise :class:`_Stopped`)."""
     n_iter, converged = 0, False
     while True:
-        _, _, penalised, _, grad = state["last"]
+        _, _, penalised, _, grad = _last(state)
         converged = bool(np.max(np.abs(grad), initial=0.0) <= tol)
         del grad   # the optimiser's buffers take its place
         if converged or n_iter >= max_iter:
@@ -885,9 +930,9 @@ def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Calla
         n_iter += result.n_iter
         moved, stepped = result.x, result.n_iter > 0
         del result, d   # the optimiser's buffers: not alive during the next cycle's diagonal
-        if not np.array_equal(state["last"][0], moved):
+        if not np.array_equal(_last(state)[0], moved):
             evaluate(moved)
-        if not state["last"][2] < penalised:
+        if not _last(state)[2] < penalised:
             # no progress in a whole cycle: as far as float64 goes (after steps the start is gone; the
             # steps decreased the objective as evaluated on the way, so their end is kept)
             x = moved if stepped else x

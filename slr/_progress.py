@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 from contextlib import AbstractContextManager
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
@@ -111,6 +111,7 @@ class Iterate:
         """Per-node accuracy of :meth:`predict` on ``X``, ``Y`` (fully labelled), as
         :meth:`StructuredLogisticRegression.score` of a model stopped here gives it."""
         data, labels = self._labels(X, Y)
+        assert data.labels is not None   # checked with Y
         return float(np.mean(labels[data.visible] == data.labels[data.visible]))
 
 
@@ -154,6 +155,7 @@ class Progress:
         if self.verbose:
             print_progress(row, state.trace[-4:] if self.verbose > 1 else ())
         if self.callback is not None:
+            assert self.iterate is not None   # the learner passes it with every callback
             with self.timed("callback"), self.history.untimed():
                 current = self.iterate(row, state)
                 try:
@@ -202,6 +204,7 @@ class TrainingRows:
         labels under it) in its row, iteration ``kept``, if the schedule left it out."""
         if not self.on or self(kept):
             return
+        assert decode is not None   # the learner decodes whenever it monitors
         with timed("monitor"):
             history.measure_train(kept, decode)
 
@@ -213,7 +216,8 @@ class BestIteration:
 
     def __init__(self, patience: int) -> None:
         self.patience = patience
-        self.error, self.iteration, self.reached, self.snapshot = math.inf, 0, 0, None
+        self.error, self.iteration, self.reached = math.inf, 0, 0
+        self.snapshot: dict[str, Any] | None = None
 
     def update(self, iteration: int, error: float, state: Alternation) -> bool:
         """Record ``iteration``'s validation error; True once ``patience`` iterations have passed
@@ -226,7 +230,7 @@ class BestIteration:
                 or iteration - self.reached >= _PLATEAU_FACTOR * self.patience)
 
 
-def early_stopping(setting: str | bool, has_val: bool, oracles: tuple[Any, Any], n_examples: int,
+def early_stopping(setting: Literal["auto"] | bool, has_val: bool, oracles: tuple[Any, Any], n_examples: int,
                     fraction: float) -> bool:
     """Whether a fit stops early: ``early_stopping`` itself, or for ``"auto"``: with validation data,
     or when an oracle asks for it (its tags' ``validation_stopping``) and ``X`` has
@@ -239,7 +243,7 @@ def early_stopping(setting: str | bool, has_val: bool, oracles: tuple[Any, Any],
     return asked and n_examples >= _AUTO_HOLD_OUT_MIN and math.ceil(fraction * n_examples) < n_examples
 
 
-def print_progress(row: dict, half_steps: Sequence[tuple[int, str, float]]) -> None:
+def print_progress(row: dict, half_steps: Sequence[tuple[int, str, float, float]]) -> None:
     """One line per iteration (``verbose=1``), with R after each half step (``verbose=2``)."""
     steps = "".join(f"  {stage} {value:.6g}" for _, stage, value, _ in half_steps)
     print(f"[StructuredLogisticRegression] iteration {row['iteration']:4d}  R {row['objective']:.6g}  "

@@ -32,19 +32,17 @@ def relaxed_step(oracle: Any, names: tuple[str, ...], before: dict[str, np.ndarr
     Returns it.
     """
     fitted = linear_parameters(oracle, names) if before is not None else None
-    relaxed = fitted is not None and all(fitted[n].shape == before[n].shape for n in before)
-    if relaxed:
-        for name, old in before.items():
-            setattr(oracle, name, old + omega * (fitted[name] - old))
-        try:
-            set_potentials(False)
-            value = objective()
-        except ValueError:   # scores too large for the potentials' range
-            value = math.inf
-    else:
+    if before is None or fitted is None or not all(fitted[n].shape == before[n].shape for n in before):
         set_potentials(True)
+        return objective()
+    for name, old in before.items():
+        setattr(oracle, name, old + omega * (fitted[name] - old))
+    try:
+        set_potentials(False)
         value = objective()
-    if relaxed and not value <= previous:
+    except ValueError:   # scores too large for the potentials' range
+        value = math.inf
+    if not value <= previous:
         for name, exact in fitted.items():
             setattr(oracle, name, exact)
         set_potentials(True)

@@ -141,6 +141,7 @@ def checked_transitions(value: Any, data: FlatData, classes: np.ndarray | None) 
     if transitions is None:
         return None
     transitions = transitions.padded(data.n_states)
+    assert data.labels is not None   # training data: labelled
     transitions.check_labels(data.batch, data.labels)
     return transitions
 

@@ -56,7 +56,8 @@ def run_joint(state: Alternation, progress: Progress, done: int, max_iter: int,
     whole first iteration cost more than the joint solver's first steps gain from them (letters:
     docs/design.md, the joint solver). The data are local (:class:`slr._fit_data.LocalData`).
     Returns why it stopped and the last iteration run."""
-    data: LocalData = state.data
+    data = state.data
+    assert isinstance(data, LocalData)   # choose_solver picks the joint solver for data in this process only
     iteration = done
     if done == 0:   # the unary fit, capped (not in the snapshots of progress)
         iteration = 1
@@ -86,7 +87,7 @@ def run_joint(state: Alternation, progress: Progress, done: int, max_iter: int,
                                 sample_weight=data.sample_weight, class_weight=class_weight,
                                 transitions=data.transitions)
     if not (state.settled and np.array_equal(result.messages, settled_from[-1])):   # not the settled iterate
-        state.messages[...] = result.messages
+        data.messages[...] = result.messages
         state.settled = False
     state.fitted_pairwise = state.fitted_pairwise or data.has_edges
     if not result.n_iter:   # no iterate taken in: the solver's start (committed, its messages swept) settled

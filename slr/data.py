@@ -362,7 +362,7 @@ class FlatData:
         """Which nodes are unlabelled (label ``-1``), shape ``(n_nodes,)``."""
         return self._known_labels < 0
 
-    def subset(self, examples: Sequence[int]) -> "FlatData":
+    def subset(self, examples: Sequence[int] | np.ndarray) -> "FlatData":
         """The listed examples as a data set of their own (same ``n_states``, unlabelled nodes
         allowed as here)."""
         Y = None if self.Y is None else [self.Y[k] for k in examples]

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar, overload
 
 import numpy as np
 import pandas as pd
@@ -61,6 +61,15 @@ Decoder = Callable[[FlatData], np.ndarray]
 Data = TypeVar("Data")
 
 
+@overload
+def validation_data(X_val: Sequence, Y_val: Sequence, build: Callable[[Sequence, Sequence], Data]) -> Data: ...
+
+
+@overload
+def validation_data(X_val: Sequence | None, Y_val: Sequence | None,
+                    build: Callable[[Sequence, Sequence], Data]) -> Data | None: ...
+
+
 def validation_data(X_val: Sequence | None, Y_val: Sequence | None,
                     build: Callable[[Sequence, Sequence], Data]) -> Data | None:
     """The validation data of a fit: ``build(X_val, Y_val)`` (which checks them against the
@@ -73,7 +82,7 @@ def validation_data(X_val: Sequence | None, Y_val: Sequence | None,
     """
     if (X_val is None) != (Y_val is None):
         raise ValueError("X_val and Y_val must be given together")
-    if X_val is None:
+    if X_val is None or Y_val is None:   # both
         return None
     try:
         return build(X_val, Y_val)
@@ -92,13 +101,14 @@ class FitHistory:
 
     Parameters
     ----------
-    train : FlatData
-        The data the training error is measured on.
+    train : FlatData or None
+        The data the training error is measured on; None where they are not in this process
+        (the learner then measures it and passes ``train_error`` to :meth:`record`).
     val : FlatData, optional
         The data the validation error is measured on.
     """
 
-    def __init__(self, train: FlatData, val: FlatData | None = None) -> None:
+    def __init__(self, train: FlatData | None, val: FlatData | None = None) -> None:
         self.train, self.val = train, val
         self.rows: list[dict] = []
         self._eval_total = 0.0
@@ -115,6 +125,7 @@ class FitHistory:
         val_error = float("nan")
         if decode is not None:
             if monitor_train:
+                assert self.train is not None   # measured here only where the training data are here
                 train_error = _error(decode, self.train)
             if self.val is not None:
                 val_error = _error(decode, self.val)
@@ -134,6 +145,7 @@ class FitHistory:
         if row is None:
             return
         start = time.perf_counter()
+        assert self.train is not None   # measured here only where the training data are here
         row["train_error"] = _error(decode, self.train)
         row["eval_seconds"] += time.perf_counter() - start
 
@@ -234,11 +246,14 @@ class StructuredEstimator(VersionedPickle, BaseEstimator):
         """
         self._check_fitted()
         data = self._data(X, self._fitted_labels(Y))
-        visible = data.visible
-        return float(np.mean(self._predict_flat(data)[visible] == data.labels[visible]))
+        visible, labels = data.visible, data.labels
+        assert labels is not None   # checked with Y
+        return float(np.mean(self._predict_flat(data)[visible] == labels[visible]))
 
 
 def _error(decode: Decoder, data: FlatData) -> float:
-    labelled = data.labels >= 0   # unlabelled nodes (-1, training data only) are not scored
-    return float(np.mean(decode(data)[labelled] != data.labels[labelled])) if labelled.any() else float("nan")
+    labels = data.labels
+    assert labels is not None   # training and validation data: labelled
+    labelled = labels >= 0   # unlabelled nodes (-1, training data only) are not scored
+    return float(np.mean(decode(data)[labelled] != labels[labelled])) if labelled.any() else float("nan")
 

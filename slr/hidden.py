@@ -143,7 +143,7 @@ class HiddenNodeData(FlatData):
     def visible(self) -> np.ndarray:
         return self._visible
 
-    def subset(self, examples: Sequence[int]) -> "HiddenNodeData":
+    def subset(self, examples: Sequence[int] | np.ndarray) -> "HiddenNodeData":
         """The listed examples as a data set of their own (same labels and hidden states)."""
         X = [(*self.X[k], self.n_hidden[k]) for k in examples]
         Y = None if self.Y is None else [self.Y[k][: self.sizes[k] - self.n_hidden[k]] for k in examples]

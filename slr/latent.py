@@ -75,7 +75,7 @@ def clamp_mask(labels: np.ndarray, n_states: int) -> np.ndarray:
     return allowed
 
 
-def initial_node_targets(train: FlatData, method: str, rng: np.random.Generator,
+def initial_node_targets(train: FlatData, method: str, rng: np.random.Generator | None,
                          allowed: np.ndarray | None = None) -> np.ndarray:
     """The first node targets of a fit with unlabelled nodes, shape ``(n_nodes, L)``.
 
@@ -96,8 +96,8 @@ def initial_node_targets(train: FlatData, method: str, rng: np.random.Generator,
     train : FlatData
         Label ``-1`` marks an unlabelled node.
     method : {"neighbours", "kmeans", "random", "uniform"}
-    rng : numpy.random.Generator
-        Draws the k-means seed and the random states.
+    rng : numpy.random.Generator or None
+        Draws the k-means seed and the random states (None: a method that draws nothing).
     allowed : ndarray of bool, shape (n_nodes, L), optional
         The states each node may take (at least one per node; a labelled node only its label's);
         :func:`clamp_mask` of the labels when None.
@@ -113,12 +113,14 @@ def initial_node_targets(train: FlatData, method: str, rng: np.random.Generator,
     # the c-th allowed state of each unlabelled node, by c (columns past a node's count unused)
     order = np.argsort(~allowed[hidden], axis=1, kind="stable")
     if method == "random":
+        assert rng is not None   # the methods that draw are given a generator (documented)
         picks = order[np.arange(hidden.size), rng.integers(0, n_allowed)]
     elif method == "kmeans":
         features = neighbour_label_histograms(train)[hidden]
         n_clusters = min(int(n_allowed.min()), len(np.unique(features, axis=0)))
         if n_clusters < 2:
             return targets
+        assert rng is not None   # the methods that draw are given a generator (documented)
         with warnings.catch_warnings():   # identical rows: fewer distinct clusters than asked, harmless
             warnings.simplefilter("ignore")
             clusters = KMeans(n_clusters=n_clusters, n_init=10,

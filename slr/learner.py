@@ -27,7 +27,7 @@ import math
 import sys
 import warnings
 from contextlib import AbstractContextManager
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from slr._alternation import Alternation
 from slr._fit_data import FitData, LocalData
-from slr._params import Boolean, Checked, Integer, NJobs, Options, RandomState, Real, validate_params
+from slr._params import Boolean, Checked, Integer, NJobs, Options, RandomState, Real, Spec, validate_params
 from slr._prediction import map_labels, potentials, prediction_model
 from slr._progress import (BestIteration, Iterate, Progress, TrainingRows, early_stopping, iteration_objectives)
 from slr._setup import (FACTORS, FitStart, allowed_states, check_resolvable_class_weights, check_same_model,
@@ -349,7 +349,7 @@ class StructuredLogisticRegression(StructuredEstimator):
     #: run each phase inside ``_phase_timer(name)``, a context manager that times it.
     _phase_timer: Callable[[str], AbstractContextManager] | None = None
 
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict[str, Spec]] = {
         "epsilon": Checked(lambda value, name: check_epsilon(value, allow_zero=False, name=name),
                            "a real number > 0"),
         "max_iter": Integer(1),
@@ -512,7 +512,9 @@ class StructuredLogisticRegression(StructuredEstimator):
             data, val = data.subset(split[0]), data.subset(split[1])
             weights = None if weights is None else weights[split[0]]
         history = FitHistory(data, val)
-        cw = class_weights(encode_class_weight(params["class_weight"], start.classes), data.labels, data.n_labels)
+        labels = data.labels
+        assert labels is not None   # training data: labelled
+        cw = class_weights(encode_class_weight(params["class_weight"], start.classes), labels, data.n_labels)
         if cw is not None and data.n_states > data.n_labels:   # hidden states are never a label
             cw = np.r_[cw, np.ones(data.n_states - data.n_labels)]
         check_resolvable_class_weights(cw, params["epsilon"])
@@ -523,7 +525,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         allowed = allowed_states(data, transitions)
         latent_start = None
         if resume is None and params["latent_init"] != "uniform" and data.unlabelled.any():
-            clamped = None if allowed is None else clamp_mask(data.labels, data.n_states) & allowed
+            clamped = None if allowed is None else clamp_mask(labels, data.n_states) & allowed
             latent_start = initial_node_targets(data, params["latent_init"], start.rng, clamped)
         local = LocalData(data, params["epsilon"], params["max_sweeps"], resolve_threads(params["n_jobs"]),
                           self._phase_timer or untimed, sample_weight=weights, class_weight=cw,
@@ -608,6 +610,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             stop_reason, n_iter = run_alternation(state, progress, start.done, params["max_iter"])
         best, kept = progress.best, n_iter
         if best is not None and best.iteration < n_iter:   # keep the best iteration's model
+            assert best.snapshot is not None   # some iteration's validation error was measured (not NaN)
             state.restore(best.snapshot)
             kept = best.iteration
         if state.joint_steps and not state.settled:
@@ -615,7 +618,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         rows.finish(history, kept, decode, timed)
         self._report_end(params, n_iter, stop_reason, None if best is None else kept)
         history_frame, trace_frame = history.frame(), state.trace_frame()
-        if start.warm:   # the continued fit's rows after the earlier fit's, its clock after theirs
+        if start.earlier is not None:   # warm: the earlier fit's rows first, the clock after theirs
             earlier_history, earlier_trace = start.earlier
             history_frame["seconds"] += earlier_history["seconds"].iloc[-1]
             history_frame = pd.concat([earlier_history, history_frame], ignore_index=True)

@@ -337,7 +337,9 @@ class PairwiseModel:
         slack : ndarray of shape (B,)
             ``loss_k + theta . y'^k - theta . y^k``, at least 0.
         """
-        margin = hamming_margin(data.labels, data.n_states, class_weight)
+        labels = data.labels
+        assert labels is not None   # data with labels, as documented
+        margin = hamming_margin(labels, data.n_states, class_weight)
         aug = theta_nodes + (margin if scored is None else np.where(scored[:, None], margin, 0.0))
         aug, aug_edges = self.exclude(data, aug, theta_edges)
         method = self.method(data)
@@ -349,11 +351,11 @@ class PairwiseModel:
             y_hat = self.lp_map(data, aug, aug_edges, messages).labels
         node_mu, edge_mu = data.onehot(y_hat)
         loss = data.hamming(node_mu, class_weight, scored)
-        score_true = data.labelling_scores(data.labels, theta_nodes, theta_edges)
+        score_true = data.labelling_scores(labels, theta_nodes, theta_edges)
         violation = loss + data.labelling_scores(y_hat, theta_nodes, theta_edges) - score_true
         below = violation < 0
         if below.any():   # the true labelling is a candidate too: its violation is 0
-            y_hat = np.where(below[data.batch.node_example], data.labels, y_hat)
+            y_hat = np.where(below[data.batch.node_example], labels, y_hat)
             node_mu, edge_mu = data.onehot(y_hat)
             loss = data.hamming(node_mu, class_weight, scored)
             violation = np.where(below, 0.0, violation)

@@ -185,7 +185,7 @@ def _fit_constant(oracle: Constant, params: dict[str, Any], backend: Backend, sh
 
 
 def _same_row(a: np.ndarray | PairBias, b: np.ndarray | PairBias) -> bool:
-    if isinstance(a, PairBias):
+    if isinstance(a, PairBias) and isinstance(b, PairBias):   # every partition's bias is of one kind
         return bool(np.array_equal(a.left, b.left) and np.array_equal(a.right, b.right))
     return bool(np.array_equal(a, b))
 

@@ -63,6 +63,7 @@ class Shard:
     latent: LatentTargets | None = None
 
     def split_objective(self, epsilon: float, n_jobs: int | None) -> SplitObjective:
+        assert self.data.labels is not None   # training data: labelled
         return SplitObjective(self.data.batch, self.data.labels, epsilon, resolve_threads(n_jobs),
                                check_input=False, sample_weight=self.example_weights, targets=self.latent)
 
@@ -88,7 +89,7 @@ def describe(raw: tuple) -> dict[str, Any]:
             "weight_sum": float(data.n_examples if weights is None else weights.sum())}
 
 
-def _partition_weights(sample_weight: Any, n_examples: int) -> np.ndarray:
+def _partition_weights(sample_weight: Any, n_examples: int) -> np.ndarray | None:
     """A partition's example weights, checked as a learner's, except that they may all be 0: only
     the whole training set's must have a positive sum (the client checks it)."""
     weights = np.asarray(sample_weight)
@@ -110,6 +111,7 @@ def build(raw: tuple, n_states: int, class_weight: np.ndarray | None, d_edge: in
                         allow_unlabelled=True)
     weights = _partition_weights(raw[2], data.n_examples) if len(raw) == 3 else None
     L = data.n_states
+    assert data.labels is not None   # training data: labelled
     delta = hamming_margin(data.labels, L, class_weight)
     unary = np.zeros((data.batch.n_nodes, L))
     theta_edges = np.zeros((data.batch.n_edges, L, L))
@@ -152,6 +154,7 @@ def with_new_targets(shard: Shard, n_jobs: int | None) -> Shard:
     """The shard with its soft targets updated at its current potentials (a CCCP step,
     :meth:`slr.latent.LatentTargets.update`), on a copy of them."""
     latent = copy.copy(shard.latent)
+    assert latent is not None   # the data update targets only where there are some (has_targets)
     latent.messages, latent.threads = latent.messages.copy(), resolve_threads(n_jobs)
     latent.update(shard.theta_nodes, shard.theta_edges)
     return dataclasses.replace(shard, latent=latent)
@@ -174,9 +177,10 @@ def objective_parts(shard: Shard, epsilon: float, n_jobs: int | None, nodes: boo
 
 def errors(shard: Shard, predictor: PairwiseModel) -> tuple[int, int]:
     """Wrong MAP labels of the labelled nodes under the current potentials, and their number."""
-    labels = predictor.decode(shard.data, shard.unary_potentials, shard.theta_edges)
-    labelled = shard.data.labels >= 0
-    return int(np.count_nonzero(labels[labelled] != shard.data.labels[labelled])), int(labelled.sum())
+    labels, truth = predictor.decode(shard.data, shard.unary_potentials, shard.theta_edges), shard.data.labels
+    assert truth is not None   # training data: labelled
+    labelled = truth >= 0
+    return int(np.count_nonzero(labels[labelled] != truth[labelled])), int(labelled.sum())
 
 
 def source_errors(raw: tuple, predictor: PairwiseModel, n_states: int, unary: Any,

@@ -180,6 +180,7 @@ class ShardedData:
         """Write every shard's messages and replace the shards by tasks that rebuild them from their
         source and those files (each meant for the worker that holds the shard now), so that a lost
         shard is recomputed from its last checkpoint rather than from the start of the fit."""
+        assert self.checkpoint_every is not None   # iteration_done checkpoints only with a setting
         directory, _, rebuild = self.checkpoint_every
         suffix = ".npz" if self.has_targets else ".npy"   # with soft targets, those too
         paths = [os.path.join(directory, f"iteration{iteration:05d}-partition{index:05d}{suffix}")

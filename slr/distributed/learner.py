@@ -381,4 +381,5 @@ def _signature() -> inspect.Signature:
     return parent.replace(parameters=[*parent.parameters.values(), *extra])
 
 
-DaskStructuredLogisticRegression.__init__.__signature__ = _signature()
+# typeshed does not declare the __signature__ that inspect.signature reads on functions
+DaskStructuredLogisticRegression.__init__.__signature__ = _signature()  # type: ignore[attr-defined]

@@ -261,14 +261,16 @@ class BatchSweepResult:
 
     Attributes
     ----------
-    messages : ndarray of shape (n_edges, 2, L)
+    messages : ndarray of shape (n_edges, 2, L) or None
+        None only in the fit loop's summary of sweeps that ran elsewhere (sharded data:
+        :class:`slr.distributed._sharded_data.ShardedData`); :func:`batch_sweeps` returns them.
     n_sweeps : ndarray of shape (B,)
         Sweeps run on each example.
     converged : ndarray of shape (B,), bool
         Whether the last sweep met the stopping test (see ``tol`` of :func:`batch_sweeps`).
     """
 
-    messages: np.ndarray
+    messages: np.ndarray | None
     n_sweeps: np.ndarray
     converged: np.ndarray
 

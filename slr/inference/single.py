@@ -141,6 +141,7 @@ def smoothed_lp(
     batch, theta_nodes, theta_edges, run = _solve(theta_nodes, theta_edges, edges, eps, max_sweeps, tol, messages)
     _warn_unconverged(run, "smoothed_lp")
     lam = run.messages
+    assert lam is not None   # the sweeps ran in this process
     node_mu, edge_mu = _marginals(batch, theta_nodes, theta_edges, lam, eps)
     return SmoothedResult(
         value=float(_dual_values(batch, theta_nodes, theta_edges, lam, eps, threads=1)[0]),
@@ -192,6 +193,7 @@ def map_lp(
     batch, theta_nodes, theta_edges, run = _solve(theta_nodes, theta_edges, edges, 0.0, max_sweeps, tol, messages)
     _warn_unconverged(run, "map_lp")
     lam = run.messages
+    assert lam is not None   # the sweeps ran in this process
     labels = _node_beliefs(batch, theta_nodes, lam).argmax(axis=1)
     return MapResult(
         value=float(_dual_values(batch, theta_nodes, theta_edges, lam, 0.0, threads=1)[0]),

@@ -194,7 +194,7 @@ def _loss(features: np.ndarray, bias: np.ndarray | PairBias, labels: np.ndarray,
           fit_intercept: bool, sample_weight: np.ndarray | None) -> _ClassMajorLoss | PairLoss:
     """The loss of a fit: factored (:class:`PairLoss`) for a pair bias on rows that all have the
     same features (:func:`factorable`), else the dense class-major loss."""
-    if factorable(features, bias):
+    if isinstance(bias, PairBias) and factorable(features, bias):   # the isinstance (factorable repeats it) narrows
         row = np.append(features[0], 1.0) if fit_intercept else features[0].copy()
         return PairLoss(row, bias, labels, sample_weight)
     return _ClassMajorLoss(features, np.asarray(bias), labels, fit_intercept, sample_weight)
@@ -342,6 +342,8 @@ class Linear(LogisticOracle):
     products of features, overflows for features beyond about 1e150. Columns within
     ``[-1, 1]`` are used as given.
     """
+
+    max_iter: int   # declared here: capped_fits, above __init__, reads and sets it
 
     _parameter_constraints = {
         "l2": Real(0.0),

@@ -135,9 +135,9 @@ class Constant(LogisticOracle):
         l2, tol, max_iter = params["l2"], params["tol"], params["max_iter"]
         n, k = bias.shape
         counts = target_totals(labels, k, sample_weight)
-        pair = isinstance(bias, PairBias)
-        if l2 == 0 and np.all(counts > 0) and (bias.rows_equal() if pair else np.all(bias == bias[0])):
-            table = np.log(counts) - (bias.row(0) if pair else bias[0])
+        if l2 == 0 and np.all(counts > 0) and (
+                bias.rows_equal() if isinstance(bias, PairBias) else np.all(bias == bias[0])):
+            table = np.log(counts) - (bias.row(0) if isinstance(bias, PairBias) else bias[0])
             self.table_ = table - table.mean()
             self.n_iter_ = 0
             return
