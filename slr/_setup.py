@@ -157,3 +157,11 @@ def layout_digest(data: FlatData) -> str:
 def edge_width(data: FlatData) -> int | None:
     return data.d_edge if data.has_edges else None
 
+
+def check_held_out_labelled(none_labelled: bool, n_held_out: int, fraction: float) -> None:
+    """Refuse examples held out for early stopping (``none_labelled``: not one labelled node among
+    them) that no validation error could be measured on."""
+    if none_labelled:
+        raise ValueError(f"early stopping held out {n_held_out} examples of X (validation_fraction={fraction:g}) "
+                         "without a labelled node to score; label more examples, pass X_val and Y_val, or set "
+                         "early_stopping=False")

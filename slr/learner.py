@@ -38,9 +38,9 @@ from slr._fit_data import FitData, LocalData
 from slr._params import Boolean, Checked, Integer, NJobs, Options, RandomState, Real, Spec, validate_params
 from slr._prediction import map_labels, potentials, prediction_model
 from slr._progress import (BestIteration, Iterate, Progress, TrainingRows, early_stopping, iteration_objectives)
-from slr._setup import (FACTORS, FitStart, allowed_states, check_resolvable_class_weights, check_same_model,
-                        checked_data, checked_transitions, clone_oracle, edge_width, layout_digest, oracle_spec,
-                        untimed)
+from slr._setup import (FACTORS, FitStart, allowed_states, check_held_out_labelled, check_resolvable_class_weights,
+                        check_same_model, checked_data, checked_transitions, clone_oracle, edge_width, layout_digest,
+                        oracle_spec, untimed)
 from slr._solvers import SOLVERS, choose_solver, run_alternation, run_joint
 from slr.data import FlatData
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
@@ -511,6 +511,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             split = self._hold_out(data.n_examples, params["validation_fraction"], start.warm, start.rng)
             data, val = data.subset(split[0]), data.subset(split[1])
             weights = None if weights is None else weights[split[0]]
+            check_held_out_labelled(bool(val.unlabelled.all()), len(split[1]), params["validation_fraction"])
         history = FitHistory(data, val)
         labels = data.labels
         assert labels is not None   # training data: labelled

@@ -126,3 +126,17 @@ def test_a_model_that_held_examples_out_fits_again_and_continues():
     for fresh, kept_split in zip(split, model._validation_split):
         np.testing.assert_array_equal(fresh, kept_split)
     assert model.n_iter_ == kept + 2 and model.history_["iteration"].tolist() == list(range(kept + 3))
+
+
+def test_held_out_examples_without_a_labelled_node_are_refused(learner_class):
+    """Early stopping scores the examples it holds out; with no labelled node among them no
+    validation error exists, and the fit says so instead of failing inside."""
+    X, Y = make_structured(8, graph="chain", n_nodes=5, n_states=3, n_features=4, random_state=1)
+    Y = [np.array(y) if k < 2 else np.full(len(y), -1) for k, y in enumerate(Y)]
+    model = learner_class(Linear(), Linear(), max_iter=3, early_stopping=True, validation_fraction=0.5,
+                          random_state=0, n_jobs=1)
+    held_out = np.random.default_rng(0).permutation(8)[:4]   # the learner's split at random_state=0
+    assert held_out.min() >= 2, "the seed must hold out only unlabelled examples"
+    with pytest.raises(ValueError, match=r"early stopping held out 4 examples of X \(validation_fraction=0.5\) "
+                                         r"without a labelled node"):
+        model.fit(X, Y)
