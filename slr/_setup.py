@@ -20,7 +20,8 @@ from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, get_oracle_tags
 from slr.oracles.linear import Linear
 from slr.transitions import Transitions, check_transitions
 
-__all__ = ["FACTORS", "FitStart", "allowed_states", "check_resolvable_class_weights", "check_same_model",
+__all__ = ["FACTORS", "FitStart", "allowed_states", "check_held_out_labelled", "check_resolvable_class_weights",
+           "check_same_model",
            "checked_data", "checked_transitions", "clone_oracle", "edge_width", "layout_digest", "oracle_spec",
            "untimed"]
 
@@ -158,10 +159,10 @@ def edge_width(data: FlatData) -> int | None:
     return data.d_edge if data.has_edges else None
 
 
-def check_held_out_labelled(none_labelled: bool, n_held_out: int, fraction: float) -> None:
-    """Refuse examples held out for early stopping (``none_labelled``: not one labelled node among
-    them) that no validation error could be measured on."""
-    if none_labelled:
+def check_held_out_labelled(labels: Sequence[np.ndarray], n_held_out: int, fraction: float) -> None:
+    """Refuse the ``n_held_out`` examples early stopping holds out when their coded ``labels`` (one
+    array or several; -1: unlabelled) have no labelled node: no validation error could be measured."""
+    if all((np.asarray(y) < 0).all() for y in labels):
         raise ValueError(f"early stopping held out {n_held_out} examples of X (validation_fraction={fraction:g}) "
                          "without a labelled node to score; label more examples, pass X_val and Y_val, or set "
                          "early_stopping=False")

@@ -511,7 +511,8 @@ class StructuredLogisticRegression(StructuredEstimator):
             split = self._hold_out(data.n_examples, params["validation_fraction"], start.warm, start.rng)
             data, val = data.subset(split[0]), data.subset(split[1])
             weights = None if weights is None else weights[split[0]]
-            check_held_out_labelled(bool(val.unlabelled.all()), len(split[1]), params["validation_fraction"])
+            assert val.labels is not None   # a part of the training data: labelled
+            check_held_out_labelled([val.labels], len(split[1]), params["validation_fraction"])
         history = FitHistory(data, val)
         labels = data.labels
         assert labels is not None   # training data: labelled

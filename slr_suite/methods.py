@@ -321,8 +321,8 @@ _LETTERS_MLP = dict(n_hidden=100, learning_rate=0.25, batch_size=100, standardiz
 _LETTERS_TREES = dict(n_rounds=10, subsample=5000, warm_start=True, tree="vector")
 #: quick's 100 words make few mini-batches of 100: it takes batches of 20
 _LETTERS_MLP_QUICK = dict(n_hidden=100, learning_rate=0.25, batch_size=20)
-#: quick's costliest letters fit left, GradientAlternation (10-20 s each), leaves out C = 10, which
-#: chose nothing there (.207 at .1 against .214 at both 1 and 10).
+#: quick's costliest letters fit left, GradientAlternation, leaves out C = 10, which chose nothing
+#: there (docs/research/index.md, "Cutting-plane SSVMs on letters").
 _QUICK_LETTERS_C_OF = {"GradientAlternation": (0.1, 1.0)}
 #: quick's letters budgets (validation error on the 20 held-out words, test error on the 300 test
 #: words; CPU seconds of the 2-4 validation fits and the test fit together, on a loaded machine):

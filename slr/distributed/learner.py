@@ -218,8 +218,7 @@ class DaskStructuredLogisticRegression(StructuredLogisticRegression):
         if early and val is None:   # hold out validation_fraction of the examples, their labels coded
             split = self._hold_out(len(X), params["validation_fraction"], start.warm, start.rng)
             val = ([X[k] for k in split[1]], [Y[k] for k in split[1]], True)
-            check_held_out_labelled(all(bool((np.asarray(y) < 0).all()) for y in val[1]), len(split[1]),
-                                    params["validation_fraction"])
+            check_held_out_labelled(val[1], len(split[1]), params["validation_fraction"])
             X, Y = [X[k] for k in split[0]], [Y[k] for k in split[0]]
             weights = None if weights is None else weights[split[0]]
         n_partitions = self.n_partitions or len(_client().scheduler_info()["workers"])
