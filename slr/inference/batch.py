@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,22 @@ def resolve_threads(n_jobs: Any, name: str = "n_jobs") -> int:
 def _cpu_count() -> int:
     # os.cpu_count() reads /sys on every call (~7 us, a few per cent of a small sweep call)
     return os.cpu_count() or 1
+
+
+#: Each batch's ``_star.sweep_order``, computed on its first sweep: the layout cannot change.
+_SWEEP_ORDERS: weakref.WeakKeyDictionary[GraphBatch, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+def _sweep_order(batch: GraphBatch) -> tuple[np.ndarray, np.ndarray]:
+    """The order of the nodes in the star sweeps, and which are independent of the next."""
+    order = _SWEEP_ORDERS.get(batch)
+    if order is None:
+        order = _star.sweep_order(batch.node_ptr, batch.inc_ptr, batch.inc_edge, batch.inc_side,
+                                  batch.edges)
+        for array in order:
+            array.flags.writeable = False
+        _SWEEP_ORDERS[batch] = order
+    return order
 
 
 def _kernel_threads(threads: int, batch: GraphBatch) -> int:
@@ -193,8 +210,8 @@ def _run_sweeps(
     n_sweeps = np.zeros(batch.n_examples, dtype=np.int32)
     converged = np.zeros(batch.n_examples, dtype=np.uint8)
     _star.star_sweeps(
-        theta_nodes, kernel_edges(theta_edges), lam, batch.node_ptr, batch.inc_ptr, batch.inc_edge,
-        batch.inc_side, batch.max_degree, eps, max_sweeps, tol, _kernel_threads(threads, batch),
+        theta_nodes, kernel_edges(theta_edges), lam, batch.node_ptr, *_sweep_order(batch), batch.inc_ptr,
+        batch.inc_edge, batch.inc_side, batch.max_degree, eps, max_sweeps, tol, _kernel_threads(threads, batch),
         n_sweeps, converged,
     )
     return BatchSweepResult(messages=lam, n_sweeps=n_sweeps, converged=converged.astype(bool))
