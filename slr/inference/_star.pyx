@@ -18,7 +18,7 @@ With ``eps > 0`` on a CPU with AVX2 and FMA, each star's max-marginals ``mt`` ar
 the vector code of ``_star_simd.h`` (one vector exp/log call over the star's ``deg * L`` terms);
 the rest of the update, and the order of the updates, are the same on both paths. ``use_simd``
 switches it off (as does the environment variable ``SLR_DISABLE_SIMD`` at import). Two-state
-stars on a CPU with AVX-512F take 8-double vectors and go two at a time, in ``sweep_order``,
+stars on a CPU with AVX-512F take 8-double vectors and go several at a time, in ``sweep_order``,
 with the same messages bit for bit (``use_avx512(False)`` keeps them to AVX2).
 
 Every function here trusts its inputs: the Python layer (``slr.inference.batch``) validates
@@ -50,14 +50,11 @@ cdef extern from *:
 cdef extern from "_star_simd.h" nogil:
     int slr_simd_supported()
     int slr_avx512_supported()
-    double slr_binary_star_avx512(
-        int64_t v, const double* theta_nodes, const double* theta_edges, int64_t edge_stride, double* lam,
-        const int64_t* inc_ptr, const int64_t* inc_edge, const int64_t* inc_side, double eps,
-        double inv_eps, double* mt, double* size)
-    double slr_binary_star_pair_avx512(
-        int64_t v, int64_t w, const double* theta_nodes, const double* theta_edges, int64_t edge_stride,
-        double* lam, const int64_t* inc_ptr, const int64_t* inc_edge, const int64_t* inc_side, double eps,
-        double inv_eps, double* mt, double* size)
+    int SLR_GROUP
+    double slr_binary_stars_avx512(
+        const int64_t* nodes, int64_t count, const double* theta_nodes, const double* theta_edges,
+        int64_t edge_stride, double* lam, const int64_t* inc_ptr, const int64_t* inc_edge,
+        const int64_t* inc_side, double eps, double inv_eps, double* mt, double* size)
     double slr_binary_star_avx2(
         int64_t v, const double* theta_nodes, const double* theta_edges, int64_t edge_stride, double* lam,
         const int64_t* inc_ptr, const int64_t* inc_edge, const int64_t* inc_side, double eps,
@@ -275,29 +272,29 @@ def sweep_order(
     const int64_t[:, ::1] edges,
 ):
     """The order in which ``star_sweeps`` visits the nodes of each example, shape ``(N,)``, and
-    which of them start a pair of independent nodes, shape ``(N,)``, uint8.
+    its groups of independent nodes, shape ``(N,)``, uint8.
 
     The updates of two nodes without an edge between them commute (each writes only its own side
     of its edges). A sweep gives the same messages, bit for bit, in index order and in any order
     that keeps each node after its neighbours of lower index (and, backwards, in the reverse of
-    either). This order takes the nodes whose lower neighbours are all done (the ready ones) two
-    at a time, the two of lowest index: two ready nodes have no edge between them, and
-    ``order[k]`` with ``pair[k]`` set starts such a pair with ``order[k + 1]``. The two-state
-    AVX-512 code updates a pair at once, instead of waiting for each star's messages before the
-    next (on a grid the pairs are diagonal neighbours on two rows, in nearly the index order
-    that the caches prefer).
+    either). This order takes the nodes whose lower neighbours are all done (the ready ones)
+    ``SLR_GROUP`` at a time, those of lowest index: no two ready nodes have an edge between them.
+    ``group[k]`` is the size of the group at the first and at the last of its positions ``k``
+    (0 elsewhere). The two-state AVX-512 code updates a group at once, instead of waiting for
+    each star's messages before the next (on a grid a group is a diagonal across as many rows,
+    in nearly the index order that the caches prefer).
     """
     cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1
     cdef Py_ssize_t n_nodes = inc_ptr.shape[0] - 1
     order_arr = np.empty(n_nodes, dtype=np.int64)
-    pair_arr = np.zeros(n_nodes, dtype=np.uint8)
+    group_arr = np.zeros(n_nodes, dtype=np.uint8)
     waiting_arr = np.zeros(n_nodes, dtype=np.int64)
     heap_arr = np.empty(max(n_nodes, 1), dtype=np.int64)
     cdef int64_t[::1] order = order_arr
-    cdef unsigned char[::1] pair = pair_arr
+    cdef unsigned char[::1] group = group_arr
     cdef int64_t[::1] waiting = waiting_arr    # neighbours of lower index not yet updated
     cdef int64_t[::1] heap = heap_arr          # the ready nodes, lowest index first
-    cdef Py_ssize_t ex, v, w, k, position, size
+    cdef Py_ssize_t ex, v, k, g, position, size
     with nogil:
         for ex in range(n_examples):
             size = 0
@@ -309,17 +306,16 @@ def sweep_order(
                     _heap_push(&heap[0], &size, v)
             position = node_ptr[ex]
             while size > 0:
-                v = _heap_pop(&heap[0], &size)
-                order[position] = v
-                position = position + 1
-                if size > 0:
-                    w = _heap_pop(&heap[0], &size)
-                    order[position] = w
-                    pair[position - 1] = 1
-                    position = position + 1
-                    _release(w, inc_ptr, inc_edge, inc_side, edges, waiting, &heap[0], &size)
-                _release(v, inc_ptr, inc_edge, inc_side, edges, waiting, &heap[0], &size)
-    return order_arr, pair_arr
+                g = 0
+                while g < SLR_GROUP and size > 0:
+                    order[position + g] = _heap_pop(&heap[0], &size)
+                    g = g + 1
+                group[position] = g
+                group[position + g - 1] = g
+                for k in range(position, position + g):
+                    _release(order[k], inc_ptr, inc_edge, inc_side, edges, waiting, &heap[0], &size)
+                position = position + g
+    return order_arr, group_arr
 
 
 def star_sweeps(
@@ -328,7 +324,7 @@ def star_sweeps(
     double[:, :, ::1] lam,
     const int64_t[::1] node_ptr,
     const int64_t[::1] order,
-    const unsigned char[::1] pair,
+    const unsigned char[::1] group,
     const int64_t[::1] inc_ptr,
     const int64_t[::1] inc_edge,
     const int64_t[::1] inc_side,
@@ -359,10 +355,9 @@ def star_sweeps(
         Messages, updated in place.
     node_ptr, inc_ptr, inc_edge, inc_side : int64
         The batch layout (see ``slr.data.GraphBatch``).
-    order : (N,) int64, pair : (N,) uint8
+    order : (N,) int64, group : (N,) uint8
         ``sweep_order`` of the layout: each example's nodes, permuted within the example, and
-        the positions ``k`` where a pair of nodes without an edge between them starts,
-        ``order[k]`` and ``order[k + 1]``.
+        the sizes of its groups of nodes without an edge between them.
     max_degree : int
         Largest node degree (sizes the per-thread scratch).
     eps : float
@@ -376,13 +371,13 @@ def star_sweeps(
     cdef Py_ssize_t es = 1 if theta_edges.shape[0] > 1 else 0   # 0: one table for every edge
     cdef double inv_eps = 1.0 / eps if eps > 0 else 0.0
     # mt and the vector code's scratch: deg * L values padded to whole vectors of 4 (16 at least:
-    # the AVX-512 code stores the max-marginals of two stars, 8 each)
-    cdef Py_ssize_t padded = max_degree * L + 16
+    # the AVX-512 code stores the max-marginals of SLR_GROUP stars, 8 each)
+    cdef Py_ssize_t padded = max_degree * L + 8 * SLR_GROUP
     cdef bint simd = simd_enabled and eps > 0.0
     # two-state stars on AVX-512 go in sweep_order, the rest in index order: only the former
-    # update two stars at once, and the index order keeps the latter's reads sequential
-    cdef bint pairs = L == 2 and simd and avx512_enabled
-    cdef Py_ssize_t ex, i, j, step, v, lo, hi
+    # update several stars at once, and the index order keeps the latter's reads sequential
+    cdef bint groups = L == 2 and simd and avx512_enabled
+    cdef Py_ssize_t ex, i, j, count, v, lo, hi
     cdef int sweep
     cdef double change, node_change, size, limit
     cdef double* scratch
@@ -408,21 +403,14 @@ def star_sweeps(
                     j = lo + i if sweep % 2 == 0 else hi - 1 - i
                     i = i + 1
                     v = j
-                    if pairs:
-                        # in sweep_order: the same messages as in index order, pairs at once
-                        v = order[j]
-                        step = 1 if sweep % 2 == 0 else -1
-                        if i < hi - lo and pair[j if step == 1 else j - 1]:
-                            node_change = slr_binary_star_pair_avx512(
-                                v, order[j + step], &theta_nodes[0, 0], &theta_edges[0, 0, 0],
-                                es, &lam[0, 0, 0], &inc_ptr[0], &inc_edge[0], &inc_side[0], eps,
-                                inv_eps, scratch, &size)
-                            i = i + 1
-                        else:
-                            node_change = slr_binary_star_avx512(
-                                v, &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],
-                                &inc_ptr[0], &inc_edge[0], &inc_side[0], eps, inv_eps, scratch,
-                                &size)
+                    if groups:
+                        # in sweep_order: the same messages as in index order, a group at once
+                        count = group[j]
+                        node_change = slr_binary_stars_avx512(
+                            &order[j if sweep % 2 == 0 else j - count + 1], count,
+                            &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],
+                            &inc_ptr[0], &inc_edge[0], &inc_side[0], eps, inv_eps, scratch, &size)
+                        i = i + count - 1
                     elif L == 2 and simd:
                         node_change = slr_binary_star_avx2(
                             v, &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],

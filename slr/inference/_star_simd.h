@@ -19,6 +19,9 @@
 #ifndef SLR_STAR_SIMD_H
 #define SLR_STAR_SIMD_H
 
+/* Most independent stars the two-state AVX-512 code updates at once (slr_binary_stars_avx512) */
+#define SLR_GROUP 8
+
 #include <math.h>
 #include <stdint.h>
 
@@ -422,34 +425,44 @@ __attribute__((target("avx512f,avx2,fma"))) static double slr_binary_star_avx512
                                 m, size);
 }
 
-/* The star updates at v, then at w, for two nodes without an edge between them: neither reads
- * what the other writes, so both gather their operands before either stores its messages, and
- * the CPU computes the two at once. mt holds 16 doubles. Returns the larger change. */
-__attribute__((target("avx512f,avx2,fma"))) static double slr_binary_star_pair_avx512(
-    int64_t v, int64_t w, const double *theta_nodes, const double *theta_edges,
+/* The star updates at the count <= SLR_GROUP nodes nodes[g], no two of them joined by an edge:
+ * none reads what another writes, so all gather their operands before any stores its messages,
+ * and the CPU computes them at once. mt holds 8 SLR_GROUP doubles. Returns the largest change. */
+__attribute__((target("avx512f,avx2,fma"))) static double slr_binary_stars_avx512(
+    const int64_t *nodes, int64_t count, const double *theta_nodes, const double *theta_edges,
     int64_t edge_stride, double *lam, const int64_t *inc_ptr, const int64_t *inc_edge,
     const int64_t *inc_side, double eps, double inv_eps, double *mt, double *size)
 {
-    const int64_t start_v = inc_ptr[v], deg_v = inc_ptr[v + 1] - start_v;
-    const int64_t start_w = inc_ptr[w], deg_w = inc_ptr[w + 1] - start_w;
-    if (deg_v == 0 || deg_v > 4 || deg_w == 0 || deg_w > 4) {
-        const double first = slr_binary_star_avx512(v, theta_nodes, theta_edges, edge_stride, lam,
-                                                    inc_ptr, inc_edge, inc_side, eps, inv_eps,
-                                                    mt, size);
-        const double second = slr_binary_star_avx512(w, theta_nodes, theta_edges, edge_stride,
-                                                     lam, inc_ptr, inc_edge, inc_side, eps,
-                                                     inv_eps, mt, size);
-        return first > second ? first : second;
+    __m512d m[SLR_GROUP];
+    double change = 0.0, one;
+    int64_t g;
+    for (g = 0; g < count; g++) {
+        const int64_t deg = inc_ptr[nodes[g] + 1] - inc_ptr[nodes[g]];
+        if (deg == 0 || deg > 4)
+            break;
     }
-    const __m512d m_v = slr_binary_marginals_v8(theta_edges, edge_stride, lam, inc_edge + start_v,
-                                                inc_side + start_v, deg_v, eps, inv_eps);
-    const __m512d m_w = slr_binary_marginals_v8(theta_edges, edge_stride, lam, inc_edge + start_w,
-                                                inc_side + start_w, deg_w, eps, inv_eps);
-    const double first = slr_binary_finish_v8(v, theta_nodes, lam, inc_edge + start_v,
-                                              inc_side + start_v, deg_v, mt, m_v, size);
-    const double second = slr_binary_finish_v8(w, theta_nodes, lam, inc_edge + start_w,
-                                               inc_side + start_w, deg_w, mt + 8, m_w, size);
-    return first > second ? first : second;
+    if (g < count) {   /* a star the vector of 8 does not hold: one at a time */
+        for (g = 0; g < count; g++) {
+            one = slr_binary_star_avx512(nodes[g], theta_nodes, theta_edges, edge_stride, lam,
+                                         inc_ptr, inc_edge, inc_side, eps, inv_eps, mt, size);
+            change = one > change ? one : change;
+        }
+        return change;
+    }
+    for (g = 0; g < count; g++) {
+        const int64_t start = inc_ptr[nodes[g]];
+        m[g] = slr_binary_marginals_v8(theta_edges, edge_stride, lam, inc_edge + start,
+                                       inc_side + start, inc_ptr[nodes[g] + 1] - start, eps,
+                                       inv_eps);
+    }
+    for (g = 0; g < count; g++) {
+        const int64_t start = inc_ptr[nodes[g]];
+        one = slr_binary_finish_v8(nodes[g], theta_nodes, lam, inc_edge + start,
+                                   inc_side + start, inc_ptr[nodes[g] + 1] - start, mt + 8 * g,
+                                   m[g], size);
+        change = one > change ? one : change;
+    }
+    return change;
 }
 
 /* Maximum of the four lanes. */
@@ -562,21 +575,11 @@ static double slr_binary_star_avx2(int64_t v, const double *theta_nodes,
 static int slr_avx512_supported(void) { return 0; }
 
 /* never called: slr_avx512_supported() is 0 */
-static double slr_binary_star_pair_avx512(int64_t v, int64_t w, const double *theta_nodes,
-                                          const double *theta_edges, int64_t edge_stride,
-                                          double *lam, const int64_t *inc_ptr,
-                                          const int64_t *inc_edge, const int64_t *inc_side,
-                                          double eps, double inv_eps, double *mt, double *size)
-{
-    return 0.0;
-}
-
-/* never called: slr_avx512_supported() is 0 */
-static double slr_binary_star_avx512(int64_t v, const double *theta_nodes,
-                                     const double *theta_edges, int64_t edge_stride, double *lam,
-                                     const int64_t *inc_ptr, const int64_t *inc_edge,
-                                     const int64_t *inc_side, double eps, double inv_eps,
-                                     double *mt, double *size)
+static double slr_binary_stars_avx512(const int64_t *nodes, int64_t count,
+                                      const double *theta_nodes, const double *theta_edges,
+                                      int64_t edge_stride, double *lam, const int64_t *inc_ptr,
+                                      const int64_t *inc_edge, const int64_t *inc_side,
+                                      double eps, double inv_eps, double *mt, double *size)
 {
     return 0.0;
 }

@@ -104,24 +104,28 @@ def test_avx512_and_avx2_sweeps_agree_bit_for_bit(eps):
     np.testing.assert_array_equal(_run_on_path("avx512", sweep), _run_on_path("avx2", sweep))
 
 
-def test_sweep_order_keeps_each_node_after_its_lower_neighbours_and_pairs_independent_nodes():
+def test_sweep_order_keeps_each_node_after_its_lower_neighbours_and_groups_independent_nodes():
     rng = np.random.default_rng(3)
     graphs = _graphs(rng) + [(12, grid_edges(3, 4))]
     batch = GraphBatch.from_graphs(graphs, 2)
-    order, pair = _sweep_order(batch)
+    order, group = _sweep_order(batch)
     position = np.empty_like(order)
     position[order] = np.arange(len(order))
     for lo, hi in zip(batch.node_ptr[:-1], batch.node_ptr[1:]):
         assert sorted(order[lo:hi]) == list(range(lo, hi))     # each example's nodes, within it
     first, second = batch.edges.min(axis=1), batch.edges.max(axis=1)
     assert (position[first] < position[second]).all()
-    starts = np.flatnonzero(pair)
-    assert not np.isin(starts + 1, starts).any()              # pairs do not overlap
-    linked = {(int(a), int(b)) for a, b in zip(first, second)}
-    for k in starts:
-        a, b = sorted((int(order[k]), int(order[k + 1])))
-        assert (a, b) not in linked
-        assert np.searchsorted(batch.node_ptr, a, "right") == np.searchsorted(batch.node_ptr, b, "right")
-    # on a grid nearly every node has a partner: the diagonal neighbour on the next row
-    grid = GraphBatch.from_graphs([(100, grid_edges(10, 10))], 2)
-    assert _sweep_order(grid)[1].sum() >= 40
+    # the groups tile the order, their sizes at both ends, and no edge joins two of a group
+    member = np.empty(len(order), dtype=np.int64)
+    k = 0
+    while k < len(order):
+        size = int(group[k])
+        assert 1 <= size <= 8 and group[k + size - 1] == size
+        assert not group[k + 1:k + size - 1].any()
+        member[k:k + size] = k
+        k += size
+    assert (member[position[first]] != member[position[second]]).all()
+    # on a grid most nodes are in full groups, diagonals across 8 rows (not at a band's ends)
+    grid = GraphBatch.from_graphs([(400, grid_edges(20, 20))], 2)
+    sizes = _sweep_order(grid)[1]
+    assert 8 * (sizes == 8).sum() / 2 >= 0.7 * 400
