@@ -77,8 +77,12 @@ def _cpu_count() -> int:
 _SWEEP_ORDERS: weakref.WeakKeyDictionary[GraphBatch, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
+#: What ``_star.star_sweeps`` is given where it visits the nodes in index order.
+_INDEX_ORDER = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
+
+
 def _sweep_order(batch: GraphBatch) -> tuple[np.ndarray, np.ndarray]:
-    """The order of the nodes in the star sweeps, and which are independent of the next."""
+    """The order in which the two-state sweeps visit the nodes, and its groups of independent nodes."""
     order = _SWEEP_ORDERS.get(batch)
     if order is None:
         order = _star.sweep_order(batch.node_ptr, batch.inc_ptr, batch.inc_edge, batch.inc_side,
@@ -209,8 +213,10 @@ def _run_sweeps(
 ) -> BatchSweepResult:
     n_sweeps = np.zeros(batch.n_examples, dtype=np.int32)
     converged = np.zeros(batch.n_examples, dtype=np.uint8)
+    # the kernel reads the order only for two states and eps > 0 (on a CPU with AVX-512)
+    order = _sweep_order(batch) if batch.n_states == 2 and eps > 0 else _INDEX_ORDER
     _star.star_sweeps(
-        theta_nodes, kernel_edges(theta_edges), lam, batch.node_ptr, *_sweep_order(batch), batch.inc_ptr,
+        theta_nodes, kernel_edges(theta_edges), lam, batch.node_ptr, *order, batch.inc_ptr,
         batch.inc_edge, batch.inc_side, batch.max_degree, eps, max_sweeps, tol, _kernel_threads(threads, batch),
         n_sweeps, converged,
     )
