@@ -342,10 +342,10 @@ def star_sweeps(
     the same messages (see ``sweep_order``); the direction alternates (forward, then backward,
     ...) so information flows both ways. An example stops as soon as a sweep changes no message
     vector ``lam[e, s, :]`` by more than ``max(tol, RESOLUTION * size)``, ``size`` being the
-    largest magnitude the sweep computed (with ``tol = 0``: only when nothing changes). The change is measured for ``eps > 0`` beyond a constant shift
-    (``max_a d_a - min_a d_a`` of its change ``d``; a constant shift is a gauge that changes
-    no belief and not ``A``), for ``eps = 0`` in absolute value (``max_a |d_a|``). Examples
-    run in parallel.
+    largest magnitude the sweep computed (with ``tol = 0``: only when nothing changes). The
+    change is measured for ``eps > 0`` beyond a constant shift (``max_a d_a - min_a d_a`` of its
+    change ``d``; a constant shift is a gauge that changes no belief and not ``A``), for
+    ``eps = 0`` in absolute value (``max_a |d_a|``). Examples run in parallel.
 
     Parameters
     ----------
@@ -355,9 +355,10 @@ def star_sweeps(
         Messages, updated in place.
     node_ptr, inc_ptr, inc_edge, inc_side : int64
         The batch layout (see ``slr.data.GraphBatch``).
-    order : (N,) int64, group : (N,) uint8
+    order : (N,) or (0,) int64, group : (N,) or (0,) uint8
         ``sweep_order`` of the layout: each example's nodes, permuted within the example, and
-        the sizes of its groups of nodes without an edge between them.
+        the sizes of its groups of nodes without an edge between them. Read by the two-state
+        AVX-512 code only; empty arrays keep every sweep in index order.
     max_degree : int
         Largest node degree (sizes the per-thread scratch).
     eps : float
@@ -370,13 +371,13 @@ def star_sweeps(
     cdef Py_ssize_t L = theta_nodes.shape[1]
     cdef Py_ssize_t es = 1 if theta_edges.shape[0] > 1 else 0   # 0: one table for every edge
     cdef double inv_eps = 1.0 / eps if eps > 0 else 0.0
-    # mt and the vector code's scratch: deg * L values padded to whole vectors of 4 (16 at least:
-    # the AVX-512 code stores the max-marginals of SLR_GROUP stars, 8 each)
+    # mt and the vector code's scratch: deg * L values padded to whole vectors of 4, and room for
+    # the max-marginals of the SLR_GROUP stars the AVX-512 code updates at once, 8 each
     cdef Py_ssize_t padded = max_degree * L + 8 * SLR_GROUP
     cdef bint simd = simd_enabled and eps > 0.0
     # two-state stars on AVX-512 go in sweep_order, the rest in index order: only the former
     # update several stars at once, and the index order keeps the latter's reads sequential
-    cdef bint groups = L == 2 and simd and avx512_enabled
+    cdef bint groups = L == 2 and simd and avx512_enabled and order.shape[0] == theta_nodes.shape[0]
     cdef Py_ssize_t ex, i, j, count, v, lo, hi
     cdef int sweep
     cdef double change, node_change, size, limit

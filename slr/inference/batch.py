@@ -77,7 +77,7 @@ def _cpu_count() -> int:
 _SWEEP_ORDERS: weakref.WeakKeyDictionary[GraphBatch, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
-#: What ``_star.star_sweeps`` is given where it visits the nodes in index order.
+#: The order ``_star.star_sweeps`` is given where it is not read: the index order.
 _INDEX_ORDER = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
 
 
@@ -213,7 +213,7 @@ def _run_sweeps(
 ) -> BatchSweepResult:
     n_sweeps = np.zeros(batch.n_examples, dtype=np.int32)
     converged = np.zeros(batch.n_examples, dtype=np.uint8)
-    # the kernel reads the order only for two states and eps > 0 (on a CPU with AVX-512)
+    # only two-state sweeps with eps > 0 (on a CPU with AVX-512) read the order
     order = _sweep_order(batch) if batch.n_states == 2 and eps > 0 else _INDEX_ORDER
     _star.star_sweeps(
         theta_nodes, kernel_edges(theta_edges), lam, batch.node_ptr, *order, batch.inc_ptr,
