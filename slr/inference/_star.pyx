@@ -17,9 +17,9 @@ Two-state graphs (binary denoising) take the same update written out for ``L = 2
 With ``eps > 0`` on a CPU with AVX2 and FMA, each star's max-marginals ``mt`` are computed by
 the vector code of ``_star_simd.h`` (one vector exp/log call over the star's ``deg * L`` terms);
 the rest of the update, and the order of the updates, are the same on both paths. ``use_simd``
-switches it off (as does the environment variable ``SLR_DISABLE_SIMD`` at import). Two-state
-stars on a CPU with AVX-512F take 8-double vectors and go several at a time, in ``sweep_order``,
-with the same messages bit for bit (``use_avx512(False)`` keeps them to AVX2).
+switches it off (as does the environment variable ``SLR_DISABLE_SIMD`` at import). The vector
+code updates two-state stars several at a time, in ``sweep_order``, with the same messages bit
+for bit; on a CPU with AVX-512F in 8-double vectors (``use_avx512(False)`` keeps it to AVX2).
 
 Every function here trusts its inputs: the Python layer (``slr.inference.batch``) validates
 shapes, index ranges, finiteness and magnitudes once and then calls these kernels without checks.
@@ -52,6 +52,10 @@ cdef extern from "_star_simd.h" nogil:
     int slr_avx512_supported()
     int SLR_GROUP
     double slr_binary_stars_avx512(
+        const int64_t* nodes, int64_t count, const double* theta_nodes, const double* theta_edges,
+        int64_t edge_stride, double* lam, const int64_t* inc_ptr, const int64_t* inc_edge,
+        const int64_t* inc_side, double eps, double inv_eps, double* mt, double* size)
+    double slr_binary_stars_avx2(
         const int64_t* nodes, int64_t count, const double* theta_nodes, const double* theta_edges,
         int64_t edge_stride, double* lam, const int64_t* inc_ptr, const int64_t* inc_edge,
         const int64_t* inc_side, double eps, double inv_eps, double* mt, double* size)
@@ -280,7 +284,7 @@ def sweep_order(
     either). This order takes the nodes whose lower neighbours are all done (the ready ones)
     ``SLR_GROUP`` at a time, those of lowest index: no two ready nodes have an edge between them.
     ``group[k]`` is the size of the group at the first and at the last of its positions ``k``
-    (0 elsewhere). The two-state AVX-512 code updates a group at once, instead of waiting for
+    (0 elsewhere). The two-state vector code updates a group at once, instead of waiting for
     each star's messages before the next (on a grid a group is a diagonal across as many rows,
     in nearly the index order that the caches prefer).
     """
@@ -358,7 +362,7 @@ def star_sweeps(
     order : (N,) or (0,) int64, group : (N,) or (0,) uint8
         ``sweep_order`` of the layout: each example's nodes, permuted within the example, and
         the sizes of its groups of nodes without an edge between them. Read by the two-state
-        AVX-512 code only; empty arrays keep every sweep in index order.
+        vector code only; empty arrays keep every sweep in index order.
     max_degree : int
         Largest node degree (sizes the per-thread scratch).
     eps : float
@@ -372,12 +376,13 @@ def star_sweeps(
     cdef Py_ssize_t es = 1 if theta_edges.shape[0] > 1 else 0   # 0: one table for every edge
     cdef double inv_eps = 1.0 / eps if eps > 0 else 0.0
     # mt and the vector code's scratch: deg * L values padded to whole vectors of 4, and room for
-    # the max-marginals of the SLR_GROUP stars the AVX-512 code updates at once, 8 each
+    # the max-marginals of the SLR_GROUP stars the two-state code updates at once, 8 each
     cdef Py_ssize_t padded = max_degree * L + 8 * SLR_GROUP
     cdef bint simd = simd_enabled and eps > 0.0
-    # two-state stars on AVX-512 go in sweep_order, the rest in index order: only the former
-    # update several stars at once, and the index order keeps the latter's reads sequential
-    cdef bint groups = L == 2 and simd and avx512_enabled and order.shape[0] == theta_nodes.shape[0]
+    # two-state stars with the vector code go in sweep_order, the rest in index order: only the
+    # former update several stars at once, and the index order keeps the latter's reads sequential
+    cdef bint groups = L == 2 and simd and order.shape[0] == theta_nodes.shape[0]
+    cdef bint wide = avx512_enabled
     cdef Py_ssize_t ex, i, j, count, v, lo, hi
     cdef int sweep
     cdef double change, node_change, size, limit
@@ -407,10 +412,18 @@ def star_sweeps(
                     if groups:
                         # in sweep_order: the same messages as in index order, a group at once
                         count = group[j]
-                        node_change = slr_binary_stars_avx512(
-                            &order[j if sweep % 2 == 0 else j - count + 1], count,
-                            &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],
-                            &inc_ptr[0], &inc_edge[0], &inc_side[0], eps, inv_eps, scratch, &size)
+                        if wide:
+                            node_change = slr_binary_stars_avx512(
+                                &order[j if sweep % 2 == 0 else j - count + 1], count,
+                                &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],
+                                &inc_ptr[0], &inc_edge[0], &inc_side[0], eps, inv_eps, scratch,
+                                &size)
+                        else:
+                            node_change = slr_binary_stars_avx2(
+                                &order[j if sweep % 2 == 0 else j - count + 1], count,
+                                &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],
+                                &inc_ptr[0], &inc_edge[0], &inc_side[0], eps, inv_eps, scratch,
+                                &size)
                         i = i + count - 1
                     elif L == 2 and simd:
                         node_change = slr_binary_star_avx2(

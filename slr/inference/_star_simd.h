@@ -7,7 +7,7 @@
  * of them for one star: they gather the operands and evaluate exp and log a whole vector at a
  * time. With two states the whole star update is done here, with L states the rest of it is
  * left to the caller; either way the star updates give the scalar kernels' messages (the
- * AVX-512 code updates two stars without an edge between them at once, which changes nothing).
+ * two-state code updates stars without an edge between them at once, which changes nothing).
  *
  * exp and log are polynomials written here, with FMA and no -ffast-math; their errors against
  * the correctly rounded results are stated at each function. They are compiled for AVX2 + FMA by
@@ -230,6 +230,31 @@ SLR_AVX2 double slr_binary_finish(int64_t v, const double *theta_nodes, double *
     return _mm_cvtsd_f64(change);
 }
 
+/* The max-marginals of node v's deg <= 4 edges, edges 0 and 1 in low, 2 and 3 in high (lanes
+ * 2 k, 2 k + 1 of each: edge k, a = 0, 1; absent edges give 0). */
+SLR_AVX2 void slr_binary_marginals_v4(const double *theta_edges, int64_t edge_stride,
+                                      const double *lam, const int64_t *edge, const int64_t *side,
+                                      int64_t deg, __m256d veps, __m256d vinv, __m256d *low,
+                                      __m256d *high)
+{
+    const __m128d zero = _mm_setzero_pd();
+    __m128d f0, s0, f1 = zero, s1 = zero, f2 = zero, s2 = zero, f3 = zero, s3 = zero;
+    slr_binary_operands(theta_edges, edge_stride, lam, edge[0], side[0], &f0, &s0);
+    if (deg > 1)
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[1], side[1], &f1, &s1);
+    if (deg > 2)
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[2], side[2], &f2, &s2);
+    if (deg > 3)
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[3], side[3], &f3, &s3);
+    /* absent edges: eps 0 in their lanes (off the critical path, unlike masking m) */
+    *low = slr_binary_pair(f0, s0, f1, s1,
+                           _mm256_and_pd(veps, _mm256_castsi256_pd(slr_first_lanes(2 * deg))),
+                           vinv);
+    *high = deg > 2 ? slr_binary_pair(f2, s2, f3, s3, _mm256_and_pd(
+                          veps, _mm256_castsi256_pd(slr_first_lanes(2 * deg - 4))), vinv)
+                    : _mm256_setzero_pd();
+}
+
 /* The two-state star update at node v (see _update_binary_node in _star.pyx, which it replaces
  * for eps > 0), two edges per vector. Returns the largest message change beyond a constant
  * shift and raises *size to the largest magnitude computed. mt holds max(2 deg + 2, 8)
@@ -253,21 +278,8 @@ __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
     if (deg == 0)
         return 0.0;
     if (deg <= 4) {
-        __m128d f0, s0, f1 = zero, s1 = zero, f2 = zero, s2 = zero, f3 = zero, s3 = zero;
-        slr_binary_operands(theta_edges, edge_stride, lam, edge[0], side[0], &f0, &s0);
-        if (deg > 1)
-            slr_binary_operands(theta_edges, edge_stride, lam, edge[1], side[1], &f1, &s1);
-        if (deg > 2)
-            slr_binary_operands(theta_edges, edge_stride, lam, edge[2], side[2], &f2, &s2);
-        if (deg > 3)
-            slr_binary_operands(theta_edges, edge_stride, lam, edge[3], side[3], &f3, &s3);
-        /* absent edges: eps 0 in their lanes (off the critical path, unlike masking m) */
-        low = slr_binary_pair(f0, s0, f1, s1,
-                              _mm256_and_pd(veps, _mm256_castsi256_pd(slr_first_lanes(2 * deg))),
-                              vinv);
-        if (deg > 2)
-            high = slr_binary_pair(f2, s2, f3, s3, _mm256_and_pd(
-                veps, _mm256_castsi256_pd(slr_first_lanes(2 * deg - 4))), vinv);
+        slr_binary_marginals_v4(theta_edges, edge_stride, lam, edge, side, deg, veps, vinv, &low,
+                                &high);
         _mm256_storeu_pd(mt, low);
         _mm256_storeu_pd(mt + 4, high);
         sum = _mm256_add_pd(low, high);
@@ -290,12 +302,57 @@ __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
     return slr_binary_finish(v, theta_nodes, lam, edge, side, deg, mt, sum, big, size);
 }
 
+/* slr_binary_stars_avx512 (below) on AVX2: the star updates at the count <= SLR_GROUP nodes
+ * nodes[g], no two of them joined by an edge, all operands gathered before any store. */
+__attribute__((target("avx2,fma"))) static double slr_binary_stars_avx2(
+    const int64_t *nodes, int64_t count, const double *theta_nodes, const double *theta_edges,
+    int64_t edge_stride, double *lam, const int64_t *inc_ptr, const int64_t *inc_edge,
+    const int64_t *inc_side, double eps, double inv_eps, double *mt, double *size)
+{
+    const __m256d veps = _mm256_set1_pd(eps), vinv = _mm256_set1_pd(inv_eps);
+    const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX));
+    __m256d low[SLR_GROUP], high[SLR_GROUP];
+    double change = 0.0, one;
+    int64_t g;
+    for (g = 0; g < count; g++) {
+        const int64_t deg = inc_ptr[nodes[g] + 1] - inc_ptr[nodes[g]];
+        if (deg == 0 || deg > 4)
+            break;
+    }
+    if (g < count) {
+        for (g = 0; g < count; g++) {
+            one = slr_binary_star_avx2(nodes[g], theta_nodes, theta_edges, edge_stride, lam,
+                                       inc_ptr, inc_edge, inc_side, eps, inv_eps, mt, size);
+            change = one > change ? one : change;
+        }
+        return change;
+    }
+    for (g = 0; g < count; g++) {
+        const int64_t start = inc_ptr[nodes[g]];
+        slr_binary_marginals_v4(theta_edges, edge_stride, lam, inc_edge + start, inc_side + start,
+                                inc_ptr[nodes[g] + 1] - start, veps, vinv, low + g, high + g);
+    }
+    for (g = 0; g < count; g++) {
+        const int64_t start = inc_ptr[nodes[g]];
+        _mm256_storeu_pd(mt + 8 * g, low[g]);
+        _mm256_storeu_pd(mt + 8 * g + 4, high[g]);
+        one = slr_binary_finish(
+            nodes[g], theta_nodes, lam, inc_edge + start, inc_side + start,
+            inc_ptr[nodes[g] + 1] - start, mt + 8 * g, _mm256_add_pd(low[g], high[g]),
+            _mm256_max_pd(_mm256_and_pd(low[g], magnitude), _mm256_and_pd(high[g], magnitude)),
+            size);
+        change = one > change ? one : change;
+    }
+    return change;
+}
+
 /* AVX-512: the two-state star update of up to four edges in one vector of 8 doubles.
  *
  * The functions below are those above, 8 lanes wide, with the same operations in the same order
  * lane for lane (masks instead of blends), so both widths give the same bits. Half the vector
- * instructions per star: the AVX2 update is bound by their throughput, not by the wait for the
- * previous star's messages, wherever consecutive stars are independent (see star_sweeps). */
+ * instructions per star: once several independent stars are updated at once (sweep_order in
+ * _star.pyx), the AVX2 code is bound by their throughput, no longer by the wait for the
+ * previous star's messages. */
 #define SLR_AVX512 __attribute__((target("avx512f,avx2,fma"))) static inline
 
 static int slr_avx512_supported(void)
@@ -568,6 +625,16 @@ static double slr_binary_star_avx2(int64_t v, const double *theta_nodes,
                                    const int64_t *inc_ptr, const int64_t *inc_edge,
                                    const int64_t *inc_side, double eps, double inv_eps,
                                    double *mt, double *size)
+{
+    return 0.0;
+}
+
+/* never called: slr_simd_supported() is 0 */
+static double slr_binary_stars_avx2(const int64_t *nodes, int64_t count,
+                                    const double *theta_nodes, const double *theta_edges,
+                                    int64_t edge_stride, double *lam, const int64_t *inc_ptr,
+                                    const int64_t *inc_edge, const int64_t *inc_side,
+                                    double eps, double inv_eps, double *mt, double *size)
 {
     return 0.0;
 }

@@ -213,7 +213,7 @@ def _run_sweeps(
 ) -> BatchSweepResult:
     n_sweeps = np.zeros(batch.n_examples, dtype=np.int32)
     converged = np.zeros(batch.n_examples, dtype=np.uint8)
-    # only two-state sweeps with eps > 0 (on a CPU with AVX-512) read the order
+    # only two-state sweeps with eps > 0 (on a CPU with AVX2) read the order
     order = _sweep_order(batch) if batch.n_states == 2 and eps > 0 else _INDEX_ORDER
     _star.star_sweeps(
         theta_nodes, kernel_edges(theta_edges), lam, batch.node_ptr, *order, batch.inc_ptr,
