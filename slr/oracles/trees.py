@@ -73,6 +73,9 @@ def resolve_tree(tree: str, n_classes: int) -> tuple[str, TreeDefaults]:
 #: Halvings of a guarded round's trees tried before the round is dropped and boosting stops
 #: (:meth:`BoostedTrees.fit`, Notes: a fit that would raise the loss).
 MAX_HALVINGS = 40
+#: A guarded round's trial raising the full loss by more than this fraction of it does so beyond the
+#: rounding of the loss's sum, so that a larger step raises it too (:meth:`BoostedTrees._accept_round`).
+GUARD_ROUNDOFF = 1e-9
 
 
 @dataclass
@@ -508,6 +511,7 @@ class BoostedTrees(LogisticOracle):
             round_step = np.empty((n, k))   # the round's trees on all rows, as add_tree adds them
             all_targets = np.ascontiguousarray(labels) if soft else None
             guard = logistic.stepped_loss(scores, scores, 0.0, bias, hard_labels, sample_weight, all_targets)
+            halvings = 0   # the last accepted round's: where the next round's search starts
         if full:
             rows = np.arange(n, dtype=np.intp)
             sub_features = features
@@ -572,36 +576,65 @@ class BoostedTrees(LogisticOracle):
                 predictor.add_tree(features, tree, round_step if guarded else scores, p["n_jobs"])
                 round_trees.append(tree)
             if guarded:
-                guard = self._accept_round(bias, hard_labels, sample_weight, all_targets, scores, round_step,
-                                           round_trees, guard)
-                if guard is None:   # no halving keeps the loss from rising: drop the round, stop
+                accepted = self._accept_round(bias, hard_labels, sample_weight, all_targets, scores, round_step,
+                                              round_trees, guard, halvings)
+                if accepted is None:   # no halving keeps the loss from rising: drop the round, stop
                     subset_loss.pop()
                     return
+                guard, halvings = accepted
             ensemble.trees.extend(round_trees)
             ensemble.round_seconds.append(time.perf_counter() - fit_start)
 
     def _accept_round(self, bias: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None,
                       targets: np.ndarray | None, scores: np.ndarray, step: np.ndarray, round_trees: list[Tree],
-                      guard: float) -> float | None:
-        """Add the round's trees (``step``: their values on all rows) to ``scores``, halved until the
-        full loss is at most ``guard`` (the trees in ``round_trees`` halved alike); returns that
-        loss, or None, leaving ``scores`` as they were, after :data:`MAX_HALVINGS` halvings.
+                      guard: float, hint: int) -> tuple[float, int] | None:
+        """Add the round's trees (``step``: their values on all rows) to ``scores``, halved ``j`` times
+        for the least ``j <= MAX_HALVINGS`` at which the full loss is at most ``guard`` (the trees in
+        ``round_trees`` halved alike); returns that loss and the ``j`` where the next round's search
+        starts (this one, or ``hint`` where the loss fell by no more than its rounding), or None,
+        leaving ``scores`` as they were, where no ``j`` qualifies.
+
+        The search starts at ``hint``, as consecutive rounds need alike halvings. The loss along the
+        step, ``loss(scores + s * step)``, is convex in ``s``, so where a trial raises the loss by more
+        than :data:`GUARD_ROUNDOFF` relative, every larger step raises it too, and where one lowers it
+        by more, a smaller step lowers it. So from ``hint`` the trials go on to smaller steps while
+        the loss rises, to larger ones while it falls, and they stop at the least qualifying ``j``,
+        the one that trying ``j = 0, 1, ...`` in turn finds, in ``|j - hint| + 2`` full-loss passes
+        or fewer. A trial within the margin (its difference from the guard is rounding, which
+        convexity does not order) sends the search back to trying every ``j`` from 0.
 
         Every score receives one value of one tree of the round (a vector tree, or the class's
         tree), so ``scores + 2**-j * step`` is bitwise what adding the halved trees gives; the
         loss of each trial is taken without forming its scores."""
-        scale = 1.0
-        for halvings in range(MAX_HALVINGS + 1):
-            loss = logistic.stepped_loss(scores, step, scale, bias, labels, sample_weight, targets)
-            if loss <= guard:
-                scores += scale * step
-                self.n_halvings_ += halvings
-                for i, tree in enumerate(round_trees):   # a power of two: exact
-                    round_trees[i] = tree if halvings == 0 else replace(tree, value=scale * tree.value)
-                return loss
-            scale *= 0.5
-        self.n_halvings_ += MAX_HALVINGS + 1
-        return None
+        losses: dict[int, float] = {}
+        margin = GUARD_ROUNDOFF * abs(guard)
+
+        def change(j: int) -> float:
+            if j not in losses:
+                losses[j] = logistic.stepped_loss(scores, step, 0.5 ** j, bias, labels, sample_weight, targets)
+            return losses[j] - guard
+
+        found = None
+        j = min(hint, MAX_HALVINGS)
+        if change(j) > margin:   # no j <= hint qualifies: the first that does above it
+            found = next((i for i in range(j + 1, MAX_HALVINGS + 1) if change(i) <= 0.0), -1)
+        elif change(j) < -margin:   # j qualifies: the least is where the loss first rose, or 0
+            while j > 0 and change(j - 1) < -margin:
+                j -= 1
+            found = j if j == 0 or change(j - 1) > margin else None
+        if found is None:   # rounding met on the way: every j in turn
+            found = next((i for i in range(MAX_HALVINGS + 1) if change(i) <= 0.0), -1)
+        if found < 0:
+            self.n_halvings_ += MAX_HALVINGS + 1
+            return None
+        scale = 0.5 ** found
+        if found:
+            step *= scale   # a power of two: exact
+            for i, tree in enumerate(round_trees):
+                round_trees[i] = replace(tree, value=scale * tree.value)
+        scores += step
+        self.n_halvings_ += found
+        return losses[found], found if change(found) < -margin else hint
 
     def _set_constant(self, constant: np.ndarray) -> None:
         """Make the fitted function the per-class ``constant`` (one single-leaf vector tree, no
