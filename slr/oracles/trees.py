@@ -381,10 +381,15 @@ class BoostedTrees(LogisticOracle):
     continued fit on. So a fit on the rows of the last fit (same ``rows_digest``), where that fit
     continued, boosts on from the replaced function at once, without the fit from 0
     (``warm_start`` aside); it still draws the rows that fit would have drawn, so that the
-    result is the same as before wherever the fit from 0 would have risen. Each guarded
-    round's loss is taken in one pass over the rows at each trial scale
-    (:func:`~slr.oracles._boosting.logistic.stepped_loss`), without re-adding its trees; its
-    accepted scores are bitwise those the halved trees add. :meth:`decision_function` keeps
+    result is the same as before wherever the fit from 0 would have risen. A guarded round
+    takes the change of the full loss at a trial scale from the rows' class probabilities,
+    carried from round to round, and its trees' leaves of every row: one ``log1p`` per row and
+    scale, no exponential, and the change itself rather than a difference of two sums of the
+    loss's size, whose rounding used to accept a round that raises the loss at every scale at
+    one of its smallest (such a round now ends boosting, as documented above). The halvings are
+    searched from the last round's (the loss is convex along the step), the full loss is taken
+    once at the end (the fit's rounds are undone if it rose by rounding), and the accepted scores
+    are bitwise those the halved trees add. :meth:`decision_function` keeps
     the scores of the rows it predicted last, so that the learner's validation rows walk only
     the trees a continued fit added.
 
