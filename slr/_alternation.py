@@ -88,7 +88,7 @@ class Alternation:
             for factor in FACTORS:
                 self.penalties[factor] = self._penalty(factor)
         self.trace: list[tuple[int, str, float, float]] = []
-        # the max-product messages of the monitor's last decode of each data set (map_labels)
+        # the max-product messages of the last decode of each data set (warm_start)
         self._decoded: list[tuple[Any, np.ndarray]] = []
         self._record(0, "start", self._objective())
         data.started()
@@ -266,16 +266,10 @@ class Alternation:
 
     def map_labels(self, predictor: PairwiseModel, data: Any) -> np.ndarray:
         """MAP labels of ``data`` under the current functions, by ``predictor``'s inference; on the
-        training data from the potentials at hand.
-
-        Where that inference is the LP's max-product sweeps, they start from the messages this
-        method's last decode of ``data`` ended with (the functions move little from one
-        iteration to the next, so the sweeps start near their fixed point): the labels are
-        those of a decode from zero messages wherever the LP certifies them, up to ties
-        between labellings of the same score.
-        """
+        training data from the potentials at hand; the LP's sweeps warm-started
+        (:meth:`warm_start`)."""
         training = self.data.holds(data)
-        messages = self._warm_start(predictor, data)
+        messages = self.warm_start(predictor, data, data)
         with self.timed("train" if training else "validation"):
             if not training:
                 return map_labels(predictor, data, self.oracles["unary"], self.current_pairwise(), self.timed,
@@ -283,16 +277,27 @@ class Alternation:
             with self.timed("predict: MAP"):
                 return self.data.decode(predictor, messages)
 
-    def _warm_start(self, predictor: PairwiseModel, data: Any) -> np.ndarray | None:
-        """The messages :meth:`map_labels` decodes ``data`` from (updated in place by the decode),
-        zeros at first; None where ``predictor`` decodes ``data`` without max-product sweeps."""
+    def warm_start(self, predictor: PairwiseModel, data: Any, source: Any) -> np.ndarray | None:
+        """The messages to decode ``data`` (checked from the object ``source``) from by the LP's
+        max-product sweeps, updated in place by the decode: those the last decode from ``source``
+        ended with if they fit ``data``, else zeros; None where ``predictor`` decodes ``data``
+        without those sweeps.
+
+        The functions move little from one iteration to the next, so the sweeps start near their
+        fixed point; the labels are those of a decode from zero messages wherever the LP
+        certifies them, up to ties between labellings of the same score.
+        """
         if predictor.epsilon > 0 or predictor.method(data) != "lp":
             return None
-        for decoded, messages in self._decoded:
-            if decoded is data:
-                return messages
-        messages = np.zeros((data.batch.n_edges, 2, data.n_states))
-        self._decoded.append((data, messages))
+        shape = (data.batch.n_edges, 2, data.n_states)
+        for k, (decoded, messages) in enumerate(self._decoded):
+            if decoded is source:
+                if messages.shape == shape:   # any messages are a start; these fit the data's edges
+                    return messages
+                del self._decoded[k]
+                break
+        messages = np.zeros(shape)
+        self._decoded.append((source, messages))
         return messages
 
     def current_pairwise(self) -> Any | None:
