@@ -189,16 +189,17 @@ class GraphBatch:
         node_at[nodes], edge_at[edges] = np.arange(nodes.shape[0]), np.arange(edges.shape[0])
         degree = np.diff(self.inc_ptr)[nodes]
         incidence = _ranges(self.inc_ptr[nodes], degree)
-        part = GraphBatch(
-            n_states=self.n_states,
-            node_ptr=np.concatenate([[0], np.cumsum(n_nodes)]),
-            edge_ptr=np.concatenate([[0], np.cumsum(n_edges)]),
-            edges=node_at[self.edges[edges]].reshape(-1, 2),
-            inc_ptr=np.concatenate([[0], np.cumsum(degree)]),
-            inc_edge=edge_at[self.inc_edge[incidence]],
-            inc_side=self.inc_side[incidence],
-            max_degree=int(degree.max()) if degree.size else 0,
-        )
+        # the parts of a consistent batch make one: the constructor's check is left out (the
+        # decoding loop takes a batch of its unsettled examples many times per call)
+        part = object.__new__(GraphBatch)
+        fields = dict(node_ptr=np.concatenate([[0], np.cumsum(n_nodes)]),
+                      edge_ptr=np.concatenate([[0], np.cumsum(n_edges)]),
+                      edges=node_at[self.edges[edges]].reshape(-1, 2), inc_ptr=np.concatenate([[0], np.cumsum(degree)]),
+                      inc_edge=edge_at[self.inc_edge[incidence]], inc_side=self.inc_side[incidence])
+        for name, array in fields.items():
+            object.__setattr__(part, name, _read_only_index_array(array, name, array.ndim))
+        object.__setattr__(part, "n_states", self.n_states)
+        object.__setattr__(part, "max_degree", int(degree.max()) if degree.size else 0)
         return part, nodes, edges
 
     def split_nodes(self, array: np.ndarray) -> list[np.ndarray]:

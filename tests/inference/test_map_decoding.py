@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from slr.data import GraphBatch
+from slr.data import GraphBatch, _check_batch_layout
 from slr.graph import grid_edges
 from slr.inference import batch_forest_map, batch_map, forest_examples, forest_map
 from slr.inference.exact import brute_force_map, exact_lp
@@ -167,6 +167,8 @@ def test_a_batch_of_some_examples_is_the_batch_of_their_graphs():
     batch = GraphBatch.from_graphs(graphs, 3)
     for examples in ([0, 2, 5], [1], [3, 4], list(range(6))):
         part, nodes, edges = batch.take(np.array(examples))
+        _check_batch_layout(part)   # built without the constructor's check: consistent all the same
+        assert not part.inc_edge.flags.writeable
         expected = GraphBatch.from_graphs([graphs[k] for k in examples], 3)
         for name in ("node_ptr", "edge_ptr", "edges", "inc_ptr", "inc_edge", "inc_side"):
             np.testing.assert_array_equal(getattr(part, name), getattr(expected, name), err_msg=name)
