@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
@@ -39,6 +38,8 @@ __all__ = [
     "check_logistic_problem",
     "check_sample_weight",
     "get_oracle_tags",
+    "logistic_gradient",
+    "softmax_loss",
 ]
 
 #: What the refusal of sparse features too large to densify suggests instead, by default.
@@ -283,20 +284,43 @@ def biased_logistic_loss(
     grad : ndarray of shape (N, K)
         ``w_k (softmax(s_k + b_k) - q_k)``.
     """
-    z = scores + bias
-    lse = logsumexp(z, axis=1)
-    grad = np.exp(z - lse[:, None])
+    loss, prob = softmax_loss(scores + bias, labels, sample_weight)
+    return loss, logistic_gradient(prob, labels, sample_weight)
+
+
+def softmax_loss(z: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None = None
+                 ) -> tuple[float, np.ndarray]:
+    """The loss of :func:`biased_logistic_loss` at ``z = scores + bias``, and ``softmax(z)`` by rows.
+
+    One exponential per entry: ``z`` is overwritten with the probabilities, which are returned.
+    """
+    top = z.max(axis=1)
+    top[~np.isfinite(top)] = 0.0   # rows with an infinite largest entry are not shifted (as logsumexp)
     if is_soft(labels):
-        row_loss = lse - np.einsum("ny,ny->n", labels, z)
-        grad -= labels
+        taken = np.einsum("ny,ny->n", labels, z)
     else:
-        rows = np.arange(z.shape[0])
-        row_loss = lse - z[rows, labels]
-        grad[rows, labels] -= 1.0
-    if sample_weight is None:
-        return float(np.sum(row_loss)), grad
-    grad *= sample_weight[:, None]
-    return float(sample_weight @ row_loss), grad
+        taken = z[np.arange(z.shape[0]), labels]
+    np.subtract(z, top[:, None], out=z)
+    np.exp(z, out=z)
+    total = z.sum(axis=1)
+    with np.errstate(divide="ignore"):
+        row_loss = np.log(total) + top - taken
+    z /= total[:, None]
+    loss = float(np.sum(row_loss)) if sample_weight is None else float(sample_weight @ row_loss)
+    return loss, z
+
+
+def logistic_gradient(prob: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None = None
+                      ) -> np.ndarray:
+    """``w_k (p_k - q_k)``, the gradient of :func:`biased_logistic_loss` from the softmax ``p``
+    (overwritten and returned)."""
+    if is_soft(labels):
+        prob -= labels
+    else:
+        prob[np.arange(prob.shape[0]), labels] -= 1.0
+    if sample_weight is not None:
+        prob *= sample_weight[:, None]
+    return prob
 
 
 class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):

@@ -51,13 +51,13 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import softmax
 
 from slr._optional import import_optional
 from slr._features import is_sparse
 from slr._params import Integer, NJobs, RandomState, Real, Satisfies, validate_params
 from slr.inference.batch import resolve_threads
-from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest
+from slr.oracles.base import (LogisticOracle, OracleTags, biased_logistic_loss, logistic_gradient, rows_digest,
+                              softmax_loss)
 from slr.oracles.trees import BoostedTrees, Subsample, fraction_to_rows, resolve_subsample
 from slr.validation import C_INT_MAX, check_generator
 
@@ -351,7 +351,9 @@ class _SafeguardedBoosting:
     values halved until the biased loss of the training rows does not rise.
 
     ``scores`` are ``f`` of the training rows (from ``start``, zeros by default), accumulated round
-    by round; LightGBM's own record of them is never read (it misses the halvings).
+    by round from the new round's trees alone; LightGBM's own record of them is never read (it
+    misses the halvings). ``prob`` is the softmax of ``scores + bias``, kept from the line search
+    for the next round's gradients.
     """
 
     def __init__(self, lightgbm: Any, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
@@ -367,18 +369,18 @@ class _SafeguardedBoosting:
         self.no_split = all(dataset.feature_num_bin(j) < 2 for j in range(features.shape[1]))
         self.booster = None if self.no_split else lightgbm.Booster(params, dataset)
         self.scores = np.zeros(bias.shape) if start is None else start.copy()
-        self.loss, self.grad = biased_logistic_loss(self.scores, bias, labels, sample_weight)
+        self.loss, self.prob = softmax_loss(self.scores + bias, labels, sample_weight)
         self.n_rounds = self.n_halvings = 0
 
     def _gradients(self, _scores: np.ndarray, _dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         """LightGBM's multiclass gradient and Hessian at ``self.scores``, the Hessian floored (both
         times the row weights)."""
         k = self.bias.shape[1]
-        prob = softmax(self.scores + self.bias, axis=1)
+        prob = self.prob
         hessian = np.maximum(k / (k - 1) * prob * (1.0 - prob), HESSIAN_FLOOR)
         if self.weights is not None:
             hessian *= self.weights[:, None]
-        return self.grad, hessian
+        return logistic_gradient(prob.copy(), self.labels, self.weights), hessian
 
     def run(self, n_rounds: int) -> None:
         """Boost up to ``n_rounds`` rounds; stop early when no tree can split (``no_split`` if
@@ -407,9 +409,9 @@ class _SafeguardedBoosting:
         scale = 1.0
         for _ in range(MAX_HALVINGS + 1):
             trial = self.scores + scale * step
-            loss, grad = biased_logistic_loss(trial, self.bias, self.labels, self.weights)
+            loss, prob = softmax_loss(trial + self.bias, self.labels, self.weights)
             if loss <= self.loss:
-                self.scores, self.loss, self.grad = trial, loss, grad
+                self.scores, self.loss, self.prob = trial, loss, prob
                 return scale
             scale *= 0.5
             self.n_halvings += 1

@@ -16,7 +16,7 @@ from scipy.special import logsumexp, softmax
 
 from slr.oracles import MLP, BoostedTrees, Constant, LightGBM, Linear, Zero
 from slr.oracles._boosting.splitting import find_best_split
-from slr.oracles.base import biased_logistic_loss
+from slr.oracles.base import biased_logistic_loss, softmax_loss
 from slr.oracles.linear import _ClassMajorLoss
 from slr.oracles.pair_bias import PairBias, PairLoss
 
@@ -62,6 +62,21 @@ def test_weighted_soft_loss_is_the_loss_of_the_expanded_and_duplicated_rows():
     int_loss, int_grad = biased_logistic_loss(scores, bias, labels, weights)
     assert int_loss == pytest.approx(biased_logistic_loss(s_d, b_d, y_d)[0], rel=1e-12)
     assert np.allclose(int_grad[weights == 0], 0.0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+def test_loss_and_softmax_match_scipy_at_large_scores(scale):
+    """One exponential per entry, shifted by the row's largest entry: the loss is scipy's logsumexp
+    form and the probabilities its softmax, also where potentials reach 1e4 (eps = 1e-3)."""
+    _, bias, labels, targets, weights = make_problem()
+    scores = scale * np.random.default_rng(2).normal(size=bias.shape)
+    z = scores + bias
+    for q, rows in ((labels, None), (targets, weights)):
+        loss, prob = softmax_loss(z.copy(), q, rows)
+        taken = z[np.arange(len(labels)), labels] if q is labels else np.sum(targets * z, axis=1)
+        row_loss = logsumexp(z, axis=1) - taken
+        assert loss == pytest.approx(np.sum(row_loss) if rows is None else rows @ row_loss, rel=1e-12)
+        np.testing.assert_allclose(prob, softmax(z, axis=1), rtol=1e-12, atol=1e-300)
 
 
 # --------------------------------------------------------------------------- Linear, Constant
