@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
@@ -38,7 +39,6 @@ __all__ = [
     "check_logistic_problem",
     "check_sample_weight",
     "get_oracle_tags",
-    "logistic_gradient",
     "softmax_loss",
 ]
 
@@ -284,43 +284,42 @@ def biased_logistic_loss(
     grad : ndarray of shape (N, K)
         ``w_k (softmax(s_k + b_k) - q_k)``.
     """
-    loss, prob = softmax_loss(scores + bias, labels, sample_weight)
-    return loss, logistic_gradient(prob, labels, sample_weight)
+    z = scores + bias
+    lse = logsumexp(z, axis=1)
+    grad = np.exp(z - lse[:, None])
+    if is_soft(labels):
+        row_loss = lse - np.einsum("ny,ny->n", labels, z)
+        grad -= labels
+    else:
+        rows = np.arange(z.shape[0])
+        row_loss = lse - z[rows, labels]
+        grad[rows, labels] -= 1.0
+    if sample_weight is None:
+        return float(np.sum(row_loss)), grad
+    grad *= sample_weight[:, None]
+    return float(sample_weight @ row_loss), grad
 
 
 def softmax_loss(z: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None = None
-                 ) -> tuple[float, np.ndarray]:
-    """The loss of :func:`biased_logistic_loss` at ``z = scores + bias``, and ``softmax(z)`` by rows.
-
-    One exponential per entry: ``z`` is overwritten with the probabilities, which are returned.
-    """
-    top = z.max(axis=1)
-    top[~np.isfinite(top)] = 0.0   # rows with an infinite largest entry are not shifted (as logsumexp)
+                 ) -> tuple[float, np.ndarray, np.ndarray]:
+    """The loss of :func:`biased_logistic_loss` at ``z = scores + bias`` (the same number: scipy's
+    ``logsumexp`` computed as scipy does), ``softmax(z)`` by rows (as ``scipy.special.softmax``)
+    and ``logsumexp(z)``, with one exponential per entry instead of two: for a line search, which
+    needs the gradient only at the point it accepts."""
+    top = z.max(axis=1, keepdims=True)
+    is_top = z == top
+    top[~np.isfinite(top)] = 0.0   # rows whose largest entry is infinite are not shifted
+    shifted = np.exp(z - top)
+    n_top = np.sum(is_top, axis=1, keepdims=True, dtype=z.dtype)
+    others = np.sum(np.where(is_top, 0.0, shifted), axis=1, keepdims=True)   # the largest entries apart
+    others = np.where(others == 0, others, others / n_top)
+    lse = (np.log1p(others) + np.log(n_top) + top)[:, 0]
     if is_soft(labels):
-        taken = np.einsum("ny,ny->n", labels, z)
+        row_loss = lse - np.einsum("ny,ny->n", labels, z)
     else:
-        taken = z[np.arange(z.shape[0]), labels]
-    np.subtract(z, top[:, None], out=z)
-    np.exp(z, out=z)
-    total = z.sum(axis=1)
-    with np.errstate(divide="ignore"):
-        row_loss = np.log(total) + top - taken
-    z /= total[:, None]
+        row_loss = lse - z[np.arange(z.shape[0]), labels]
     loss = float(np.sum(row_loss)) if sample_weight is None else float(sample_weight @ row_loss)
-    return loss, z
-
-
-def logistic_gradient(prob: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None = None
-                      ) -> np.ndarray:
-    """``w_k (p_k - q_k)``, the gradient of :func:`biased_logistic_loss` from the softmax ``p``
-    (overwritten and returned)."""
-    if is_soft(labels):
-        prob -= labels
-    else:
-        prob[np.arange(prob.shape[0]), labels] -= 1.0
-    if sample_weight is not None:
-        prob *= sample_weight[:, None]
-    return prob
+    return loss, shifted / np.sum(shifted, axis=1, keepdims=True), lse
 
 
 class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):

@@ -56,8 +56,8 @@ from slr._optional import import_optional
 from slr._features import is_sparse
 from slr._params import Integer, NJobs, RandomState, Real, Satisfies, validate_params
 from slr.inference.batch import resolve_threads
-from slr.oracles.base import (LogisticOracle, OracleTags, biased_logistic_loss, logistic_gradient, rows_digest,
-                              softmax_loss)
+from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest, softmax_loss
+from slr.oracles.targets import is_soft
 from slr.oracles.trees import BoostedTrees, Subsample, fraction_to_rows, resolve_subsample
 from slr.validation import C_INT_MAX, check_generator
 
@@ -369,8 +369,21 @@ class _SafeguardedBoosting:
         self.no_split = all(dataset.feature_num_bin(j) < 2 for j in range(features.shape[1]))
         self.booster = None if self.no_split else lightgbm.Booster(params, dataset)
         self.scores = np.zeros(bias.shape) if start is None else start.copy()
-        self.loss, self.prob = softmax_loss(self.scores + bias, labels, sample_weight)
         self.n_rounds = self.n_halvings = 0
+        z = self.scores + bias
+        self._accept(z, *softmax_loss(z, labels, sample_weight))
+
+    def _accept(self, z: np.ndarray, loss: float, prob: np.ndarray, lse: np.ndarray) -> None:
+        """Take ``z = scores + bias`` with its loss, softmax and logsumexp (:func:`softmax_loss`) as
+        the current point, and the gradient there (as :func:`biased_logistic_loss` computes it)."""
+        grad = np.exp(z - lse[:, None])
+        if is_soft(self.labels):
+            grad -= self.labels
+        else:
+            grad[np.arange(z.shape[0]), self.labels] -= 1.0
+        if self.weights is not None:
+            grad *= self.weights[:, None]
+        self.loss, self.prob, self.grad = loss, prob, grad
 
     def _gradients(self, _scores: np.ndarray, _dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         """LightGBM's multiclass gradient and Hessian at ``self.scores``, the Hessian floored (both
@@ -380,7 +393,7 @@ class _SafeguardedBoosting:
         hessian = np.maximum(k / (k - 1) * prob * (1.0 - prob), HESSIAN_FLOOR)
         if self.weights is not None:
             hessian *= self.weights[:, None]
-        return logistic_gradient(prob.copy(), self.labels, self.weights), hessian
+        return self.grad, hessian
 
     def run(self, n_rounds: int) -> None:
         """Boost up to ``n_rounds`` rounds; stop early when no tree can split (``no_split`` if
@@ -409,9 +422,11 @@ class _SafeguardedBoosting:
         scale = 1.0
         for _ in range(MAX_HALVINGS + 1):
             trial = self.scores + scale * step
-            loss, prob = softmax_loss(trial + self.bias, self.labels, self.weights)
+            z = trial + self.bias
+            loss, prob, lse = softmax_loss(z, self.labels, self.weights)
             if loss <= self.loss:
-                self.scores, self.loss, self.prob = trial, loss, prob
+                self.scores = trial
+                self._accept(z, loss, prob, lse)
                 return scale
             scale *= 0.5
             self.n_halvings += 1
