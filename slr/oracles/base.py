@@ -39,7 +39,6 @@ __all__ = [
     "check_logistic_problem",
     "check_sample_weight",
     "get_oracle_tags",
-    "softmax_loss",
 ]
 
 #: What the refusal of sparse features too large to densify suggests instead, by default.
