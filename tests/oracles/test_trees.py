@@ -499,6 +499,32 @@ def test_lightgbm_refit_that_would_rise_boosts_on_from_the_replaced_function():
                                   model.decision_function(test))
 
 
+def test_lightgbm_continued_fits_keep_the_scores_of_the_whole_ensemble_and_never_raise_the_loss():
+    """A chain of continued fits (the ensemble grows by a booster each time) carries the training
+    scores forward round by round: they equal the final ensemble predicted from scratch by
+    LightGBM (each booster reloaded from its text), and no fit ends above the function it replaced
+    under the new bias; with soft targets and row weights as well."""
+    features, bias, hard = make_problem(3000, 3, seed=13)
+    rng = np.random.default_rng(14)
+    soft = 0.7 * np.eye(3)[hard] + 0.3 * rng.dirichlet(np.ones(3), size=hard.size)
+    weights = rng.uniform(0.0, 2.0, hard.size)
+    for labels, sample_weight in ((hard, None), (soft, weights)):
+        model = LightGBM(n_rounds=30, random_state=0).fit(features, bias, labels, sample_weight=sample_weight)
+        model.set_params(n_rounds=2)
+        new_bias = bias
+        for step in range(4):
+            new_bias = shifted(new_bias, 20 + step)
+            replaced = model.decision_function(features)
+            reference = biased_logistic_loss(replaced, new_bias, labels, sample_weight)[0]
+            model.fit(features, new_bias, labels, sample_weight=sample_weight)
+            assert model.continued_ and len(model.base_boosters_) == step + 1
+            assert model.loss(features, new_bias, labels, sample_weight=sample_weight) <= reference
+        scratch = sum(lightgbm.Booster(model_str=booster.model_to_string()).predict(features, raw_score=True)
+                      for booster in model._boosters())
+        np.testing.assert_allclose(model.training_scores_, scratch, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(model.decision_function(features), scratch, rtol=0, atol=1e-10)
+
+
 def test_lightgbm_refit_that_does_not_rise_is_the_fit_from_zero():
     features, bias, labels = make_problem(2000, 3, seed=12)
     model = LightGBM(n_rounds=1, random_state=0).fit(features, bias, labels)
