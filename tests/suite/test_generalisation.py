@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from slr.baselines import OneSlackSSVM
 from slr.suite import get_profile
 from slr.suite.common import Logger, validation_splits
 from slr.suite.generalisation import (NAME, REPEAT_BELOW, REPEATS, RIDGED, SPECS, TABLES, GeneralisationSpec, Problem,
-                                      _fit, choose_model, example_errors, fastest_fit, methods_of)
+                                      _fit, cell, choose_model, example_errors, fastest_fit, learner, methods_of)
 from slr.suite.methods import TuningGrid
 from slr.suite.provenance import RunInfo, config_hash
 from slr.suite.render_baselines import time_to_target
@@ -162,3 +165,20 @@ def test_runs_of_one_cell_differ_in_their_clocks_only():
             np.testing.assert_array_equal(x1, x2)
             nodes = sum(len(y) for y in data[3])
             assert x1.sum() / nodes == pytest.approx(row1["test_error"]), (problem.name, method)
+
+
+def test_the_peer_ssvm_runs_at_the_specs_tolerance_and_its_cells_and_config_say_so():
+    """quick's OneSlackSSVM stops at tol .1 (its cell's key holds it), full's at the learner's own
+    default; a spec without a tolerance keeps the config of the committed full reports' rows."""
+    quick, full = SPECS["quick"], SPECS["full"]
+    problem = quick.problems[0]
+    assert learner(quick, "OneSlackSSVM", dict(C=1.0, epsilon=0.1), 3, 1).tol == 0.1
+    assert learner(full, "OneSlackSSVM", dict(C=1.0, epsilon=0.1), 3, 1).tol == OneSlackSSVM().tol
+    assert cell(quick, problem, "OneSlackSSVM").config["tol"] == 0.1
+    assert "tol" not in cell(full, problem, "OneSlackSSVM").config
+    assert "tol" not in cell(quick, problem, "slr:Linear").config
+    assert config_hash(quick.config()) != config_hash(GeneralisationSpec(quick.problems, tune=quick.tune,
+                                                                         slr_methods=quick.slr_methods).config())
+    committed = pd.read_csv(Path(__file__).resolve().parents[2] / "reports" / "full" / "generalisation_results.csv",
+                            dtype=str)
+    assert config_hash(full.config()) in set(committed.config)
