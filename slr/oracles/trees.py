@@ -18,6 +18,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from scipy.special import softmax
 
 from slr._params import Boolean, Constraint, Integer, NJobs, Options, RandomState
 from slr._params import Real as RealIn
@@ -169,10 +170,7 @@ class _RoundGuard:
         self.targets = None if targets is None else np.ascontiguousarray(targets)
         self.start_scores = scores.copy()
         self.start_loss = self._loss(scores)
-        margins = scores + bias
-        margins -= margins.max(axis=1, keepdims=True)
-        self.probabilities = np.exp(margins)
-        self.probabilities /= self.probabilities.sum(axis=1, keepdims=True)
+        self.probabilities = softmax(scores + bias, axis=1)
         self.vector = trees_per_round == 1
         #: each tree of a round's leaf of every row (local to the tree)
         self.leaves = np.empty((trees_per_round, scores.shape[0]), dtype=np.intp)
