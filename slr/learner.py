@@ -124,8 +124,9 @@ class StructuredLogisticRegression(StructuredEstimator):
         The budget of kernel sweeps for prediction on graphs that are not forests. The sweeps run in
         chunks of doubling length and stop once every example's labels are a certified MAP
         (the LP's bound met by their score) or settled (unchanged over a chunk with the bound no
-        longer falling; :func:`slr.inference.decoding.batch_map`), which on most graphs is long
-        before the budget; a ``ConvergenceWarning`` says when the budget ran out first.
+        longer falling, or with the bound falling too slowly to close the gap to their score;
+        :func:`slr.inference.decoding.batch_map`), which on most graphs is long before the budget;
+        a ``ConvergenceWarning`` says when the budget ran out first.
     predict_epsilon : float, default=0.0
         Entropy weight of the inference used for prediction; 0 is MAP on the LP
         relaxation (exact by Viterbi when every example is a chain, by max-product when every

@@ -7,17 +7,38 @@ scored, ``F(y) = sum_i theta_i(y_i) + sum_e theta_e(y_i, y_j)``, and the dual va
 score, is computed. The best labelling seen is kept. An example is
 
 * *certified* when ``A - F(y)`` is within rounding of 0: ``y`` is a MAP labelling;
-* *settled* when it is certified, or when the sweeps are at a fixed point of the LP's dual, where
-  more sweeps change nothing (the LP relaxation is not tight there and its labelling is the
-  answer it gives): its messages stopped moving (the sweeps' own test, ``tol``: labels read off
-  beliefs that no longer move can still flip between tied states, which no sweep decides), or
-  its labels did not change over the last chunk while the bound stopped falling;
+* *settled* when it is certified, or when more sweeps are not worth their cost:
+
+  - the sweeps are at a fixed point of the LP's dual, where more sweeps change nothing (the LP
+    relaxation is not tight there and its labelling is the answer it gives): its messages stopped
+    moving (the sweeps' own test, ``tol``: labels read off beliefs that no longer move can still
+    flip between tied states, which no sweep decides), or its labels did not change over the last
+    chunk while the bound stopped falling;
+  - or the last chunk found no better labelling and the bound fell by less than the open gap
+    ``A - F(y)`` times the chunk's sweeps over :data:`PACE_HORIZON`: at that pace the bound alone
+    would need more than ``PACE_HORIZON`` sweeps to close the gap.
 
 and the sweeps go on, in chunks of doubling length, until every example has settled or the budget
 is spent. Labels that a single extra sweep leaves alone may still be drifting (strongly coupled
-grids move them once in hundreds of sweeps); the bound does not fall for nothing, so the test
-asks for both. An example that has settled sweeps no more (its labels, score, bound and messages
-stay as they are): the chunks run on the examples still unsettled alone, as a batch of their own
+grids move them once in hundreds of sweeps); the bound does not fall for nothing, so the first
+fixed-point test asks for both.
+
+The pace test is for graphs where the LP is not tight. There the sweeps (block coordinate descent
+on the dual) crawl towards a fixed point above every labelling's score: the bound keeps falling by
+a sliver per chunk, or stops while the labels read off tied beliefs keep flipping among labellings
+no better than the best seen; the fixed-point test then never fires and every such example runs to
+the budget, for a gap that no sweep closes. The pace test takes a chunk's pace as the forecast:
+descent slows as it nears its fixed point, so a gap that would take more than ``PACE_HORIZON``
+sweeps (the default prediction budget) to close at the pace of the last chunk stays open in any
+budget worth spending. The forecast ignores a later chunk reading off a better labelling by chance;
+the labelling returned is still within its reported ``gap`` of the MAP's score, which is all that
+is promised of an example that is not certified. A chunk that found a better labelling closed part
+of the gap from below and does not count. Certification is read before the pace test, so every
+example that a decode certifies gets the labels, after the same sweeps, that it gets without the
+test; an example the test stops could have been certified later only if the forecast was wrong.
+
+An example that has settled sweeps no more (its labels, score, bound and messages stay as they
+are): the chunks run on the examples still unsettled alone, as a batch of their own
 (:meth:`slr.data.GraphBatch.take`) on which a sweep does to each example what it does in the whole
 batch, so that a batch costs the sweeps its examples need, not its slowest example's sweeps times
 its size.
@@ -36,6 +57,10 @@ __all__ = ["BatchMap", "batch_map", "labelling_scores"]
 
 #: Sweeps of the first chunk; each further chunk is twice as long as the one before.
 FIRST_CHUNK = 8
+
+#: An example whose last chunk found no better labelling and whose bound fell by less than its open
+#: gap times the chunk's sweeps over this many sweeps settles (the pace test of the module docstring).
+PACE_HORIZON = 10_000
 
 #: A gap ``A - F(y)`` at most this times ``1 + |A|`` counts as closed (float64 rounding of the sums).
 GAP_RTOL = 1e-9
@@ -56,7 +81,8 @@ class BatchMap:
     certified : ndarray of shape (B,), bool
         ``bound - score`` is within rounding of 0: the labels are a MAP labelling.
     settled : ndarray of shape (B,), bool
-        Certified, or at a fixed point of the sweeps with stable labels (see the module docstring).
+        Certified, at a fixed point of the sweeps, or with a gap the sweeps' pace would not close
+        (see the module docstring).
     n_sweeps : ndarray of shape (B,), int
         Sweeps run on each example.
     """
@@ -136,8 +162,9 @@ def batch_map(batch: GraphBatch, theta_nodes: np.ndarray, theta_edges: np.ndarra
                                                            threads))
         node_example = part.batch.node_example
         stable = np.bincount(node_example, weights=new_rounded != rounded[part.nodes], minlength=active.shape[0]) == 0
-        stalled = run.converged | (stable & _closed(bound[active], new_bound))
         better = new_score > score[active]
+        slow = bound[active] - new_bound < (bound[active] - score[active]) * run.n_sweeps / PACE_HORIZON
+        stalled = run.converged | (stable & _closed(bound[active], new_bound)) | (~better & slow)
         improved = better[node_example]
         labels[part.nodes[improved]] = new_rounded[improved]
         score[active] = np.where(better, new_score, score[active])
