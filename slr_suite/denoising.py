@@ -181,11 +181,10 @@ def all_cells(spec: DenoisingSpec) -> list[tuple[str, str]]:
 #: class's (a pairwise fit has twice the rows and classes of a unary one, and a model with
 #: informative factors on both sides decodes longer). The factors are a least-squares fit on the
 #: logarithms of the full profile's wall times per cell at 5623f57 (reports/full/denoising.md),
-#: rounded, from the 24 cells other than Linear/MLP: its 643 s there were its monitor's MAP decodes
-#: running to the budget where the LP is not tight (the fit predicts 88 s; since the decodes' pace
-#: test it fits in about 140 CPU s). ChapterBoost's unary factor is Boost's and its pairwise factor
-#: gives its one cell's 107 s. Only the order matters, and only in an output directory without
-#: rows: the runner prefers each cell's last recorded seconds.
+#: rounded, from the 24 cells other than Linear/MLP, whose time there was its monitor's MAP decodes
+#: running to the budget (before the decodes' pace test; docs/design.md). ChapterBoost's unary
+#: factor is Boost's and its pairwise factor gives its one cell's time. Only the order matters, and
+#: only in an output directory without rows: the runner prefers each cell's last recorded seconds.
 _UNARY_COST = {"Zero": 1.0, "Constant": 1.0, "Linear": 2.5, "Boost": 3.2, "MLP": 3.3, "ChapterBoost": 3.2}
 _PAIRWISE_COST = {"Zero": 5.0, "Constant": 28.0, "Linear": 26.0, "Boost": 52.0, "MLP": 35.0, "ChapterBoost": 33.0}
 
