@@ -40,7 +40,7 @@ from slr._prediction import map_labels, potentials, prediction_model
 from slr._progress import (BestIteration, Iterate, Progress, TrainingRows, early_stopping, iteration_objectives)
 from slr._setup import (FACTORS, FitStart, allowed_states, check_held_out_labelled, check_resolvable_class_weights,
                         check_same_model, checked_data, checked_transitions, clone_oracle, edge_width, layout_digest,
-                        oracle_spec, untimed)
+                        oracle_spec, resolve_epsilon, untimed)
 from slr._solvers import SOLVERS, choose_solver, run_alternation, run_joint
 from slr.data import FlatData
 from slr.estimator import FitHistory, StructuredEstimator, validation_data
@@ -86,14 +86,17 @@ class StructuredLogisticRegression(StructuredEstimator):
     pairwise : LogisticOracle, optional
         Function class of ``g_p`` (input: edge features; ``L^2`` classes). ``Linear()``
         when None; fitted copy in ``pairwise_``.
-    epsilon : float, default=0.01
+    epsilon : float or "auto", default="auto"
         Entropy weight of the smoothed inference (> 0). R exceeds the LP's structured hinge loss by
         at most ``epsilon`` times the entropy bound, about ``(1 + deg) log L`` per node of ``deg``
-        edges (Theorem 1.1): at the default about a tenth of the Hamming margin a wrong node costs,
-        on chains of 26 states and grids of 11 (0.1 in earlier versions: about the whole margin,
-        which cost accuracy; the research notes, "The figures behind the defaults"). A ``Linear``
-        oracle's ridge acts as an SSVM's ``C = epsilon / l2``: to keep a ridge chosen at another
-        ``epsilon``, scale ``l2`` with it.
+        edges (Theorem 1.1). ``"auto"`` is 0.01 where both oracles are linear in their parameters
+        (``Linear``, ``Constant``, ``Zero``): the excess is then about a tenth of the Hamming margin
+        a wrong node costs on chains of 26 states and grids of 11, where 0.1 (the default before)
+        let it reach the whole margin and cost accuracy. With other oracles it is 0.1: their fits
+        see biases of ``1 / epsilon`` on wrong labels, which at 0.01 stall trees and slow an MLP
+        (the research notes, "The figures behind the defaults"). A ``Linear`` oracle's ridge acts
+        as an SSVM's ``C = epsilon / l2``: to keep a ridge chosen at another ``epsilon``, scale
+        ``l2`` with it.
     max_iter : int, default=200
         Most learning iterations (a cap: ``tol`` and early stopping usually stop first). With
         ``warm_start`` it counts the iterations of the earlier fits too. An iteration of Algorithm
@@ -356,8 +359,8 @@ class StructuredLogisticRegression(StructuredEstimator):
     _phase_timer: Callable[[str], AbstractContextManager] | None = None
 
     _parameter_constraints: ClassVar[dict[str, Spec]] = {
-        "epsilon": Checked(lambda value, name: check_epsilon(value, allow_zero=False, name=name),
-                           "a real number > 0"),
+        "epsilon": (Options(("auto",)), Checked(lambda value, name: check_epsilon(value, allow_zero=False, name=name),
+                                                "a real number > 0")),
         "max_iter": Integer(1),
         "tol": Real(0.0),
         "max_sweeps": Integer(0),
@@ -387,7 +390,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         unary: LogisticOracle | None = None,
         pairwise: LogisticOracle | None = None,
         *,
-        epsilon: float = 0.01,
+        epsilon: float | str = "auto",
         max_iter: int = 200,
         tol: float = 1e-4,
         max_sweeps: int = 50,
@@ -442,6 +445,7 @@ class StructuredLogisticRegression(StructuredEstimator):
         """Every hyperparameter checked."""
         params = validate_params(self)
         params["verbose"] = int(params["verbose"])
+        params["epsilon"] = resolve_epsilon(params["epsilon"], (self.unary, self.pairwise))
         return params
 
     def fit(
