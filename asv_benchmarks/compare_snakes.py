@@ -96,7 +96,7 @@ def report_fit(model, target: float, ssvm_seconds: float, l2: float, epsilon: fl
         f"at iteration {int(reached.iloc[0]['iteration'])} after {reached.iloc[0]['seconds']:.1f} s "
         f"({reached.iloc[0]['seconds'] / ssvm_seconds:.2f}x the SSVM's fit time)")
     best = history["val_error"].idxmin()
-    print(f"slr l2={l2:g}, eps={model.epsilon}{' (default)' if epsilon is None else ''}"
+    print(f"slr l2={l2:g}, eps={model.epsilon_:g}{' (default)' if epsilon is None else ''}"
           f"{'' if tol is None else f', tol={tol:g}'}: stopped by "
           f"{model.stop_reason_} after {model.n_iter_} iterations and {history['seconds'].iloc[-1]:.1f} s, test error "
           f"{history['val_error'].iloc[-1]:.4f} (best {history['val_error'][best]:.4f} at iteration "

@@ -287,6 +287,8 @@ class StructuredLogisticRegression(StructuredEstimator):
         The labels, sorted (``arange(n_states_)`` for integer labels): ``predict`` returns them,
         and column ``a`` of ``predict_marginals`` is label ``classes_[a]``.
     n_hidden_states_ : int
+    epsilon_ : float
+        The eps of the fit (``epsilon`` with ``"auto"`` resolved).
     n_node_features_, n_edge_features_ : int
     history_ : pandas.DataFrame
         One row per learning iteration run (plus row 0 for the start, all messages zero and
@@ -640,6 +642,7 @@ class StructuredLogisticRegression(StructuredEstimator):
             "n_states_": n_labels,
             "classes_": classes,
             "n_hidden_states_": params["n_hidden_states"],
+            "epsilon_": params["epsilon"],
             "n_node_features_": d_node,
             # a continuation on graphs without edges keeps the width the pairwise function was fitted on
             "n_edge_features_": self.n_edge_features_ if start.warm and not data.has_edges else d_edge,

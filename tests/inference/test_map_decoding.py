@@ -105,7 +105,7 @@ def test_lp_map_stops_at_the_budget_and_says_so():
 @pytest.fixture(scope="module")
 def blocks_model():
     X, Y = blocks(10)
-    return X, Y, StructuredLogisticRegression().fit(X, Y)
+    return X, Y, StructuredLogisticRegression(epsilon=0.1).fit(X, Y)
 
 
 def test_predict_decodes_strongly_coupled_grids_to_the_map_without_warning(blocks_model):

@@ -358,6 +358,7 @@ def test_auto_epsilon_is_small_for_oracles_linear_in_their_parameters_only(tiny,
     given = StructuredLogisticRegression(*oracles, epsilon=epsilon, **settings).fit(X, Y)
     other = StructuredLogisticRegression(*oracles, epsilon=0.11 - epsilon, **settings).fit(X, Y)
     np.testing.assert_array_equal(auto.history_["objective"], given.history_["objective"])
+    assert auto.epsilon == "auto" and auto.epsilon_ == given.epsilon_ == epsilon
     assert not np.allclose(auto.history_["objective"], other.history_["objective"])
 
 
