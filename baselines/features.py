@@ -32,6 +32,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from slr._features import is_sparse
 from slr.baselines.weights import check_example_weights, class_weight_vector
 from slr.data import FlatData
 from slr.inference.decoding import BatchMap, labelling_scores
@@ -163,6 +164,7 @@ class StructuredData(FlatData):
         self.model = energy.method(self)
         self._messages = np.zeros((self.batch.n_edges, 2, self.n_states))
         self._truth = None
+        self._used_columns: tuple[Any, np.ndarray] | None = None   # weighted_joint_feature_entries'
         self._recent_labellings = []
         # only small loopy examples can be unsure: the recent labellings of any other data are never read
         self._keeps_recent = self.model == "lp" and bool(
@@ -257,7 +259,7 @@ class StructuredData(FlatData):
         """Flat scores ``theta_nodes (N, L)`` and ``theta_edges (M, L, L)`` under ``w``."""
         W_u, W_p = self.unpack(w)
         L = self.n_states
-        theta_nodes = self.node_features @ W_u.T
+        theta_nodes = _times_transposed(self.node_features, W_u)
         theta_edges = (self.edge_features.reshape(-1, self.d_e) @ W_p.T).reshape(-1, L, L)
         if self.allowed_states is not None:
             depth = self._forbidden(theta_nodes, theta_edges)
@@ -289,10 +291,31 @@ class StructuredData(FlatData):
 
     def weighted_joint_feature(self, node_mu: np.ndarray, edge_mu: np.ndarray) -> np.ndarray:
         """``sum_k sample_weight[k] psi(x^k, mu^k)``, shape ``(size,)`` (:meth:`joint_feature` without weights)."""
+        return self.joint_feature(*self._weighted(node_mu, edge_mu))
+
+    def _weighted(self, node_mu: np.ndarray, edge_mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.sample_weight is None:
-            return self.joint_feature(node_mu, edge_mu)
-        return self.joint_feature(node_mu * self.node_weights()[:, None],
-                                  edge_mu * self.edge_weights()[:, None, None])
+            return node_mu, edge_mu
+        return node_mu * self.node_weights()[:, None], edge_mu * self.edge_weights()[:, None, None]
+
+    def weighted_joint_feature_entries(self, node_mu: np.ndarray,
+                                       edge_mu: np.ndarray) -> tuple[np.ndarray | slice, np.ndarray]:
+        """:meth:`weighted_joint_feature` as ``(index, values)``: its entries at ``index``
+        (increasing), 0 elsewhere. With sparse node features the unary part holds the columns
+        these data use only, so that the few examples of a step cost what their features do,
+        not the size of ``w``; otherwise ``index`` is ``slice(None)``, every entry."""
+        node_mu, edge_mu = self._weighted(node_mu, edge_mu)
+        if not is_sparse(self.node_features):
+            return slice(None), self.joint_feature(node_mu, edge_mu)
+        if self._used_columns is None:
+            columns = np.unique(self.node_features.indices)
+            L = self.n_states
+            index = np.concatenate([(np.arange(L)[:, None] * self.d_u + columns).ravel(),
+                                    L * self.d_u + np.arange(self._n_pair_rows * self.d_e)])
+            self._used_columns = (self.node_features[:, columns].T.tocsr(), index)
+        used, index = self._used_columns
+        pair = edge_mu.reshape(-1, self.n_states ** 2).T @ self.edge_features.reshape(-1, self.d_e)
+        return index, np.concatenate([np.asarray(used @ node_mu).T.ravel(), self._tied(np.asarray(pair)).ravel()])
 
     def joint_feature_per_example(self, node_mu: np.ndarray, edge_mu: np.ndarray,
                                   examples: Sequence[int] | None = None) -> np.ndarray:
@@ -360,3 +383,15 @@ class StructuredData(FlatData):
             return result
         y = np.where(take[self.batch.node_example], y_other, np.argmax(node_mu, axis=1))
         return (*self.onehot(y), np.where(take, other_loss, loss), np.where(take, other_slack, slack))
+
+
+def _times_transposed(features: Any, W: np.ndarray) -> np.ndarray:
+    """``features @ W.T``, shape ``(n, L)``: for sparse features with fewer stored entries than
+    ``W`` has, from the columns of ``W`` they use (scipy's product copies the whole of ``W.T``)."""
+    if not is_sparse(features) or features.nnz * W.shape[0] >= W.size:
+        return np.asarray(features @ W.T)
+    out = np.zeros((features.shape[0], W.shape[0]))
+    rows = np.diff(features.indptr) > 0
+    if rows.any():
+        out[rows] = np.add.reduceat(W[:, features.indices] * features.data, features.indptr[:-1][rows], axis=1).T
+    return out

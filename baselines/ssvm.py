@@ -449,15 +449,15 @@ class SubgradientSSVM(_SSVMBase):
         full_batch = self.batch_size is None or self.batch_size >= n
         w = np.zeros(data.size)
         w_avg = w.copy()
-        psi_true_all = data.weighted_joint_feature(*data.truth_marginals())
+        psi_true_all = data.weighted_joint_feature_entries(*data.truth_marginals())
         radius = np.sqrt(2.0 * self._primal(w, data, data.loss_augmented(w)[3], C)) if self.project else np.inf
         if self.batch_size == 1 and not full_batch:   # the same one-example batches every epoch
-            singles = [(sub, sub.weighted_joint_feature(*sub.truth_marginals()), float(n))
+            singles = [(sub, *sub.weighted_joint_feature_entries(*sub.truth_marginals()), float(n))
                        for sub in (data.subset([k]) for k in range(n))]
         t = 0
         for epoch in range(self.max_iter):
             if full_batch:
-                parts = [(data, psi_true_all, 1.0)]
+                parts = [(data, *psi_true_all, 1.0)]
             elif self.batch_size == 1:
                 parts = [singles[k] for k in (rng.permutation(n) if self.shuffle else range(n))]
             else:
@@ -466,15 +466,20 @@ class SubgradientSSVM(_SSVMBase):
                 for start in range(0, n, self.batch_size):
                     idx = order[start:start + self.batch_size]
                     sub = data.subset(idx)
-                    parts.append((sub, sub.weighted_joint_feature(*sub.truth_marginals()), n / len(idx)))
+                    parts.append((sub, *sub.weighted_joint_feature_entries(*sub.truth_marginals()), n / len(idx)))
             last = epoch + 1 == self.max_iter
-            for sub, psi_true, scale in parts:
+            for sub, entries, psi_true, scale in parts:
                 node_mu, edge_mu, _, _ = sub.loss_augmented(w, exact=last)
-                grad = w + C * scale * (sub.weighted_joint_feature(node_mu, edge_mu) - psi_true)
-                w = w - self._step(t) * grad
-                norm = np.linalg.norm(w)
-                if norm > radius:
-                    w *= radius / norm
+                psi = sub.weighted_joint_feature_entries(node_mu, edge_mu)[1]
+                # w - step * (w + C scale (psi - psi_true)), where psi - psi_true is 0 outside the
+                # entries of the step's examples (w_avg is w itself or a copy: w changes in place)
+                step = self._step(t)
+                w *= 1.0 - step
+                w[entries] -= step * C * scale * (psi - psi_true)
+                if radius < np.inf:
+                    norm = np.linalg.norm(w)
+                    if norm > radius:
+                        w *= radius / norm
                 t += 1
                 if self.averaging == "uniform":
                     w_avg += (w - w_avg) / t

@@ -75,8 +75,9 @@ class FitData(Protocol):
     def holds(self, data: Any) -> bool:
         """Whether ``data`` are these training data (decoded from the potentials at hand)."""
 
-    def decode(self, predictor: PairwiseModel) -> np.ndarray:
-        """MAP labels of the training nodes under the current potentials."""
+    def decode(self, predictor: PairwiseModel, messages: np.ndarray | None = None) -> np.ndarray:
+        """MAP labels of the training nodes under the current potentials; ``messages``: the LP's
+        warm start, updated in place (:meth:`slr.models.PairwiseModel.decode`)."""
 
     def decodes_in_one_pass(self, predictor: PairwiseModel) -> bool:
         """Whether decoding the training data costs one pass (the monitor's schedule)."""
@@ -251,8 +252,8 @@ class LocalData:
     def holds(self, data: Any) -> bool:
         return data is self.train
 
-    def decode(self, predictor: PairwiseModel) -> np.ndarray:
-        return predictor.decode(self.train, self.unary_potentials + self.offset, self.theta_edges)
+    def decode(self, predictor: PairwiseModel, messages: np.ndarray | None = None) -> np.ndarray:
+        return predictor.decode(self.train, self.unary_potentials + self.offset, self.theta_edges, messages=messages)
 
     def decodes_in_one_pass(self, predictor: PairwiseModel) -> bool:
         return predictor.method(self.train) != "lp"

@@ -36,11 +36,13 @@ def potentials(predictor: PairwiseModel, data: FlatData, unary: Any,
 
 
 def map_labels(predictor: PairwiseModel, data: FlatData, unary: Any, pairwise: Any | None,
-                timed: Callable[[str], AbstractContextManager], warn: bool = False) -> np.ndarray:
+                timed: Callable[[str], AbstractContextManager], warn: bool = False,
+                messages: np.ndarray | None = None) -> np.ndarray:
     """MAP labels of ``data`` under the functions ``unary`` and ``pairwise`` (None: no pairwise term);
-    ``warn``: a ``ConvergenceWarning`` when the LP's sweeps stop before converging."""
+    ``warn``: a ``ConvergenceWarning`` when the LP's sweeps stop before converging; ``messages``: the
+    LP's warm start, updated in place (:meth:`slr.models.PairwiseModel.decode`)."""
     with timed("predict: potentials"):
         theta_nodes, theta_edges = potentials(predictor, data, unary, pairwise)
     with timed("predict: MAP"):
-        return predictor.decode(data, theta_nodes, theta_edges, warn=warn)
+        return predictor.decode(data, theta_nodes, theta_edges, warn=warn, messages=messages)
 

@@ -56,7 +56,11 @@ class Iterate:
     :meth:`StructuredLogisticRegression.fit` sees it.
 
     It is valid during the call only: the fit goes on from the same state afterwards, and
-    :meth:`predict` and :meth:`score` then raise ``RuntimeError``.
+    :meth:`predict` and :meth:`score` then raise ``RuntimeError``. Where they decode by the LP's
+    max-product sweeps, the sweeps on an ``X`` (the same object) that an earlier iteration's
+    Iterate decoded start from the messages that decode ended with: the labels of a decode from
+    zero messages wherever the LP certifies them (up to ties between labellings of the same score),
+    in a fraction of the sweeps.
 
     Attributes
     ----------
@@ -90,7 +94,8 @@ class Iterate:
                                f"the fit has moved on")
         state, predictor, check_data = self._live
         data = check_data(X, Y)
-        return data, map_labels(predictor, data, state.oracles["unary"], state.current_pairwise(), state.timed)
+        return data, map_labels(predictor, data, state.oracles["unary"], state.current_pairwise(), state.timed,
+                                messages=state.warm_start(predictor, data, X))
 
     def predict(self, X: Sequence) -> Labellings:
         """MAP labelling of every example of ``X`` under this iteration's functions, as

@@ -175,6 +175,33 @@ class GraphBatch:
         """Index of the example that owns each global edge, shape ``(n_edges,)``."""
         return np.repeat(np.arange(self.n_examples), np.diff(self.edge_ptr))
 
+    def take(self, examples: np.ndarray) -> tuple["GraphBatch", np.ndarray, np.ndarray]:
+        """The ``examples`` (increasing indices) as a batch of their own, with the indices of its
+        nodes and of its edges in this batch (``theta_nodes[nodes]`` are its node potentials).
+
+        Every example keeps the order of its nodes, edges and incidence lists, so that a sweep of
+        the smaller batch does on each example exactly what a sweep of this one does.
+        """
+        examples = np.asarray(examples, dtype=np.int64)
+        n_nodes, n_edges = np.diff(self.node_ptr)[examples], np.diff(self.edge_ptr)[examples]
+        nodes, edges = _ranges(self.node_ptr[examples], n_nodes), _ranges(self.edge_ptr[examples], n_edges)
+        node_at, edge_at = np.empty(self.n_nodes, dtype=np.int64), np.empty(self.n_edges, dtype=np.int64)
+        node_at[nodes], edge_at[edges] = np.arange(nodes.shape[0]), np.arange(edges.shape[0])
+        degree = np.diff(self.inc_ptr)[nodes]
+        incidence = _ranges(self.inc_ptr[nodes], degree)
+        # the parts of a consistent batch make one: the constructor's check is left out (the
+        # decoding loop takes a batch of its unsettled examples many times per call)
+        part = object.__new__(GraphBatch)
+        fields = dict(node_ptr=np.concatenate([[0], np.cumsum(n_nodes)]),
+                      edge_ptr=np.concatenate([[0], np.cumsum(n_edges)]),
+                      edges=node_at[self.edges[edges]].reshape(-1, 2), inc_ptr=np.concatenate([[0], np.cumsum(degree)]),
+                      inc_edge=edge_at[self.inc_edge[incidence]], inc_side=self.inc_side[incidence])
+        for name, array in fields.items():
+            object.__setattr__(part, name, _read_only_index_array(array, name, array.ndim))
+        object.__setattr__(part, "n_states", self.n_states)
+        object.__setattr__(part, "max_degree", int(degree.max()) if degree.size else 0)
+        return part, nodes, edges
+
     def split_nodes(self, array: np.ndarray) -> list[np.ndarray]:
         """Split a per-node array (first axis ``n_nodes``) into one array per example."""
         return np.split(_leading_axis(array, self.n_nodes, "array"), self.node_ptr[1:-1])
@@ -195,6 +222,12 @@ class GraphBatch:
                 f"theta_edges must have shape ({self.n_edges}, {L}, {L}), got {theta_edges.shape}"
             )
         return theta_nodes, theta_edges
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])``, int64."""
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - ends + lengths, lengths) + np.arange(int(ends[-1]) if ends.size else 0)
 
 
 def _leading_axis(array: Any, length: int, name: str) -> np.ndarray:

@@ -157,7 +157,9 @@ class StructuredLogisticRegression(StructuredEstimator):
         settle (up to ``predict_max_sweeps``): a decode of the training examples then costs
         about what an iteration of learning does, or more, so measuring every iteration would cost
         about as much as the fit; ``"auto"`` decodes ``floor(log2(n_iter)) + 2`` times at most
-        (figures: the research notes, "The figures behind the defaults").
+        (figures: the research notes, "The figures behind the defaults"). The monitor's sweeps
+        on each data set start from the messages its previous decode of them ended with, which
+        changes no label the LP certifies (up to ties between labellings of the same score).
         ``False``: none, and no validation error unless early stopping needs it. Early stopping
         measures the validation error after every iteration in every mode, and monitoring never
         changes the fit.

@@ -156,7 +156,8 @@ class ShardedData:
     def holds(self, data: Any) -> bool:
         return False   # the training data are on the workers; other data are decoded here
 
-    def decode(self, predictor: PairwiseModel) -> np.ndarray:  # pragma: no cover - holds() is never true
+    def decode(self, predictor: PairwiseModel,
+               messages: np.ndarray | None = None) -> np.ndarray:  # pragma: no cover - holds() is never true
         raise NotImplementedError("the training data are decoded on the workers (training_error)")
 
     def decodes_in_one_pass(self, predictor: PairwiseModel) -> bool:

@@ -17,7 +17,9 @@ Two-state graphs (binary denoising) take the same update written out for ``L = 2
 With ``eps > 0`` on a CPU with AVX2 and FMA, each star's max-marginals ``mt`` are computed by
 the vector code of ``_star_simd.h`` (one vector exp/log call over the star's ``deg * L`` terms);
 the rest of the update, and the order of the updates, are the same on both paths. ``use_simd``
-switches it off (as does the environment variable ``SLR_DISABLE_SIMD`` at import).
+switches it off (as does the environment variable ``SLR_DISABLE_SIMD`` at import). The vector
+code updates two-state stars several at a time, in ``sweep_order``, with the same messages bit
+for bit; on a CPU with AVX-512F in 8-double vectors (``use_avx512(False)`` keeps it to AVX2).
 
 Every function here trusts its inputs: the Python layer (``slr.inference.batch``) validates
 shapes, index ranges, finiteness and magnitudes once and then calls these kernels without checks.
@@ -47,6 +49,16 @@ cdef extern from *:
 
 cdef extern from "_star_simd.h" nogil:
     int slr_simd_supported()
+    int slr_avx512_supported()
+    int SLR_GROUP
+    double slr_binary_stars_avx512(
+        const int64_t* nodes, int64_t count, const double* theta_nodes, const double* theta_edges,
+        int64_t edge_stride, double* lam, const int64_t* inc_ptr, const int64_t* inc_edge,
+        const int64_t* inc_side, double eps, double inv_eps, double* mt, double* size)
+    double slr_binary_stars_avx2(
+        const int64_t* nodes, int64_t count, const double* theta_nodes, const double* theta_edges,
+        int64_t edge_stride, double* lam, const int64_t* inc_ptr, const int64_t* inc_edge,
+        const int64_t* inc_side, double eps, double inv_eps, double* mt, double* size)
     double slr_binary_star_avx2(
         int64_t v, const double* theta_nodes, const double* theta_edges, int64_t edge_stride, double* lam,
         const int64_t* inc_ptr, const int64_t* inc_edge, const int64_t* inc_side, double eps,
@@ -57,6 +69,8 @@ cdef extern from "_star_simd.h" nogil:
 
 cdef bint SIMD_SUPPORTED = slr_simd_supported()
 cdef bint simd_enabled = SIMD_SUPPORTED and not os.environ.get("SLR_DISABLE_SIMD")
+cdef bint AVX512_SUPPORTED = slr_avx512_supported()
+cdef bint avx512_enabled = AVX512_SUPPORTED
 
 # Relative float64 resolution of the stopping test: message changes below this fraction
 # (1024 ulps) of the largest magnitude a sweep computed are rounding noise (measured: up to
@@ -208,11 +222,113 @@ cdef double _update_node(
     return change
 
 
+cdef inline void _heap_push(int64_t* heap, Py_ssize_t* size, int64_t value) noexcept nogil:
+    """Push ``value`` on the binary min-heap ``heap[:size]``."""
+    cdef Py_ssize_t k = size[0], parent
+    size[0] = k + 1
+    while k > 0:
+        parent = (k - 1) // 2
+        if heap[parent] <= value:
+            break
+        heap[k] = heap[parent]
+        k = parent
+    heap[k] = value
+
+
+cdef inline int64_t _heap_pop(int64_t* heap, Py_ssize_t* size) noexcept nogil:
+    """Pop the smallest value of the non-empty binary min-heap ``heap[:size]``."""
+    cdef int64_t top = heap[0], last
+    cdef Py_ssize_t k = 0, child, n = size[0] - 1
+    size[0] = n
+    last = heap[n]
+    while True:
+        child = 2 * k + 1
+        if child >= n:
+            break
+        if child + 1 < n and heap[child + 1] < heap[child]:
+            child = child + 1
+        if heap[child] >= last:
+            break
+        heap[k] = heap[child]
+        k = child
+    heap[k] = last
+    return top
+
+
+cdef inline void _release(Py_ssize_t v, const int64_t[::1] inc_ptr, const int64_t[::1] inc_edge,
+                          const int64_t[::1] inc_side, const int64_t[:, ::1] edges,
+                          int64_t[::1] waiting, int64_t* heap, Py_ssize_t* size) noexcept nogil:
+    """``v`` is updated: its later neighbours wait for one node fewer; push those now ready."""
+    cdef Py_ssize_t k, u
+    for k in range(inc_ptr[v], inc_ptr[v + 1]):
+        u = edges[inc_edge[k], 1 - inc_side[k]]
+        if u > v:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                _heap_push(heap, size, u)
+
+
+def sweep_order(
+    const int64_t[::1] node_ptr,
+    const int64_t[::1] inc_ptr,
+    const int64_t[::1] inc_edge,
+    const int64_t[::1] inc_side,
+    const int64_t[:, ::1] edges,
+):
+    """The order in which ``star_sweeps`` visits the nodes of each example, shape ``(N,)``, and
+    its groups of independent nodes, shape ``(N,)``, uint8.
+
+    The updates of two nodes without an edge between them commute (each writes only its own side
+    of its edges). A sweep gives the same messages, bit for bit, in index order and in any order
+    that keeps each node after its neighbours of lower index (and, backwards, in the reverse of
+    either). This order takes the nodes whose lower neighbours are all done (the ready ones)
+    ``SLR_GROUP`` at a time, those of lowest index: no two ready nodes have an edge between them.
+    ``group[k]`` is the size of the group at the first and at the last of its positions ``k``
+    (0 elsewhere). The two-state vector code updates a group at once, instead of waiting for
+    each star's messages before the next (on a grid a group is a diagonal across as many rows,
+    in nearly the index order that the caches prefer).
+    """
+    cdef Py_ssize_t n_examples = node_ptr.shape[0] - 1
+    cdef Py_ssize_t n_nodes = inc_ptr.shape[0] - 1
+    order_arr = np.empty(n_nodes, dtype=np.int64)
+    group_arr = np.zeros(n_nodes, dtype=np.uint8)
+    waiting_arr = np.zeros(n_nodes, dtype=np.int64)
+    heap_arr = np.empty(max(n_nodes, 1), dtype=np.int64)
+    cdef int64_t[::1] order = order_arr
+    cdef unsigned char[::1] group = group_arr
+    cdef int64_t[::1] waiting = waiting_arr    # neighbours of lower index not yet updated
+    cdef int64_t[::1] heap = heap_arr          # the ready nodes, lowest index first
+    cdef Py_ssize_t ex, v, k, g, position, size
+    with nogil:
+        for ex in range(n_examples):
+            size = 0
+            for v in range(node_ptr[ex], node_ptr[ex + 1]):
+                for k in range(inc_ptr[v], inc_ptr[v + 1]):
+                    if edges[inc_edge[k], 1 - inc_side[k]] < v:
+                        waiting[v] += 1
+                if waiting[v] == 0:
+                    _heap_push(&heap[0], &size, v)
+            position = node_ptr[ex]
+            while size > 0:
+                g = 0
+                while g < SLR_GROUP and size > 0:
+                    order[position + g] = _heap_pop(&heap[0], &size)
+                    g = g + 1
+                group[position] = g
+                group[position + g - 1] = g
+                for k in range(position, position + g):
+                    _release(order[k], inc_ptr, inc_edge, inc_side, edges, waiting, &heap[0], &size)
+                position = position + g
+    return order_arr, group_arr
+
+
 def star_sweeps(
     const double[:, ::1] theta_nodes,
     const double[:, :, ::1] theta_edges,
     double[:, :, ::1] lam,
     const int64_t[::1] node_ptr,
+    const int64_t[::1] order,
+    const unsigned char[::1] group,
     const int64_t[::1] inc_ptr,
     const int64_t[::1] inc_edge,
     const int64_t[::1] inc_side,
@@ -226,14 +342,14 @@ def star_sweeps(
 ):
     """Run up to ``max_sweeps`` star-update sweeps on every example of a batch, in place.
 
-    One sweep visits every node of an example once; the direction alternates (forward,
-    then backward, ...) so information flows both ways. An example stops as soon as a
-    sweep changes no message vector ``lam[e, s, :]`` by more than ``max(tol, RESOLUTION *
-    size)``, ``size`` being the largest magnitude the sweep computed (with ``tol = 0``: only
-    when nothing changes). The change is measured for ``eps > 0`` beyond a constant shift
-    (``max_a d_a - min_a d_a`` of its change ``d``; a constant shift is a gauge that changes
-    no belief and not ``A``), for ``eps = 0`` in absolute value (``max_a |d_a|``). Examples
-    run in parallel.
+    One sweep visits every node of an example once, in index order or in ``order``, which gives
+    the same messages (see ``sweep_order``); the direction alternates (forward, then backward,
+    ...) so information flows both ways. An example stops as soon as a sweep changes no message
+    vector ``lam[e, s, :]`` by more than ``max(tol, RESOLUTION * size)``, ``size`` being the
+    largest magnitude the sweep computed (with ``tol = 0``: only when nothing changes). The
+    change is measured for ``eps > 0`` beyond a constant shift (``max_a d_a - min_a d_a`` of its
+    change ``d``; a constant shift is a gauge that changes no belief and not ``A``), for
+    ``eps = 0`` in absolute value (``max_a |d_a|``). Examples run in parallel.
 
     Parameters
     ----------
@@ -243,6 +359,10 @@ def star_sweeps(
         Messages, updated in place.
     node_ptr, inc_ptr, inc_edge, inc_side : int64
         The batch layout (see ``slr.data.GraphBatch``).
+    order : (N,) or (0,) int64, group : (N,) or (0,) uint8
+        ``sweep_order`` of the layout: each example's nodes, permuted within the example, and
+        the sizes of its groups of nodes without an edge between them. Read by the two-state
+        vector code only; empty arrays keep every sweep in index order.
     max_degree : int
         Largest node degree (sizes the per-thread scratch).
     eps : float
@@ -255,10 +375,15 @@ def star_sweeps(
     cdef Py_ssize_t L = theta_nodes.shape[1]
     cdef Py_ssize_t es = 1 if theta_edges.shape[0] > 1 else 0   # 0: one table for every edge
     cdef double inv_eps = 1.0 / eps if eps > 0 else 0.0
-    # mt and the vector code's scratch: deg * L values padded to whole vectors of 4 (8 at least)
-    cdef Py_ssize_t padded = max_degree * L + 8
+    # mt and the vector code's scratch: deg * L values padded to whole vectors of 4, and room for
+    # the max-marginals of the SLR_GROUP stars the two-state code updates at once, 8 each
+    cdef Py_ssize_t padded = max_degree * L + 8 * SLR_GROUP
     cdef bint simd = simd_enabled and eps > 0.0
-    cdef Py_ssize_t ex, i, v, lo, hi
+    # two-state stars with the vector code go in sweep_order, the rest in index order: only the
+    # former update several stars at once, and the index order keeps the latter's reads sequential
+    cdef bint groups = L == 2 and simd and order.shape[0] == theta_nodes.shape[0]
+    cdef bint wide = avx512_enabled
+    cdef Py_ssize_t ex, i, j, count, v, lo, hi
     cdef int sweep
     cdef double change, node_change, size, limit
     cdef double* scratch
@@ -278,10 +403,29 @@ def star_sweeps(
             while sweep < max_sweeps and change > limit:
                 change = 0.0
                 size = 0.0
-                for i in range(hi - lo):
+                i = 0
+                while i < hi - lo:
                     # even sweeps run forward, odd sweeps backward
-                    v = lo + i if sweep % 2 == 0 else hi - 1 - i
-                    if L == 2 and simd:
+                    j = lo + i if sweep % 2 == 0 else hi - 1 - i
+                    i = i + 1
+                    v = j
+                    if groups:
+                        # in sweep_order: the same messages as in index order, a group at once
+                        count = group[j]
+                        if wide:
+                            node_change = slr_binary_stars_avx512(
+                                &order[j if sweep % 2 == 0 else j - count + 1], count,
+                                &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],
+                                &inc_ptr[0], &inc_edge[0], &inc_side[0], eps, inv_eps, scratch,
+                                &size)
+                        else:
+                            node_change = slr_binary_stars_avx2(
+                                &order[j if sweep % 2 == 0 else j - count + 1], count,
+                                &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],
+                                &inc_ptr[0], &inc_edge[0], &inc_side[0], eps, inv_eps, scratch,
+                                &size)
+                        i = i + count - 1
+                    elif L == 2 and simd:
                         node_change = slr_binary_star_avx2(
                             v, &theta_nodes[0, 0], &theta_edges[0, 0, 0], es, &lam[0, 0, 0],
                             &inc_ptr[0], &inc_edge[0], &inc_side[0], eps, inv_eps, scratch,
@@ -409,6 +553,23 @@ def use_simd(enabled: bool) -> bool:
 def simd_supported() -> bool:
     """Whether this CPU runs the vector code (x86-64 with AVX2 and FMA)."""
     return SIMD_SUPPORTED
+
+
+def use_avx512(enabled: bool) -> bool:
+    """Let the vector code of two-state sweeps use 8-double AVX-512 vectors (``True``, where the
+    CPU has AVX-512F) or 4-double AVX2 vectors only (``False``); returns the previous setting.
+
+    Both compute the same operations lane for lane: the messages agree bit for bit.
+    """
+    global avx512_enabled
+    previous = avx512_enabled
+    avx512_enabled = bool(enabled) and AVX512_SUPPORTED
+    return previous
+
+
+def avx512_supported() -> bool:
+    """Whether this CPU runs the AVX-512 vector code (AVX2, FMA and AVX-512F)."""
+    return AVX512_SUPPORTED
 
 
 def openmp_max_threads() -> int:

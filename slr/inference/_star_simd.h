@@ -1,20 +1,26 @@
-/* Vectorised max-marginals of a star update (AVX2 + FMA, 4 doubles per vector).
+/* Vectorised max-marginals of a star update (AVX2 + FMA, 4 doubles per vector; for two states
+ * also AVX-512F, 8 doubles per vector).
  *
  * A star update at node v needs, for each incident edge k and each state a of v, the smoothed
  * max-marginal  mt[k L + a] = eps * logsumexp_b(x_k(a, b) / eps),  x_k(a, b) the edge's
  * potential plus the message on the other side (see _star.pyx). The functions here compute all
  * of them for one star: they gather the operands and evaluate exp and log a whole vector at a
  * time. With two states the whole star update is done here, with L states the rest of it is
- * left to the caller; either way the star updates run in the scalar kernels' order.
+ * left to the caller; either way the star updates give the scalar kernels' messages (the
+ * two-state code updates stars without an edge between them at once, which changes nothing).
  *
  * exp and log are polynomials written here, with FMA and no -ffast-math; their errors against
  * the correctly rounded results are stated at each function. They are compiled for AVX2 + FMA by
  * a function attribute, so the module still builds for the x86-64 baseline: the caller runs them
- * only when slr_simd_supported() says the CPU has both. Elsewhere (other architectures or
- * compilers) slr_simd_supported() is 0 and the kernels stay scalar.
+ * only when slr_simd_supported() says the CPU has both (the AVX-512 code: when
+ * slr_avx512_supported() says it also has AVX-512F). Elsewhere (other architectures or
+ * compilers) both are 0 and the kernels stay scalar.
  */
 #ifndef SLR_STAR_SIMD_H
 #define SLR_STAR_SIMD_H
+
+/* Most independent stars the two-state AVX-512 code updates at once (slr_binary_stars_avx512) */
+#define SLR_GROUP 8
 
 #include <math.h>
 #include <stdint.h>
@@ -199,6 +205,56 @@ SLR_AVX2 void slr_binary_store(double *lam, int64_t e, int64_t side, __m128d t, 
                                                 _mm_sub_sd(d, _mm_unpackhi_pd(d, d))));
 }
 
+/* The end of a two-state star update at node v, once the max-marginals of its deg edges are in
+ * mt (lanes 2 k, 2 k + 1 for edge k) and summed as sum (lanes 0, 1 plus lanes 2, 3) and big
+ * (their magnitudes, lane by lane): t = (theta_v + sum_k m_k) / (1 + deg), the messages
+ * lam[e, side, :] = t - m_k. Returns the largest change beyond a constant shift and raises *size
+ * to the largest magnitude computed. */
+SLR_AVX2 double slr_binary_finish(int64_t v, const double *theta_nodes, double *lam,
+                                  const int64_t *edge, const int64_t *side, int64_t deg,
+                                  const double *mt, __m256d sum, __m256d big, double *size)
+{
+    const __m128d magnitude = _mm_castsi128_pd(_mm_set1_epi64x(INT64_MAX));
+    const __m128d scale = _mm_set1_pd(1.0 / (1 + deg));
+    const __m128d t = _mm_fmadd_pd(
+        _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1)), scale,
+        _mm_mul_pd(_mm_loadu_pd(theta_nodes + 2 * v), scale));
+    const __m128d big2 = _mm_max_pd(
+        _mm_max_pd(_mm256_castpd256_pd128(big), _mm256_extractf128_pd(big, 1)),
+        _mm_and_pd(t, magnitude));
+    const double largest = _mm_cvtsd_f64(_mm_max_sd(big2, _mm_unpackhi_pd(big2, big2)));
+    __m128d change = _mm_setzero_pd();
+    *size = largest > *size ? largest : *size;
+    for (int64_t k = 0; k < deg; k++)
+        slr_binary_store(lam, edge[k], side[k], t, _mm_loadu_pd(mt + 2 * k), &change);
+    return _mm_cvtsd_f64(change);
+}
+
+/* The max-marginals of node v's deg <= 4 edges, edges 0 and 1 in low, 2 and 3 in high (lanes
+ * 2 k, 2 k + 1 of each: edge k, a = 0, 1; absent edges give 0). */
+SLR_AVX2 void slr_binary_marginals_v4(const double *theta_edges, int64_t edge_stride,
+                                      const double *lam, const int64_t *edge, const int64_t *side,
+                                      int64_t deg, __m256d veps, __m256d vinv, __m256d *low,
+                                      __m256d *high)
+{
+    const __m128d zero = _mm_setzero_pd();
+    __m128d f0, s0, f1 = zero, s1 = zero, f2 = zero, s2 = zero, f3 = zero, s3 = zero;
+    slr_binary_operands(theta_edges, edge_stride, lam, edge[0], side[0], &f0, &s0);
+    if (deg > 1)
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[1], side[1], &f1, &s1);
+    if (deg > 2)
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[2], side[2], &f2, &s2);
+    if (deg > 3)
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[3], side[3], &f3, &s3);
+    /* absent edges: eps 0 in their lanes (off the critical path, unlike masking m) */
+    *low = slr_binary_pair(f0, s0, f1, s1,
+                           _mm256_and_pd(veps, _mm256_castsi256_pd(slr_first_lanes(2 * deg))),
+                           vinv);
+    *high = deg > 2 ? slr_binary_pair(f2, s2, f3, s3, _mm256_and_pd(
+                          veps, _mm256_castsi256_pd(slr_first_lanes(2 * deg - 4))), vinv)
+                    : _mm256_setzero_pd();
+}
+
 /* The two-state star update at node v (see _update_binary_node in _star.pyx, which it replaces
  * for eps > 0), two edges per vector. Returns the largest message change beyond a constant
  * shift and raises *size to the largest magnitude computed. mt holds max(2 deg + 2, 8)
@@ -219,25 +275,11 @@ __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
     const __m128d zero = _mm_setzero_pd();
     __m256d sum = _mm256_setzero_pd(), big = _mm256_setzero_pd();
     __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
-    __m128d change = zero;
     if (deg == 0)
         return 0.0;
     if (deg <= 4) {
-        __m128d f0, s0, f1 = zero, s1 = zero, f2 = zero, s2 = zero, f3 = zero, s3 = zero;
-        slr_binary_operands(theta_edges, edge_stride, lam, edge[0], side[0], &f0, &s0);
-        if (deg > 1)
-            slr_binary_operands(theta_edges, edge_stride, lam, edge[1], side[1], &f1, &s1);
-        if (deg > 2)
-            slr_binary_operands(theta_edges, edge_stride, lam, edge[2], side[2], &f2, &s2);
-        if (deg > 3)
-            slr_binary_operands(theta_edges, edge_stride, lam, edge[3], side[3], &f3, &s3);
-        /* absent edges: eps 0 in their lanes (off the critical path, unlike masking m) */
-        low = slr_binary_pair(f0, s0, f1, s1,
-                              _mm256_and_pd(veps, _mm256_castsi256_pd(slr_first_lanes(2 * deg))),
-                              vinv);
-        if (deg > 2)
-            high = slr_binary_pair(f2, s2, f3, s3, _mm256_and_pd(
-                veps, _mm256_castsi256_pd(slr_first_lanes(2 * deg - 4))), vinv);
+        slr_binary_marginals_v4(theta_edges, edge_stride, lam, edge, side, deg, veps, vinv, &low,
+                                &high);
         _mm256_storeu_pd(mt, low);
         _mm256_storeu_pd(mt + 4, high);
         sum = _mm256_add_pd(low, high);
@@ -257,19 +299,227 @@ __attribute__((target("avx2,fma"))) static double slr_binary_star_avx2(
             big = _mm256_max_pd(big, _mm256_and_pd(m, magnitude));
         }
     }
-    /* t = (theta_v + sum_k m_k) / (1 + deg) */
-    const __m128d scale = _mm_set1_pd(1.0 / (1 + deg));
-    const __m128d t = _mm_fmadd_pd(
-        _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1)), scale,
-        _mm_mul_pd(_mm_loadu_pd(theta_nodes + 2 * v), scale));
-    const __m128d big2 = _mm_max_pd(
-        _mm_max_pd(_mm256_castpd256_pd128(big), _mm256_extractf128_pd(big, 1)),
-        _mm_and_pd(t, _mm256_castpd256_pd128(magnitude)));
-    const double largest = _mm_cvtsd_f64(_mm_max_sd(big2, _mm_unpackhi_pd(big2, big2)));
-    *size = largest > *size ? largest : *size;
-    for (int64_t k = 0; k < deg; k++)
-        slr_binary_store(lam, edge[k], side[k], t, _mm_loadu_pd(mt + 2 * k), &change);
-    return _mm_cvtsd_f64(change);
+    return slr_binary_finish(v, theta_nodes, lam, edge, side, deg, mt, sum, big, size);
+}
+
+/* slr_binary_stars_avx512 (below) on AVX2: the star updates at the count <= SLR_GROUP nodes
+ * nodes[g], no two of them joined by an edge, all operands gathered before any store. */
+__attribute__((target("avx2,fma"))) static double slr_binary_stars_avx2(
+    const int64_t *nodes, int64_t count, const double *theta_nodes, const double *theta_edges,
+    int64_t edge_stride, double *lam, const int64_t *inc_ptr, const int64_t *inc_edge,
+    const int64_t *inc_side, double eps, double inv_eps, double *mt, double *size)
+{
+    const __m256d veps = _mm256_set1_pd(eps), vinv = _mm256_set1_pd(inv_eps);
+    const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX));
+    __m256d low[SLR_GROUP], high[SLR_GROUP];
+    double change = 0.0, one;
+    int64_t g;
+    for (g = 0; g < count; g++) {
+        const int64_t deg = inc_ptr[nodes[g] + 1] - inc_ptr[nodes[g]];
+        if (deg == 0 || deg > 4)
+            break;
+    }
+    if (g < count) {
+        for (g = 0; g < count; g++) {
+            one = slr_binary_star_avx2(nodes[g], theta_nodes, theta_edges, edge_stride, lam,
+                                       inc_ptr, inc_edge, inc_side, eps, inv_eps, mt, size);
+            change = one > change ? one : change;
+        }
+        return change;
+    }
+    for (g = 0; g < count; g++) {
+        const int64_t start = inc_ptr[nodes[g]];
+        slr_binary_marginals_v4(theta_edges, edge_stride, lam, inc_edge + start, inc_side + start,
+                                inc_ptr[nodes[g] + 1] - start, veps, vinv, low + g, high + g);
+    }
+    for (g = 0; g < count; g++) {
+        const int64_t start = inc_ptr[nodes[g]];
+        _mm256_storeu_pd(mt + 8 * g, low[g]);
+        _mm256_storeu_pd(mt + 8 * g + 4, high[g]);
+        one = slr_binary_finish(
+            nodes[g], theta_nodes, lam, inc_edge + start, inc_side + start,
+            inc_ptr[nodes[g] + 1] - start, mt + 8 * g, _mm256_add_pd(low[g], high[g]),
+            _mm256_max_pd(_mm256_and_pd(low[g], magnitude), _mm256_and_pd(high[g], magnitude)),
+            size);
+        change = one > change ? one : change;
+    }
+    return change;
+}
+
+/* AVX-512: the two-state star update of up to four edges in one vector of 8 doubles.
+ *
+ * The functions below are those above, 8 lanes wide, with the same operations in the same order
+ * lane for lane (masks instead of blends), so both widths give the same bits. Half the vector
+ * instructions per star: once several independent stars are updated at once (sweep_order in
+ * _star.pyx), the AVX2 code is bound by their throughput, no longer by the wait for the
+ * previous star's messages. */
+#define SLR_AVX512 __attribute__((target("avx512f,avx2,fma"))) static inline
+
+static int slr_avx512_supported(void)
+{
+    __builtin_cpu_init();
+    /* libgcc and compiler-rt report AVX-512 only when the OS saves the ZMM registers */
+    return slr_simd_supported() && __builtin_cpu_supports("avx512f");
+}
+
+/* slr_exp_nonpos_v4, 8 lanes */
+SLR_AVX512 __m512d slr_exp_nonpos_v8(__m512d x)
+{
+    const __m512d shift = _mm512_set1_pd(0x1.8p52);
+    const __mmask8 normal = _mm512_cmp_pd_mask(x, _mm512_set1_pd(-708.0), _CMP_NLT_UQ);
+    __m512d kd = _mm512_fmadd_pd(x, _mm512_set1_pd(0x1.71547652b82fep0), shift);
+    const __m512i kbits = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    __m512d r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(0x1.62e42fefa39efp-1), x);
+    r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(0x1.abc9e3b39803fp-56), r);
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    const __m512d r4 = _mm512_mul_pd(r2, r2);
+    const __m512d r8 = _mm512_mul_pd(r4, r4);
+    const __m512d q01 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 6), _mm512_set1_pd(1.0 / 2));
+    const __m512d q23 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 120), _mm512_set1_pd(1.0 / 24));
+    const __m512d q45 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 5040), _mm512_set1_pd(1.0 / 720));
+    const __m512d q67 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 362880),
+                                        _mm512_set1_pd(1.0 / 40320));
+    const __m512d q89 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 39916800),
+                                        _mm512_set1_pd(1.0 / 3628800));
+    const __m512d q1011 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 6227020800.0),
+                                          _mm512_set1_pd(1.0 / 479001600));
+    const __m512d q03 = _mm512_fmadd_pd(r2, q23, q01);
+    const __m512d q47 = _mm512_fmadd_pd(r2, q67, q45);
+    const __m512d q811 = _mm512_fmadd_pd(r2, q1011, q89);
+    const __m512d q = _mm512_fmadd_pd(r8, q811, _mm512_fmadd_pd(r4, q47, q03));
+    const __m512d scale = _mm512_castsi512_pd(_mm512_add_epi64(
+        _mm512_slli_epi64(kbits, 52), _mm512_set1_epi64(INT64_C(1023) << 52)));
+    return _mm512_maskz_mov_pd(normal, _mm512_fmadd_pd(_mm512_fmadd_pd(r2, q, r), scale, scale));
+}
+
+/* slr_atanh_series_v4, 8 lanes */
+SLR_AVX512 __m512d slr_atanh_series_v8(__m512d z)
+{
+    const __m512d z2 = _mm512_mul_pd(z, z);
+    const __m512d z4 = _mm512_mul_pd(z2, z2);
+    const __m512d p01 = _mm512_fmadd_pd(z, _mm512_set1_pd(2.0 / 5), _mm512_set1_pd(2.0 / 3));
+    const __m512d p23 = _mm512_fmadd_pd(z, _mm512_set1_pd(2.0 / 9), _mm512_set1_pd(2.0 / 7));
+    const __m512d p45 = _mm512_fmadd_pd(z, _mm512_set1_pd(2.0 / 13), _mm512_set1_pd(2.0 / 11));
+    const __m512d p67 = _mm512_fmadd_pd(z, _mm512_set1_pd(2.0 / 17), _mm512_set1_pd(2.0 / 15));
+    const __m512d p03 = _mm512_fmadd_pd(z2, p23, p01);
+    const __m512d p47 = _mm512_fmadd_pd(z2, p67, p45);
+    return _mm512_fmadd_pd(z4, _mm512_fmadd_pd(z4, _mm512_set1_pd(2.0 / 19), p47), p03);
+}
+
+/* slr_log1p_unit_v4, 8 lanes */
+SLR_AVX512 __m512d slr_log1p_unit_v8(__m512d u)
+{
+    const __mmask8 halve = _mm512_cmp_pd_mask(u, _mm512_set1_pd(0x1.a827999fcef32p-2), _CMP_GE_OQ);
+    const __m512d half = _mm512_set1_pd(0.5);
+    const __m512d f = _mm512_mask_fmsub_pd(u, halve, half, half);
+    const __m512d kd = _mm512_maskz_mov_pd(halve, _mm512_set1_pd(1.0));
+    const __m512d s = _mm512_div_pd(f, _mm512_add_pd(f, _mm512_set1_pd(2.0)));
+    const __m512d z = _mm512_mul_pd(s, s);
+    const __m512d p = slr_atanh_series_v8(z);
+    const __m512d lead = _mm512_fmadd_pd(
+        kd, _mm512_set1_pd(0x1.62e42fefa39efp-1),
+        _mm512_fmadd_pd(kd, _mm512_set1_pd(0x1.abc9e3b39803fp-56), _mm512_add_pd(s, s)));
+    return _mm512_fmadd_pd(_mm512_mul_pd(s, z), p, lead);
+}
+
+/* The operands of the max-marginals of node v's deg <= 4 edges (slr_binary_operands), edge k in
+ * lanes 2 k, 2 k + 1, and the max-marginals from them (slr_binary_pair): absent edges have
+ * operands 0 and eps 0, so their lanes give 0. */
+SLR_AVX512 __m512d slr_binary_marginals_v8(const double *theta_edges, int64_t edge_stride,
+                                           const double *lam, const int64_t *edge,
+                                           const int64_t *side, int64_t deg, double eps,
+                                           double inv_eps)
+{
+    const __m128d zero = _mm_setzero_pd();
+    __m128d f0, s0, f1 = zero, s1 = zero, f2 = zero, s2 = zero, f3 = zero, s3 = zero;
+    slr_binary_operands(theta_edges, edge_stride, lam, edge[0], side[0], &f0, &s0);
+    if (deg > 1)
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[1], side[1], &f1, &s1);
+    if (deg > 2)
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[2], side[2], &f2, &s2);
+    if (deg > 3)
+        slr_binary_operands(theta_edges, edge_stride, lam, edge[3], side[3], &f3, &s3);
+    const __m512d first = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_set_m128d(f1, f0)),
+                                             _mm256_set_m128d(f3, f2), 1);
+    const __m512d second = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_set_m128d(s1, s0)),
+                                              _mm256_set_m128d(s3, s2), 1);
+    const __m512d veps = _mm512_maskz_mov_pd((__mmask8)((1u << (2 * deg)) - 1),
+                                             _mm512_set1_pd(eps));
+    const __m512d hi = _mm512_max_pd(first, second);
+    const __m512d gap = _mm512_mul_pd(_mm512_sub_pd(_mm512_min_pd(first, second), hi),
+                                      _mm512_set1_pd(inv_eps));
+    return _mm512_fmadd_pd(veps, slr_log1p_unit_v8(slr_exp_nonpos_v8(gap)), hi);
+}
+
+/* slr_binary_finish from the max-marginals m of slr_binary_marginals_v8 (mt: 8 doubles). */
+SLR_AVX512 double slr_binary_finish_v8(int64_t v, const double *theta_nodes, double *lam,
+                                       const int64_t *edge, const int64_t *side, int64_t deg,
+                                       double *mt, __m512d m, double *size)
+{
+    const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX));
+    const __m256d low = _mm512_castpd512_pd256(m), high = _mm512_extractf64x4_pd(m, 1);
+    _mm512_storeu_pd(mt, m);
+    return slr_binary_finish(
+        v, theta_nodes, lam, edge, side, deg, mt, _mm256_add_pd(low, high),
+        _mm256_max_pd(_mm256_and_pd(low, magnitude), _mm256_and_pd(high, magnitude)), size);
+}
+
+/* slr_binary_star_avx2 with the max-marginals of up to four edges in one vector; more edges
+ * take slr_binary_star_avx2. */
+__attribute__((target("avx512f,avx2,fma"))) static double slr_binary_star_avx512(
+    int64_t v, const double *theta_nodes, const double *theta_edges, int64_t edge_stride,
+    double *lam, const int64_t *inc_ptr, const int64_t *inc_edge, const int64_t *inc_side,
+    double eps, double inv_eps, double *mt, double *size)
+{
+    const int64_t start = inc_ptr[v], deg = inc_ptr[v + 1] - start;
+    if (deg == 0 || deg > 4)
+        return slr_binary_star_avx2(v, theta_nodes, theta_edges, edge_stride, lam, inc_ptr,
+                                    inc_edge, inc_side, eps, inv_eps, mt, size);
+    const __m512d m = slr_binary_marginals_v8(theta_edges, edge_stride, lam, inc_edge + start,
+                                              inc_side + start, deg, eps, inv_eps);
+    return slr_binary_finish_v8(v, theta_nodes, lam, inc_edge + start, inc_side + start, deg, mt,
+                                m, size);
+}
+
+/* The star updates at the count <= SLR_GROUP nodes nodes[g], no two of them joined by an edge:
+ * none reads what another writes, so all gather their operands before any stores its messages,
+ * and the CPU computes them at once. mt holds 8 SLR_GROUP doubles. Returns the largest change. */
+__attribute__((target("avx512f,avx2,fma"))) static double slr_binary_stars_avx512(
+    const int64_t *nodes, int64_t count, const double *theta_nodes, const double *theta_edges,
+    int64_t edge_stride, double *lam, const int64_t *inc_ptr, const int64_t *inc_edge,
+    const int64_t *inc_side, double eps, double inv_eps, double *mt, double *size)
+{
+    __m512d m[SLR_GROUP];
+    double change = 0.0, one;
+    int64_t g;
+    for (g = 0; g < count; g++) {
+        const int64_t deg = inc_ptr[nodes[g] + 1] - inc_ptr[nodes[g]];
+        if (deg == 0 || deg > 4)
+            break;
+    }
+    if (g < count) {   /* a star the vector of 8 does not hold: one at a time */
+        for (g = 0; g < count; g++) {
+            one = slr_binary_star_avx512(nodes[g], theta_nodes, theta_edges, edge_stride, lam,
+                                         inc_ptr, inc_edge, inc_side, eps, inv_eps, mt, size);
+            change = one > change ? one : change;
+        }
+        return change;
+    }
+    for (g = 0; g < count; g++) {
+        const int64_t start = inc_ptr[nodes[g]];
+        m[g] = slr_binary_marginals_v8(theta_edges, edge_stride, lam, inc_edge + start,
+                                       inc_side + start, inc_ptr[nodes[g] + 1] - start, eps,
+                                       inv_eps);
+    }
+    for (g = 0; g < count; g++) {
+        const int64_t start = inc_ptr[nodes[g]];
+        one = slr_binary_finish_v8(nodes[g], theta_nodes, lam, inc_edge + start,
+                                   inc_side + start, inc_ptr[nodes[g] + 1] - start, mt + 8 * g,
+                                   m[g], size);
+        change = one > change ? one : change;
+    }
+    return change;
 }
 
 /* Maximum of the four lanes. */
@@ -375,6 +625,28 @@ static double slr_binary_star_avx2(int64_t v, const double *theta_nodes,
                                    const int64_t *inc_ptr, const int64_t *inc_edge,
                                    const int64_t *inc_side, double eps, double inv_eps,
                                    double *mt, double *size)
+{
+    return 0.0;
+}
+
+/* never called: slr_simd_supported() is 0 */
+static double slr_binary_stars_avx2(const int64_t *nodes, int64_t count,
+                                    const double *theta_nodes, const double *theta_edges,
+                                    int64_t edge_stride, double *lam, const int64_t *inc_ptr,
+                                    const int64_t *inc_edge, const int64_t *inc_side,
+                                    double eps, double inv_eps, double *mt, double *size)
+{
+    return 0.0;
+}
+
+static int slr_avx512_supported(void) { return 0; }
+
+/* never called: slr_avx512_supported() is 0 */
+static double slr_binary_stars_avx512(const int64_t *nodes, int64_t count,
+                                      const double *theta_nodes, const double *theta_edges,
+                                      int64_t edge_stride, double *lam, const int64_t *inc_ptr,
+                                      const int64_t *inc_edge, const int64_t *inc_side,
+                                      double eps, double inv_eps, double *mt, double *size)
 {
     return 0.0;
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,26 @@ def resolve_threads(n_jobs: Any, name: str = "n_jobs") -> int:
 def _cpu_count() -> int:
     # os.cpu_count() reads /sys on every call (~7 us, a few per cent of a small sweep call)
     return os.cpu_count() or 1
+
+
+#: Each batch's ``_star.sweep_order``, computed on its first sweep: the layout cannot change.
+_SWEEP_ORDERS: weakref.WeakKeyDictionary[GraphBatch, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+#: The order ``_star.star_sweeps`` is given where it is not read: the index order.
+_INDEX_ORDER = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
+
+
+def _sweep_order(batch: GraphBatch) -> tuple[np.ndarray, np.ndarray]:
+    """The order in which the two-state sweeps visit the nodes, and its groups of independent nodes."""
+    order = _SWEEP_ORDERS.get(batch)
+    if order is None:
+        order = _star.sweep_order(batch.node_ptr, batch.inc_ptr, batch.inc_edge, batch.inc_side,
+                                  batch.edges)
+        for array in order:
+            array.flags.writeable = False
+        _SWEEP_ORDERS[batch] = order
+    return order
 
 
 def _kernel_threads(threads: int, batch: GraphBatch) -> int:
@@ -192,9 +213,11 @@ def _run_sweeps(
 ) -> BatchSweepResult:
     n_sweeps = np.zeros(batch.n_examples, dtype=np.int32)
     converged = np.zeros(batch.n_examples, dtype=np.uint8)
+    # only two-state sweeps with eps > 0 (on a CPU with AVX2) read the order
+    order = _sweep_order(batch) if batch.n_states == 2 and eps > 0 else _INDEX_ORDER
     _star.star_sweeps(
-        theta_nodes, kernel_edges(theta_edges), lam, batch.node_ptr, batch.inc_ptr, batch.inc_edge,
-        batch.inc_side, batch.max_degree, eps, max_sweeps, tol, _kernel_threads(threads, batch),
+        theta_nodes, kernel_edges(theta_edges), lam, batch.node_ptr, *order, batch.inc_ptr,
+        batch.inc_edge, batch.inc_side, batch.max_degree, eps, max_sweeps, tol, _kernel_threads(threads, batch),
         n_sweeps, converged,
     )
     return BatchSweepResult(messages=lam, n_sweeps=n_sweeps, converged=converged.astype(bool))
@@ -348,8 +371,10 @@ def batch_sweeps(
         _check_sweep_scale(eps, theta_nodes, theta_edges, lam)
         return _run_sweeps(batch, theta_nodes, theta_edges, lam, eps, max_sweeps, tol, threads)
     run = _run_sweeps(batch, theta_nodes, theta_edges, lam, eps, max_sweeps, tol, threads)
-    finite_edges = np.isfinite(lam).all(axis=(1, 2))
-    if not finite_edges.all():   # an unchecked NaN or infinity: these examples did not converge
+    # one pass over the whole array first: numpy's reduction over the small trailing axes costs
+    # as much as a sweep of a binary grid
+    if not np.isfinite(lam).all():   # an unchecked NaN or infinity: these examples did not converge
+        finite_edges = np.isfinite(lam).all(axis=(1, 2))
         run.converged[np.unique(batch.edge_example[~finite_edges])] = False
     return run
 

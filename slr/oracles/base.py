@@ -299,6 +299,28 @@ def biased_logistic_loss(
     return float(sample_weight @ row_loss), grad
 
 
+def softmax_loss(z: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None = None
+                 ) -> tuple[float, np.ndarray, np.ndarray]:
+    """The loss of :func:`biased_logistic_loss` at ``z = scores + bias`` (the same number: scipy's
+    ``logsumexp`` computed as scipy does), ``softmax(z)`` by rows (as ``scipy.special.softmax``)
+    and ``logsumexp(z)``, with one exponential per entry instead of two: for a line search, which
+    needs the gradient only at the point it accepts."""
+    top = z.max(axis=1, keepdims=True)
+    is_top = z == top
+    top[~np.isfinite(top)] = 0.0   # rows whose largest entry is infinite are not shifted
+    shifted = np.exp(z - top)
+    n_top = np.sum(is_top, axis=1, keepdims=True, dtype=z.dtype)
+    others = np.sum(np.where(is_top, 0.0, shifted), axis=1, keepdims=True)   # the largest entries apart
+    others = np.where(others == 0, others, others / n_top)
+    lse = (np.log1p(others) + np.log(n_top) + top)[:, 0]
+    if is_soft(labels):
+        row_loss = lse - np.einsum("ny,ny->n", labels, z)
+    else:
+        row_loss = lse - z[np.arange(z.shape[0]), labels]
+    loss = float(np.sum(row_loss)) if sample_weight is None else float(sample_weight @ row_loss)
+    return loss, shifted / np.sum(shifted, axis=1, keepdims=True), lse
+
+
 class LogisticOracle(VersionedPickle, BaseEstimator, metaclass=abc.ABCMeta):
     """Base class of the function classes the structured learner can fit.
 

@@ -51,13 +51,13 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import softmax
 
 from slr._optional import import_optional
 from slr._features import is_sparse
 from slr._params import Integer, NJobs, RandomState, Real, Satisfies, validate_params
 from slr.inference.batch import resolve_threads
-from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest
+from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest, softmax_loss
+from slr.oracles.targets import is_soft
 from slr.oracles.trees import BoostedTrees, Subsample, fraction_to_rows, resolve_subsample
 from slr.validation import C_INT_MAX, check_generator
 
@@ -351,7 +351,9 @@ class _SafeguardedBoosting:
     values halved until the biased loss of the training rows does not rise.
 
     ``scores`` are ``f`` of the training rows (from ``start``, zeros by default), accumulated round
-    by round; LightGBM's own record of them is never read (it misses the halvings).
+    by round from the new round's trees alone; LightGBM's own record of them is never read (it
+    misses the halvings). ``prob`` is the softmax of ``scores + bias``, kept from the line search
+    for the next round's gradients.
     """
 
     def __init__(self, lightgbm: Any, features: np.ndarray, bias: np.ndarray, labels: np.ndarray,
@@ -367,14 +369,27 @@ class _SafeguardedBoosting:
         self.no_split = all(dataset.feature_num_bin(j) < 2 for j in range(features.shape[1]))
         self.booster = None if self.no_split else lightgbm.Booster(params, dataset)
         self.scores = np.zeros(bias.shape) if start is None else start.copy()
-        self.loss, self.grad = biased_logistic_loss(self.scores, bias, labels, sample_weight)
         self.n_rounds = self.n_halvings = 0
+        z = self.scores + bias
+        self._accept(z, *softmax_loss(z, labels, sample_weight))
+
+    def _accept(self, z: np.ndarray, loss: float, prob: np.ndarray, lse: np.ndarray) -> None:
+        """Take ``z = scores + bias`` with its loss, softmax and logsumexp (:func:`softmax_loss`) as
+        the current point, and the gradient there (as :func:`biased_logistic_loss` computes it)."""
+        grad = np.exp(z - lse[:, None])
+        if is_soft(self.labels):
+            grad -= self.labels
+        else:
+            grad[np.arange(z.shape[0]), self.labels] -= 1.0
+        if self.weights is not None:
+            grad *= self.weights[:, None]
+        self.loss, self.prob, self.grad = loss, prob, grad
 
     def _gradients(self, _scores: np.ndarray, _dataset: Any) -> tuple[np.ndarray, np.ndarray]:
         """LightGBM's multiclass gradient and Hessian at ``self.scores``, the Hessian floored (both
         times the row weights)."""
         k = self.bias.shape[1]
-        prob = softmax(self.scores + self.bias, axis=1)
+        prob = self.prob
         hessian = np.maximum(k / (k - 1) * prob * (1.0 - prob), HESSIAN_FLOOR)
         if self.weights is not None:
             hessian *= self.weights[:, None]
@@ -407,9 +422,11 @@ class _SafeguardedBoosting:
         scale = 1.0
         for _ in range(MAX_HALVINGS + 1):
             trial = self.scores + scale * step
-            loss, grad = biased_logistic_loss(trial, self.bias, self.labels, self.weights)
+            z = trial + self.bias
+            loss, prob, lse = softmax_loss(z, self.labels, self.weights)
             if loss <= self.loss:
-                self.scores, self.loss, self.grad = trial, loss, grad
+                self.scores = trial
+                self._accept(z, loss, prob, lse)
                 return scale
             scale *= 0.5
             self.n_halvings += 1

@@ -147,6 +147,81 @@ def fraction_to_rows(fraction: float, n_rows: int, minimum: int) -> int:
     return max(minimum, math.ceil(fraction * n_rows - 1e-9))
 
 
+class _RoundGuard:
+    """The full loss of a guarded fit's rounds (:meth:`BoostedTrees.fit`, Notes): each round's trees
+    are added halved ``j`` times for the least ``j <= MAX_HALVINGS`` at which the loss of all rows
+    does not rise.
+
+    The loss change of a scale ``s`` of the round's step ``D`` is
+    ``sum_i w_i [log sum_k P[i, k] exp(s D[i, k]) - s <q_i, D_i>]`` with ``P`` the softmax of the
+    rows' margins, which is carried from round to round (:func:`~slr.oracles._boosting.logistic.
+    add_step`), and ``D`` read from the trees' leaves (:attr:`leaves`, filled by the caller), so
+    that a trial costs one ``log1p`` per row, and the change is taken as such, not as a difference
+    of two sums of the size of the loss. The change is convex in ``s``, so the qualifying ``j`` are
+    those from the least one on: the search starts at the last round's ``j`` (consecutive rounds
+    need alike) and walks to the least. The scores receive the halved trees' values one addition
+    each, bitwise as adding the halved trees does. :meth:`rose` checks the full loss at the end.
+    """
+
+    def __init__(self, scores: np.ndarray, bias: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None,
+                 targets: np.ndarray | None, trees_per_round: int) -> None:
+        self.bias, self.labels, self.weights = bias, labels, sample_weight
+        self.targets = None if targets is None else np.ascontiguousarray(targets)
+        self.start_scores = scores.copy()
+        self.start_loss = self._loss(scores)
+        margins = scores + bias
+        margins -= margins.max(axis=1, keepdims=True)
+        self.probabilities = np.exp(margins)
+        self.probabilities /= self.probabilities.sum(axis=1, keepdims=True)
+        self.vector = trees_per_round == 1
+        #: each tree of a round's leaf of every row (local to the tree)
+        self.leaves = np.empty((trees_per_round, scores.shape[0]), dtype=np.intp)
+        self.hint = 0
+
+    def _loss(self, scores: np.ndarray) -> float:
+        return logistic.stepped_loss(scores, scores, 0.0, self.bias, self.labels, self.weights, self.targets)
+
+    def add(self, round_trees: list[Tree], scores: np.ndarray) -> int | None:
+        """Add the round's trees, halved the least number of times at which the loss does not rise,
+        to ``scores`` (and halve those in ``round_trees`` alike); return that number, or None (and
+        leave ``scores``) where no halving up to :data:`MAX_HALVINGS` keeps the loss from rising."""
+        values = np.concatenate([tree.value for tree in round_trees])
+        offsets = np.zeros(len(round_trees), dtype=np.intp)
+        offsets[1:] = np.cumsum([tree.n_nodes for tree in round_trees])[:-1]
+        target = logistic.step_target_term(self.leaves, offsets, self.vector, values, self.labels, self.weights,
+                                           self.targets)
+        changes: dict[int, float] = {}
+
+        def rises(j: int) -> bool:
+            if j not in changes:
+                scale = 0.5 ** j
+                changes[j] = (logistic.step_log_partition(self.probabilities, self.leaves, offsets, self.vector,
+                                                          np.expm1(scale * values), self.weights) - scale * target)
+            return changes[j] > 0.0
+
+        j = min(self.hint, MAX_HALVINGS)
+        if rises(j):
+            if rises(MAX_HALVINGS):
+                return None
+            while rises(j):
+                j += 1
+        else:
+            while j > 0 and not rises(j - 1):
+                j -= 1
+        scale = 0.5 ** j
+        if j:   # a power of two: exact
+            for i, tree in enumerate(round_trees):
+                round_trees[i] = replace(tree, value=scale * tree.value)
+        logistic.add_step(self.probabilities, self.leaves, offsets, self.vector, np.expm1(scale * values),
+                          scale * values, scores)
+        self.hint = j
+        return j
+
+    def rose(self, scores: np.ndarray) -> bool:
+        """Whether the full loss of ``scores`` exceeds that of the scores the guard started from."""
+        return self._loss(scores) > self.start_loss
+
+
 class BoostedTrees(LogisticOracle):
     """Stochastic gradient boosting of regression trees: one vector tree or one tree per class.
 
@@ -306,10 +381,15 @@ class BoostedTrees(LogisticOracle):
     continued fit on. So a fit on the rows of the last fit (same ``rows_digest``), where that fit
     continued, boosts on from the replaced function at once, without the fit from 0
     (``warm_start`` aside); it still draws the rows that fit would have drawn, so that the
-    result is the same as before wherever the fit from 0 would have risen. Each guarded
-    round's loss is taken in one pass over the rows at each trial scale
-    (:func:`~slr.oracles._boosting.logistic.stepped_loss`), without re-adding its trees; its
-    accepted scores are bitwise those the halved trees add. :meth:`decision_function` keeps
+    result is the same as before wherever the fit from 0 would have risen. A guarded round
+    takes the change of the full loss at a trial scale from the rows' class probabilities,
+    carried from round to round, and its trees' leaves of every row: one ``log1p`` per row and
+    scale, no exponential, and the change itself rather than a difference of two sums of the
+    loss's size, whose rounding used to accept a round that raises the loss at every scale at
+    one of its smallest (such a round now ends boosting, as documented above). The halvings are
+    searched from the last round's (the loss is convex along the step), the full loss is taken
+    once at the end (the fit's rounds are undone if it rose by rounding), and the accepted scores
+    are bitwise those the halved trees add. :meth:`decision_function` keeps
     the scores of the rows it predicted last, so that the learner's validation rows walk only
     the trees a continued fit added.
 
@@ -504,10 +584,9 @@ class BoostedTrees(LogisticOracle):
         min_leaf, min_split = p["min_leaf"], p["min_split"]
         if hist:
             all_codes, n_bins, bin_low, bin_high = bin_features(features)
-        if guarded:
-            round_step = np.empty((n, k))   # the round's trees on all rows, as add_tree adds them
-            all_targets = np.ascontiguousarray(labels) if soft else None
-            guard = logistic.stepped_loss(scores, scores, 0.0, bias, hard_labels, sample_weight, all_targets)
+        guard = _RoundGuard(scores, bias, hard_labels, sample_weight, labels if soft else None,
+                            k if per_class else 1) if guarded else None
+        kept = (len(ensemble.trees), len(subset_loss), len(ensemble.round_seconds))
         if full:
             rows = np.arange(n, dtype=np.intp)
             sub_features = features
@@ -542,8 +621,6 @@ class BoostedTrees(LogisticOracle):
                 # every class's tree sees this round's margins: no tree of the round moves them
                 logistic.class_margins(margins, class_margin)
             round_trees = []
-            if guarded:
-                round_step[...] = 0.0
             for c in range(k) if per_class else (-1,):
                 target = grad if c < 0 else np.ascontiguousarray(grad[:, c:c + 1])
                 if hist:
@@ -569,39 +646,24 @@ class BoostedTrees(LogisticOracle):
                                                 sub_targets)
                     values = values[:, None]
                 tree = grown.fitted(shrink * values, column=c)
-                predictor.add_tree(features, tree, round_step if guarded else scores, p["n_jobs"])
+                if guard is None:
+                    predictor.add_tree(features, tree, scores, p["n_jobs"])
+                else:
+                    predictor.tree_leaves(features, tree, guard.leaves[max(c, 0)], p["n_jobs"])
                 round_trees.append(tree)
-            if guarded:
-                guard = self._accept_round(bias, hard_labels, sample_weight, all_targets, scores, round_step,
-                                           round_trees, guard)
-                if guard is None:   # no halving keeps the loss from rising: drop the round, stop
+            if guard is not None:
+                halvings = guard.add(round_trees, scores)
+                if halvings is None:   # no halving keeps the loss from rising: drop the round, stop
+                    self.n_halvings_ += MAX_HALVINGS + 1
                     subset_loss.pop()
-                    return
+                    break
+                self.n_halvings_ += halvings
             ensemble.trees.extend(round_trees)
             ensemble.round_seconds.append(time.perf_counter() - fit_start)
-
-    def _accept_round(self, bias: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None,
-                      targets: np.ndarray | None, scores: np.ndarray, step: np.ndarray, round_trees: list[Tree],
-                      guard: float) -> float | None:
-        """Add the round's trees (``step``: their values on all rows) to ``scores``, halved until the
-        full loss is at most ``guard`` (the trees in ``round_trees`` halved alike); returns that
-        loss, or None, leaving ``scores`` as they were, after :data:`MAX_HALVINGS` halvings.
-
-        Every score receives one value of one tree of the round (a vector tree, or the class's
-        tree), so ``scores + 2**-j * step`` is bitwise what adding the halved trees gives; the
-        loss of each trial is taken without forming its scores."""
-        scale = 1.0
-        for halvings in range(MAX_HALVINGS + 1):
-            loss = logistic.stepped_loss(scores, step, scale, bias, labels, sample_weight, targets)
-            if loss <= guard:
-                scores += scale * step
-                self.n_halvings_ += halvings
-                for i, tree in enumerate(round_trees):   # a power of two: exact
-                    round_trees[i] = tree if halvings == 0 else replace(tree, value=scale * tree.value)
-                return loss
-            scale *= 0.5
-        self.n_halvings_ += MAX_HALVINGS + 1
-        return None
+        if guard is not None and guard.rose(scores):   # by the rounding of the loss's sums: undo the rounds
+            scores[...] = guard.start_scores
+            n_trees, n_losses, n_seconds = kept
+            del ensemble.trees[n_trees:], subset_loss[n_losses:], ensemble.round_seconds[n_seconds:]
 
     def _set_constant(self, constant: np.ndarray) -> None:
         """Make the fitted function the per-class ``constant`` (one single-leaf vector tree, no

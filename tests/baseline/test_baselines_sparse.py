@@ -149,3 +149,38 @@ def test_wide_sparse_features_are_never_made_dense(learner):
     weight_bytes = 8 * (L * d + L * L)
     assert peak < 60 * weight_bytes < 8 * n_examples * n * d / 3
     assert [len(p) for p in predicted] == [n] * n_examples
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_joint_feature_entries_and_potentials_of_a_few_sparse_rows_are_the_dense_ones(chains, weighted):
+    # a step of one example reads and writes the entries of w its features use, not all of w
+    X, Y, weights = chains
+    rng = np.random.default_rng(5)
+    for examples in ([0], [3, 7], list(range(len(X)))):
+        data = StructuredData(_sparse_copy([X[k] for k in examples]), [Y[k] for k in examples], L)
+        dense = StructuredData([X[k] for k in examples], [Y[k] for k in examples], L)
+        if weighted:
+            data.weigh(weights[examples])
+            dense.weigh(weights[examples])
+        node_mu, edge_mu = data.onehot(rng.integers(0, L, size=data.batch.n_nodes))
+        index, values = data.weighted_joint_feature_entries(node_mu, edge_mu)
+        full = np.zeros(data.size)
+        full[index] = values
+        np.testing.assert_allclose(full, dense.weighted_joint_feature(node_mu, edge_mu), rtol=1e-12, atol=1e-12)
+        assert isinstance(index, np.ndarray) and index.size < data.size   # the all-zero column is left out
+        w = rng.normal(size=data.size)
+        for got, expected in zip(data.potentials(w), dense.potentials(w)):
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_the_product_of_a_few_wide_sparse_rows_reads_the_columns_they_use():
+    from slr.baselines.features import _times_transposed
+
+    rng = np.random.default_rng(6)
+    rows = sp.random(5, 400, density=0.01, random_state=6, format="csr").toarray()
+    rows[2] = 0.0   # an empty row
+    W = rng.normal(size=(4, 400))
+    features = sp.csr_array(rows)
+    assert features.nnz * 4 < W.size   # the gathering path
+    np.testing.assert_allclose(_times_transposed(features, W), rows @ W.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_times_transposed(sp.csr_array((3, 400)), W), np.zeros((3, 4)))

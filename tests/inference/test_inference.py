@@ -227,6 +227,20 @@ def test_batch_equals_single_graphs_and_threads_agree():
         np.testing.assert_allclose(batch.split_nodes(node_mu)[k], single.node_marginals, atol=1e-10)
 
 
+def test_unchecked_sweeps_report_examples_with_non_finite_messages_as_unconverged():
+    """With check_input=False a NaN potential is not refused: the example it reaches must not be
+    reported converged, and the other examples of the batch keep their own verdict."""
+    rng = np.random.default_rng(2)
+    batch = GraphBatch.from_graphs([(6, grid_edges(2, 3))] * 3, 2)
+    theta_nodes = rng.normal(size=(batch.n_nodes, 2))
+    theta_edges = rng.normal(size=(batch.n_edges, 2, 2))
+    theta_nodes[7, 1] = np.nan   # a node of the second example
+    run = batch_sweeps(batch, theta_nodes, theta_edges, 0.1, max_sweeps=1000, tol=1e-8,
+                       check_input=False)
+    assert not np.isfinite(batch.split_edges(run.messages)[1]).all()
+    np.testing.assert_array_equal(run.converged, [True, False, True])
+
+
 def test_warm_start_from_converged_messages_stops_at_once():
     theta_nodes, theta_edges, edges = random_problem("grid", 2, seed=1)
     first = smoothed_lp(theta_nodes, theta_edges, edges, 0.1, tol=1e-10, max_sweeps=10_000)

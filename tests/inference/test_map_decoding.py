@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from slr.data import GraphBatch
+from slr.data import GraphBatch, _check_batch_layout
 from slr.graph import grid_edges
 from slr.inference import batch_forest_map, batch_map, forest_examples, forest_map
 from slr.inference.exact import brute_force_map, exact_lp
@@ -136,3 +136,43 @@ def test_prediction_settings_changed_after_fit_apply_to_predict(blocks_model):
             model.predict(X)
     finally:
         model.set_params(predict_max_sweeps=StructuredLogisticRegression().predict_max_sweeps)
+
+
+def test_lp_map_of_a_batch_is_each_examples_own_decode():
+    # settled examples stop sweeping while the others go on, as a batch of their own: each
+    # example's outcome is the one it gets decoded alone (examples that settle at different times)
+    rng = np.random.default_rng(7)
+    graphs, thetas = [], []
+    for k, (rows, cols) in enumerate([(4, 5), (3, 3), (6, 6), (2, 7), (5, 5)]):
+        edges = grid_edges(rows, cols)
+        coupling = (0.3, 4.0, 2.0, 0.5, 3.0)[k]
+        graphs.append((rows * cols, edges))
+        thetas.append((rng.normal(size=(rows * cols, 2)), coupling * rng.normal(size=(len(edges), 2, 2))))
+    batch = GraphBatch.from_graphs(graphs, 2)
+    tn, te = np.concatenate([t[0] for t in thetas]), np.concatenate([t[1] for t in thetas])
+    whole = batch_map(batch, tn, te, np.zeros((batch.n_edges, 2, 2)), max_sweeps=3000, tol=1e-9, threads=1)
+    assert len(set(whole.n_sweeps.tolist())) > 1   # the examples settled after different sweeps
+    for k, (graph, (tn_k, te_k)) in enumerate(zip(graphs, thetas)):
+        alone = batch_map(GraphBatch.from_graphs([graph], 2), tn_k, te_k, np.zeros((len(graph[1]), 2, 2)),
+                          max_sweeps=3000, tol=1e-9, threads=1)
+        nodes = slice(batch.node_ptr[k], batch.node_ptr[k + 1])
+        np.testing.assert_array_equal(whole.labels[nodes], alone.labels)
+        for field in ("score", "bound", "certified", "settled", "n_sweeps"):
+            assert getattr(whole, field)[k] == getattr(alone, field)[0], field
+
+
+def test_a_batch_of_some_examples_is_the_batch_of_their_graphs():
+    rng = np.random.default_rng(1)
+    graphs = [(n, _random_tree(rng, n)) for n in (3, 1, 5, 4, 2)] + [(4, grid_edges(2, 2))]
+    batch = GraphBatch.from_graphs(graphs, 3)
+    for examples in ([0, 2, 5], [1], [3, 4], list(range(6))):
+        part, nodes, edges = batch.take(np.array(examples))
+        _check_batch_layout(part)   # built without the constructor's check: consistent all the same
+        assert not part.inc_edge.flags.writeable
+        expected = GraphBatch.from_graphs([graphs[k] for k in examples], 3)
+        for name in ("node_ptr", "edge_ptr", "edges", "inc_ptr", "inc_edge", "inc_side"):
+            np.testing.assert_array_equal(getattr(part, name), getattr(expected, name), err_msg=name)
+        assert part.max_degree == expected.max_degree
+        np.testing.assert_array_equal(nodes, np.concatenate(
+            [np.arange(batch.node_ptr[k], batch.node_ptr[k + 1]) for k in examples]))
+        np.testing.assert_array_equal(batch.edges[edges], nodes[part.edges])

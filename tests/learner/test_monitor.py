@@ -91,3 +91,34 @@ def test_monitor_is_checked(monitor):
     X, Y = make_denoising(n_images=1, size=6, sigma=2.0, random_state=0)
     with pytest.raises(ValueError, match="monitor"):
         StructuredLogisticRegression(monitor=monitor, max_iter=1).fit(X, Y)
+
+
+def test_the_monitor_and_an_iterate_decode_each_data_set_from_its_last_decodes_messages(monkeypatch):
+    import slr.models
+
+    X, Y = make_denoising(n_images=2, size=12, sigma=3.0, random_state=0)
+    Xv, Yv = make_denoising(n_images=1, size=8, sigma=3.0, random_state=1)
+    Xc, Yc = make_denoising(n_images=1, size=10, sigma=3.0, random_state=2)   # an Iterate's
+    starts, ends = [], {}
+    decode = slr.models.batch_map
+
+    def checked(batch, theta_nodes, theta_edges, messages, **kwargs):
+        # every decode starts where the last decode of the same data ended (zeros at first)
+        np.testing.assert_array_equal(messages, ends.get(batch.n_nodes, np.zeros_like(messages)))
+        starts.append((batch.n_nodes, messages.copy()))
+        result = decode(batch, theta_nodes, theta_edges, messages, **kwargs)
+        ends[batch.n_nodes] = messages.copy()
+        return result
+
+    scores = []
+    monkeypatch.setattr(slr.models, "batch_map", checked)
+    model = StructuredLogisticRegression(Linear(), Linear(), n_jobs=1, max_iter=4, tol=0, monitor=True,
+                                         early_stopping=False)
+    model.fit(X, Y, Xv, Yv, callback=lambda it: scores.append(it.score(Xc, Yc)))
+    assert sorted({n for n, _ in starts}) == [64, 100, 288]
+    assert len(starts) == 3 * 4 and any(m.any() for n, m in starts[3:])
+    monkeypatch.undo()
+    last = model.history_.iloc[-1]   # predict's labels, from zero messages (the LP certifies them here)
+    assert last["train_error"] == pytest.approx(1.0 - model.score(X, Y), abs=1e-12)
+    assert last["val_error"] == pytest.approx(1.0 - model.score(Xv, Yv), abs=1e-12)
+    assert scores[-1] == pytest.approx(model.score(Xc, Yc), abs=1e-12)

@@ -16,7 +16,7 @@ from scipy.special import logsumexp, softmax
 
 from slr.oracles import MLP, BoostedTrees, Constant, LightGBM, Linear, Zero
 from slr.oracles._boosting.splitting import find_best_split
-from slr.oracles.base import biased_logistic_loss
+from slr.oracles.base import biased_logistic_loss, softmax_loss
 from slr.oracles.linear import _ClassMajorLoss
 from slr.oracles.pair_bias import PairBias, PairLoss
 
@@ -62,6 +62,21 @@ def test_weighted_soft_loss_is_the_loss_of_the_expanded_and_duplicated_rows():
     int_loss, int_grad = biased_logistic_loss(scores, bias, labels, weights)
     assert int_loss == pytest.approx(biased_logistic_loss(s_d, b_d, y_d)[0], rel=1e-12)
     assert np.allclose(int_grad[weights == 0], 0.0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+def test_softmax_loss_is_biased_logistic_loss_and_scipys_softmax_to_the_bit(scale):
+    """The line search's loss (one exponential per entry) is biased_logistic_loss's number exactly,
+    with scipy's softmax and logsumexp, also where potentials reach 1e4 (eps = 1e-3) and rows tie."""
+    _, bias, labels, targets, weights = make_problem()
+    scores = scale * np.random.default_rng(2).normal(size=bias.shape)
+    scores[:5] = -bias[:5]   # every entry of these rows is the largest
+    z = scores + bias
+    for q, rows in ((labels, None), (targets, weights)):
+        loss, prob, lse = softmax_loss(z, q, rows)
+        assert loss == biased_logistic_loss(scores, bias, q, rows)[0]
+        np.testing.assert_array_equal(prob, softmax(z, axis=1))
+        np.testing.assert_array_equal(lse, logsumexp(z, axis=1))
 
 
 # --------------------------------------------------------------------------- Linear, Constant

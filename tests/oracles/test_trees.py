@@ -357,6 +357,69 @@ def test_stepped_loss_is_the_biased_loss_of_the_stepped_scores():
                 == pytest.approx(biased_logistic_loss(stepped, bias, targets, w)[0], rel=1e-12)
 
 
+def test_guarded_rounds_are_undone_where_the_full_loss_rose(monkeypatch):
+    """The guard's check of the full loss at the end (it can rise only by the rounding of its sums):
+    where it finds a rise, the continued fit ends at the function it replaced, bit for bit."""
+    import slr.oracles.trees as trees
+
+    features, bias, labels = make_problem(2000, 3, seed=11)
+    model = BoostedTrees(n_rounds=40, subsample=500, tree="per_class", random_state=0).fit(features, bias, labels)
+    before = {name: getattr(model, name).copy() for name in NODE_ARRAYS + ("subset_loss_", "training_scores_")}
+    monkeypatch.setattr(trees._RoundGuard, "rose", lambda self, scores: True)
+    model.set_params(n_rounds=2).fit(features, shifted(bias, 1), labels)
+    assert model.continued_
+    for name, value in before.items():
+        np.testing.assert_array_equal(getattr(model, name), value)
+
+
+@pytest.mark.parametrize("vector", [True, False])
+def test_guarded_step_kernels_agree_with_the_loss_of_the_stepped_scores(vector):
+    """A guarded round's kernels against numpy: the leaves a tree sends its rows to, the change of the
+    biased loss at a scale of the round's step (integer labels, weights, soft targets) from the rows'
+    probabilities, and the step's addition (scores bitwise as adding the trees; probabilities the
+    softmax of the new margins)."""
+    rng = np.random.default_rng(7)
+    n, k = 400, 3
+    features, bias, labels = make_problem(n, k, seed=7)
+    scores = rng.normal(size=(n, k))
+    columns = [-1] if vector else list(range(k))
+    trees = []
+    for c in columns:
+        target = rng.normal(size=(n, k if c < 0 else 1))
+        grown = growth.grow_tree(features, target, sorted_orders(features), 20, 40, 8, None)
+        trees.append(grown.fitted(rng.normal(size=grown.leaf_value.shape), column=c))
+    step = np.zeros((n, k))
+    leaves = np.empty((len(trees), n), dtype=np.intp)
+    for t, tree in enumerate(trees):
+        predictor.add_tree(features, tree, step)
+        predictor.tree_leaves(features, tree, leaves[t])
+        assert np.all(tree.feature[leaves[t]] < 0)   # every row ends at a leaf
+    values = np.concatenate([tree.value for tree in trees])
+    offsets = np.cumsum([0] + [tree.n_nodes for tree in trees[:-1]]).astype(np.intp)
+    margins = scores + bias
+    probabilities = np.exp(margins - logsumexp(margins, axis=1, keepdims=True))
+    weights, targets = rng.uniform(0, 2, n), rng.dirichlet(np.ones(k), n)
+    for scale in (1.0, 0.25, 2.0 ** -30):
+        for w in (None, weights):
+            for q, y in ((None, labels), (targets, np.zeros(n, dtype=np.int64))):
+                change = (logistic.step_log_partition(probabilities, leaves, offsets, vector,
+                                                      np.expm1(scale * values), w)
+                          - scale * logistic.step_target_term(leaves, offsets, vector, values, y, w, q))
+                reference = [biased_logistic_loss(f, bias, labels if q is None else q, w)[0]
+                             for f in (scores + scale * step, scores)]
+                assert change == pytest.approx(reference[0] - reference[1], rel=1e-7, abs=1e-9 * abs(reference[1]))
+    added = scores.copy()
+    logistic.add_step(probabilities, leaves, offsets, vector, np.expm1(0.5 * values), 0.5 * values, added)
+    expected = scores.copy()
+    for tree in trees:
+        predictor.add_tree(features, Tree(tree.feature, tree.threshold, tree.left, tree.right, 0.5 * tree.value,
+                                          tree.column), expected)
+    assert np.array_equal(added, expected)
+    margins = added + bias
+    np.testing.assert_allclose(probabilities, np.exp(margins - logsumexp(margins, axis=1, keepdims=True)),
+                               rtol=1e-12)
+
+
 @pytest.mark.parametrize("tree", ["vector", "per_class"])
 def test_predictions_kept_between_fits_equal_a_full_walk(tree, monkeypatch):
     """decision_function keeps the scores of the rows it predicted last: after a continued fit it
@@ -434,6 +497,32 @@ def test_lightgbm_refit_that_would_rise_boosts_on_from_the_replaced_function():
     test = np.random.default_rng(1).uniform(size=(100, 2))
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(model)).decision_function(test),
                                   model.decision_function(test))
+
+
+def test_lightgbm_continued_fits_keep_the_scores_of_the_whole_ensemble_and_never_raise_the_loss():
+    """A chain of continued fits (the ensemble grows by a booster each time) carries the training
+    scores forward round by round: they equal the final ensemble predicted from scratch by
+    LightGBM (each booster reloaded from its text), and no fit ends above the function it replaced
+    under the new bias; with soft targets and row weights as well."""
+    features, bias, hard = make_problem(3000, 3, seed=13)
+    rng = np.random.default_rng(14)
+    soft = 0.7 * np.eye(3)[hard] + 0.3 * rng.dirichlet(np.ones(3), size=hard.size)
+    weights = rng.uniform(0.0, 2.0, hard.size)
+    for labels, sample_weight in ((hard, None), (soft, weights)):
+        model = LightGBM(n_rounds=30, random_state=0).fit(features, bias, labels, sample_weight=sample_weight)
+        model.set_params(n_rounds=2)
+        new_bias = bias
+        for step in range(4):
+            new_bias = shifted(new_bias, 20 + step)
+            replaced = model.decision_function(features)
+            reference = biased_logistic_loss(replaced, new_bias, labels, sample_weight)[0]
+            model.fit(features, new_bias, labels, sample_weight=sample_weight)
+            assert model.continued_ and len(model.base_boosters_) == step + 1
+            assert model.loss(features, new_bias, labels, sample_weight=sample_weight) <= reference
+        scratch = sum(lightgbm.Booster(model_str=booster.model_to_string()).predict(features, raw_score=True)
+                      for booster in model._boosters())
+        np.testing.assert_allclose(model.training_scores_, scratch, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(model.decision_function(features), scratch, rtol=0, atol=1e-10)
 
 
 def test_lightgbm_refit_that_does_not_rise_is_the_fit_from_zero():

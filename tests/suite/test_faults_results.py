@@ -300,7 +300,7 @@ def test_threads_option_reaches_every_kernel(tmp_path, monkeypatch):
     before = os.environ.get("OMP_NUM_THREADS")
 
     def recording(*args):
-        seen.append(args[11])
+        seen.append(args[13])   # star_sweeps(..., max_sweeps, tol, n_threads, n_sweeps, converged)
         environ.add(os.environ.get("OMP_NUM_THREADS"))
         return real(*args)
 

@@ -5,6 +5,9 @@
   ``g = onehot(y) - softmax(z)`` on the round's rows: the targets the trees are grown on;
 * :func:`stepped_loss` -- the biased loss of all rows at ``F + scale * D`` (a guarded
   round's trees ``D``, halved ``scale = 2**-j``), without forming the scores;
+* :func:`step_log_partition`, :func:`step_target_term` and :func:`add_step` -- the change of
+  that loss at a scale of the step from the rows' probabilities and the trees' leaves, in one
+  ``log1p`` per row, and the step's addition, the probabilities carried along;
 * :func:`refit_leaves` -- with a vector tree's splits fixed, Newton's method with a
   backtracking line search on the biased logistic loss of each leaf (leaves are
   independent; the steps are built around :func:`_refit_leaf`);
@@ -111,6 +114,92 @@ def stepped_loss(const double[:, ::1] F, const double[:, ::1] D, double scale, c
     free(z)
     free(terms)
     return total
+
+
+cdef inline intp_t _column_node(const intp_t[:, ::1] leaves, const intp_t[::1] node_offset, bint vector,
+                                intp_t i, intp_t k) noexcept nogil:
+    """The node of the round's table that gives row ``i``'s step in class ``k``: the vector tree's
+    leaf, or that of class ``k``'s tree."""
+    if vector:
+        return node_offset[0] + leaves[0, i]
+    return node_offset[k] + leaves[k, i]
+
+
+def step_target_term(const intp_t[:, ::1] leaves, const intp_t[::1] node_offset, bint vector,
+                     const double[:, ::1] values, const int64_t[::1] labels, weights=None, targets=None):
+    """``sum_i w_i <q_i, D_i>`` for a round's step ``D`` (see :func:`step_log_partition`)."""
+    cdef intp_t n = leaves.shape[1], K = node_offset.shape[0] if not vector else values.shape[1], i, k
+    cdef double row, total = 0.0
+    cdef bint weighted = weights is not None, soft = targets is not None
+    cdef const double[::1] W = weights if weighted else np.ones(1)
+    cdef const double[:, ::1] Q = targets if soft else np.zeros((1, K))
+    with nogil:
+        for i in range(n):
+            if soft:
+                row = 0.0
+                for k in range(K):
+                    row = row + Q[i, k] * values[_column_node(leaves, node_offset, vector, i, k),
+                                                 k if vector else 0]
+            else:
+                k = labels[i]
+                row = values[_column_node(leaves, node_offset, vector, i, k), k if vector else 0]
+            if weighted:
+                row = row * W[i]
+            total += row
+    return total
+
+
+def step_log_partition(const double[:, ::1] P, const intp_t[:, ::1] leaves, const intp_t[::1] node_offset,
+                       bint vector, const double[:, ::1] growth, weights=None):
+    """``sum_i w_i log(sum_k P[i, k] exp(s D[i, k]) / sum_k P[i, k])``: with ``P`` the softmax of a
+    guarded round's margins, the rise of the (weighted) log-partition part of the loss when the
+    round's step ``D``, scaled by ``s``, is added to the scores; the loss rises by that minus
+    ``s`` :func:`step_target_term`.
+
+    The step is read from tables, not from rows: row ``i``'s step in class ``k`` is the value of
+    the node :func:`_column_node` gives (``leaves`` (T, N): each tree's leaf of every row, local
+    to the tree, ``node_offset`` (T,): where each tree's nodes begin in the tables; ``vector``:
+    one tree for all classes, else tree ``k`` for class ``k``), and ``growth[node] =
+    expm1(s value[node])`` (its column ``k`` for the vector tree, else column 0), so that a trial
+    scale costs one ``log1p`` per row, not K exponentials.
+    """
+    cdef intp_t n = P.shape[0], K = P.shape[1], i, k
+    cdef double mass, grown, row, total = 0.0
+    cdef bint weighted = weights is not None
+    cdef const double[::1] W = weights if weighted else np.ones(1)
+    with nogil:
+        for i in range(n):
+            mass = 0.0
+            grown = 0.0
+            for k in range(K):
+                mass = mass + P[i, k]
+                grown = grown + P[i, k] * growth[_column_node(leaves, node_offset, vector, i, k),
+                                                 k if vector else 0]
+            row = log1p(grown / mass)
+            if weighted:
+                row = row * W[i]
+            total += row
+    return total
+
+
+def add_step(double[:, ::1] P, const intp_t[:, ::1] leaves, const intp_t[::1] node_offset, bint vector,
+             const double[:, ::1] growth, const double[:, ::1] values, double[:, ::1] F):
+    """Add a round's step to the scores, ``F[i, k] += values[node]`` (the node as in
+    :func:`step_log_partition`; one addition per score, as the trees add their values), and
+    move ``P`` to the softmax of the new margins: ``P[i, k] *= 1 + growth[node]``, normalised."""
+    cdef intp_t n = P.shape[0], K = P.shape[1], i, k, node, column
+    cdef double mass
+    with nogil:
+        for i in range(n):
+            mass = 0.0
+            for k in range(K):
+                node = _column_node(leaves, node_offset, vector, i, k)
+                column = k if vector else 0
+                F[i, k] += values[node, column]
+                P[i, k] = P[i, k] * (1.0 + growth[node, column])
+                mass = mass + P[i, k]
+            for k in range(K):
+                P[i, k] = P[i, k] / mass
 
 
 cdef struct NewtonWork:

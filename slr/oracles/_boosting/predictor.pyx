@@ -198,3 +198,32 @@ def predict_ensemble(const double[:, ::1] X, const intp_t[::1] tree_offsets,
                         for k in range(K):
                             out[i, k] += value[node, k]
         _free_walk(&walk)
+
+
+def tree_leaves(const double[:, ::1] X, tree, intp_t[::1] leaf, int n_jobs=1):
+    """``leaf[i] =`` the node (an id local to the tree) that row ``i`` reaches in one
+    :class:`~slr.oracles._boosting.tree.Tree`."""
+    cdef intp_t n = X.shape[0], d = X.shape[1]
+    cdef intp_t n_blocks = (n + PREDICT_BLOCK_ROWS - 1) // PREDICT_BLOCK_ROWS
+    cdef intp_t block, start, stop
+    cdef const intp_t[::1] offsets = np.array([0, tree.feature.shape[0]], dtype=np.intp)
+    cdef const intp_t[::1] feature = tree.feature
+    cdef const double[::1] threshold = tree.threshold
+    cdef const intp_t[::1] left = tree.left
+    cdef const intp_t[::1] right = tree.right
+    cdef TreeWalk walk
+    cdef bint built
+    if n == 0:
+        return
+    with nogil:
+        built = _build_walk(&walk, offsets, feature, threshold, left, right)
+    if not built:
+        raise MemoryError("tree_leaves: no memory for the walk layout of the tree")
+    with nogil:
+        for block in prange(n_blocks, num_threads=max(n_jobs, 1), schedule="static"):
+            start = block * PREDICT_BLOCK_ROWS
+            stop = start + PREDICT_BLOCK_ROWS
+            if stop > n:
+                stop = n
+            _walk_rows(&X[0, 0], d, start, stop, 0, walk.depth[0], &walk, &leaf[0])
+        _free_walk(&walk)
