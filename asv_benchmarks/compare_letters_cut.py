@@ -4,8 +4,9 @@ Run from the repository root::
 
     .venv/bin/python asv_benchmarks/compare_letters_cut.py [--n-train 100] [--n-test 300]
 
-The quick profile of ``slr baselines`` trains on the first ``n_train`` words of fold 1 and tests on
-the first ``n_test`` words of the other folds. Consecutive words of a fold often repeat one word:
+The quick profile of ``slr baselines`` trains on ``n_train`` words of fold 1 and tests on ``n_test``
+words of the other folds, drawn at random (:class:`slr.suite.methods.LettersData`; consecutive
+words of a fold often repeat one word, so the first words of a fold would be a few distinct words):
 printed first are the distinct words of each part and how many test letters belong to words seen
 in training. Then CRFsuite (``c2 = 1 / 2C``) and slr:Linear (the library's defaults, ``Linear(l2 =
 eps / C)`` on both factors) are fitted on those training words at each ``C`` (slr at eps .1, the
@@ -37,8 +38,8 @@ def main(argv: list[str] | None = None) -> None:
     from slr.baselines.crfsuite_peer import CRFsuiteChain
     from slr.oracles import Linear
 
-    X, Y, X_all, Y_all = letters(args.n_train, None)
-    tests = {"cut": (X_all[:args.n_test], Y_all[:args.n_test]), "all": (X_all, Y_all)}
+    X, Y, X_cut, Y_cut = letters(args.n_train, args.n_test)
+    tests = {"cut": (X_cut, Y_cut), "all": letters(args.n_train, None)[2:]}
     seen = {word(y) for y in Y}
     for name, (_, Y_test) in tests.items():
         letters_seen = sum(len(y) for y in Y_test if word(y) in seen) / sum(len(y) for y in Y_test)

@@ -34,6 +34,10 @@ TRACE_COLUMNS = ["iteration", "stage", "objective", "penalised"]
 # R evaluated after each
 _SWEEP_CHUNK = 2
 
+#: Data sets whose last decode's messages are kept for warm starts: the training and validation
+#: data and a callback's one or two; the least recently decoded goes first.
+_KEPT_DECODES = 4
+
 
 class Alternation:
     """One fit's state of Algorithm 1.1 and its half steps.
@@ -281,7 +285,8 @@ class Alternation:
         """The messages to decode ``data`` (checked from the object ``source``) from by the LP's
         max-product sweeps, updated in place by the decode: those the last decode from ``source``
         ended with if they fit ``data``, else zeros; None where ``predictor`` decodes ``data``
-        without those sweeps.
+        without those sweeps. The messages of the ``_KEPT_DECODES`` most recently decoded sources
+        are kept (a callback that builds its ``X`` anew each iteration adds no memory).
 
         The functions move little from one iteration to the next, so the sweeps start near their
         fixed point; the labels are those of a decode from zero messages wherever the LP
@@ -292,12 +297,13 @@ class Alternation:
         shape = (data.batch.n_edges, 2, data.n_states)
         for k, (decoded, messages) in enumerate(self._decoded):
             if decoded is source:
-                if messages.shape == shape:   # any messages are a start; these fit the data's edges
-                    return messages
                 del self._decoded[k]
+                if messages.shape == shape:   # any messages are a start; these fit the data's edges
+                    self._decoded.append((source, messages))
+                    return messages
                 break
         messages = np.zeros(shape)
-        self._decoded.append((source, messages))
+        self._decoded = self._decoded[-(_KEPT_DECODES - 1):] + [(source, messages)]
         return messages
 
     def current_pairwise(self) -> Any | None:

@@ -3,7 +3,7 @@
 ``python -m slr.suite.letters_validation [--n-train N] SPEC [SPEC ...]`` fits slr with each
 ``SPEC`` (JSON: ``unary`` "MLP" | "BoostedTrees" | "Linear" and its keywords; optional
 ``epsilon``, ``max_iter``, ``max_sweeps``) and a Constant pairwise table on four fifths of the
-training words of fold 1 (the first ``N`` of them, as the profile takes them, when given),
+training words of fold 1 (``N`` of them, drawn as the profiles draw them, when given),
 with the other fifth, drawn at random with seed 0, as validation data; it prints the
 validation error after every iteration and the fit time (1 thread). The test words are never
 loaded. docs/design.md section 6 lists what it measured.
@@ -13,20 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
 
 __all__ = ["letters_split", "validate"]
 
 
 def letters_split(n_train: int | None = None, seed: int = 0):
-    """``(X_fit, Y_fit, X_val, Y_val)``: fold 1's words (the first ``n_train``), a random fifth
-    held out (:func:`slr.suite.common.hold_out`)."""
+    """``(X_fit, Y_fit, X_val, Y_val)``: fold 1's words (``n_train`` of them, drawn as
+    :class:`slr.suite.methods.LettersData` draws them), a random fifth held out
+    (:func:`slr.suite.common.hold_out`)."""
     from slr.datasets import load_letters
     from slr.suite.common import hold_out
+    from slr.suite.methods import LettersData
 
     X, Y, folds = load_letters()
-    train = np.flatnonzero(folds == 1)
-    train = train[:n_train] if n_train else train
+    train, _ = LettersData(n_train, 0).indices(folds)
     return hold_out([X[i] for i in train], [Y[i] for i in train], seed)
 
 
@@ -50,7 +50,7 @@ def validate(spec: dict, split) -> "object":
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n-train", type=int, default=None, help="first N training words (quick: 100)")
+    parser.add_argument("--n-train", type=int, default=None, help="N training words drawn at random (quick: 100)")
     parser.add_argument("specs", nargs="+", help="JSON settings, e.g. '{\"unary\": \"MLP\", \"max_iter\": 12}'")
     args = parser.parse_args(argv)
     split = letters_split(args.n_train)

@@ -82,8 +82,8 @@ def write_report(profile: Profile, out: Path, info: RunInfo, log, records: dict 
         "duality gap of 1e-3 C per example.\n"
         f"{_slr_solver_text(spec)}{_crfsuite_text(spec, used)}{_slr_cells_text(spec)}\n"
         f"*Sizes*: denoising {asdict(spec.denoise)}, letters {asdict(spec.letters)} "
-        f"(train words from fold 1, test words from the other folds){_snakes_text(spec)}; iterations per "
-        f"baseline {dict(spec.max_iter)}{_budgets_text(spec)}.{_skipped(spec)}\n",
+        f"(train words drawn at random from fold 1, test words from the other folds){_snakes_text(spec)}; "
+        f"iterations per baseline {dict(spec.max_iter)}{_budgets_text(spec)}.{_skipped(spec)}\n",
         "\n*Time to target*: the target is 1.1 x the best final test error on that data set, read off "
         "each learner's per-iteration test-error curve against its cumulative fit time (the time "
         "spent measuring the test error excluded, the same clock for slr and every baseline; the "

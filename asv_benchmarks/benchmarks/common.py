@@ -143,12 +143,13 @@ def denoising(n_images: int, size: int, seed: int = 0):
 
 
 def letters(n_train: int, n_test: int):
-    """The first OCR words of fold 1 (train) and of the other folds (test)."""
+    """OCR words of fold 1 (train) and of the other folds (test), drawn as the suite's profiles draw
+    them (:class:`slr.suite.methods.LettersData`)."""
     from slr.datasets import load_letters
+    from slr.suite.methods import LettersData
 
     X, Y, folds = load_letters()
-    tr = np.flatnonzero(folds == 1)[:n_train]
-    te = np.flatnonzero(folds != 1)[:n_test]
+    tr, te = LettersData(n_train, n_test).indices(folds)
     return [X[i] for i in tr], [Y[i] for i in tr], [X[i] for i in te], [Y[i] for i in te]
 
 

@@ -12,6 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from slr import StructuredLogisticRegression
 from slr.datasets import make_denoising
 from slr.datasets.synthetic import make_structured
+from slr._alternation import _KEPT_DECODES
 from slr.oracles import Linear
 
 
@@ -122,3 +123,22 @@ def test_the_monitor_and_an_iterate_decode_each_data_set_from_its_last_decodes_m
     assert last["train_error"] == pytest.approx(1.0 - model.score(X, Y), abs=1e-12)
     assert last["val_error"] == pytest.approx(1.0 - model.score(Xv, Yv), abs=1e-12)
     assert scores[-1] == pytest.approx(model.score(Xc, Yc), abs=1e-12)
+
+
+def test_an_iterate_keeps_the_messages_of_a_few_data_sets_only():
+    # a callback that builds its X afresh every iteration is a new data set each time: the messages
+    # kept for warm starts stay bounded, the most recent ones kept
+    X, Y = make_denoising(n_images=2, size=8, sigma=3.0, random_state=0)
+    Xc, Yc = make_denoising(n_images=1, size=8, sigma=3.0, random_state=2)
+    kept = []
+
+    def callback(it):
+        it.score(list(Xc), Yc)
+        state = it._live[0]
+        kept.append([source for source, _ in state._decoded])
+
+    model = StructuredLogisticRegression(Linear(), Linear(), n_jobs=1, max_iter=8, tol=0, monitor=True,
+                                         early_stopping=False)
+    model.fit(X, Y, callback=callback)
+    assert max(len(sources) for sources in kept) == _KEPT_DECODES
+    assert all(not isinstance(sources[-2], list) for sources in kept[1:])   # the monitor's training data, in use
