@@ -109,11 +109,13 @@ def report_fit(model, target: float, ssvm_seconds: float, l2: float, epsilon: fl
 
 def rule_margin(model) -> str:
     """How far the fit's end is from the stopping rule: J's fall over its last three iterations
-    against the rule's threshold ``3 tol max(J, 1)`` (at the default ``tol`` when the rule was off)."""
+    against the rule's threshold ``3 tol max(J, 1)`` (at the default ``tol`` when the rule was off),
+    J as the rule saw it (the joint solver's closing sweeps, trace stage ``"joint_mp"``, left out)."""
     from slr import StructuredLogisticRegression
     from slr._progress import iteration_objectives
 
-    objectives = iteration_objectives(model.history_, model.objective_trace_)
+    trace = model.objective_trace_
+    objectives = iteration_objectives(model.history_, trace[trace["stage"] != "joint_mp"])
     tol = model.tol or StructuredLogisticRegression().tol
     old, new = objectives[-4], objectives[-1]
     return (f"J = {new:.2f} at the end (R {model.history_['objective'].iloc[-1]:.2f}); it fell by {old - new:.3g} "
