@@ -141,6 +141,10 @@ class GeneralisationSpec:
                     tune=None if self.tune is None else asdict(self.tune), folds=self.folds, tolerance=self.tolerance,
                     slr_methods=self.slr_methods, **({} if self.ssvm_tol is None else dict(ssvm_tol=self.ssvm_tol)))
 
+    def ssvm_params(self) -> dict[str, float]:
+        """The keywords the peer ``OneSlackSSVM`` takes beyond its defaults (``tol``, if set)."""
+        return {} if self.ssvm_tol is None else dict(tol=self.ssvm_tol)
+
     def candidates(self, method: str) -> list[dict[str, float]]:
         """The ``{"C", "epsilon"}`` values ``method`` is validated on, in grid order (C, then eps);
         one value where nothing is chosen."""
@@ -223,8 +227,8 @@ def methods_of(spec: GeneralisationSpec, problem: Problem) -> tuple[str, ...]:
 def cell(spec: GeneralisationSpec, problem: Problem, method: str) -> Cell:
     """The (problem, method) cell."""
     config = dict(problem=asdict(problem), candidates=spec.candidates(method))
-    if method == "OneSlackSSVM" and spec.ssvm_tol is not None:
-        config["tol"] = spec.ssvm_tol
+    if method == "OneSlackSSVM":
+        config.update(spec.ssvm_params())
     return Cell(label=f"{problem.name}:{method}", identity=dict(problem=problem.name, method=method),
                 config=config, seed=SEED,
                 args=(problem.name, method), group=None,
@@ -236,8 +240,7 @@ def learner(spec: GeneralisationSpec, method: str, reg: dict[str, float], n_stat
     if method == "OneSlackSSVM":
         from slr.baselines import OneSlackSSVM
 
-        tol = {} if spec.ssvm_tol is None else dict(tol=spec.ssvm_tol)
-        return OneSlackSSVM(C=reg["C"], n_states=n_states, n_jobs=n_jobs, random_state=SEED, **tol)
+        return OneSlackSSVM(C=reg["C"], n_states=n_states, n_jobs=n_jobs, random_state=SEED, **spec.ssvm_params())
     from slr.oracles import MLP, BoostedTrees, Linear
     from slr.suite.oracles import defaults_learner
 
