@@ -840,11 +840,12 @@ def joint_minimise(
         """The messages moved towards their minimum at ``(cu, cp)`` by sweeps (see ``sweep_tol``),
         then :class:`_Objective` there, and the messages ``nu`` it ran at. The sweeps start from the
         last evaluation's messages, or once :func:`refine_sweeps` has asked, from the last iterate's."""
-        if state["anchor"] is not None:
-            np.copyto(state["lam"], state["anchor"])
+        anchor = state["anchor"]
+        if anchor is not None:
+            np.copyto(state["lam"], anchor)
         evaluated = swept_evaluation(cu, cp)
-        if state["reanchor"]:
-            np.copyto(state["anchor"], state["lam"])
+        if anchor is not None and state["reanchor"]:
+            np.copyto(anchor, state["lam"])
             state["reanchor"] = False
         return evaluated
 
