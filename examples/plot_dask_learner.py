@@ -27,7 +27,7 @@ test = [functools.partial(make_denoising, 2, 32, 3.2, random_state=99)]
 
 # %%
 # Linear oracles on both factors (the default); ``tol=0`` runs exactly ``max_iter`` iterations.
-model = DaskStructuredLogisticRegression(max_iter=20, tol=0).fit_sources(sources)
+model = DaskStructuredLogisticRegression(epsilon=0.1, max_iter=20, tol=0).fit_sources(sources)
 print(f"{model.n_partitions_} partitions, test accuracy {model.score_sources(test):.3f}")
 
 # %%

@@ -33,7 +33,7 @@ print(f"{sum(len(y) for y in Y_train)} training letters, {sum(len(y) for y in Y_
 # slr with the library's defaults for linear oracles: the joint solver, stopped by its rule.
 # The structured SVM gets a fixed budget of cutting-plane iterations.
 learners = {
-    "slr (Linear / Linear)": StructuredLogisticRegression(Linear(l2=1.0), Linear(l2=1.0), random_state=0),
+    "slr (Linear / Linear)": StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), random_state=0),
     "OneSlackSSVM": OneSlackSSVM(C=0.1, max_iter=100, tol=0.01),
 }
 for name, learner in learners.items():

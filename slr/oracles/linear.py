@@ -305,7 +305,11 @@ class Linear(LogisticOracle):
     ----------
     l2 : float, default=0.0
         Ridge penalty on ``W``. With ``l2 = 0`` the solution may be unbounded
-        (separable data, unseen classes); the fit then stops at ``tol`` or ``max_iter``.
+        (separable data, unseen classes); the fit then stops at ``tol`` or ``max_iter``. In
+        :class:`~slr.StructuredLogisticRegression` ``W`` scores ``g = theta / epsilon``, so the
+        ridge acts as an SSVM's ``C = epsilon / l2``: the same ``l2`` regularises ten times as
+        strongly at the learner's default ``epsilon`` for linear oracles, 0.01, as at 0.1 (keep a
+        ``C`` with ``l2 = epsilon / C``).
     l1 : float, default=0.0
         Lasso penalty ``l1 ||W||_1`` on ``W`` (CRFsuite's ``c1``): sets weights exactly to zero.
     fit_intercept : bool, default=False

@@ -21,8 +21,8 @@ from slr.oracles import Constant, Linear
 
 
 def _model(**kw):
-    return StructuredLogisticRegression(unary=Linear(l2=1.0), pairwise=Constant(), max_iter=3, n_jobs=1,
-                                        random_state=0, **kw)
+    return StructuredLogisticRegression(unary=Linear(l2=1.0), pairwise=Constant(), epsilon=0.1, max_iter=3,
+                                        n_jobs=1, random_state=0, **kw)
 
 
 def test_graph_crf_pairs_get_one_constant_edge_feature_and_triples_stay():

@@ -13,7 +13,7 @@ from slr.oracles import Constant, Linear
 
 def _training_potentials(model, X, Y):
     """theta with the Hamming margin, per example, from the fitted functions."""
-    L, eps = model.n_states_, model.epsilon
+    L, eps = model.n_states_, model.epsilon_
     for (nodes, edges, on_edges), y in zip(X, Y):
         theta_nodes = eps * model.unary_.decision_function(nodes) + (np.arange(L)[None, :] != y[:, None])
         theta_edges = eps * model.pairwise_.decision_function(on_edges).reshape(-1, L, L)

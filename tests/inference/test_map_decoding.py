@@ -150,7 +150,7 @@ def test_lp_map_stops_where_the_lp_is_not_tight_and_certifies_what_it_did_withou
 @pytest.fixture(scope="module")
 def blocks_model():
     X, Y = blocks(10)
-    return X, Y, StructuredLogisticRegression().fit(X, Y)
+    return X, Y, StructuredLogisticRegression(epsilon=0.1).fit(X, Y)
 
 
 def test_predict_decodes_strongly_coupled_grids_to_the_map_without_warning(blocks_model):

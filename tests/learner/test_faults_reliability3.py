@@ -355,7 +355,7 @@ def test_warm_start_refuses_a_changed_model():
 def test_warm_start_says_what_a_changed_epsilon_does():
     X, Y = _small_chains()
     model = _warm(X, Y).set_params(warm_start=True, max_iter=4, epsilon=0.5)
-    with pytest.warns(UserWarning, match=r"epsilon=0.5, the earlier fit's was 0.1.*changes scale"):
+    with pytest.warns(UserWarning, match=r"epsilon=0.5, the earlier fit's was 0.01.*changes scale"):
         model.fit(X, Y)
     assert model.n_iter_ == 4
 

@@ -47,7 +47,7 @@ def test_the_tables_rebuild_the_scores_and_the_decodes(fitted):
     table = transition_features(model, labels=["x", "y", "z"]).pivot(index="from", columns="to", values="weight")
     table = table.reindex(index=["x", "y", "z"], columns=["x", "y", "z"]).to_numpy()
     X_test, _ = _chains(1, n=15)
-    eps = model.epsilon
+    eps = model.epsilon_
     for (nodes, edges, on_edges), predicted in zip(X_test, model.predict(X_test)):
         scores = weights[0] + nodes @ weights[1:]   # the caller's units: Linear's internal rescaling undone
         np.testing.assert_allclose(scores, model.unary_.decision_function(nodes), rtol=1e-12, atol=1e-12)

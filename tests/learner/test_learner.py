@@ -152,7 +152,7 @@ def test_wrong_bias_sign_would_not_be_stationary(tiny):
 )
 def test_objective_never_increases(tiny, unary, pairwise):
     X, Y = tiny
-    model = StructuredLogisticRegression(unary, pairwise, max_iter=5, max_sweeps=10, n_jobs=1,
+    model = StructuredLogisticRegression(unary, pairwise, epsilon=EPS, max_iter=5, max_sweeps=10, n_jobs=1,
                                          solver="alternation").fit(X, Y)
     trace = model.objective_trace_
     assert len(trace) == 1 + 4 * 5
@@ -246,8 +246,8 @@ def test_objective_matches_independent_recomputation(tiny):
     """history_'s final R equals R recomputed from the fitted oracles after replaying the messages."""
     X, Y = tiny
     batch, node_f, edge_f, labels = _flat(X, Y)
-    model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), max_iter=1, max_sweeps=6,
-                                         sweep_tol=0, n_jobs=1, solver="alternation")
+    model = StructuredLogisticRegression(Constant(tol=1e-10), Linear(tol=1e-10), epsilon=EPS, max_iter=1,
+                                         max_sweeps=6, sweep_tol=0, n_jobs=1, solver="alternation")
     model.fit(X, Y)
     delta = 1.0 - np.eye(2)[labels]
     # replay iteration 1 by hand: the unary fit depends only on lambda = 0
@@ -326,7 +326,7 @@ def test_sklearn_params_and_oracles_are_cloned(tiny):
     unary = Linear(l2=0.5)
     model = StructuredLogisticRegression(unary=unary, pairwise=Constant(), max_iter=2, max_sweeps=4)
     params = model.get_params()
-    assert params["unary"] is unary and params["epsilon"] == 0.1 and params["unary__l2"] == 0.5
+    assert params["unary"] is unary and params["epsilon"] == "auto" and params["unary__l2"] == 0.5
     model.fit(X, Y)
     assert not hasattr(unary, "coef_")  # the constructor argument is untouched
     assert model.unary_ is not unary and hasattr(model.unary_, "coef_")
@@ -341,11 +341,25 @@ def test_sklearn_params_and_oracles_are_cloned(tiny):
 def test_defaults():
     model = StructuredLogisticRegression()
     p = model.get_params(deep=False)
-    assert p["epsilon"] == 0.1 and p["max_iter"] == 200 and p["max_sweeps"] == 50
+    assert p["epsilon"] == "auto" and p["max_iter"] == 200 and p["max_sweeps"] == 50
     assert p["tol"] == 1e-4 and p["sweep_tol"] == 0.1 and p["relaxation"] == 1.9
     assert p["early_stopping"] == "auto" and p["validation_fraction"] == 0.1 and p["n_iter_no_change"] == 10
     assert p["predict_max_sweeps"] == 10_000 and p["n_jobs"] is None and p["verbose"] == 0
     assert p["predict_epsilon"] == 0.0 and p["unary"] is None and p["pairwise"] is None
+
+
+@pytest.mark.parametrize("oracles, epsilon", [((None, None), 0.01), ((Linear(l2=1.0), Constant()), 0.01),
+                                               ((MLP(n_hidden=4), Linear()), 0.1)], ids=["default", "linear", "mlp"])
+def test_auto_epsilon_is_small_for_oracles_linear_in_their_parameters_only(tiny, oracles, epsilon):
+    """``epsilon="auto"`` fits as .01 where both oracles are linear in their parameters, as .1 where one is not."""
+    X, Y = tiny
+    settings = dict(max_iter=2, tol=0, max_sweeps=4, random_state=0, n_jobs=1)
+    auto = StructuredLogisticRegression(*oracles, **settings).fit(X, Y)
+    given = StructuredLogisticRegression(*oracles, epsilon=epsilon, **settings).fit(X, Y)
+    other = StructuredLogisticRegression(*oracles, epsilon=0.11 - epsilon, **settings).fit(X, Y)
+    np.testing.assert_array_equal(auto.history_["objective"], given.history_["objective"])
+    assert auto.epsilon == "auto" and auto.epsilon_ == given.epsilon_ == epsilon
+    assert not np.allclose(auto.history_["objective"], other.history_["objective"])
 
 
 def test_pickle_round_trip_gives_identical_predictions(tiny):

@@ -55,7 +55,7 @@ def test_monitoring_changes_no_fit_and_the_kept_row_is_predicts(solver):
     X, Y = _loopy(12, 0)
     Xv, Yv = _loopy(6, 1)
     # early stopping on the validation data (its decodes exact in every mode) keeps an earlier model
-    params = dict(max_iter=40, tol=0, n_iter_no_change=2, solver=solver)
+    params = dict(epsilon=0.1, max_iter=40, tol=0, n_iter_no_change=2, solver=solver)
     fits = {monitor: _fit(X, Y, Xv, Yv, monitor=monitor, **params)[0] for monitor in ("auto", True, False)}
     auto = fits["auto"]
     assert auto.best_iteration_ < auto.n_iter_

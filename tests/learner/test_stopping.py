@@ -65,7 +65,7 @@ def test_the_cap_warns_unless_the_rule_is_off(data):
 
 def test_early_stopping_keeps_the_iteration_with_the_lowest_validation_error(data):
     X, Y, Xv, Yv = data
-    kw = dict(unary=Linear(), pairwise=Linear(), tol=0, n_jobs=1, random_state=0, solver="alternation")
+    kw = dict(unary=Linear(), pairwise=Linear(), epsilon=EPS, tol=0, n_jobs=1, random_state=0, solver="alternation")
     model = StructuredLogisticRegression(**kw, n_iter_no_change=3).fit(X, Y, X_val=Xv, Y_val=Yv)  # "auto": on
     errors = model.history_.set_index("iteration")["val_error"].iloc[1:]
     best = int(errors[errors == errors.min()].index.max())   # the last of the lowest
@@ -163,7 +163,7 @@ def test_a_held_out_fraction_is_fitting_on_the_rest_and_validating_on_it():
 
 def test_a_warm_start_continues_from_the_kept_iteration(data):
     X, Y, Xv, Yv = data
-    kw = dict(unary=Linear(), pairwise=Linear(), tol=0, n_jobs=1, random_state=0, solver="alternation")
+    kw = dict(unary=Linear(), pairwise=Linear(), epsilon=EPS, tol=0, n_jobs=1, random_state=0, solver="alternation")
     model = StructuredLogisticRegression(**kw, n_iter_no_change=3).fit(X, Y, X_val=Xv, Y_val=Yv)
     best = model.best_iteration_
     model.set_params(warm_start=True, early_stopping=False, max_iter=best + 2).fit(X, Y, X_val=Xv, Y_val=Yv)
@@ -191,7 +191,7 @@ def _chunked_sweeps(batch, tn, te, lam, labels, start, after_fit, sweep_tol, max
 def test_sweeps_stop_when_a_pair_gains_little_against_the_half_step(data):
     X, Y, _, _ = data
     sweep_tol, max_sweeps = 0.1, 50
-    model = StructuredLogisticRegression(Constant(tol=1e-12), Linear(tol=1e-12), max_iter=1, tol=0,
+    model = StructuredLogisticRegression(Constant(tol=1e-12), Linear(tol=1e-12), epsilon=EPS, max_iter=1, tol=0,
                                          max_sweeps=max_sweeps, sweep_tol=sweep_tol, n_jobs=1,
                                          solver="alternation").fit(X, Y)
     trace = model.objective_trace_.set_index("stage")["objective"]
@@ -209,7 +209,7 @@ def test_sweeps_stop_when_a_pair_gains_little_against_the_half_step(data):
     assert R == pytest.approx(trace["pairwise_mp"], rel=1e-12)
     assert model.certificate_.last_sweeps == sweeps.max() < max_sweeps   # the rule, not the cap, stopped them
     assert not model.certificate_.sweeps_converged
-    exhaustive = StructuredLogisticRegression(Constant(tol=1e-12), Linear(tol=1e-12), max_iter=1, tol=0,
+    exhaustive = StructuredLogisticRegression(Constant(tol=1e-12), Linear(tol=1e-12), epsilon=EPS, max_iter=1, tol=0,
                                               max_sweeps=max_sweeps, sweep_tol=0, n_jobs=1,
                                               solver="alternation").fit(X, Y)
     assert exhaustive.objective_trace_["objective"].iloc[2] <= trace["unary_mp"]   # more sweeps, lower R

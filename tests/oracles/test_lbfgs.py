@@ -195,3 +195,48 @@ def test_a_gradient_that_is_not_finite_ends_without_a_step():
     result = minimise_lbfgs(fun, np.ones(5))
     assert (result.n_iter, result.status) == (0, "line_search")
     np.testing.assert_array_equal(result.x, np.ones(5))
+
+
+def _inexact(f, rng, error):
+    """``f`` evaluated as an upper bound, too high by up to ``error[0]`` (uniform, drawn anew at every
+    call, as the joint solver's messages after a few sweeps); the gradient exact."""
+    def fun(x, gradient):
+        value, gradient[...] = f(x)
+        return value + error[0] * rng.uniform()
+    return fun
+
+
+def test_refine_makes_an_inexact_objective_reach_the_minimum():
+    f, n, d = _logistic_problem(seed=7)
+    best = minimize(f, np.zeros(n), jac=True, method="L-BFGS-B",
+                    options={"maxiter": 5000, "gtol": 1e-10, "ftol": 0.0, "maxcor": 10}).fun
+    # without refine the errors (1e-3 of f) hide the decreases near the minimum: the search fails
+    stuck = minimise_lbfgs(_inexact(f, np.random.default_rng(0), [1e-3 * best]), np.zeros(n), scale=d,
+                           max_iter=2000, gtol=1e-8)
+    assert stuck.status == "line_search"
+    assert f(stuck.x)[0] > best + 1e-6 * best
+    # refine divides the error by 10 each time a search ends without a strong Wolfe step
+    error, calls = [1e-3 * best], []
+
+    def refine():
+        calls.append(error[0])
+        if error[0] < 1e-13 * best:
+            return False
+        error[0] /= 10
+        return True
+
+    result = minimise_lbfgs(_inexact(f, np.random.default_rng(0), error), np.zeros(n), scale=d, max_iter=2000,
+                            gtol=1e-8, refine=refine)
+    assert calls
+    assert f(result.x)[0] == pytest.approx(best, rel=1e-10)
+
+
+def test_refine_is_not_called_where_every_search_meets_strong_wolfe():
+    f, n, d = _logistic_problem(seed=8)
+    plain = minimise_lbfgs(_in_place(f), np.zeros(n), scale=d, max_iter=300, gtol=1e-4)
+    calls = []
+    refined = minimise_lbfgs(_in_place(f), np.zeros(n), scale=d, max_iter=300, gtol=1e-4,
+                             refine=lambda: calls.append(1) or True)
+    assert plain.status == "converged" and not calls
+    np.testing.assert_array_equal(refined.x, plain.x)
+    assert (refined.n_iter, refined.n_evaluations) == (plain.n_iter, plain.n_evaluations)

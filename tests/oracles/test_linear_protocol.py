@@ -93,7 +93,7 @@ def test_block_round_trip_and_design():
 
 def test_a_users_linear_oracle_reaches_the_joint_solver(images):
     X, Y = images
-    settings = dict(max_iter=6, tol=0, n_jobs=1, solver="joint")
+    settings = dict(epsilon=0.1, max_iter=6, tol=0, n_jobs=1, solver="joint")
     users = StructuredLogisticRegression(unary=Squares(l2=1.0), **settings).fit(X, Y)
     linear = StructuredLogisticRegression(unary=Linear(l2=1.0), **settings).fit(_squared(X), Y)
     assert users.solver_ == "joint"
