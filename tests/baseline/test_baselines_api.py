@@ -167,6 +167,7 @@ def test_every_baseline_refuses_a_bad_shared_parameter_by_name(name, param, valu
     (lambda: NSlackSSVM(tol=-1), "tol must be finite and >= 0, got -1"),
     (lambda: OneSlackSSVM(inactive_window=0), "inactive_window must be an integer in [1, 2147483647], got 0"),
     (lambda: NSlackSSVM(inactive_threshold=float("nan")), "inactive_threshold must be finite and >= 0, got nan"),
+    (lambda: OneSlackSSVM(exact_check="no"), "exact_check must be True or False, got 'no'"),
     (lambda: SubgradientSSVM(learning_rate=0), "learning_rate must be one of 'auto' or a real number > 0, got 0"),
     (lambda: SubgradientSSVM(learning_rate="fast"), "learning_rate must be one of 'auto' or a real number > 0"),
     (lambda: SubgradientSSVM(decay_exponent=-0.5), "decay_exponent must be finite and >= 0, got -0.5"),

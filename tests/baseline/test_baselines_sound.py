@@ -235,3 +235,34 @@ def test_loops_on_lp_labellings_converge_to_the_exact_optimum(frustrated, learne
     assert model.history_["objective"].iloc[-1] == pytest.approx(exact, rel=1e-9)
     optimum = exact_ssvm_optimum(X, Y, L, C=C)
     assert exact - optimum <= C * len(X) * tol + 1e-5 * max(1.0, optimum)
+
+
+@pytest.mark.parametrize("learner", [OneSlackSSVM, NSlackSSVM])
+def test_loops_without_the_exact_check_stop_on_the_lp_labellings(frustrated, learner, monkeypatch):
+    """``exact_check=False``: no exact inference at all, yet the fit stops by its tolerance; what it
+    reports is sound: the logged primal (the LP's labellings) and ``lower_bound_`` are at most the
+    exact primal of the weights returned and the exact optimum (enumeration), and the one-slack
+    stop leaves the LP's primal within ``C n tol`` of the working set's dual."""
+    X, Y = frustrated
+    C, tol = 10.0, 1e-3
+    calls = {"exact": 0, "unsure": 0}
+    original = StructuredData.loss_augmented
+
+    def spy(self, w, exact=True):
+        result = original(self, w, exact)
+        calls["exact"] += int(exact)
+        calls["unsure"] += int(not exact and self.unsure.any())
+        return result
+
+    monkeypatch.setattr(StructuredData, "loss_augmented", spy)
+    model = learner(C=C, tol=tol, max_iter=2000, n_states=L, exact_check=False).fit(X, Y)
+    assert calls["unsure"], "the fit never met an uncertified LP labelling: nothing is checked"
+    assert calls["exact"] == 0
+    assert model.converged_
+    exact = brute_primal(model.w_, X, Y, L, C=C)
+    optimum = exact_ssvm_optimum(X, Y, L, C=C)
+    logged = model.history_["objective"].iloc[-1]
+    assert logged <= exact + 1e-9
+    assert model.lower_bound_ <= optimum + 1e-6 * max(1.0, optimum)
+    if learner is OneSlackSSVM:
+        assert logged - model.lower_bound_ <= C * len(X) * tol + 1e-6 * max(1.0, optimum)
