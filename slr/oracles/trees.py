@@ -148,38 +148,105 @@ def fraction_to_rows(fraction: float, n_rows: int, minimum: int) -> int:
     return max(minimum, math.ceil(fraction * n_rows - 1e-9))
 
 
-class _RoundGuard:
-    """The full loss of a guarded fit's rounds (:meth:`BoostedTrees.fit`, Notes): each round's trees
-    are added halved ``j`` times for the least ``j <= MAX_HALVINGS`` at which the loss of all rows
-    does not rise.
+#: Rounds between two checks of a guarded fit's full loss at its start and after a round by round
+#: stretch; the blocks double while their rounds lower the loss, up to :data:`MAX_BLOCK` rounds
+#: (:meth:`BoostedTrees.fit`, Notes).
+FIRST_BLOCK = 4
+MAX_BLOCK = 32
 
-    The loss change of a scale ``s`` of the round's step ``D`` is
+
+class _RoundGuard:
+    """A guarded fit's rounds (:meth:`BoostedTrees.fit`, Notes): the fit's full loss is checked
+    after every block of rounds, and a block that raised it is undone and its rounds taken again one
+    by one, each added halved ``j`` times for the least ``j <= MAX_HALVINGS`` at which the loss of all
+    rows does not rise.
+
+    In blocks (``block > 0``) the caller adds each round's trees to the scores, as an unguarded
+    round does, and :meth:`push` compares the full loss at the block's end with that at the last
+    check, ``FIRST_BLOCK`` rounds and then twice as many while the blocks pass. A block whose loss
+    rose is undone (the scores of the last check restored) and its rounds, whose trees are already
+    grown, are added round by round (``block == 0``); the guard stays so, the caller then filling
+    :attr:`leaves` in place of adding the trees, until ``FIRST_BLOCK`` rounds in a row needed no
+    halving, where a check starts blocks again. A check also ends the fit, and where it finds a
+    rise after rounds taken one by one (by the rounding of the loss's sums only), the rounds since
+    the last check are undone and boosting stops. So the fit's loss never ends above its start's.
+
+    Round by round, the loss change of a scale ``s`` of the round's step ``D`` is
     ``sum_i w_i [log sum_k P[i, k] exp(s D[i, k]) - s <q_i, D_i>]`` with ``P`` the softmax of the
     rows' margins, which is carried from round to round (:func:`~slr.oracles._boosting.logistic.
-    add_step`), and ``D`` read from the trees' leaves (:attr:`leaves`, filled by the caller), so
-    that a trial costs one ``log1p`` per row, and the change is taken as such, not as a difference
-    of two sums of the size of the loss. The change is convex in ``s``, so the qualifying ``j`` are
-    those from the least one on: the search starts at the last round's ``j`` (consecutive rounds
-    need alike) and walks to the least. The scores receive the halved trees' values one addition
-    each, bitwise as adding the halved trees does. :meth:`rose` checks the full loss at the end.
+    add_step`), and ``D`` read from the trees' leaves, so that a trial costs one ``log1p`` per row,
+    and the change is taken as such, not as a difference of two sums of the size of the loss. The
+    change is convex in ``s``, so the qualifying ``j`` are those from the least one on: the search
+    starts at the last round's ``j`` (consecutive rounds need alike) and walks to the least. The
+    scores receive the halved trees' values one addition each, bitwise as adding the halved trees
+    does.
     """
 
     def __init__(self, scores: np.ndarray, bias: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None,
-                 targets: np.ndarray | None, trees_per_round: int) -> None:
+                 targets: np.ndarray | None, trees_per_round: int, features: np.ndarray, n_jobs: int) -> None:
         self.bias, self.labels, self.weights = bias, labels, sample_weight
         self.targets = None if targets is None else np.ascontiguousarray(targets)
-        self.start_scores = scores.copy()
-        self.start_loss = self._loss(scores)
-        self.probabilities = softmax(scores + bias, axis=1)
+        self.features, self.n_jobs = features, n_jobs
+        self.checked_scores = scores.copy()
+        self.checked_loss = self._loss(scores)
+        #: rounds between checks of the full loss; 0: round by round
+        self.block = FIRST_BLOCK
+        #: the rounds since the last check, each a list of its trees
+        self.pending: list[list[Tree]] = []
         self.vector = trees_per_round == 1
-        #: each tree of a round's leaf of every row (local to the tree)
+        #: each tree of a round's leaf of every row (local to the tree), round by round
         self.leaves = np.empty((trees_per_round, scores.shape[0]), dtype=np.intp)
+        self.probabilities: np.ndarray | None = None
         self.hint = 0
+        self.streak = 0
+        #: halvings of the rounds taken one by one, MAX_HALVINGS + 1 for a dropped round
+        self.halvings = 0
 
     def _loss(self, scores: np.ndarray) -> float:
         return logistic.stepped_loss(scores, scores, 0.0, self.bias, self.labels, self.weights, self.targets)
 
-    def add(self, round_trees: list[Tree], scores: np.ndarray) -> int | None:
+    def push(self, round_trees: list[Tree], scores: np.ndarray, last: bool) -> tuple[list[list[Tree]], int, bool]:
+        """Take a round whose trees were added to ``scores`` (in blocks) or whose leaves are in
+        :attr:`leaves` (round by round); ``last``: the fit's last round. Return the rounds settled
+        by a check (their trees, halved where they were), the number of the latest rounds dropped,
+        and whether boosting stops."""
+        self.pending.append(round_trees)
+        if self.block:
+            return self._check(scores, last) if last or len(self.pending) == self.block else ([], 0, False)
+        if self._add(round_trees, scores) is None:   # no halving keeps the loss from rising: drop, stop
+            self.pending.pop()
+            kept, dropped, _ = self._check(scores, True)
+            return kept, dropped + 1, True
+        return self._check(scores, last) if last or self.streak >= FIRST_BLOCK else ([], 0, False)
+
+    def _check(self, scores: np.ndarray, last: bool) -> tuple[list[list[Tree]], int, bool]:
+        """Compare the full loss with the last check's and settle, or undo, the rounds since (see
+        :meth:`push`, whose value this returns)."""
+        loss = self._loss(scores)
+        if loss <= self.checked_loss:
+            settled, self.pending = self.pending, []
+            self.checked_scores[...] = scores
+            self.checked_loss = loss
+            self.block = min(2 * self.block, MAX_BLOCK) if self.block else FIRST_BLOCK
+            return settled, 0, False
+        scores[...] = self.checked_scores
+        if not self.block:   # a rise by rounding: undo the rounds since the last check
+            dropped, self.pending = len(self.pending), []
+            return [], dropped, True
+        block, self.pending = self.pending, []
+        self.block = self.streak = 0
+        self.probabilities = softmax(scores + self.bias, axis=1)
+        for taken, round_trees in enumerate(block):
+            for t, tree in enumerate(round_trees):
+                predictor.tree_leaves(self.features, tree, self.leaves[t], self.n_jobs)
+            self.pending.append(round_trees)
+            if self._add(round_trees, scores) is None:
+                self.pending.pop()
+                kept, dropped, _ = self._check(scores, True)
+                return kept, dropped + len(block) - taken, True
+        return self._check(scores, last) if last or self.streak >= FIRST_BLOCK else ([], 0, False)
+
+    def _add(self, round_trees: list[Tree], scores: np.ndarray) -> int | None:
         """Add the round's trees, halved the least number of times at which the loss does not rise,
         to ``scores`` (and halve those in ``round_trees`` alike); return that number, or None (and
         leave ``scores``) where no halving up to :data:`MAX_HALVINGS` keeps the loss from rising."""
@@ -200,6 +267,7 @@ class _RoundGuard:
         j = min(self.hint, MAX_HALVINGS)
         if rises(j):
             if rises(MAX_HALVINGS):
+                self.halvings += MAX_HALVINGS + 1
                 return None
             while rises(j):
                 j += 1
@@ -213,11 +281,9 @@ class _RoundGuard:
         logistic.add_step(self.probabilities, self.leaves, offsets, self.vector, np.expm1(scale * values),
                           scale * values, scores)
         self.hint = j
+        self.halvings += j
+        self.streak = 0 if j else self.streak + 1
         return j
-
-    def rose(self, scores: np.ndarray) -> bool:
-        """Whether the full loss of ``scores`` exceeds that of the scores the guard started from."""
-        return self._loss(scores) > self.start_loss
 
 
 class BoostedTrees(LogisticOracle):
@@ -583,8 +649,7 @@ class BoostedTrees(LogisticOracle):
         if hist:
             all_codes, n_bins, bin_low, bin_high = bin_features(features)
         guard = _RoundGuard(scores, bias, hard_labels, sample_weight, labels if soft else None,
-                            k if per_class else 1) if guarded else None
-        kept = (len(ensemble.trees), len(subset_loss), len(ensemble.round_seconds))
+                            k if per_class else 1, features, p["n_jobs"]) if guarded else None
         if full:
             rows = np.arange(n, dtype=np.intp)
             sub_features = features
@@ -592,7 +657,7 @@ class BoostedTrees(LogisticOracle):
                 sub_codes = all_codes
             else:
                 full_order = sorted_orders(features)
-        for _ in range(p["n_rounds"]):
+        for round_index in range(p["n_rounds"]):
             if not full:
                 rows = _draw_rows(rng, n, n_sub)
                 sub_features = features[rows]
@@ -644,24 +709,23 @@ class BoostedTrees(LogisticOracle):
                                                 sub_targets)
                     values = values[:, None]
                 tree = grown.fitted(shrink * values, column=c)
-                if guard is None:
-                    predictor.add_tree(features, tree, scores, p["n_jobs"])
-                else:
+                if guard is not None and not guard.block:   # round by round: the guard adds the trees
                     predictor.tree_leaves(features, tree, guard.leaves[max(c, 0)], p["n_jobs"])
+                else:
+                    predictor.add_tree(features, tree, scores, p["n_jobs"])
                 round_trees.append(tree)
-            if guard is not None:
-                halvings = guard.add(round_trees, scores)
-                if halvings is None:   # no halving keeps the loss from rising: drop the round, stop
-                    self.n_halvings_ += MAX_HALVINGS + 1
-                    subset_loss.pop()
-                    break
-                self.n_halvings_ += halvings
-            ensemble.trees.extend(round_trees)
-            ensemble.round_seconds.append(time.perf_counter() - fit_start)
-        if guard is not None and guard.rose(scores):   # by the rounding of the loss's sums: undo the rounds
-            scores[...] = guard.start_scores
-            n_trees, n_losses, n_seconds = kept
-            del ensemble.trees[n_trees:], subset_loss[n_losses:], ensemble.round_seconds[n_seconds:]
+            if guard is None:
+                ensemble.trees.extend(round_trees)
+                ensemble.round_seconds.append(time.perf_counter() - fit_start)
+                continue
+            settled, dropped, stop = guard.push(round_trees, scores, round_index == p["n_rounds"] - 1)
+            for settled_trees in settled:
+                ensemble.trees.extend(settled_trees)
+            ensemble.round_seconds.extend([time.perf_counter() - fit_start] * len(settled))
+            del subset_loss[len(subset_loss) - dropped:]
+            self.n_halvings_ = guard.halvings
+            if stop:
+                break
 
     def _set_constant(self, constant: np.ndarray) -> None:
         """Make the fitted function the per-class ``constant`` (one single-leaf vector tree, no

@@ -358,16 +358,26 @@ def test_stepped_loss_is_the_biased_loss_of_the_stepped_scores():
 
 
 def test_guarded_rounds_are_undone_where_the_full_loss_rose(monkeypatch):
-    """The guard's check of the full loss at the end (it can rise only by the rounding of its sums):
-    where it finds a rise, the continued fit ends at the function it replaced, bit for bit."""
+    """The guard's checks of the full loss: where the check of a block finds a rise, its rounds are
+    taken again one by one; where the check after those finds one too (by the rounding of the loss's
+    sums only), they are undone and the continued fit ends at the function it replaced, bit for bit."""
     import slr.oracles.trees as trees
 
     features, bias, labels = make_problem(2000, 3, seed=11)
     model = BoostedTrees(n_rounds=40, subsample=500, tree="per_class", random_state=0).fit(features, bias, labels)
     before = {name: getattr(model, name).copy() for name in NODE_ARRAYS + ("subset_loss_", "training_scores_")}
-    monkeypatch.setattr(trees._RoundGuard, "rose", lambda self, scores: True)
-    model.set_params(n_rounds=2).fit(features, shifted(bias, 1), labels)
+    checks = []
+    true_loss = trees._RoundGuard._loss
+
+    def rising_loss(self, scores):   # the loss at the start as it is, every later one above it
+        checks.append(scores.copy())
+        return true_loss(self, scores) + (np.inf if len(checks) > 1 else 0.0)
+
+    monkeypatch.setattr(trees._RoundGuard, "_loss", rising_loss)
+    model.set_params(n_rounds=6).fit(features, shifted(bias, 1), labels)
     assert model.continued_
+    # the start, the first block's end, and the rounds taken again one by one: other scores
+    assert len(checks) == 3 and not np.array_equal(checks[1], checks[2])
     for name, value in before.items():
         np.testing.assert_array_equal(getattr(model, name), value)
 
