@@ -30,7 +30,8 @@ from slr.inference.batch import resolve_threads
 from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest
 from slr.validation import check_generator, check_int, check_real
 
-__all__ = ["AUTO_PER_CLASS_MIN_CLASSES", "BoostedTrees", "MAX_HALVINGS", "TREE_DEFAULTS", "resolve_tree"]
+__all__ = ["AUTO_PER_CLASS_MIN_CLASSES", "BoostedTrees", "FIRST_BLOCK", "MAX_BLOCK", "MAX_HALVINGS", "TREE_DEFAULTS",
+           "resolve_tree"]
 
 TREES = ("auto", "vector", "per_class")
 SPLITTERS = ("auto", "exact", "hist")
@@ -381,10 +382,12 @@ class BoostedTrees(LogisticOracle):
         ``learning_rate`` (and ``(K - 1) / K`` per class; zero at internal nodes).
     subset_loss_ : ndarray of shape (n_rounds_total,)
         Mean (weighted mean, with weights) biased loss on each round's subset *before* that
-        round's trees were added.
+        round's trees were added (at the scores its trees were grown at: a guarded block's
+        rounds taken again one by one may be added to others, Notes).
     round_seconds_ : ndarray of shape (n_rounds_total,)
         Seconds from the start of the :meth:`fit` that ran each round to the round's end
-        (binning and sorting included): the time the ensemble's first ``r`` rounds took.
+        (binning and sorting included): the time the ensemble's first ``r`` rounds took; a
+        guarded round's, to the check of the full loss that accepted it.
     n_leaves_ : ndarray of shape (n_trees,), intp
         Leaves of every tree.
     tree_ : {"vector", "per_class"}
@@ -394,7 +397,8 @@ class BoostedTrees(LogisticOracle):
         guarded (Notes); the trees are then those of that function followed by the new ones.
         The next fit on the same rows then continues at once (Notes).
     n_halvings_ : int
-        How often the last fit halved a guarded round's trees to keep the loss from rising.
+        How often the last fit halved a guarded round's trees to keep the loss from rising
+        (:data:`MAX_HALVINGS` + 1 for a dropped round).
     training_scores_ : ndarray of shape (N, K)
         Scores of the rows of the last fit, accumulated tree by tree while boosting in the
         order :meth:`decision_function` adds them, so bitwise equal to it (the oracle's tags
@@ -427,11 +431,14 @@ class BoostedTrees(LogisticOracle):
     boosted as described above, it compares the full (weighted) loss of the result with that
     of the replaced function (the fitted ensemble on the new rows; ``f = 0`` before the first
     fit). Where the result is worse, it is discarded and boosting continues from the replaced
-    function instead, ``n_rounds`` more rounds each accepted only where it does not raise the
-    full loss: a round's trees are halved (exactly: powers of two) until it does not, up to
-    :data:`MAX_HALVINGS` times, after which the round is dropped and boosting stops. The result
-    is never worse than the replaced function and, as each round fits the new gradient, in
-    general better. Simply keeping the replaced function would stall boosting: a fresh fit
+    function instead, ``n_rounds`` more rounds, guarded: the full loss is checked after every
+    block of rounds (:data:`FIRST_BLOCK` rounds, twice as many after every block that did not
+    raise it, up to :data:`MAX_BLOCK`), and a block that raised it is undone and its rounds
+    added again one by one, each only where it does not raise the full loss: a round's trees are
+    halved (exactly: powers of two) until it does not, up to :data:`MAX_HALVINGS` times, after
+    which the round is dropped and boosting stops. After :data:`FIRST_BLOCK` rounds in a row that
+    needed no halving, blocks resume. The result is never worse than the replaced function and,
+    as each round fits the new gradient, in general better. Simply keeping the replaced function would stall boosting: a fresh fit
     with subsampled rounds ends a little above it again and again (a learner-level undo of such
     fits raised Table 1's ChapterBoost error from .043 to .288). Where the fresh fit does not
     rise, nothing of it changes. The comparison needs the replaced function's scores:
@@ -445,15 +452,18 @@ class BoostedTrees(LogisticOracle):
     continued fit on. So a fit on the rows of the last fit (same ``rows_digest``), where that fit
     continued, boosts on from the replaced function at once, without the fit from 0
     (``warm_start`` aside); it still draws the rows that fit would have drawn, so that the
-    result is the same as before wherever the fit from 0 would have risen. A guarded round
-    takes the change of the full loss at a trial scale from the rows' class probabilities,
-    carried from round to round, and its trees' leaves of every row: one ``log1p`` per row and
-    scale, no exponential, and the change itself rather than a difference of two sums of the
-    loss's size, whose rounding used to accept a round that raises the loss at every scale at
-    one of its smallest (such a round now ends boosting, as documented above). The halvings are
-    searched from the last round's (the loss is convex along the step), the full loss is taken
-    once at the end (the fit's rounds are undone if it rose by rounding), and the accepted scores
-    are bitwise those the halved trees add. :meth:`decision_function` keeps
+    result is the same as before wherever the fit from 0 would have risen. A block of guarded
+    rounds costs what unguarded rounds do plus one pass of the full loss and a copy of the
+    scores at its end, and where no block raises the loss the guarded rounds are the unguarded
+    ones, bit for bit (a round within a block may raise the loss where the block does not: the
+    fit's loss, not each round's, is what must not rise). A round taken alone takes the change of
+    the full loss at a trial scale from the rows' class probabilities, carried from round to round,
+    and its trees' leaves of every row: one ``log1p`` per row and scale, no exponential, and the
+    change itself rather than a difference of two sums of the loss's size, whose rounding used to
+    accept a round that raises the loss at every scale at one of its smallest. The halvings are
+    searched from the last round's (the loss is convex along the step), and the accepted scores
+    are bitwise those the halved trees add. The check that ends rounds taken alone undoes them
+    where the full loss rose by rounding, and boosting stops. :meth:`decision_function` keeps
     the scores of the rows it predicted last, so that the learner's validation rows walk only
     the trees a continued fit added.
 

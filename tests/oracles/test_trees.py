@@ -382,6 +382,38 @@ def test_guarded_rounds_are_undone_where_the_full_loss_rose(monkeypatch):
         np.testing.assert_array_equal(getattr(model, name), value)
 
 
+@pytest.mark.parametrize("tree", ["vector", "per_class"])
+def test_guarded_blocks_that_lower_the_loss_are_the_unguarded_rounds(tree, monkeypatch):
+    """From f = 0 at the default step no block raises the full loss: a guarded boost's rounds are
+    then the unguarded boost's, bit for bit, with one pass of the full loss per block (4, 8, 16
+    rounds and the 12 left of 40) and none taken round by round."""
+    import slr.oracles.trees as trees
+    from slr.oracles.trees import _Ensemble
+
+    features, bias, labels = make_problem(3000, 3, seed=4)
+    checks, alone = [], []
+    true_loss, add = trees._RoundGuard._loss, trees._RoundGuard._add
+    monkeypatch.setattr(trees._RoundGuard, "_loss", lambda self, scores: checks.append(1) or true_loss(self, scores))
+    monkeypatch.setattr(trees._RoundGuard, "_add", lambda self, *args: alone.append(1) or add(self, *args))
+    fitted = []
+    for guarded in (False, True):
+        oracle = BoostedTrees(n_rounds=40, subsample=1000, tree=tree, random_state=0)
+        settings = oracle._boosting_settings(oracle.get_params(), 3000, 2, 3)
+        oracle.n_halvings_ = 0
+        ensemble = _Ensemble(np.zeros((3000, 3)))
+        oracle._boost(features, bias, labels, None, ensemble, settings, np.random.default_rng(0), 0.0,
+                      guarded=guarded)
+        fitted.append((ensemble, oracle.n_halvings_))
+    (plain, _), (guarded_fit, halvings) = fitted
+    assert (len(checks), len(alone), halvings) == (1 + 4, 0, 0)
+    np.testing.assert_array_equal(guarded_fit.scores, plain.scores)
+    assert guarded_fit.subset_loss == plain.subset_loss and len(guarded_fit.round_seconds) == 40
+    assert len(guarded_fit.trees) == len(plain.trees)
+    for ours, theirs in zip(guarded_fit.trees, plain.trees):
+        np.testing.assert_array_equal(ours.value, theirs.value)
+        np.testing.assert_array_equal(ours.threshold, theirs.threshold)
+
+
 @pytest.mark.parametrize("vector", [True, False])
 def test_guarded_step_kernels_agree_with_the_loss_of_the_stepped_scores(vector):
     """A guarded round's kernels against numpy: the leaves a tree sends its rows to, the change of the
@@ -479,6 +511,10 @@ def test_first_fit_never_ends_above_the_zero_function():
     model.fit(features, bias, labels)
     assert model.continued_ and model.n_halvings_ > 0
     assert model.loss(features, bias, labels) < zero
+    # the first block rose: its rounds were taken again one by one, none of them raising the loss
+    losses = [biased_logistic_loss(prefix_scores(model, features, t), bias, labels)[0]
+              for t in range(0, model.n_trees_ + 1)]
+    assert len(losses) > 2 and np.all(np.diff(losses) <= 0)
 
 
 def test_lightgbm_refit_that_would_rise_boosts_on_from_the_replaced_function():
