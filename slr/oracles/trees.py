@@ -267,10 +267,12 @@ class _RoundGuard:
 
         j = min(self.hint, MAX_HALVINGS)
         if rises(j):
-            if rises(MAX_HALVINGS):
-                self.halvings += MAX_HALVINGS + 1
-                return None
             while rises(j):
+                # a round that rises at every scale is found at the last scale, tried once the walk
+                # has gone two past the last round's j
+                if j == MAX_HALVINGS or (j >= self.hint + 2 and rises(MAX_HALVINGS)):
+                    self.halvings += MAX_HALVINGS + 1
+                    return None
                 j += 1
         else:
             while j > 0 and not rises(j - 1):
