@@ -149,9 +149,9 @@ def fraction_to_rows(fraction: float, n_rows: int, minimum: int) -> int:
     return max(minimum, math.ceil(fraction * n_rows - 1e-9))
 
 
-#: Rounds between two checks of a guarded fit's full loss at its start and after a round by round
-#: stretch; the blocks double while their rounds lower the loss, up to :data:`MAX_BLOCK` rounds
-#: (:meth:`BoostedTrees.fit`, Notes).
+#: Rounds of a guarded fit's first block (between two checks of its full loss), and of the first
+#: after rounds taken one by one; the blocks double while they do not raise the loss, up to
+#: :data:`MAX_BLOCK` rounds (:meth:`BoostedTrees.fit`, Notes).
 FIRST_BLOCK = 4
 MAX_BLOCK = 32
 
@@ -440,9 +440,10 @@ class BoostedTrees(LogisticOracle):
     halved (exactly: powers of two) until it does not, up to :data:`MAX_HALVINGS` times, after
     which the round is dropped and boosting stops. After :data:`FIRST_BLOCK` rounds in a row that
     needed no halving, blocks resume. The result is never worse than the replaced function and,
-    as each round fits the new gradient, in general better. Simply keeping the replaced function would stall boosting: a fresh fit
-    with subsampled rounds ends a little above it again and again (a learner-level undo of such
-    fits raised Table 1's ChapterBoost error from .043 to .288). Where the fresh fit does not
+    as each round fits the new gradient, in general better. Simply keeping the replaced
+    function would stall boosting: a fresh fit with subsampled rounds ends a little above it
+    again and again (a learner-level undo of such fits raised Table 1's ChapterBoost error from
+    .043 to .288). Where the fresh fit does not
     rise, nothing of it changes. The comparison needs the replaced function's scores:
     ``training_scores_`` when the rows are those of the last fit, otherwise a prediction. A
     replaced ensemble of the other ``tree`` protocol (after ``set_params(tree=...)``) is not
