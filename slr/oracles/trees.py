@@ -164,7 +164,9 @@ class _RoundGuard:
 
     In blocks (``block > 0``) the caller adds each round's trees to the scores, as an unguarded
     round does, and :meth:`push` compares the full loss at the block's end with that at the last
-    check, ``FIRST_BLOCK`` rounds and then twice as many while the blocks pass. A block whose loss
+    check, ``FIRST_BLOCK`` rounds and then twice as many while the blocks pass (a block that would
+    leave fewer than half as many rounds runs to the fit's end: few rounds, late in a fit, raise the
+    loss more often than the many before them, and are then taken one by one). A block whose loss
     rose is undone (the scores of the last check restored) and its rounds, whose trees are already
     grown, are added round by round (``block == 0``); the guard stays so, the caller then filling
     :attr:`leaves` in place of adding the trees, until ``FIRST_BLOCK`` rounds in a row needed no
@@ -206,14 +208,16 @@ class _RoundGuard:
     def _loss(self, scores: np.ndarray) -> float:
         return logistic.stepped_loss(scores, scores, 0.0, self.bias, self.labels, self.weights, self.targets)
 
-    def push(self, round_trees: list[Tree], scores: np.ndarray, last: bool) -> tuple[list[list[Tree]], int, bool]:
+    def push(self, round_trees: list[Tree], scores: np.ndarray, left: int) -> tuple[list[list[Tree]], int, bool]:
         """Take a round whose trees were added to ``scores`` (in blocks) or whose leaves are in
-        :attr:`leaves` (round by round); ``last``: the fit's last round. Return the rounds settled
+        :attr:`leaves` (round by round); ``left``: the fit's rounds after it. Return the rounds settled
         by a check (their trees, halved where they were), the number of the latest rounds dropped,
         and whether boosting stops."""
         self.pending.append(round_trees)
-        if self.block:
-            return self._check(scores, last) if last or len(self.pending) == self.block else ([], 0, False)
+        last = left == 0
+        if self.block:   # a block that would leave less than half a block runs to the end
+            due = last or (len(self.pending) >= self.block and left >= self.block // 2)
+            return self._check(scores, last) if due else ([], 0, False)
         if self._add(round_trees, scores) is None:   # no halving keeps the loss from rising: drop, stop
             self.pending.pop()
             kept, dropped, _ = self._check(scores, True)
@@ -435,7 +439,8 @@ class BoostedTrees(LogisticOracle):
     fit). Where the result is worse, it is discarded and boosting continues from the replaced
     function instead, ``n_rounds`` more rounds, guarded: the full loss is checked after every
     block of rounds (:data:`FIRST_BLOCK` rounds, twice as many after every block that did not
-    raise it, up to :data:`MAX_BLOCK`), and a block that raised it is undone and its rounds
+    raise it, up to :data:`MAX_BLOCK`; the last block takes the rounds a full block would leave
+    where they are fewer than half a block), and a block that raised it is undone and its rounds
     added again one by one, each only where it does not raise the full loss: a round's trees are
     halved (exactly: powers of two) until it does not, up to :data:`MAX_HALVINGS` times, after
     which the round is dropped and boosting stops. After :data:`FIRST_BLOCK` rounds in a row that
@@ -731,7 +736,7 @@ class BoostedTrees(LogisticOracle):
                 ensemble.trees.extend(round_trees)
                 ensemble.round_seconds.append(time.perf_counter() - fit_start)
                 continue
-            settled, dropped, stop = guard.push(round_trees, scores, round_index == p["n_rounds"] - 1)
+            settled, dropped, stop = guard.push(round_trees, scores, p["n_rounds"] - 1 - round_index)
             for settled_trees in settled:
                 ensemble.trees.extend(settled_trees)
             ensemble.round_seconds.extend([time.perf_counter() - fit_start] * len(settled))
