@@ -383,10 +383,12 @@ def test_guarded_rounds_are_undone_where_the_full_loss_rose(monkeypatch):
 
 
 @pytest.mark.parametrize("tree", ["vector", "per_class"])
-def test_guarded_blocks_that_lower_the_loss_are_the_unguarded_rounds(tree, monkeypatch):
+@pytest.mark.parametrize("n_rounds, n_checks", [(40, 1 + 4), (30, 1 + 3)])
+def test_guarded_blocks_that_lower_the_loss_are_the_unguarded_rounds(tree, n_rounds, n_checks, monkeypatch):
     """From f = 0 at the default step no block raises the full loss: a guarded boost's rounds are
-    then the unguarded boost's, bit for bit, with one pass of the full loss per block (4, 8, 16
-    rounds and the 12 left of 40) and none taken round by round."""
+    then the unguarded boost's, bit for bit, with one pass of the full loss at the start and per
+    block, none taken round by round. Blocks of 4, 8, 16 and the 12 rounds left of 40; of 30, the
+    third block takes the 2 rounds a block of 16 would leave."""
     import slr.oracles.trees as trees
     from slr.oracles.trees import _Ensemble
 
@@ -397,7 +399,7 @@ def test_guarded_blocks_that_lower_the_loss_are_the_unguarded_rounds(tree, monke
     monkeypatch.setattr(trees._RoundGuard, "_add", lambda self, *args: alone.append(1) or add(self, *args))
     fitted = []
     for guarded in (False, True):
-        oracle = BoostedTrees(n_rounds=40, subsample=1000, tree=tree, random_state=0)
+        oracle = BoostedTrees(n_rounds=n_rounds, subsample=1000, tree=tree, random_state=0)
         settings = oracle._boosting_settings(oracle.get_params(), 3000, 2, 3)
         oracle.n_halvings_ = 0
         ensemble = _Ensemble(np.zeros((3000, 3)))
@@ -405,9 +407,9 @@ def test_guarded_blocks_that_lower_the_loss_are_the_unguarded_rounds(tree, monke
                       guarded=guarded)
         fitted.append((ensemble, oracle.n_halvings_))
     (plain, _), (guarded_fit, halvings) = fitted
-    assert (len(checks), len(alone), halvings) == (1 + 4, 0, 0)
+    assert (len(checks), len(alone), halvings) == (n_checks, 0, 0)
     np.testing.assert_array_equal(guarded_fit.scores, plain.scores)
-    assert guarded_fit.subset_loss == plain.subset_loss and len(guarded_fit.round_seconds) == 40
+    assert guarded_fit.subset_loss == plain.subset_loss and len(guarded_fit.round_seconds) == n_rounds
     assert len(guarded_fit.trees) == len(plain.trees)
     for ours, theirs in zip(guarded_fit.trees, plain.trees):
         np.testing.assert_array_equal(ours.value, theirs.value)
