@@ -11,8 +11,10 @@ and prints CPU seconds (``time.process_time``):
 
 * ``round``: ``BoostedTrees._boost`` from ``f = 0`` on each denoising-sized problem of
   ``benchmarks/bench_trees.py`` (160,000 x 2 and 316,800 x 4; the NIPS protocol's per-class trees,
-  10,000 rows per round, Table 1's step .25), guarded and not: ms per round (a guarded boost stops
-  at a round that raises the loss at every scale), halvings, and a digest of the scores;
+  10,000 rows per round, Table 1's step .25), guarded and not: rounds, ms per round (a guarded
+  boost stops at a round that raises the loss at every scale when it takes rounds one by one),
+  halvings, and a digest of the scores (a guarded boost none of whose blocks raised the loss has
+  the unguarded one's);
 * ``cell`` (with ``--cell``): the full Table 1 cell's learner fit for ``--iterations`` iterations
   (no monitor): its CPU seconds, those of its ``BoostedTrees`` fits, how many of them continued,
   the CPU seconds and number of their guarded rounds, and a digest of the final trees' values.

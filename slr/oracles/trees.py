@@ -30,7 +30,8 @@ from slr.inference.batch import resolve_threads
 from slr.oracles.base import LogisticOracle, OracleTags, biased_logistic_loss, rows_digest
 from slr.validation import check_generator, check_int, check_real
 
-__all__ = ["AUTO_PER_CLASS_MIN_CLASSES", "BoostedTrees", "MAX_HALVINGS", "TREE_DEFAULTS", "resolve_tree"]
+__all__ = ["AUTO_PER_CLASS_MIN_CLASSES", "BoostedTrees", "FIRST_BLOCK", "MAX_BLOCK", "MAX_HALVINGS", "TREE_DEFAULTS",
+           "resolve_tree"]
 
 TREES = ("auto", "vector", "per_class")
 SPLITTERS = ("auto", "exact", "hist")
@@ -148,38 +149,109 @@ def fraction_to_rows(fraction: float, n_rows: int, minimum: int) -> int:
     return max(minimum, math.ceil(fraction * n_rows - 1e-9))
 
 
-class _RoundGuard:
-    """The full loss of a guarded fit's rounds (:meth:`BoostedTrees.fit`, Notes): each round's trees
-    are added halved ``j`` times for the least ``j <= MAX_HALVINGS`` at which the loss of all rows
-    does not rise.
+#: Rounds of a guarded fit's first block (between two checks of its full loss), and of the first
+#: after rounds taken one by one; the blocks double while they do not raise the loss, up to
+#: :data:`MAX_BLOCK` rounds (:meth:`BoostedTrees.fit`, Notes).
+FIRST_BLOCK = 4
+MAX_BLOCK = 32
 
-    The loss change of a scale ``s`` of the round's step ``D`` is
+
+class _RoundGuard:
+    """A guarded fit's rounds (:meth:`BoostedTrees.fit`, Notes): the fit's full loss is checked
+    after every block of rounds, and a block that raised it is undone and its rounds taken again one
+    by one, each added halved ``j`` times for the least ``j <= MAX_HALVINGS`` at which the loss of all
+    rows does not rise.
+
+    In blocks (``block > 0``) the caller adds each round's trees to the scores, as an unguarded
+    round does, and :meth:`push` compares the full loss at the block's end with that at the last
+    check, ``FIRST_BLOCK`` rounds and then twice as many while the blocks pass (a block that would
+    leave fewer than half as many rounds runs to the fit's end: few rounds, late in a fit, raise the
+    loss more often than the many before them, and are then taken one by one). A block whose loss
+    rose is undone (the scores of the last check restored) and its rounds, whose trees are already
+    grown, are added round by round (``block == 0``); the guard stays so, the caller then filling
+    :attr:`leaves` in place of adding the trees, until ``FIRST_BLOCK`` rounds in a row needed no
+    halving, where a check starts blocks again. A check also ends the fit, and where it finds a
+    rise after rounds taken one by one (by the rounding of the loss's sums only), the rounds since
+    the last check are undone and boosting stops. So the fit's loss never ends above its start's.
+
+    Round by round, the loss change of a scale ``s`` of the round's step ``D`` is
     ``sum_i w_i [log sum_k P[i, k] exp(s D[i, k]) - s <q_i, D_i>]`` with ``P`` the softmax of the
     rows' margins, which is carried from round to round (:func:`~slr.oracles._boosting.logistic.
-    add_step`), and ``D`` read from the trees' leaves (:attr:`leaves`, filled by the caller), so
-    that a trial costs one ``log1p`` per row, and the change is taken as such, not as a difference
-    of two sums of the size of the loss. The change is convex in ``s``, so the qualifying ``j`` are
-    those from the least one on: the search starts at the last round's ``j`` (consecutive rounds
-    need alike) and walks to the least. The scores receive the halved trees' values one addition
-    each, bitwise as adding the halved trees does. :meth:`rose` checks the full loss at the end.
+    add_step`), and ``D`` read from the trees' leaves, so that a trial costs one ``log1p`` per row,
+    and the change is taken as such, not as a difference of two sums of the size of the loss. The
+    change is convex in ``s``, so the qualifying ``j`` are those from the least one on: the search
+    starts at the last round's ``j`` (consecutive rounds need alike) and walks to the least. The
+    scores receive the halved trees' values one addition each, bitwise as adding the halved trees
+    does.
     """
 
     def __init__(self, scores: np.ndarray, bias: np.ndarray, labels: np.ndarray, sample_weight: np.ndarray | None,
-                 targets: np.ndarray | None, trees_per_round: int) -> None:
+                 targets: np.ndarray | None, trees_per_round: int, features: np.ndarray, n_jobs: int) -> None:
         self.bias, self.labels, self.weights = bias, labels, sample_weight
         self.targets = None if targets is None else np.ascontiguousarray(targets)
-        self.start_scores = scores.copy()
-        self.start_loss = self._loss(scores)
-        self.probabilities = softmax(scores + bias, axis=1)
+        self.features, self.n_jobs = features, n_jobs
+        self.checked_scores = scores.copy()
+        self.checked_loss = self._loss(scores)
+        #: rounds between checks of the full loss; 0: round by round
+        self.block = FIRST_BLOCK
+        #: the rounds since the last check, each a list of its trees
+        self.pending: list[list[Tree]] = []
         self.vector = trees_per_round == 1
-        #: each tree of a round's leaf of every row (local to the tree)
+        #: each tree of a round's leaf of every row (local to the tree), round by round
         self.leaves = np.empty((trees_per_round, scores.shape[0]), dtype=np.intp)
+        self.probabilities: np.ndarray | None = None
         self.hint = 0
+        self.streak = 0
+        #: halvings of the rounds taken one by one, MAX_HALVINGS + 1 for a dropped round
+        self.halvings = 0
 
     def _loss(self, scores: np.ndarray) -> float:
         return logistic.stepped_loss(scores, scores, 0.0, self.bias, self.labels, self.weights, self.targets)
 
-    def add(self, round_trees: list[Tree], scores: np.ndarray) -> int | None:
+    def push(self, round_trees: list[Tree], scores: np.ndarray, left: int) -> tuple[list[list[Tree]], int, bool]:
+        """Take a round whose trees were added to ``scores`` (in blocks) or whose leaves are in
+        :attr:`leaves` (round by round); ``left``: the fit's rounds after it. Return the rounds settled
+        by a check (their trees, halved where they were), the number of the latest rounds dropped,
+        and whether boosting stops."""
+        self.pending.append(round_trees)
+        last = left == 0
+        if self.block:   # a block that would leave less than half a block runs to the end
+            due = last or (len(self.pending) >= self.block and left >= self.block // 2)
+            return self._check(scores, last) if due else ([], 0, False)
+        if self._add(round_trees, scores) is None:   # no halving keeps the loss from rising: drop, stop
+            self.pending.pop()
+            kept, dropped, _ = self._check(scores, True)
+            return kept, dropped + 1, True
+        return self._check(scores, last) if last or self.streak >= FIRST_BLOCK else ([], 0, False)
+
+    def _check(self, scores: np.ndarray, last: bool) -> tuple[list[list[Tree]], int, bool]:
+        """Compare the full loss with the last check's and settle, or undo, the rounds since (see
+        :meth:`push`, whose value this returns)."""
+        loss = self._loss(scores)
+        if loss <= self.checked_loss:
+            settled, self.pending = self.pending, []
+            self.checked_scores[...] = scores
+            self.checked_loss = loss
+            self.block = min(2 * self.block, MAX_BLOCK) if self.block else FIRST_BLOCK
+            return settled, 0, False
+        scores[...] = self.checked_scores
+        if not self.block:   # a rise by rounding: undo the rounds since the last check
+            dropped, self.pending = len(self.pending), []
+            return [], dropped, True
+        block, self.pending = self.pending, []
+        self.block = self.streak = 0
+        self.probabilities = softmax(scores + self.bias, axis=1)
+        for taken, round_trees in enumerate(block):
+            for t, tree in enumerate(round_trees):
+                predictor.tree_leaves(self.features, tree, self.leaves[t], self.n_jobs)
+            self.pending.append(round_trees)
+            if self._add(round_trees, scores) is None:
+                self.pending.pop()
+                kept, dropped, _ = self._check(scores, True)
+                return kept, dropped + len(block) - taken, True
+        return self._check(scores, last) if last or self.streak >= FIRST_BLOCK else ([], 0, False)
+
+    def _add(self, round_trees: list[Tree], scores: np.ndarray) -> int | None:
         """Add the round's trees, halved the least number of times at which the loss does not rise,
         to ``scores`` (and halve those in ``round_trees`` alike); return that number, or None (and
         leave ``scores``) where no halving up to :data:`MAX_HALVINGS` keeps the loss from rising."""
@@ -199,9 +271,12 @@ class _RoundGuard:
 
         j = min(self.hint, MAX_HALVINGS)
         if rises(j):
-            if rises(MAX_HALVINGS):
-                return None
             while rises(j):
+                # a round that rises at every scale is found at the last scale, tried once the walk
+                # has gone two past the last round's j
+                if j == MAX_HALVINGS or (j >= self.hint + 2 and rises(MAX_HALVINGS)):
+                    self.halvings += MAX_HALVINGS + 1
+                    return None
                 j += 1
         else:
             while j > 0 and not rises(j - 1):
@@ -213,11 +288,9 @@ class _RoundGuard:
         logistic.add_step(self.probabilities, self.leaves, offsets, self.vector, np.expm1(scale * values),
                           scale * values, scores)
         self.hint = j
+        self.halvings += j
+        self.streak = 0 if j else self.streak + 1
         return j
-
-    def rose(self, scores: np.ndarray) -> bool:
-        """Whether the full loss of ``scores`` exceeds that of the scores the guard started from."""
-        return self._loss(scores) > self.start_loss
 
 
 class BoostedTrees(LogisticOracle):
@@ -315,10 +388,12 @@ class BoostedTrees(LogisticOracle):
         ``learning_rate`` (and ``(K - 1) / K`` per class; zero at internal nodes).
     subset_loss_ : ndarray of shape (n_rounds_total,)
         Mean (weighted mean, with weights) biased loss on each round's subset *before* that
-        round's trees were added.
+        round's trees were added (at the scores its trees were grown at: a guarded block's
+        rounds taken again one by one may be added to others, Notes).
     round_seconds_ : ndarray of shape (n_rounds_total,)
         Seconds from the start of the :meth:`fit` that ran each round to the round's end
-        (binning and sorting included): the time the ensemble's first ``r`` rounds took.
+        (binning and sorting included): the time the ensemble's first ``r`` rounds took; a
+        guarded round's, to the check of the full loss that accepted it.
     n_leaves_ : ndarray of shape (n_trees,), intp
         Leaves of every tree.
     tree_ : {"vector", "per_class"}
@@ -328,7 +403,8 @@ class BoostedTrees(LogisticOracle):
         guarded (Notes); the trees are then those of that function followed by the new ones.
         The next fit on the same rows then continues at once (Notes).
     n_halvings_ : int
-        How often the last fit halved a guarded round's trees to keep the loss from rising.
+        How often the last fit halved a guarded round's trees to keep the loss from rising
+        (:data:`MAX_HALVINGS` + 1 for a dropped round).
     training_scores_ : ndarray of shape (N, K)
         Scores of the rows of the last fit, accumulated tree by tree while boosting in the
         order :meth:`decision_function` adds them, so bitwise equal to it (the oracle's tags
@@ -361,13 +437,18 @@ class BoostedTrees(LogisticOracle):
     boosted as described above, it compares the full (weighted) loss of the result with that
     of the replaced function (the fitted ensemble on the new rows; ``f = 0`` before the first
     fit). Where the result is worse, it is discarded and boosting continues from the replaced
-    function instead, ``n_rounds`` more rounds each accepted only where it does not raise the
-    full loss: a round's trees are halved (exactly: powers of two) until it does not, up to
-    :data:`MAX_HALVINGS` times, after which the round is dropped and boosting stops. The result
-    is never worse than the replaced function and, as each round fits the new gradient, in
-    general better. Simply keeping the replaced function would stall boosting: a fresh fit
-    with subsampled rounds ends a little above it again and again (a learner-level undo of such
-    fits raised Table 1's ChapterBoost error from .043 to .288). Where the fresh fit does not
+    function instead, ``n_rounds`` more rounds, guarded: the full loss is checked after every
+    block of rounds (:data:`FIRST_BLOCK` rounds, twice as many after every block that did not
+    raise it, up to :data:`MAX_BLOCK`; the last block takes the rounds a full block would leave
+    where they are fewer than half a block), and a block that raised it is undone and its rounds
+    added again one by one, each only where it does not raise the full loss: a round's trees are
+    halved (exactly: powers of two) until it does not, up to :data:`MAX_HALVINGS` times, after
+    which the round is dropped and boosting stops. After :data:`FIRST_BLOCK` rounds in a row that
+    needed no halving, blocks resume. The result is never worse than the replaced function and,
+    as each round fits the new gradient, in general better. Simply keeping the replaced
+    function would stall boosting: a fresh fit with subsampled rounds ends a little above it
+    again and again (a learner-level undo of such fits raised Table 1's ChapterBoost error from
+    .043 to .288). Where the fresh fit does not
     rise, nothing of it changes. The comparison needs the replaced function's scores:
     ``training_scores_`` when the rows are those of the last fit, otherwise a prediction. A
     replaced ensemble of the other ``tree`` protocol (after ``set_params(tree=...)``) is not
@@ -379,15 +460,18 @@ class BoostedTrees(LogisticOracle):
     continued fit on. So a fit on the rows of the last fit (same ``rows_digest``), where that fit
     continued, boosts on from the replaced function at once, without the fit from 0
     (``warm_start`` aside); it still draws the rows that fit would have drawn, so that the
-    result is the same as before wherever the fit from 0 would have risen. A guarded round
-    takes the change of the full loss at a trial scale from the rows' class probabilities,
-    carried from round to round, and its trees' leaves of every row: one ``log1p`` per row and
-    scale, no exponential, and the change itself rather than a difference of two sums of the
-    loss's size, whose rounding used to accept a round that raises the loss at every scale at
-    one of its smallest (such a round now ends boosting, as documented above). The halvings are
-    searched from the last round's (the loss is convex along the step), the full loss is taken
-    once at the end (the fit's rounds are undone if it rose by rounding), and the accepted scores
-    are bitwise those the halved trees add. :meth:`decision_function` keeps
+    result is the same as before wherever the fit from 0 would have risen. A block of guarded
+    rounds costs what unguarded rounds do plus one pass of the full loss and a copy of the
+    scores at its end, and where no block raises the loss the guarded rounds are the unguarded
+    ones, bit for bit (a round within a block may raise the loss where the block does not: the
+    fit's loss, not each round's, is what must not rise). A round taken alone takes the change of
+    the full loss at a trial scale from the rows' class probabilities, carried from round to round,
+    and its trees' leaves of every row: one ``log1p`` per row and scale, no exponential, and the
+    change itself rather than a difference of two sums of the loss's size, whose rounding used to
+    accept a round that raises the loss at every scale at one of its smallest. The halvings are
+    searched from the last round's (the loss is convex along the step), and the accepted scores
+    are bitwise those the halved trees add. The check that ends rounds taken alone undoes them
+    where the full loss rose by rounding, and boosting stops. :meth:`decision_function` keeps
     the scores of the rows it predicted last, so that the learner's validation rows walk only
     the trees a continued fit added.
 
@@ -583,8 +667,7 @@ class BoostedTrees(LogisticOracle):
         if hist:
             all_codes, n_bins, bin_low, bin_high = bin_features(features)
         guard = _RoundGuard(scores, bias, hard_labels, sample_weight, labels if soft else None,
-                            k if per_class else 1) if guarded else None
-        kept = (len(ensemble.trees), len(subset_loss), len(ensemble.round_seconds))
+                            k if per_class else 1, features, p["n_jobs"]) if guarded else None
         if full:
             rows = np.arange(n, dtype=np.intp)
             sub_features = features
@@ -592,7 +675,7 @@ class BoostedTrees(LogisticOracle):
                 sub_codes = all_codes
             else:
                 full_order = sorted_orders(features)
-        for _ in range(p["n_rounds"]):
+        for round_index in range(p["n_rounds"]):
             if not full:
                 rows = _draw_rows(rng, n, n_sub)
                 sub_features = features[rows]
@@ -644,24 +727,23 @@ class BoostedTrees(LogisticOracle):
                                                 sub_targets)
                     values = values[:, None]
                 tree = grown.fitted(shrink * values, column=c)
-                if guard is None:
-                    predictor.add_tree(features, tree, scores, p["n_jobs"])
-                else:
+                if guard is not None and not guard.block:   # round by round: the guard adds the trees
                     predictor.tree_leaves(features, tree, guard.leaves[max(c, 0)], p["n_jobs"])
+                else:
+                    predictor.add_tree(features, tree, scores, p["n_jobs"])
                 round_trees.append(tree)
-            if guard is not None:
-                halvings = guard.add(round_trees, scores)
-                if halvings is None:   # no halving keeps the loss from rising: drop the round, stop
-                    self.n_halvings_ += MAX_HALVINGS + 1
-                    subset_loss.pop()
-                    break
-                self.n_halvings_ += halvings
-            ensemble.trees.extend(round_trees)
-            ensemble.round_seconds.append(time.perf_counter() - fit_start)
-        if guard is not None and guard.rose(scores):   # by the rounding of the loss's sums: undo the rounds
-            scores[...] = guard.start_scores
-            n_trees, n_losses, n_seconds = kept
-            del ensemble.trees[n_trees:], subset_loss[n_losses:], ensemble.round_seconds[n_seconds:]
+            if guard is None:
+                ensemble.trees.extend(round_trees)
+                ensemble.round_seconds.append(time.perf_counter() - fit_start)
+                continue
+            settled, dropped, stop = guard.push(round_trees, scores, p["n_rounds"] - 1 - round_index)
+            for settled_trees in settled:
+                ensemble.trees.extend(settled_trees)
+            ensemble.round_seconds.extend([time.perf_counter() - fit_start] * len(settled))
+            del subset_loss[len(subset_loss) - dropped:]
+            self.n_halvings_ = guard.halvings
+            if stop:
+                break
 
     def _set_constant(self, constant: np.ndarray) -> None:
         """Make the fitted function the per-class ``constant`` (one single-leaf vector tree, no

@@ -358,18 +358,62 @@ def test_stepped_loss_is_the_biased_loss_of_the_stepped_scores():
 
 
 def test_guarded_rounds_are_undone_where_the_full_loss_rose(monkeypatch):
-    """The guard's check of the full loss at the end (it can rise only by the rounding of its sums):
-    where it finds a rise, the continued fit ends at the function it replaced, bit for bit."""
+    """The guard's checks of the full loss: where the check of a block finds a rise, its rounds are
+    taken again one by one; where the check after those finds one too (by the rounding of the loss's
+    sums only), they are undone and the continued fit ends at the function it replaced, bit for bit."""
     import slr.oracles.trees as trees
 
     features, bias, labels = make_problem(2000, 3, seed=11)
     model = BoostedTrees(n_rounds=40, subsample=500, tree="per_class", random_state=0).fit(features, bias, labels)
     before = {name: getattr(model, name).copy() for name in NODE_ARRAYS + ("subset_loss_", "training_scores_")}
-    monkeypatch.setattr(trees._RoundGuard, "rose", lambda self, scores: True)
-    model.set_params(n_rounds=2).fit(features, shifted(bias, 1), labels)
+    checks = []
+    true_loss = trees._RoundGuard._loss
+
+    def rising_loss(self, scores):   # the loss at the start as it is, every later one above it
+        checks.append(scores.copy())
+        return true_loss(self, scores) + (np.inf if len(checks) > 1 else 0.0)
+
+    monkeypatch.setattr(trees._RoundGuard, "_loss", rising_loss)
+    model.set_params(n_rounds=6).fit(features, shifted(bias, 1), labels)
     assert model.continued_
+    # the start, the first block's end, and the rounds taken again one by one: other scores
+    assert len(checks) == 3 and not np.array_equal(checks[1], checks[2])
     for name, value in before.items():
         np.testing.assert_array_equal(getattr(model, name), value)
+
+
+@pytest.mark.parametrize("tree", ["vector", "per_class"])
+@pytest.mark.parametrize("n_rounds, n_checks", [(40, 1 + 4), (30, 1 + 3)])
+def test_guarded_blocks_that_lower_the_loss_are_the_unguarded_rounds(tree, n_rounds, n_checks, monkeypatch):
+    """From f = 0 at the default step no block raises the full loss: a guarded boost's rounds are
+    then the unguarded boost's, bit for bit, with one pass of the full loss at the start and per
+    block, none taken round by round. Blocks of 4, 8, 16 and the 12 rounds left of 40; of 30, the
+    third block takes the 2 rounds a block of 16 would leave."""
+    import slr.oracles.trees as trees
+    from slr.oracles.trees import _Ensemble
+
+    features, bias, labels = make_problem(3000, 3, seed=4)
+    checks, alone = [], []
+    true_loss, add = trees._RoundGuard._loss, trees._RoundGuard._add
+    monkeypatch.setattr(trees._RoundGuard, "_loss", lambda self, scores: checks.append(1) or true_loss(self, scores))
+    monkeypatch.setattr(trees._RoundGuard, "_add", lambda self, *args: alone.append(1) or add(self, *args))
+    fitted = []
+    for guarded in (False, True):
+        oracle = BoostedTrees(n_rounds=n_rounds, subsample=1000, tree=tree, random_state=0)
+        settings = oracle._boosting_settings(oracle.get_params(), 3000, 2, 3)
+        oracle.n_halvings_ = 0
+        ensemble = _Ensemble(np.zeros((3000, 3)))
+        oracle._boost(features, bias, labels, None, ensemble, settings, np.random.default_rng(0), 0.0,
+                      guarded=guarded)
+        fitted.append((ensemble, oracle.n_halvings_))
+    (plain, _), (guarded_fit, halvings) = fitted
+    assert (len(checks), len(alone), halvings) == (n_checks, 0, 0)
+    np.testing.assert_array_equal(guarded_fit.scores, plain.scores)
+    assert guarded_fit.subset_loss == plain.subset_loss and len(guarded_fit.round_seconds) == n_rounds
+    assert len(guarded_fit.trees) == len(plain.trees)
+    for ours, theirs in zip(guarded_fit.trees, plain.trees):
+        np.testing.assert_array_equal(ours.value, theirs.value)
+        np.testing.assert_array_equal(ours.threshold, theirs.threshold)
 
 
 @pytest.mark.parametrize("vector", [True, False])
@@ -469,6 +513,10 @@ def test_first_fit_never_ends_above_the_zero_function():
     model.fit(features, bias, labels)
     assert model.continued_ and model.n_halvings_ > 0
     assert model.loss(features, bias, labels) < zero
+    # the first block rose: its rounds were taken again one by one, none of them raising the loss
+    losses = [biased_logistic_loss(prefix_scores(model, features, t), bias, labels)[0]
+              for t in range(0, model.n_trees_ + 1)]
+    assert len(losses) > 2 and np.all(np.diff(losses) <= 0)
 
 
 def test_lightgbm_refit_that_would_rise_boosts_on_from_the_replaced_function():
