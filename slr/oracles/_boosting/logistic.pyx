@@ -192,7 +192,7 @@ def add_step(double[:, ::1] P, const intp_t[:, ::1] leaves, const intp_t[::1] no
     with nogil:
         for i in range(n):
             # the grown probabilities are formed twice, for their sum and then divided by it, rather
-            # than stored and read back: the store and the reload of P[i, k] made the loop 4x slower
+            # than stored and read back, which made the loop several times slower (docs/design.md)
             mass = 0.0
             for k in range(K):
                 node = _column_node(leaves, node_offset, vector, i, k)
