@@ -168,9 +168,9 @@ class _RoundGuard:
     leave fewer than half as many rounds runs to the fit's end: few rounds, late in a fit, raise the
     loss more often than the many before them, and are then taken one by one). A block whose loss
     rose is undone (the scores of the last check restored) and its rounds, whose trees are already
-    grown, are added round by round (``block == 0``); the guard stays so, the caller then filling
-    :attr:`leaves` in place of adding the trees, until ``FIRST_BLOCK`` rounds in a row needed no
-    halving, where a check starts blocks again. A check also ends the fit, and where it finds a
+    grown, are added round by round (``block == 0``); the guard stays so, the caller then leaving
+    the trees to it, until ``FIRST_BLOCK`` rounds in a row needed no halving, where a check starts
+    blocks again. A check also ends the fit, and where it finds a
     rise after rounds taken one by one (by the rounding of the loss's sums only), the rounds since
     the last check are undone and boosting stops. So the fit's loss never ends above its start's.
 
@@ -209,20 +209,17 @@ class _RoundGuard:
         return logistic.stepped_loss(scores, scores, 0.0, self.bias, self.labels, self.weights, self.targets)
 
     def push(self, round_trees: list[Tree], scores: np.ndarray, left: int) -> tuple[list[list[Tree]], int, bool]:
-        """Take a round whose trees were added to ``scores`` (in blocks) or whose leaves are in
-        :attr:`leaves` (round by round); ``left``: the fit's rounds after it. Return the rounds settled
+        """Take a round whose trees were added to ``scores`` (in blocks) or are to be added by the
+        guard (round by round); ``left``: the fit's rounds after it. Return the rounds settled
         by a check (their trees, halved where they were), the number of the latest rounds dropped,
         and whether boosting stops."""
-        self.pending.append(round_trees)
         last = left == 0
-        if self.block:   # a block that would leave less than half a block runs to the end
-            due = last or (len(self.pending) >= self.block and left >= self.block // 2)
-            return self._check(scores, last) if due else ([], 0, False)
-        if self._add(round_trees, scores) is None:   # no halving keeps the loss from rising: drop, stop
-            self.pending.pop()
-            kept, dropped, _ = self._check(scores, True)
-            return kept, dropped + 1, True
-        return self._check(scores, last) if last or self.streak >= FIRST_BLOCK else ([], 0, False)
+        if not self.block:
+            return self._one_by_one([round_trees], scores, last)
+        self.pending.append(round_trees)
+        # a block that would leave less than half a block runs to the end
+        due = last or (len(self.pending) >= self.block and left >= self.block // 2)
+        return self._check(scores, last) if due else ([], 0, False)
 
     def _check(self, scores: np.ndarray, last: bool) -> tuple[list[list[Tree]], int, bool]:
         """Compare the full loss with the last check's and settle, or undo, the rounds since (see
@@ -241,14 +238,20 @@ class _RoundGuard:
         block, self.pending = self.pending, []
         self.block = self.streak = 0
         self.probabilities = softmax(scores + self.bias, axis=1)
-        for taken, round_trees in enumerate(block):
+        return self._one_by_one(block, scores, last)
+
+    def _one_by_one(self, rounds: list[list[Tree]], scores: np.ndarray,
+                    last: bool) -> tuple[list[list[Tree]], int, bool]:
+        """Add ``rounds``, none of them in ``scores`` yet, round by round (``block == 0``), and check
+        where blocks resume or the fit ends (see :meth:`push`, whose value this returns)."""
+        for taken, round_trees in enumerate(rounds):
             for t, tree in enumerate(round_trees):
                 predictor.tree_leaves(self.features, tree, self.leaves[t], self.n_jobs)
             self.pending.append(round_trees)
-            if self._add(round_trees, scores) is None:
+            if self._add(round_trees, scores) is None:   # no halving keeps the loss from rising: drop, stop
                 self.pending.pop()
                 kept, dropped, _ = self._check(scores, True)
-                return kept, dropped + len(block) - taken, True
+                return kept, dropped + len(rounds) - taken, True
         return self._check(scores, last) if last or self.streak >= FIRST_BLOCK else ([], 0, False)
 
     def _add(self, round_trees: list[Tree], scores: np.ndarray) -> int | None:
@@ -727,9 +730,7 @@ class BoostedTrees(LogisticOracle):
                                                 sub_targets)
                     values = values[:, None]
                 tree = grown.fitted(shrink * values, column=c)
-                if guard is not None and not guard.block:   # round by round: the guard adds the trees
-                    predictor.tree_leaves(features, tree, guard.leaves[max(c, 0)], p["n_jobs"])
-                else:
+                if guard is None or guard.block:   # round by round, the guard adds the trees
                     predictor.add_tree(features, tree, scores, p["n_jobs"])
                 round_trees.append(tree)
             if guard is None:
